@@ -1,0 +1,32 @@
+-- Release one hold of a reentrant lock; the last hold deletes the lock and wakes a waiter.
+--
+-- KEYS[1]  the lock hash <name>
+-- KEYS[2]  the wake-up channel redisson_lock__channel:{<name>}
+-- KEYS[3]  the replay key redisson_unlock_latch:{<name>}:<request-id>
+-- ARGV[1]  the message to publish on the last release ("0": wake one waiter per process)
+-- ARGV[2]  lease in ms to set while holds remain
+-- ARGV[3]  holder field <client-uuid>:<owner>
+-- ARGV[4]  the publish command: PUBLISH (or SPUBLISH on a sharded cluster)
+-- ARGV[5]  how long the replay key lives, in ms
+--
+-- Reply:   nil when the field holds nothing (not held by this owner),
+--          0 when holds remain, 1 when the lock was freed.
+--          A request already applied replays its first reply, so a retried release counts once.
+-- Errors:  WRONGTYPE when <name> exists but is not a hash.
+local replay = redis.call('get', KEYS[3])
+if replay ~= false then
+    return tonumber(replay)
+end
+if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+    return nil
+end
+local holds = redis.call('hincrby', KEYS[1], ARGV[3], -1)
+if holds > 0 then
+    redis.call('pexpire', KEYS[1], ARGV[2])
+    redis.call('set', KEYS[3], 0, 'px', ARGV[5])
+    return 0
+end
+redis.call('del', KEYS[1])
+redis.call(ARGV[4], KEYS[2], ARGV[1])
+redis.call('set', KEYS[3], 1, 'px', ARGV[5])
+return 1

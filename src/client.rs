@@ -1,0 +1,218 @@
+//! The client: connections, identity and the background tasks every lock shares.
+//!
+//! A [`Client`] is cheap to clone (an `Arc` inside). It owns one command connection, one
+//! subscriber connection with its pub/sub hub, a random UUID that prefixes every holder field it
+//! writes, and the watchdog task. Dropping the last clone stops the tasks; [`Client::shutdown`]
+//! does it explicitly and closes the connections.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use fred::clients::{Client as Redis, SubscriberClient};
+use fred::interfaces::ClientLike;
+use fred::types::config::Options;
+use fred::types::config::ReconnectPolicy;
+use fred::types::Builder;
+use tokio::sync::watch;
+
+use crate::config::{millis, Config};
+use crate::error::{Error, Result};
+use crate::lock::Lock;
+use crate::pubsub::Hub;
+use crate::watchdog::{Holds, Watchdog};
+
+/// A connection to Redis that hands out locks.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn run() -> relock::Result<()> {
+/// let client = relock::Client::connect("redis://127.0.0.1:6379").await?;
+/// let guard = client.lock("order:42").lock().await?;
+/// // ... the critical section ...
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    /// The client id: the first half of every holder field.
+    pub(crate) id: String,
+    pub(crate) redis: Redis,
+    subscriber: SubscriberClient,
+    pub(crate) hub: Hub,
+    pub(crate) holds: Arc<Holds>,
+    pub(crate) watchdog_timeout: Duration,
+    pub(crate) watchdog_ms: u64,
+    pub(crate) command_timeout: Duration,
+    /// Options for lock scripts: one attempt, bounded time.
+    pub(crate) once: Options,
+    closed: AtomicBool,
+    shutdown: watch::Sender<bool>,
+}
+
+impl Client {
+    /// Connects to the server at `url` with the default [`Config`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a bad URL, [`Error::Redis`] when the server cannot be reached.
+    pub async fn connect(url: &str) -> Result<Client> {
+        Client::new(Config::from_url(url)?).await
+    }
+
+    /// Connects with `config`: the command connection, the subscriber connection, and starts the
+    /// pub/sub hub and the watchdog.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a bad setting, [`Error::Redis`] when the server cannot be
+    /// reached.
+    pub async fn new(config: Config) -> Result<Client> {
+        config.validate()?;
+        let mut builder = Builder::from_config(config.redis.clone());
+        builder
+            .with_performance_config(|p| p.broadcast_channel_capacity = 4096)
+            .with_connection_config(|c| {
+                c.connection_timeout = config.command_timeout;
+                c.internal_command_timeout = config.command_timeout;
+            })
+            .set_policy(ReconnectPolicy::new_exponential(0, 20, 1000, 2));
+        let redis = builder.build()?;
+        let subscriber = builder.build_subscriber_client()?;
+        redis.init().await?;
+        if let Err(e) = subscriber.init().await {
+            let _ = redis.quit().await;
+            return Err(e.into());
+        }
+
+        let (shutdown, _) = watch::channel(false);
+        let holds = Arc::new(Holds::default());
+        let once = Options {
+            max_attempts: Some(1),
+            timeout: Some(config.command_timeout),
+            ..Default::default()
+        };
+        let watchdog = Watchdog {
+            redis: redis.clone(),
+            holds: holds.clone(),
+            options: Options {
+                timeout: Some(config.command_timeout),
+                ..Default::default()
+            },
+            lease: config.watchdog_timeout,
+            batch: config.renewal_batch,
+        };
+        tokio::spawn(watchdog.run(shutdown.subscribe()));
+        let hub = Hub::start(subscriber.clone(), shutdown.subscribe());
+        Ok(Client {
+            inner: Arc::new(Inner {
+                id: uuid::Uuid::new_v4().to_string(),
+                redis,
+                subscriber,
+                hub,
+                holds,
+                watchdog_ms: millis(config.watchdog_timeout, "watchdog timeout")?,
+                watchdog_timeout: config.watchdog_timeout,
+                command_timeout: config.command_timeout,
+                once,
+                closed: AtomicBool::new(false),
+                shutdown,
+            }),
+        })
+    }
+
+    /// A handle on the reentrant lock `name`. No I/O happens until it is used; a bad name is
+    /// reported by the first operation.
+    pub fn lock(&self, name: impl Into<String>) -> Lock {
+        Lock::new(self.clone(), name.into())
+    }
+
+    /// This client's id, the `<client-uuid>` half of every holder field it writes.
+    pub fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    /// The fred client relock sends its commands on, for commands of your own.
+    pub fn redis(&self) -> &Redis {
+        &self.inner.redis
+    }
+
+    /// Counts of what the client tracks locally, for tests and leak checks.
+    pub fn stats(&self) -> ClientStats {
+        let (holds, renewing) = self.inner.holds.counts();
+        let (channels, waiters) = self.inner.hub.counts();
+        ClientStats {
+            holds,
+            renewing,
+            channels,
+            waiters,
+        }
+    }
+
+    /// Stops the watchdog and the pub/sub hub and closes both connections. Locks still held stay
+    /// in Redis until their lease ends. Later operations fail with [`Error::Closed`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`] when closing a connection failed; the client is closed anyway.
+    pub async fn shutdown(&self) -> Result<()> {
+        if self.inner.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        self.inner.shutdown.send_replace(true);
+        let subscriber = self.inner.subscriber.quit().await;
+        self.inner.redis.quit().await?;
+        subscriber?;
+        Ok(())
+    }
+
+    pub(crate) fn check_open(&self) -> Result<()> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            Err(Error::Closed)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("id", &self.inner.id)
+            .finish()
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.shutdown.send_replace(true);
+        if !self.closed.load(Ordering::Acquire) {
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                let (redis, subscriber) = (self.redis.clone(), self.subscriber.clone());
+                runtime.spawn(async move {
+                    let _ = subscriber.quit().await;
+                    let _ = redis.quit().await;
+                });
+            }
+        }
+    }
+}
+
+/// What a client tracks locally, from [`Client::stats`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ClientStats {
+    /// Distinct (lock, owner) pairs with live guards.
+    pub holds: usize,
+    /// Of those, the ones the watchdog renews.
+    pub renewing: usize,
+    /// Channels with a local subscription entry.
+    pub channels: usize,
+    /// Waiters registered on those channels.
+    pub waiters: usize,
+}

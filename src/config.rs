@@ -1,0 +1,126 @@
+//! How a [`Client`](crate::Client) connects and how long its leases and commands last.
+//!
+//! Connection settings are fred's own [`fred::types::config::Config`], passed through as they are,
+//! so anything fred can reach (a URL, TLS, a password, a database number) relock can too.
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// The largest lease or timeout relock sends: 2^53 − 1 ms, the largest whole number a Lua script
+/// reads exactly (about 285,000 years). Anything longer is rejected as an invalid argument.
+pub(crate) const MAX_MILLIS: u128 = (1 << 53) - 1;
+
+/// Settings of a [`Client`](crate::Client).
+///
+/// | setting | default | meaning |
+/// |---|---|---|
+/// | `watchdog_timeout` | 30 s | the lease of a lock taken without one; renewed every third of it |
+/// | `command_timeout` | 3 s | the longest a single Redis command may take before it fails |
+/// | `renewal_batch` | 100 | the most locks renewed by one script call |
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// let config = relock::Config::from_url("redis://127.0.0.1:6379")?
+///     .with_watchdog_timeout(Duration::from_secs(10))
+///     .with_command_timeout(Duration::from_secs(1));
+/// assert_eq!(config.watchdog_timeout(), Duration::from_secs(10));
+/// # Ok::<(), relock::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub(crate) redis: fred::types::config::Config,
+    pub(crate) watchdog_timeout: Duration,
+    pub(crate) command_timeout: Duration,
+    pub(crate) renewal_batch: usize,
+}
+
+impl Config {
+    /// Settings for the server at `url` (`redis://host:port/db`, `rediss://…`), with the defaults.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] when fred cannot parse the URL.
+    pub fn from_url(url: &str) -> Result<Config> {
+        let redis = fred::types::config::Config::from_url(url)
+            .map_err(|e| Error::invalid(format!("bad Redis URL `{url}`: {}", e.details())))?;
+        Ok(Config::new(redis))
+    }
+
+    /// Settings for a fred connection config, with the defaults.
+    pub fn new(redis: fred::types::config::Config) -> Config {
+        Config {
+            redis,
+            watchdog_timeout: Duration::from_secs(30),
+            command_timeout: Duration::from_secs(3),
+            renewal_batch: 100,
+        }
+    }
+
+    /// Sets the lease of locks taken without one. The watchdog renews such locks every third of
+    /// it, so a holder that dies frees its lock at most this long after its last renewal.
+    pub fn with_watchdog_timeout(mut self, timeout: Duration) -> Config {
+        self.watchdog_timeout = timeout;
+        self
+    }
+
+    /// Sets the longest a single Redis command may take before it fails with a timeout.
+    pub fn with_command_timeout(mut self, timeout: Duration) -> Config {
+        self.command_timeout = timeout;
+        self
+    }
+
+    /// Sets the most locks the watchdog renews in one script call.
+    pub fn with_renewal_batch(mut self, locks: usize) -> Config {
+        self.renewal_batch = locks;
+        self
+    }
+
+    /// The lease of locks taken without one.
+    pub fn watchdog_timeout(&self) -> Duration {
+        self.watchdog_timeout
+    }
+
+    /// The longest a single Redis command may take.
+    pub fn command_timeout(&self) -> Duration {
+        self.command_timeout
+    }
+
+    /// The fred connection config.
+    pub fn redis(&self) -> &fred::types::config::Config {
+        &self.redis
+    }
+
+    /// Checks every setting; the client refuses to start with a bad one.
+    pub(crate) fn validate(&self) -> Result<()> {
+        let watchdog = millis(self.watchdog_timeout, "watchdog timeout")?;
+        if watchdog < 3 {
+            return Err(Error::invalid(
+                "watchdog timeout must be at least 3 ms so it can be renewed every third of it",
+            ));
+        }
+        millis(self.command_timeout, "command timeout")?;
+        if self.renewal_batch == 0 {
+            return Err(Error::invalid("renewal batch must hold at least one lock"));
+        }
+        Ok(())
+    }
+}
+
+/// A positive duration in whole milliseconds, as Redis takes it.
+pub(crate) fn millis(duration: Duration, what: &str) -> Result<u64> {
+    let ms = duration.as_millis();
+    if ms == 0 {
+        return Err(Error::invalid(format!(
+            "{what} must be at least 1 ms, got {duration:?}"
+        )));
+    }
+    if ms > MAX_MILLIS {
+        return Err(Error::invalid(format!(
+            "{what} of {duration:?} is too long: the most is {MAX_MILLIS} ms"
+        )));
+    }
+    Ok(ms as u64)
+}

@@ -1,0 +1,18 @@
+#![doc = include_str!("../README.md")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod client;
+mod config;
+mod error;
+mod lock;
+mod names;
+mod owner;
+mod pubsub;
+mod scripts;
+mod watchdog;
+
+pub use client::{Client, ClientStats};
+pub use config::Config;
+pub use error::{Error, Result};
+pub use lock::{Lock, LockGuard, Lost};
+pub use owner::Owner;

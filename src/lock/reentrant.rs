@@ -1,0 +1,676 @@
+//! The reentrant lock, Redisson's `RLock` in async Rust.
+//!
+//! The lock is a Redis hash named after the lock, with one field per holder
+//! (`<client-uuid>:<owner>` → hold count) and a lease as its TTL. Taking it again as the same
+//! owner counts one more hold; the last release deletes it and publishes `0` on its channel, which
+//! wakes one waiter in every process waiting for it. The data, channel and messages are
+//! Redisson's, so a Java service using Redisson and a Rust service using relock exclude each other
+//! on the same name and wake each other's waiters.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use fred::interfaces::KeysInterface;
+use futures::future::BoxFuture;
+use tokio::sync::{oneshot, watch};
+use tokio::time::Instant;
+use tracing::{field::Empty, Instrument};
+
+use crate::client::{Client, Inner};
+use crate::config::millis;
+use crate::error::{Error, Result};
+use crate::names::LockKeys;
+use crate::owner::Owner;
+use crate::pubsub::Wake;
+use crate::scripts::{self, ReleaseKeys, Released};
+use crate::watchdog::HoldKey;
+
+/// How long a hold lasts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lease {
+    /// The watchdog timeout, renewed by the watchdog while the guard lives.
+    Watchdog,
+    /// A fixed lease that nobody renews.
+    Fixed(Duration),
+}
+
+/// A reentrant distributed lock: a cheap handle (a name, a client and an optional explicit
+/// owner) that does no I/O until used.
+///
+/// Holds are counted per owner: by default the current tokio task (see [`Owner`]), so a task
+/// that calls `lock()` while it already holds the lock re-enters at once, and the lock is free
+/// only when its last hold is released. Locks taken without a lease are kept alive by the
+/// client's watchdog for as long as their guard lives, and expire one watchdog timeout after
+/// their holder dies. Waiting is done on pub/sub messages, bounded by the holder's lease.
+///
+/// `join!` branches run in one task and so share an owner: they re-enter each other's holds
+/// rather than exclude each other. Give each branch its own [`Owner::new`] through
+/// [`Lock::owned_by`] when they must exclude each other.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn run(client: relock::Client) -> relock::Result<()> {
+/// let lock = client.lock("order:42");
+/// let outer = lock.lock().await?;
+/// let inner = lock.lock().await?;             // the same task: re-enters
+/// assert_eq!(lock.hold_count().await?, 2);
+/// inner.unlock().await?;
+/// outer.unlock().await?;
+/// assert!(!lock.is_locked().await?);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Lock {
+    client: Client,
+    name: String,
+    keys: std::result::Result<Arc<LockKeys>, Error>,
+    owner: Option<Owner>,
+}
+
+impl std::fmt::Debug for Lock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lock")
+            .field("name", &self.name)
+            .field("owner", &self.owner)
+            .finish()
+    }
+}
+
+enum Attempt {
+    Acquired(LockGuard),
+    /// Held by another owner; the holder's remaining lease (`None`: it has no expiry).
+    Busy(Option<Duration>),
+}
+
+impl Lock {
+    pub(crate) fn new(client: Client, name: String) -> Lock {
+        let keys = LockKeys::new(&name).map(Arc::new);
+        Lock {
+            client,
+            name,
+            keys,
+            owner: None,
+        }
+    }
+
+    /// The lock's name, which is also its Redis key.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The same lock, held and released on behalf of `owner` instead of the current task.
+    pub fn owned_by(mut self, owner: Owner) -> Lock {
+        self.owner = Some(owner);
+        self
+    }
+
+    /// Takes the lock, waiting as long as it takes. The watchdog renews its lease until the
+    /// guard is released or dropped.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a bad name, [`Error::WrongType`] when the key holds another
+    /// type, [`Error::Redis`] when Redis fails, [`Error::Closed`] after shutdown.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a dropped call leaves no hold, no subscription and no waiter behind. If the
+    /// acquire had already reached Redis, its hold is released in the background.
+    pub async fn lock(&self) -> Result<LockGuard> {
+        self.acquire(Lease::Watchdog, None)
+            .await
+            .map(|guard| guard.expect("an unbounded wait ends only with the lock"))
+    }
+
+    /// Takes the lock with a fixed lease, waiting as long as it takes. Nobody renews the lease:
+    /// the lock frees itself when it ends, guard or no guard.
+    ///
+    /// # Errors
+    ///
+    /// As [`lock`](Self::lock), and [`Error::InvalidArgument`] for a lease under 1 ms or over
+    /// 2^53 ms.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`lock`](Self::lock).
+    pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
+        self.acquire(Lease::Fixed(lease), None)
+            .await
+            .map(|guard| guard.expect("an unbounded wait ends only with the lock"))
+    }
+
+    /// Takes the lock if it is free (or already held by this owner), in one attempt.
+    /// `Ok(None)` when another owner holds it. The watchdog renews a lock taken here.
+    ///
+    /// # Errors
+    ///
+    /// As [`lock`](Self::lock).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`lock`](Self::lock).
+    pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
+        self.acquire(Lease::Watchdog, Some(Duration::ZERO)).await
+    }
+
+    /// Takes the lock, waiting at most `wait`; `Ok(None)` when the wait ran out. With
+    /// `lease: None` the watchdog renews the lock, else it lasts `lease`.
+    ///
+    /// # Errors
+    ///
+    /// As [`lock_with_lease`](Self::lock_with_lease).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`lock`](Self::lock).
+    pub async fn try_lock_for(
+        &self,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<LockGuard>> {
+        let lease = lease.map_or(Lease::Watchdog, Lease::Fixed);
+        self.acquire(lease, Some(wait)).await
+    }
+
+    /// Runs `work` under the lock and releases it afterwards, whatever `work` returned. If `work`
+    /// panics or the call is dropped, the guard's drop releases the lock in the background.
+    ///
+    /// ```no_run
+    /// # async fn run(client: relock::Client) -> relock::Result<()> {
+    /// let total = client.lock("stock:7").with(|| async { 40 + 2 }).await?;
+    /// assert_eq!(total, 42);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`lock`](Self::lock), and any error of the release after `work`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the lock is released in the background.
+    pub async fn with<F, Fut, T>(&self, work: F) -> Result<T>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = T>,
+    {
+        let guard = self.lock().await?;
+        let value = work().await;
+        guard.unlock().await?;
+        Ok(value)
+    }
+
+    /// Deletes the lock whoever holds it and wakes a waiter. `Ok(true)` when there was a lock.
+    /// Holders find out through their watchdog (`lost()`) or when they release (`NotHeld`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`] when the key holds another type (it is left alone), and as
+    /// [`lock`](Self::lock).
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a dropped call may or may not have deleted the lock.
+    pub async fn force_unlock(&self) -> Result<bool> {
+        self.client.check_open()?;
+        let keys = self.keys()?;
+        let inner = &self.client.inner;
+        scripts::force_release(&inner.redis, &inner.once, &keys.name, &keys.channel).await
+    }
+
+    /// Whether anyone holds the lock.
+    ///
+    /// # Errors
+    ///
+    /// As [`force_unlock`](Self::force_unlock).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn is_locked(&self) -> Result<bool> {
+        Ok(self.inspect(&self.owner()).await?.locked)
+    }
+
+    /// Whether this lock's owner (the current task unless [`owned_by`](Self::owned_by) set one)
+    /// holds the lock.
+    ///
+    /// # Errors
+    ///
+    /// As [`is_locked`](Self::is_locked).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn is_held_by_current_owner(&self) -> Result<bool> {
+        Ok(self.hold_count().await? > 0)
+    }
+
+    /// How many holds this lock's owner has (0 when none).
+    ///
+    /// # Errors
+    ///
+    /// As [`is_locked`](Self::is_locked).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn hold_count(&self) -> Result<u64> {
+        Ok(self.inspect(&self.owner()).await?.holds)
+    }
+
+    /// The lock's remaining lease: `None` when nobody holds it, `Some(Duration::MAX)` for a lock
+    /// without expiry (which relock never writes).
+    ///
+    /// # Errors
+    ///
+    /// As [`is_locked`](Self::is_locked).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn remaining_lease(&self) -> Result<Option<Duration>> {
+        let state = self.inspect(&self.owner()).await?;
+        Ok(match state.pttl {
+            -2 => None,
+            ms if ms < 0 => Some(Duration::MAX),
+            ms => Some(Duration::from_millis(ms as u64)),
+        })
+    }
+
+    fn keys(&self) -> Result<Arc<LockKeys>> {
+        self.keys.clone()
+    }
+
+    fn owner(&self) -> Owner {
+        self.owner.clone().unwrap_or_else(Owner::current)
+    }
+
+    async fn inspect(&self, owner: &Owner) -> Result<scripts::Inspection> {
+        self.client.check_open()?;
+        let keys = self.keys()?;
+        let inner = &self.client.inner;
+        let field = holder_field(inner, owner);
+        scripts::inspect(&inner.redis, &inner.once, &keys.name, &field).await
+    }
+
+    /// The wait loop: try → subscribe → try → wait for a message or the holder's TTL → try.
+    async fn acquire(&self, lease: Lease, wait: Option<Duration>) -> Result<Option<LockGuard>> {
+        self.client.check_open()?;
+        let keys = self.keys()?;
+        let lease_ms = match lease {
+            Lease::Watchdog => self.client.inner.watchdog_ms,
+            Lease::Fixed(lease) => millis(lease, "lease")?,
+        };
+        let owner = self.owner();
+        let span = tracing::debug_span!(
+            "relock.acquire",
+            lock = %keys.name,
+            owner = %owner,
+            waited_ms = Empty,
+            attempts = Empty,
+            acquired = Empty,
+        );
+        let started = Instant::now();
+        let deadline = wait.and_then(|wait| started.checked_add(wait));
+        let attempt = AttemptTask {
+            client: self.client.clone(),
+            field: holder_field(&self.client.inner, &owner).into(),
+            keys,
+            owner,
+            lease,
+            lease_ms,
+        };
+        let mut attempts = 0u32;
+        let outcome = async {
+            attempts += 1;
+            if let Attempt::Acquired(guard) = attempt.spawn().await? {
+                return Ok(Some(guard));
+            }
+            if wait == Some(Duration::ZERO) {
+                return Ok(None);
+            }
+            let inner = &attempt.client.inner;
+            let mut waiter = inner.hub.register(&attempt.keys.channel);
+            let confirm_by = Instant::now() + inner.command_timeout;
+            waiter
+                .subscribed(deadline.map_or(confirm_by, |d| d.min(confirm_by)))
+                .await;
+            loop {
+                attempts += 1;
+                let ttl = match attempt.spawn().await? {
+                    Attempt::Acquired(guard) => {
+                        waiter.acquired();
+                        return Ok(Some(guard));
+                    }
+                    Attempt::Busy(ttl) => ttl,
+                };
+                let now = Instant::now();
+                let remaining = match deadline {
+                    Some(deadline) if deadline <= now => return Ok(None),
+                    Some(deadline) => deadline - now,
+                    None => Duration::MAX,
+                };
+                // A lock without expiry is only freed by a release; still re-check now and then.
+                let bound = ttl
+                    .unwrap_or(inner.watchdog_timeout)
+                    .max(Duration::from_millis(1))
+                    .min(remaining);
+                if waiter.wait(bound).await == Wake::Timeout {
+                    tracing::trace!("woke on the holder's TTL, not a message");
+                }
+            }
+        }
+        .instrument(span.clone())
+        .await;
+        span.record("waited_ms", started.elapsed().as_millis() as u64);
+        span.record("attempts", attempts);
+        span.record("acquired", matches!(outcome, Ok(Some(_))));
+        outcome
+    }
+}
+
+fn holder_field(inner: &Inner, owner: &Owner) -> String {
+    format!("{}:{}", inner.id, owner.id())
+}
+
+/// One acquire attempt, run in its own task so that a caller who gives up mid-flight cannot
+/// leave a hold behind: a guard that finds nobody to take it is dropped, which releases it.
+#[derive(Clone)]
+struct AttemptTask {
+    client: Client,
+    keys: Arc<LockKeys>,
+    owner: Owner,
+    field: Arc<str>,
+    lease: Lease,
+    lease_ms: u64,
+}
+
+impl AttemptTask {
+    async fn spawn(&self) -> Result<Attempt> {
+        let (tx, rx) = oneshot::channel();
+        let task = self.clone();
+        tokio::spawn(async move {
+            let _ = tx.send(task.run().await);
+        });
+        rx.await.map_err(|_| Error::Closed)?
+    }
+
+    async fn run(self) -> Result<Attempt> {
+        let inner = &self.client.inner;
+        let key: HoldKey = (self.keys.name.clone(), self.field.to_string());
+        let held_before = inner.holds.guards(&key);
+        let sent_at = Instant::now();
+        match scripts::acquire(
+            &inner.redis,
+            &inner.once,
+            &self.keys.name,
+            self.lease_ms,
+            &self.field,
+        )
+        .await
+        {
+            Ok(None) => {}
+            Ok(Some(pttl)) => {
+                return Ok(Attempt::Busy(
+                    u64::try_from(pttl).ok().map(Duration::from_millis),
+                ))
+            }
+            Err(error) if error.is_ambiguous() => {
+                // The script may have run without its reply reaching us: read the state back.
+                // Our field holding more than our live guards means this attempt took a hold.
+                let state =
+                    scripts::inspect(&inner.redis, &inner.once, &self.keys.name, &self.field).await;
+                match state {
+                    Ok(state) if state.holds > u64::from(held_before) => {
+                        tracing::debug!(lock = %self.keys.name, "acquire reply lost; the read-back shows the hold");
+                    }
+                    _ => return Err(error),
+                }
+            }
+            Err(error) => return Err(error),
+        }
+        let registration = inner
+            .holds
+            .register(key, self.lease == Lease::Watchdog, sent_at);
+        Ok(Attempt::Acquired(LockGuard {
+            deadline: match self.lease {
+                Lease::Fixed(lease) => sent_at.checked_add(lease),
+                Lease::Watchdog => None,
+            },
+            client: self.client,
+            keys: self.keys,
+            owner: self.owner,
+            field: self.field,
+            lease: self.lease,
+            lease_ms: self.lease_ms,
+            lost: registration.lost,
+            released: false,
+        }))
+    }
+}
+
+/// One hold of a [`Lock`]. Release it with [`unlock`](LockGuard::unlock); dropping it releases
+/// it in the background.
+///
+/// The guard is `'static` and `Send`: it can move into another task, and it remembers its owner,
+/// so it can be released from anywhere.
+#[must_use = "dropping the guard releases the hold at once"]
+pub struct LockGuard {
+    client: Client,
+    keys: Arc<LockKeys>,
+    owner: Owner,
+    field: Arc<str>,
+    lease: Lease,
+    lease_ms: u64,
+    lost: watch::Receiver<bool>,
+    /// When a fixed lease runs out.
+    deadline: Option<Instant>,
+    released: bool,
+}
+
+impl std::fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("lock", &self.keys.name)
+            .field("owner", &self.owner)
+            .field("lease", &self.lease)
+            .finish()
+    }
+}
+
+impl LockGuard {
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        &self.keys.name
+    }
+
+    /// The owner this hold belongs to.
+    pub fn owner(&self) -> &Owner {
+        &self.owner
+    }
+
+    /// The fixed lease of this hold, or `None` when the watchdog renews it.
+    pub fn lease(&self) -> Option<Duration> {
+        match self.lease {
+            Lease::Fixed(lease) => Some(lease),
+            Lease::Watchdog => None,
+        }
+    }
+
+    /// A future that completes when this client knows the hold may be gone: the watchdog found
+    /// the lock deleted or expired, or could not renew it for a whole lease, or (for a fixed
+    /// lease) the lease ran out. Another owner may hold the lock from then on.
+    ///
+    /// ```no_run
+    /// # async fn run(client: relock::Client) -> relock::Result<()> {
+    /// # async fn work() {}
+    /// let guard = client.lock("job").lock().await?;
+    /// tokio::select! {
+    ///     _ = guard.lost() => eprintln!("lease lost: stop writing"),
+    ///     _ = work() => {}
+    /// }
+    /// guard.unlock().await.ok();
+    /// # Ok(()) }
+    /// ```
+    pub fn lost(&self) -> Lost {
+        let mut lost = self.lost.clone();
+        let deadline = self.deadline;
+        Lost(Box::pin(async move {
+            let expiry = async {
+                match deadline {
+                    Some(deadline) => tokio::time::sleep_until(deadline).await,
+                    None => futures::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = lost.wait_for(|lost| *lost) => {}
+                _ = expiry => {}
+            }
+        }))
+    }
+
+    /// Whether [`lost`](Self::lost) has completed (or would complete at once).
+    pub fn is_lost(&self) -> bool {
+        *self.lost.borrow() || self.deadline.is_some_and(|d| Instant::now() >= d)
+    }
+
+    /// This owner's hold count on the lock.
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::hold_count`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn hold_count(&self) -> Result<u64> {
+        self.client.check_open()?;
+        let inner = &self.client.inner;
+        let state =
+            scripts::inspect(&inner.redis, &inner.once, &self.keys.name, &self.field).await?;
+        Ok(state.holds)
+    }
+
+    /// Releases this hold. When it was the owner's last, the lock is deleted and one waiter per
+    /// process is woken. Renewal of the hold stops before the release is sent.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseLost`] when the hold was already gone and the guard knew it had lost its
+    /// lease, [`Error::NotHeld`] when it was gone otherwise (say, force-unlocked), and as
+    /// [`Lock::lock`]. A release that Redis may or may not have applied is retried with the same
+    /// request id, so it counts once.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the release runs to its end in the background.
+    pub async fn unlock(mut self) -> Result<()> {
+        self.released = true;
+        let was_lost = self.is_lost();
+        let release = self.start_release();
+        let outcome = match release {
+            Some(task) => task.await.unwrap_or(Err(Error::Closed)),
+            None => Err(Error::Closed),
+        }?;
+        match outcome {
+            Released::StillHeld | Released::Freed => Ok(()),
+            Released::NotHeld if was_lost || self.is_lost() => Err(Error::LeaseLost {
+                lock: self.keys.name.clone(),
+                owner: self.field.to_string(),
+            }),
+            Released::NotHeld => Err(Error::NotHeld {
+                lock: self.keys.name.clone(),
+                owner: self.field.to_string(),
+            }),
+        }
+    }
+
+    /// Stops renewal of this hold now and sends its release in a task of its own.
+    fn start_release(&self) -> Option<tokio::task::JoinHandle<Result<Released>>> {
+        let inner = &self.client.inner;
+        inner.holds.unregister(
+            &(self.keys.name.clone(), self.field.to_string()),
+            self.lease == Lease::Watchdog,
+        );
+        self.client.check_open().ok()?;
+        let runtime = tokio::runtime::Handle::try_current().ok()?;
+        let (client, keys, field, lease_ms) = (
+            self.client.clone(),
+            self.keys.clone(),
+            self.field.clone(),
+            self.lease_ms,
+        );
+        let span = tracing::debug_span!("relock.release", lock = %keys.name, holder = %field);
+        Some(runtime.spawn(
+            async move { release(&client.inner, &keys, &field, lease_ms).await }.instrument(span),
+        ))
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        if !self.released {
+            self.released = true;
+            let _ = self.start_release();
+        }
+    }
+}
+
+/// Sends one release, retrying a lost reply with the same request id so it applies once.
+async fn release(inner: &Inner, keys: &LockKeys, field: &str, lease_ms: u64) -> Result<Released> {
+    const TRIES: u32 = 3;
+    let latch = keys.latch();
+    let latch_ttl_ms = (inner.command_timeout * (TRIES + 1)).as_millis() as u64;
+    let mut tries = 1;
+    loop {
+        let outcome = scripts::release(
+            &inner.redis,
+            &inner.once,
+            ReleaseKeys {
+                name: &keys.name,
+                channel: &keys.channel,
+                latch: &latch,
+            },
+            field,
+            lease_ms,
+            latch_ttl_ms,
+        )
+        .await;
+        match outcome {
+            Err(error) if error.is_ambiguous() && tries < TRIES => tries += 1,
+            Ok(released) => {
+                if released != Released::NotHeld {
+                    // The reply arrived, so no retry will need the replay key any more.
+                    let redis = inner.redis.clone();
+                    tokio::spawn(async move {
+                        let _: std::result::Result<i64, _> = redis.del(latch).await;
+                    });
+                }
+                return Ok(released);
+            }
+            Err(error) => return Err(error),
+        }
+    }
+}
+
+/// Completes when a hold's lease may be gone; from [`LockGuard::lost`].
+#[must_use = "futures do nothing unless awaited"]
+pub struct Lost(BoxFuture<'static, ()>);
+
+impl Future for Lost {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        self.0.as_mut().poll(cx)
+    }
+}
+
+impl std::fmt::Debug for Lost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Lost")
+    }
+}

@@ -1,0 +1,85 @@
+//! The Redis keys and channels of a lock, named as Redisson names them.
+//!
+//! The lock hash is the bare `<name>`; its auxiliary keys put the name in braces
+//! (`redisson_lock__channel:{<name>}`), and Redis Cluster hashes `<name>` and `{<name>}` alike, so
+//! all of a lock's keys share one slot. A name that already contains a `{…}` tag is the user's own
+//! hash tag and is used as it is. A name whose braces would send its keys to different slots is
+//! rejected.
+
+use crate::error::{Error, Result};
+
+/// The keys of one lock.
+#[derive(Debug)]
+pub(crate) struct LockKeys {
+    /// The lock hash.
+    pub(crate) name: String,
+    /// The channel a release publishes on.
+    pub(crate) channel: String,
+    /// The prefix of unlock replay keys: `<latch_prefix>:<request-id>`.
+    pub(crate) latch_prefix: String,
+}
+
+impl LockKeys {
+    pub(crate) fn new(name: &str) -> Result<LockKeys> {
+        if name.is_empty() {
+            return Err(Error::invalid("a lock name must not be empty"));
+        }
+        let keys = LockKeys {
+            name: name.to_owned(),
+            channel: prefixed("redisson_lock__channel", name),
+            latch_prefix: prefixed("redisson_unlock_latch", name),
+        };
+        let slot = fred::util::redis_keyslot(name.as_bytes());
+        let latch = format!("{}:0", keys.latch_prefix);
+        if fred::util::redis_keyslot(keys.channel.as_bytes()) != slot
+            || fred::util::redis_keyslot(latch.as_bytes()) != slot
+        {
+            return Err(Error::invalid(format!(
+                "lock name `{name}` has braces that would put its keys in different cluster slots; \
+                 use one non-empty `{{tag}}`, or no braces"
+            )));
+        }
+        Ok(keys)
+    }
+
+    /// A fresh replay key for one release request.
+    pub(crate) fn latch(&self) -> String {
+        format!("{}:{}", self.latch_prefix, uuid::Uuid::new_v4().simple())
+    }
+}
+
+/// Redisson's `prefixName`: `prefix:{name}`, or `prefix:name` when the name has its own tag.
+fn prefixed(prefix: &str, name: &str) -> String {
+    if name.contains('{') {
+        format!("{prefix}:{name}")
+    } else {
+        format!("{prefix}:{{{name}}}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_names_get_braced_auxiliary_keys() {
+        let keys = LockKeys::new("order:42").unwrap();
+        assert_eq!(keys.channel, "redisson_lock__channel:{order:42}");
+        assert_eq!(keys.latch_prefix, "redisson_unlock_latch:{order:42}");
+    }
+
+    #[test]
+    fn a_user_tag_is_kept() {
+        let keys = LockKeys::new("{user:7}:profile").unwrap();
+        assert_eq!(keys.channel, "redisson_lock__channel:{user:7}:profile");
+    }
+
+    #[test]
+    fn braces_that_split_slots_are_rejected() {
+        for name in ["a{b", "x{}y", "}{"] {
+            let err = LockKeys::new(name).unwrap_err();
+            assert!(err.is_invalid_argument(), "{name}: {err}");
+        }
+        assert!(LockKeys::new("").unwrap_err().is_invalid_argument());
+    }
+}

@@ -1,0 +1,354 @@
+//! Waiting without polling: one subscriber connection per client, shared per lock channel.
+//!
+//! A waiter registers on a channel before its second attempt, so a release published between its
+//! failed attempt and its sleep is not lost: try → subscribe → try → wait → try. The first waiter
+//! of a channel subscribes it, the last one to leave unsubscribes it. Waiters of a channel queue in
+//! arrival order; a `0` message wakes the first one not already woken, any other message wakes
+//! them all, and so does a reconnect or a lagged message stream (messages may have been lost).
+//! Pub/sub is only a hint: every wait is bounded by the holder's TTL, so a lost message costs
+//! latency, never a hang.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use fred::clients::SubscriberClient;
+use fred::interfaces::{EventInterface, PubsubInterface};
+use tokio::sync::{mpsc, watch, Notify};
+use tokio::time::Instant;
+
+use crate::scripts::UNLOCK_MESSAGE;
+
+/// Whether a channel's subscription is confirmed by the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Subscription {
+    Pending,
+    Active,
+    Failed,
+}
+
+/// One parked (or about to park) waiter.
+#[derive(Default)]
+struct Slot {
+    /// A wake-up was delivered and not yet consumed.
+    woken: AtomicBool,
+    notify: Notify,
+}
+
+impl Slot {
+    fn wake(&self) {
+        self.woken.store(true, Ordering::Release);
+        self.notify.notify_one();
+    }
+}
+
+struct Channel {
+    waiters: usize,
+    state: watch::Sender<Subscription>,
+    queue: VecDeque<(u64, Arc<Slot>)>,
+}
+
+impl Channel {
+    fn wake_one(&self) {
+        if let Some((_, slot)) = self
+            .queue
+            .iter()
+            .find(|(_, slot)| !slot.woken.load(Ordering::Acquire))
+        {
+            slot.wake();
+        }
+    }
+
+    fn wake_all(&self) {
+        for (_, slot) in &self.queue {
+            slot.wake();
+        }
+    }
+}
+
+#[derive(Default)]
+struct Channels {
+    map: Mutex<HashMap<Arc<str>, Channel>>,
+    next_id: AtomicU64,
+}
+
+impl Channels {
+    fn wake_all(&self) {
+        for channel in self.map.lock().unwrap().values() {
+            channel.wake_all();
+        }
+    }
+
+    /// Counts of channels and of registered waiters, for leak checks.
+    fn counts(&self) -> (usize, usize) {
+        let map = self.map.lock().unwrap();
+        (map.len(), map.values().map(|c| c.waiters).sum())
+    }
+}
+
+/// The client's pub/sub side: registers waiters and keeps the subscriptions in step with them.
+pub(crate) struct Hub {
+    channels: Arc<Channels>,
+    sync_tx: mpsc::UnboundedSender<Arc<str>>,
+}
+
+impl Hub {
+    /// Starts the hub task on `subscriber`; it stops when `shutdown` changes or is dropped.
+    pub(crate) fn start(subscriber: SubscriberClient, shutdown: watch::Receiver<bool>) -> Hub {
+        let channels = Arc::new(Channels::default());
+        let (sync_tx, sync_rx) = mpsc::unbounded_channel();
+        tokio::spawn(run(subscriber, channels.clone(), sync_rx, shutdown));
+        Hub { channels, sync_tx }
+    }
+
+    /// Registers a waiter on `channel`, subscribing it if this is its first waiter.
+    pub(crate) fn register(&self, channel: &str) -> Waiter {
+        let id = self.channels.next_id.fetch_add(1, Ordering::Relaxed);
+        let slot = Arc::new(Slot::default());
+        let mut map = self.channels.map.lock().unwrap();
+        let name: Arc<str> = match map.get_key_value(channel) {
+            Some((name, entry)) => {
+                if *entry.state.borrow() == Subscription::Failed {
+                    let _ = self.sync_tx.send(name.clone());
+                }
+                name.clone()
+            }
+            None => {
+                let name: Arc<str> = channel.into();
+                map.insert(
+                    name.clone(),
+                    Channel {
+                        waiters: 0,
+                        state: watch::Sender::new(Subscription::Pending),
+                        queue: VecDeque::new(),
+                    },
+                );
+                let _ = self.sync_tx.send(name.clone());
+                name
+            }
+        };
+        let entry = map.get_mut(channel).expect("registered above");
+        entry.waiters += 1;
+        entry.queue.push_back((id, slot.clone()));
+        Waiter {
+            channels: self.channels.clone(),
+            sync_tx: self.sync_tx.clone(),
+            state: entry.state.subscribe(),
+            channel: name,
+            id,
+            slot,
+            acquired: false,
+        }
+    }
+
+    /// (subscribed channels, registered waiters) held locally.
+    pub(crate) fn counts(&self) -> (usize, usize) {
+        self.channels.counts()
+    }
+}
+
+/// Why a wait ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wake {
+    /// A message (or a reconnect) said the lock may be free.
+    Message,
+    /// The bound ran out: the holder's lease may have ended.
+    Timeout,
+}
+
+/// A waiter's place on a channel. Dropping it leaves the queue; a wake-up it received and did not
+/// use passes on to the next waiter, and the last waiter out unsubscribes the channel.
+pub(crate) struct Waiter {
+    channels: Arc<Channels>,
+    sync_tx: mpsc::UnboundedSender<Arc<str>>,
+    state: watch::Receiver<Subscription>,
+    channel: Arc<str>,
+    id: u64,
+    slot: Arc<Slot>,
+    acquired: bool,
+}
+
+impl Waiter {
+    /// Waits until the server confirmed the subscription, at most until `deadline`.
+    /// Returns false when it was not confirmed (the waiter then relies on TTL-bounded retries).
+    pub(crate) async fn subscribed(&mut self, deadline: Instant) -> bool {
+        let confirmed = tokio::time::timeout_at(
+            deadline,
+            self.state.wait_for(|s| *s != Subscription::Pending),
+        )
+        .await;
+        matches!(confirmed, Ok(Ok(s)) if *s == Subscription::Active)
+    }
+
+    /// Sleeps until woken by a message or until `bound` passes.
+    pub(crate) async fn wait(&self, bound: Duration) -> Wake {
+        if self.slot.woken.swap(false, Ordering::AcqRel) {
+            return Wake::Message;
+        }
+        match tokio::time::timeout(bound, self.slot.notify.notified()).await {
+            Ok(()) => {
+                self.slot.woken.store(false, Ordering::Release);
+                Wake::Message
+            }
+            Err(_) => Wake::Timeout,
+        }
+    }
+
+    /// Leaves the queue without passing on a wake-up: the waiter took the lock, and its own
+    /// release will wake the next one.
+    pub(crate) fn acquired(mut self) {
+        self.acquired = true;
+    }
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        let mut map = self.channels.map.lock().unwrap();
+        let Some(entry) = map.get_mut(&self.channel) else {
+            return;
+        };
+        if let Some(pos) = entry.queue.iter().position(|(id, _)| *id == self.id) {
+            entry.queue.remove(pos);
+        }
+        if !self.acquired && self.slot.woken.load(Ordering::Acquire) {
+            entry.wake_one();
+        }
+        entry.waiters -= 1;
+        if entry.waiters == 0 {
+            let _ = self.sync_tx.send(self.channel.clone());
+        }
+    }
+}
+
+/// The hub task: keeps subscriptions in step with waiters and routes messages to them.
+async fn run(
+    subscriber: SubscriberClient,
+    channels: Arc<Channels>,
+    mut sync_rx: mpsc::UnboundedReceiver<Arc<str>>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    use tokio::sync::broadcast::error::RecvError;
+
+    let mut messages = subscriber.message_rx();
+    let mut reconnects = subscriber.reconnect_rx();
+    loop {
+        tokio::select! {
+            biased;
+            _ = shutdown.changed() => break,
+            message = messages.recv() => match message {
+                Ok(message) => {
+                    let map = channels.map.lock().unwrap();
+                    if let Some(channel) = map.get(&*message.channel) {
+                        if message.value.as_str().as_deref() == Some(UNLOCK_MESSAGE) {
+                            channel.wake_one();
+                        } else {
+                            channel.wake_all();
+                        }
+                    }
+                }
+                Err(RecvError::Lagged(missed)) => {
+                    tracing::debug!(missed, "pub/sub messages lagged; waking every waiter");
+                    channels.wake_all();
+                }
+                Err(RecvError::Closed) => break,
+            },
+            reconnect = reconnects.recv() => match reconnect {
+                Ok(_) => {
+                    let all: Vec<Arc<str>> = {
+                        let map = channels.map.lock().unwrap();
+                        map.iter()
+                            .filter(|(_, c)| c.waiters > 0)
+                            .map(|(name, c)| {
+                                c.state.send_replace(Subscription::Pending);
+                                name.clone()
+                            })
+                            .collect()
+                    };
+                    sync(&subscriber, &channels, all).await;
+                    channels.wake_all();
+                }
+                Err(RecvError::Lagged(_)) => continue,
+                Err(RecvError::Closed) => break,
+            },
+            first = sync_rx.recv() => {
+                let Some(first) = first else { break };
+                let mut batch = vec![first];
+                while let Ok(more) = sync_rx.try_recv() {
+                    batch.push(more);
+                }
+                sync(&subscriber, &channels, batch).await;
+            }
+        }
+    }
+}
+
+/// Brings the subscriptions of `names` in step with their waiters, one command each way.
+async fn sync(subscriber: &SubscriberClient, channels: &Channels, mut names: Vec<Arc<str>>) {
+    names.sort();
+    names.dedup();
+    let (subscribe, unsubscribe): (Vec<Arc<str>>, Vec<Arc<str>>) = {
+        let map = channels.map.lock().unwrap();
+        let mut subscribe = Vec::new();
+        let mut unsubscribe = Vec::new();
+        for name in names {
+            match map.get(&name) {
+                Some(c) if c.waiters > 0 && *c.state.borrow() != Subscription::Active => {
+                    subscribe.push(name)
+                }
+                Some(c) if c.waiters == 0 => unsubscribe.push(name),
+                _ => {}
+            }
+        }
+        (subscribe, unsubscribe)
+    };
+
+    if !unsubscribe.is_empty() {
+        // Mark them pending first: a waiter arriving meanwhile waits for the resubscription.
+        {
+            let map = channels.map.lock().unwrap();
+            for name in &unsubscribe {
+                if let Some(c) = map.get(name) {
+                    c.state.send_replace(Subscription::Pending);
+                }
+            }
+        }
+        let list: Vec<String> = unsubscribe.iter().map(|n| n.to_string()).collect();
+        if let Err(error) = subscriber.unsubscribe(list).await {
+            tracing::debug!(%error, "unsubscribe failed; the connection will drop it on reconnect");
+        }
+        let mut again = Vec::new();
+        {
+            let mut map = channels.map.lock().unwrap();
+            for name in unsubscribe {
+                match map.get(&name) {
+                    Some(c) if c.waiters > 0 => again.push(name),
+                    Some(_) => {
+                        map.remove(&name);
+                    }
+                    None => {}
+                }
+            }
+        }
+        if !again.is_empty() {
+            Box::pin(sync(subscriber, channels, again)).await;
+        }
+    }
+
+    if !subscribe.is_empty() {
+        let list: Vec<String> = subscribe.iter().map(|n| n.to_string()).collect();
+        let outcome = match subscriber.subscribe(list).await {
+            Ok(()) => Subscription::Active,
+            Err(error) => {
+                tracing::warn!(%error, "subscribe failed; waiters fall back to lease-bounded retries");
+                Subscription::Failed
+            }
+        };
+        let map = channels.map.lock().unwrap();
+        for name in subscribe {
+            if let Some(c) = map.get(&name) {
+                c.state.send_replace(outcome);
+            }
+        }
+    }
+}

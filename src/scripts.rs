@@ -1,0 +1,232 @@
+//! The Lua scripts, one per Redis-side operation, and the only code that knows their arguments.
+//!
+//! Each script lives in `lua/` with its KEYS / ARGV / reply contract in its header. It is hashed
+//! once per process and run by `EVALSHA`; when the server answers `NOSCRIPT` (after a restart, a
+//! failover or `SCRIPT FLUSH`) it is loaded and run again. Every function here sends its script
+//! with the options the caller passes, so lock scripts go with a single attempt: a transport retry
+//! must never apply them twice.
+
+use fred::clients::Client as Redis;
+use fred::interfaces::{ClientLike, LuaInterface};
+use fred::types::config::Options;
+use fred::types::Value;
+use once_cell::sync::Lazy;
+
+use crate::error::{Error, Result};
+
+/// The message published on a lock's channel when it is freed: wake one waiter per process.
+pub(crate) const UNLOCK_MESSAGE: &str = "0";
+/// The publish command the scripts use on a single server.
+pub(crate) const PUBLISH: &str = "PUBLISH";
+
+/// A Lua script and its SHA1, computed once.
+pub(crate) struct Script {
+    lua: &'static str,
+    sha: String,
+}
+
+impl Script {
+    fn new(lua: &'static str) -> Script {
+        Script {
+            lua,
+            sha: fred::util::sha1_hash(lua),
+        }
+    }
+
+    /// Runs the script by `EVALSHA`, loading it first if the server does not know it.
+    async fn run(
+        &self,
+        redis: &Redis,
+        options: &Options,
+        keys: Vec<String>,
+        args: Vec<String>,
+    ) -> std::result::Result<Value, fred::error::Error> {
+        let redis = redis.with_options(options);
+        match redis
+            .evalsha::<Value, _, _, _>(self.sha.as_str(), keys.clone(), args.clone())
+            .await
+        {
+            Err(e) if e.details().starts_with("NOSCRIPT") => {
+                redis.script_load::<(), _>(self.lua).await?;
+                redis.evalsha(self.sha.as_str(), keys, args).await
+            }
+            result => result,
+        }
+    }
+}
+
+static ACQUIRE: Lazy<Script> = Lazy::new(|| Script::new(include_str!("../lua/acquire.lua")));
+static RELEASE: Lazy<Script> = Lazy::new(|| Script::new(include_str!("../lua/release.lua")));
+static RENEW: Lazy<Script> = Lazy::new(|| Script::new(include_str!("../lua/renew.lua")));
+static FORCE_RELEASE: Lazy<Script> =
+    Lazy::new(|| Script::new(include_str!("../lua/force_release.lua")));
+static INSPECT: Lazy<Script> = Lazy::new(|| Script::new(include_str!("../lua/inspect.lua")));
+
+/// Takes a hold. `Ok(None)` when taken, `Ok(Some(pttl))` when another owner holds the lock
+/// (`pttl` is -1 for a lock without expiry).
+pub(crate) async fn acquire(
+    redis: &Redis,
+    options: &Options,
+    name: &str,
+    lease_ms: u64,
+    field: &str,
+) -> Result<Option<i64>> {
+    let reply = ACQUIRE
+        .run(
+            redis,
+            options,
+            vec![name.to_owned()],
+            vec![lease_ms.to_string(), field.to_owned()],
+        )
+        .await
+        .map_err(|e| Error::from_redis(e, name))?;
+    match reply {
+        Value::Null => Ok(None),
+        other => Ok(Some(integer(other, name)?)),
+    }
+}
+
+/// What a release did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Released {
+    /// The field held nothing.
+    NotHeld,
+    /// One hold released; others remain.
+    StillHeld,
+    /// The last hold released: the lock is gone and a waiter was woken.
+    Freed,
+}
+
+/// The keys one release touches.
+pub(crate) struct ReleaseKeys<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) channel: &'a str,
+    pub(crate) latch: &'a str,
+}
+
+/// Releases one hold of `field`; a retry with the same latch key replays the first reply.
+pub(crate) async fn release(
+    redis: &Redis,
+    options: &Options,
+    keys: ReleaseKeys<'_>,
+    field: &str,
+    lease_ms: u64,
+    latch_ttl_ms: u64,
+) -> Result<Released> {
+    let reply = RELEASE
+        .run(
+            redis,
+            options,
+            vec![
+                keys.name.to_owned(),
+                keys.channel.to_owned(),
+                keys.latch.to_owned(),
+            ],
+            vec![
+                UNLOCK_MESSAGE.to_owned(),
+                lease_ms.to_string(),
+                field.to_owned(),
+                PUBLISH.to_owned(),
+                latch_ttl_ms.to_string(),
+            ],
+        )
+        .await
+        .map_err(|e| Error::from_redis(e, keys.name))?;
+    match reply {
+        Value::Null => Ok(Released::NotHeld),
+        other => match integer(other, keys.name)? {
+            0 => Ok(Released::StillHeld),
+            _ => Ok(Released::Freed),
+        },
+    }
+}
+
+/// Extends each lock whose field is still there; `true` per renewed lock, in order.
+pub(crate) async fn renew(
+    redis: &Redis,
+    options: &Options,
+    locks: &[(String, String)],
+    lease_ms: u64,
+) -> Result<Vec<bool>> {
+    let keys = locks.iter().map(|(name, _)| name.clone()).collect();
+    let mut args = Vec::with_capacity(locks.len() + 1);
+    args.push(lease_ms.to_string());
+    args.extend(locks.iter().map(|(_, field)| field.clone()));
+    let reply = RENEW.run(redis, options, keys, args).await?;
+    let Value::Array(items) = reply else {
+        return Err(unexpected(&reply, "renew"));
+    };
+    items
+        .into_iter()
+        .map(|item| Ok(integer(item, "renew")? == 1))
+        .collect()
+}
+
+/// Deletes the lock whoever holds it; `true` when there was one.
+pub(crate) async fn force_release(
+    redis: &Redis,
+    options: &Options,
+    name: &str,
+    channel: &str,
+) -> Result<bool> {
+    let reply = FORCE_RELEASE
+        .run(
+            redis,
+            options,
+            vec![name.to_owned(), channel.to_owned()],
+            vec![UNLOCK_MESSAGE.to_owned(), PUBLISH.to_owned()],
+        )
+        .await
+        .map_err(|e| Error::from_redis(e, name))?;
+    Ok(integer(reply, name)? == 1)
+}
+
+/// A lock's state as one script saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Inspection {
+    pub(crate) locked: bool,
+    /// Remaining lease in ms: -2 unlocked, -1 no expiry.
+    pub(crate) pttl: i64,
+    /// The asked-for field's hold count.
+    pub(crate) holds: u64,
+}
+
+/// Reads whether the lock exists, its remaining lease and one field's hold count.
+pub(crate) async fn inspect(
+    redis: &Redis,
+    options: &Options,
+    name: &str,
+    field: &str,
+) -> Result<Inspection> {
+    let reply = INSPECT
+        .run(
+            redis,
+            options,
+            vec![name.to_owned()],
+            vec![field.to_owned()],
+        )
+        .await
+        .map_err(|e| Error::from_redis(e, name))?;
+    let Value::Array(items) = reply else {
+        return Err(unexpected(&reply, name));
+    };
+    let [locked, pttl, holds]: [Value; 3] = items
+        .try_into()
+        .map_err(|items: Vec<Value>| unexpected(&Value::Array(items), name))?;
+    Ok(Inspection {
+        locked: integer(locked, name)? == 1,
+        pttl: integer(pttl, name)?,
+        holds: integer(holds, name)?.max(0) as u64,
+    })
+}
+
+fn integer(value: Value, context: &str) -> Result<i64> {
+    value.as_i64().ok_or_else(|| unexpected(&value, context))
+}
+
+fn unexpected(value: &Value, context: &str) -> Error {
+    Error::Redis(fred::error::Error::new(
+        fred::error::ErrorKind::Protocol,
+        format!("unexpected script reply {value:?} for `{context}`"),
+    ))
+}

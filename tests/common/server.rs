@@ -1,0 +1,177 @@
+//! Real `redis-server` processes on free loopback ports, killed when dropped.
+//!
+//! Shared by the tests (through `tests/common/mod.rs`) and the examples (through `#[path]`), so
+//! both start Redis the same way.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// One `redis-server` child process.
+pub struct RedisServer {
+    port: u16,
+    child: Option<Child>,
+    extra: Vec<String>,
+}
+
+impl RedisServer {
+    /// Starts a server with no persistence and `DEBUG` allowed, on a free loopback port.
+    pub fn start() -> RedisServer {
+        RedisServer::start_with(&[])
+    }
+
+    /// Starts a server with extra `--option value` arguments.
+    pub fn start_with(extra: &[&str]) -> RedisServer {
+        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        for _ in 0..20 {
+            let port = free_port();
+            if let Some(child) = spawn(port, &extra) {
+                return RedisServer {
+                    port,
+                    child: Some(child),
+                    extra,
+                };
+            }
+        }
+        panic!("could not start redis-server: is it installed? (apt-get install redis-server)");
+    }
+
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `redis://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// The process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+
+    /// Kills it (SIGKILL) and waits for it to exit.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts it again on the same port (after [`kill`](Self::kill)), empty.
+    pub fn restart(&mut self) {
+        self.kill();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Some(child) = spawn(self.port, &self.extra) {
+                self.child = Some(child);
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("could not restart redis-server on port {}", self.port);
+    }
+
+    /// Sends one command and returns the raw RESP reply, for checks that must not go through
+    /// the code under test.
+    pub fn cmd(&self, args: &[&str]) -> String {
+        raw_command(self.port, args).expect("redis command failed")
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("no free port")
+}
+
+fn spawn(port: u16, extra: &[String]) -> Option<Child> {
+    let mut child = Command::new("redis-server")
+        .args(["--port", &port.to_string()])
+        .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+        .args(["--enable-debug-command", "yes", "--protected-mode", "no"])
+        .args(["--loglevel", "warning"])
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return None; // exited: most likely the port was taken meanwhile
+        }
+        if raw_command(port, &["PING"]).is_ok_and(|r| r.starts_with("+PONG")) {
+            return Some(child);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+/// Sends one RESP command over a fresh connection and reads one reply (good enough for the
+/// short replies tests look at).
+pub fn raw_command(port: u16, args: &[&str]) -> std::io::Result<String> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let mut request = format!("*{}\r\n", args.len());
+    for arg in args {
+        request.push_str(&format!("${}\r\n{}\r\n", arg.len(), arg));
+    }
+    stream.write_all(request.as_bytes())?;
+    let mut reply = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = stream.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        reply.extend_from_slice(&buf[..n]);
+        if complete(&reply) {
+            break;
+        }
+    }
+    Ok(String::from_utf8_lossy(&reply).into_owned())
+}
+
+/// Whether `reply` holds one whole RESP value.
+fn complete(reply: &[u8]) -> bool {
+    fn value(buf: &[u8], at: usize) -> Option<usize> {
+        let end = buf[at..].windows(2).position(|w| w == b"\r\n")? + at;
+        let line = std::str::from_utf8(&buf[at + 1..end]).ok()?;
+        match buf.get(at)? {
+            b'+' | b'-' | b':' => Some(end + 2),
+            b'$' => {
+                let len: i64 = line.parse().ok()?;
+                if len < 0 {
+                    return Some(end + 2);
+                }
+                let stop = end + 2 + len as usize + 2;
+                (buf.len() >= stop).then_some(stop)
+            }
+            b'*' => {
+                let len: i64 = line.parse().ok()?;
+                let mut next = end + 2;
+                for _ in 0..len.max(0) {
+                    next = value(buf, next)?;
+                }
+                Some(next)
+            }
+            _ => None,
+        }
+    }
+    !reply.is_empty() && value(reply, 0).is_some()
+}
