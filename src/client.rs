@@ -76,7 +76,10 @@ impl Client {
         config.validate()?;
         let mut builder = Builder::from_config(config.redis.clone());
         builder
-            .with_performance_config(|p| p.broadcast_channel_capacity = 4096)
+            .with_performance_config(|p| {
+                p.broadcast_channel_capacity = 4096;
+                p.default_command_timeout = config.command_timeout;
+            })
             .with_connection_config(|c| {
                 c.connection_timeout = config.command_timeout;
                 c.internal_command_timeout = config.command_timeout;

@@ -183,9 +183,7 @@ impl Waiter {
 
     /// Sleeps until woken by a message or until `bound` passes.
     pub(crate) async fn wait(&self, bound: Duration) -> Wake {
-        if self.slot.woken.swap(false, Ordering::AcqRel) {
-            return Wake::Message;
-        }
+        // A wake-up delivered before this call left a permit in `notify`: it returns at once.
         match tokio::time::timeout(bound, self.slot.notify.notified()).await {
             Ok(()) => {
                 self.slot.woken.store(false, Ordering::Release);
