@@ -279,6 +279,8 @@ async fn run(
             }
         }
     }
+    // Waiters re-try at once and find the client closed instead of sleeping out a lease.
+    channels.wake_all();
 }
 
 /// Brings the subscriptions of `names` in step with their waiters, one command each way.

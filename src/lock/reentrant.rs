@@ -391,6 +391,7 @@ struct AttemptTask {
 
 impl AttemptTask {
     async fn spawn(&self) -> Result<Attempt> {
+        self.client.check_open()?;
         let (tx, rx) = oneshot::channel();
         let task = self.clone();
         tokio::spawn(async move {

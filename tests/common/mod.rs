@@ -49,3 +49,248 @@ where
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+/// The items of a raw RESP reply from [`RedisServer::cmd`], flattened: bulk strings and integers
+/// as text, nil as `None`. Good enough for the short flat replies tests read (no CRLF in values).
+pub fn raw_items(reply: &str) -> Vec<Option<String>> {
+    let mut items = Vec::new();
+    let mut lines = reply.split("\r\n");
+    while let Some(line) = lines.next() {
+        match line.as_bytes().first() {
+            Some(b'$') if line == "$-1" => items.push(None),
+            Some(b'$') => items.push(lines.next().map(str::to_owned)),
+            Some(b':') | Some(b'+') => items.push(Some(line[1..].to_owned())),
+            Some(b'-') => panic!("redis error reply: {line}"),
+            _ => {}
+        }
+    }
+    items
+}
+
+/// The integer of a raw `:<n>` reply.
+pub fn raw_int(reply: &str) -> i64 {
+    match raw_items(reply).as_slice() {
+        [Some(n)] => n
+            .parse()
+            .unwrap_or_else(|_| panic!("not an integer reply: {reply:?}")),
+        _ => panic!("not an integer reply: {reply:?}"),
+    }
+}
+
+/// Whether `key` exists, read with a raw `EXISTS`.
+pub fn raw_exists(server: &RedisServer, key: &str) -> bool {
+    raw_int(&server.cmd(&["EXISTS", key])) == 1
+}
+
+/// The wake-up channel of the lock `name` (a name without braces), as Redisson names it.
+pub fn lock_channel(name: &str) -> String {
+    format!("redisson_lock__channel:{{{name}}}")
+}
+
+/// How many connections are subscribed to `channel`, read with a raw `PUBSUB NUMSUB`.
+pub fn raw_numsub(server: &RedisServer, channel: &str) -> i64 {
+    let items = raw_items(&server.cmd(&["PUBSUB", "NUMSUB", channel]));
+    items[1]
+        .as_deref()
+        .expect("a count")
+        .parse()
+        .expect("an integer")
+}
+
+/// The hold count in Redis of `field` on the lock `name` (0 when absent), read with a raw `HGET`.
+pub fn raw_holds(server: &RedisServer, name: &str, field: &str) -> u64 {
+    match raw_items(&server.cmd(&["HGET", name, field])).as_slice() {
+        [None] => 0,
+        [Some(n)] => n.parse().expect("an integer count"),
+        other => panic!("unexpected HGET reply {other:?}"),
+    }
+}
+
+// ---- Raw Redis access outside relock: a plain fred client and a raw pub/sub subscriber. ----
+
+/// A plain fred client on `server`, connected, for EVAL and raw commands that bypass relock.
+pub async fn fred_client(server: &RedisServer) -> fred::clients::Client {
+    use fred::interfaces::ClientLike;
+    let config = fred::types::config::Config::from_url(&server.url()).expect("url");
+    let client = fred::types::Builder::from_config(config)
+        .build()
+        .expect("build fred client");
+    client.init().await.expect("connect fred client");
+    client
+}
+
+/// One RESP value, as a raw connection reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resp {
+    /// `+...`
+    Simple(String),
+    /// `-...`
+    Error(String),
+    /// `:...`
+    Int(i64),
+    /// `$...` (`None` for the null bulk string)
+    Bulk(Option<String>),
+    /// `*...` (`None` for the null array)
+    Array(Option<Vec<Resp>>),
+}
+
+/// Parses one RESP value at the start of `buf`: the value and how many bytes it took, or `None`
+/// when `buf` does not hold a whole value yet.
+pub fn parse_resp(buf: &[u8]) -> Option<(Resp, usize)> {
+    let end = buf.windows(2).position(|w| w == b"\r\n")?;
+    let line = std::str::from_utf8(&buf[1..end]).ok()?.to_owned();
+    let after = end + 2;
+    match buf.first()? {
+        b'+' => Some((Resp::Simple(line), after)),
+        b'-' => Some((Resp::Error(line), after)),
+        b':' => Some((Resp::Int(line.parse().ok()?), after)),
+        b'$' => {
+            let len: i64 = line.parse().ok()?;
+            if len < 0 {
+                return Some((Resp::Bulk(None), after));
+            }
+            let stop = after + len as usize;
+            if buf.len() < stop + 2 {
+                return None;
+            }
+            let text = String::from_utf8_lossy(&buf[after..stop]).into_owned();
+            Some((Resp::Bulk(Some(text)), stop + 2))
+        }
+        b'*' => {
+            let len: i64 = line.parse().ok()?;
+            if len < 0 {
+                return Some((Resp::Array(None), after));
+            }
+            let mut items = Vec::new();
+            let mut at = after;
+            for _ in 0..len {
+                let (item, used) = parse_resp(&buf[at..])?;
+                items.push(item);
+                at += used;
+            }
+            Some((Resp::Array(Some(items)), at))
+        }
+        _ => None,
+    }
+}
+
+/// A subscriber on its own plain TCP connection (no fred, no relock): it sees exactly what the
+/// server publishes, in order.
+pub struct RawSubscriber {
+    stream: tokio::net::TcpStream,
+    buf: Vec<u8>,
+}
+
+impl RawSubscriber {
+    /// Connects and subscribes to `channels`, returning once the server confirmed each one.
+    pub async fn subscribe(server: &RedisServer, channels: &[&str]) -> RawSubscriber {
+        use tokio::io::AsyncWriteExt;
+        let stream = tokio::net::TcpStream::connect(("127.0.0.1", server.port()))
+            .await
+            .expect("connect raw subscriber");
+        let mut sub = RawSubscriber {
+            stream,
+            buf: Vec::new(),
+        };
+        let mut request = format!("*{}\r\n$9\r\nSUBSCRIBE\r\n", channels.len() + 1);
+        for channel in channels {
+            request.push_str(&format!("${}\r\n{}\r\n", channel.len(), channel));
+        }
+        sub.stream
+            .write_all(request.as_bytes())
+            .await
+            .expect("send SUBSCRIBE");
+        for channel in channels {
+            let reply = sub
+                .next_value(Duration::from_secs(5))
+                .await
+                .expect("SUBSCRIBE confirmation");
+            match reply {
+                Resp::Array(Some(items))
+                    if items.first() == Some(&Resp::Bulk(Some("subscribe".into())))
+                        && items.get(1) == Some(&Resp::Bulk(Some(channel.to_string()))) => {}
+                other => panic!("unexpected SUBSCRIBE reply {other:?}"),
+            }
+        }
+        sub
+    }
+
+    async fn next_value(&mut self, within: Duration) -> Option<Resp> {
+        use tokio::io::AsyncReadExt;
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            if let Some((value, used)) = parse_resp(&self.buf) {
+                self.buf.drain(..used);
+                return Some(value);
+            }
+            let mut chunk = [0u8; 4096];
+            let n = tokio::time::timeout_at(deadline, self.stream.read(&mut chunk))
+                .await
+                .ok()?
+                .expect("read raw subscriber");
+            assert!(n > 0, "the server closed the raw subscriber connection");
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    /// The next published message as (channel, payload), or `None` when none came `within`.
+    pub async fn next_message(&mut self, within: Duration) -> Option<(String, String)> {
+        let value = self.next_value(within).await?;
+        match value {
+            Resp::Array(Some(items)) => match items.as_slice() {
+                [Resp::Bulk(Some(kind)), Resp::Bulk(Some(channel)), Resp::Bulk(Some(payload))]
+                    if kind == "message" =>
+                {
+                    Some((channel.clone(), payload.clone()))
+                }
+                _ => panic!("unexpected pub/sub frame {items:?}"),
+            },
+            other => panic!("unexpected pub/sub frame {other:?}"),
+        }
+    }
+
+    /// Asserts that nothing was published on `channel` since the last message read: publishes a
+    /// sentinel there and checks it is the very next message (Redis delivers in order).
+    pub async fn assert_quiet(&mut self, server: &RedisServer, channel: &str) {
+        let sentinel = format!("sentinel-{}", uuid_like());
+        let reply = server.cmd(&["PUBLISH", channel, &sentinel]);
+        assert!(reply.starts_with(':'), "PUBLISH failed: {reply}");
+        let next = self.next_message(Duration::from_secs(5)).await;
+        assert_eq!(
+            next,
+            Some((channel.to_owned(), sentinel)),
+            "something was published on {channel} before the sentinel"
+        );
+    }
+}
+
+/// Parses a raw RESP integer reply (`:42\r\n`).
+pub fn resp_int(reply: &str) -> i64 {
+    match parse_resp(reply.as_bytes()) {
+        Some((Resp::Int(n), _)) => n,
+        other => panic!("expected an integer reply, got {reply:?} ({other:?})"),
+    }
+}
+
+/// Parses a raw RESP reply into a [`Resp`].
+pub fn resp(reply: &str) -> Resp {
+    parse_resp(reply.as_bytes())
+        .map(|(value, _)| value)
+        .unwrap_or_else(|| panic!("incomplete RESP reply {reply:?}"))
+}
+
+/// HGETALL `key` through a raw command, as sorted (field, value) pairs.
+pub fn hgetall(server: &RedisServer, key: &str) -> Vec<(String, String)> {
+    let Resp::Array(Some(items)) = resp(&server.cmd(&["HGETALL", key])) else {
+        panic!("HGETALL {key} did not return an array");
+    };
+    let mut pairs: Vec<(String, String)> = items
+        .chunks(2)
+        .map(|pair| match pair {
+            [Resp::Bulk(Some(f)), Resp::Bulk(Some(v))] => (f.clone(), v.clone()),
+            other => panic!("bad HGETALL pair {other:?}"),
+        })
+        .collect();
+    pairs.sort();
+    pairs
+}
