@@ -16,3 +16,7 @@ pub use config::Config;
 pub use error::{Error, Result};
 pub use lock::{Lock, LockGuard, Lost};
 pub use owner::Owner;
+
+/// The Redis client relock is built on, re-exported so [`Client::redis`] can be used without
+/// adding a second, possibly different, version of it.
+pub use fred;

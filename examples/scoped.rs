@@ -1,0 +1,54 @@
+//! Scoped locking: `lock.with(|| async { … })` is Redisson's
+//! `lock.lock(); try { … } finally { lock.unlock(); }` in one call.
+//!
+//! The lock is taken, the work runs, and the lock is released whatever the work returned, `Err`
+//! included. The result nests: the outer `relock::Result` is about the lock (taking or releasing
+//! it failed), the inner value is the work's own, passed through untouched. If the work panics
+//! or the future is dropped, the guard's drop releases the lock in the background.
+//!
+//! Run with `cargo run --example scoped` (starts a throwaway redis-server) or set `REDIS_URL`.
+
+#[path = "../tests/common/server.rs"]
+mod server;
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    // REDIS_URL if set, else a throwaway server that is killed when `server` drops.
+    let server = std::env::var_os("REDIS_URL")
+        .is_none()
+        .then(server::RedisServer::start);
+    let url = match &server {
+        Some(server) => server.url(),
+        None => std::env::var("REDIS_URL")?,
+    };
+    let client = relock::Client::connect(&url).await?;
+    let lock = client.lock(format!("example:scoped:{}", std::process::id()));
+    let mut stock = 5;
+
+    // Each call takes the lock, reserves `wanted` items if there are enough, and releases it.
+    for wanted in [3, 4] {
+        println!("reserve {wanted} of {stock}:");
+        let outcome: Result<u32, String> = lock
+            .with(|| async {
+                let holds = lock.hold_count().await.map_err(|e| e.to_string())?;
+                println!("  inside with():  hold_count = {holds}");
+                if wanted > stock {
+                    return Err(format!("only {stock} left"));
+                }
+                stock -= wanted;
+                Ok(stock)
+            })
+            .await?; // `?` here: the lock itself failed (Redis down, say)
+
+        // The work's own outcome, as it returned it.
+        match outcome {
+            Ok(left) => println!("  work returned:  Ok({left} left)"),
+            Err(why) => println!("  work returned:  Err({why:?})"),
+        }
+        // Released either way: nobody holds the lock between calls.
+        println!("  after with():   is_locked = {}", lock.is_locked().await?);
+    }
+
+    client.shutdown().await?;
+    Ok(())
+}
