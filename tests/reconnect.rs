@@ -41,7 +41,10 @@ async fn a_waiter_is_woken_after_its_subscriber_connection_was_killed() {
         .await,
         "the waiter's channel was not resubscribed"
     );
-    assert!(!waiter.is_finished(), "the waiter must still wait for the holder");
+    assert!(
+        !waiter.is_finished(),
+        "the waiter must still wait for the holder"
+    );
 
     let released = Instant::now();
     guard.unlock().await.unwrap();

@@ -1,0 +1,400 @@
+//! Cancellation against a real server: acquire futures dropped at any point leave no hold, waiter
+//! or subscription behind; a retried release with the same replay key counts once; a dropped
+//! unlock still releases.
+
+mod common;
+
+use std::time::Duration;
+
+use fred::interfaces::LuaInterface;
+use fred::types::Value;
+use futures::FutureExt;
+use rand::Rng;
+
+const RELEASE_LUA: &str = include_str!("../lua/release.lua");
+
+/// Parses an integer RESP reply (`:12\r\n`).
+fn int(reply: &str) -> i64 {
+    reply
+        .strip_prefix(':')
+        .and_then(|r| r.trim_end().parse().ok())
+        .unwrap_or_else(|| panic!("not an integer reply: {reply:?}"))
+}
+
+fn exists(server: &common::RedisServer, key: &str) -> bool {
+    int(&server.cmd(&["EXISTS", key])) == 1
+}
+
+/// The hash's fields and values, from `HGETALL`'s raw reply.
+fn hgetall(server: &common::RedisServer, key: &str) -> Vec<(String, String)> {
+    let reply = server.cmd(&["HGETALL", key]);
+    let lines: Vec<&str> = reply.split("\r\n").collect();
+    assert!(lines[0].starts_with('*'), "HGETALL reply {reply:?}");
+    let values: Vec<String> = lines[1..]
+        .chunks(2)
+        .filter(|pair| pair.len() == 2 && pair[0].starts_with('$'))
+        .map(|pair| pair[1].to_owned())
+        .collect();
+    values
+        .chunks(2)
+        .map(|kv| (kv[0].clone(), kv[1].clone()))
+        .collect()
+}
+
+/// Subscribers of `channel` on the server, from `PUBSUB NUMSUB`.
+fn numsub(server: &common::RedisServer, channel: &str) -> i64 {
+    let reply = server.cmd(&["PUBSUB", "NUMSUB", channel]);
+    let last = reply.trim_end().rsplit("\r\n").next().unwrap();
+    int(last)
+}
+
+/// `calls` of `cmdstat_<command>` in `INFO commandstats` (0 when never called).
+fn command_calls(server: &common::RedisServer, command: &str) -> u64 {
+    let info = server.cmd(&["INFO", "commandstats"]);
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .map(|rest| rest.split(',').next().unwrap().parse().unwrap())
+        .unwrap_or(0)
+}
+
+/// Checks that `check` holds on every poll for `window`: for states that must not change once
+/// reached, such as background work that must not bring a hold back.
+async fn stays<F, Fut>(window: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let end = tokio::time::Instant::now() + window;
+    while tokio::time::Instant::now() < end {
+        if !check().await {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    true
+}
+
+fn channel_of(name: &str) -> String {
+    format!("redisson_lock__channel:{{{name}}}")
+}
+
+/// Whether `client` has nothing left locally: no hold, no waiter, no channel.
+fn idle(client: &relock::Client) -> bool {
+    let stats = client.stats();
+    stats.holds == 0 && stats.renewing == 0 && stats.waiters == 0 && stats.channels == 0
+}
+
+/// Starts `count` acquires of `lock` in their own tasks, each dropped after a random 0–50 ms;
+/// one that wins in time releases at once. Returns (acquired, cancelled).
+async fn cancelled_acquires(lock: &relock::Lock, count: usize) -> (usize, usize) {
+    let plans: Vec<(bool, Duration)> = {
+        let mut rng = rand::thread_rng();
+        (0..count)
+            .map(|_| {
+                (
+                    rng.gen_bool(0.5),
+                    Duration::from_millis(rng.gen_range(0..=50)),
+                )
+            })
+            .collect()
+    };
+    let tasks: Vec<_> = plans
+        .into_iter()
+        .map(|(plain, timeout)| {
+            let lock = lock.clone();
+            tokio::spawn(async move {
+                let attempt = async {
+                    if plain {
+                        lock.lock().await.map(Some)
+                    } else {
+                        lock.try_lock_for(Duration::from_secs(30), None).await
+                    }
+                };
+                match tokio::time::timeout(timeout, attempt).await {
+                    Ok(Ok(Some(guard))) => {
+                        guard.unlock().await.unwrap();
+                        (1, 0)
+                    }
+                    Ok(Ok(None)) => panic!("a 30 s wait gave up within 50 ms"),
+                    Ok(Err(e)) => panic!("acquire failed: {e}"),
+                    Err(_) => (0, 1),
+                }
+            })
+        })
+        .collect();
+    let mut totals = (0, 0);
+    for task in tasks {
+        let (a, c) = task.await.unwrap();
+        totals.0 += a;
+        totals.1 += c;
+    }
+    totals
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_acquires_leave_nothing_behind() {
+    let server = common::RedisServer::start();
+    let holder = common::client(&server, Duration::from_secs(3)).await;
+    let canceller = common::client(&server, Duration::from_secs(3)).await;
+    let name = common::prefix("cancel-acquire");
+    let channel = channel_of(&name);
+    let lock = canceller.lock(&name);
+
+    // 1. The lock is held throughout: every acquire is dropped while waiting or mid-attempt.
+    let guard = holder.lock(&name).lock().await.unwrap();
+    let holder_field = format!("{}:{}", holder.id(), guard.owner().id());
+    let (acquired, cancelled) = cancelled_acquires(&lock, 60).await;
+    assert_eq!(acquired, 0, "took a lock another client holds");
+    assert_eq!(cancelled, 60);
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            idle(&canceller) && numsub(&server, &channel) == 0
+        })
+        .await,
+        "left behind: {:?}, {} subscribers",
+        canceller.stats(),
+        numsub(&server, &channel)
+    );
+    let only_holder = vec![(holder_field.clone(), "1".to_owned())];
+    assert!(
+        stays(Duration::from_millis(300), || async {
+            idle(&canceller)
+                && numsub(&server, &channel) == 0
+                && hgetall(&server, &name) == only_holder
+        })
+        .await,
+        "only the holder's field remains, and nothing comes back: {:?}, {:?}",
+        canceller.stats(),
+        hgetall(&server, &name)
+    );
+
+    // 2. Acquires racing the holder's release: some are dropped mid-acquire, some win.
+    let mut total_acquired = 0;
+    let mut guard = Some(guard);
+    for round in 0..5 {
+        let guard = match guard.take() {
+            Some(guard) => guard,
+            None => tokio::time::timeout(Duration::from_secs(5), holder.lock(&name).lock())
+                .await
+                .expect("the holder gets the lock back")
+                .unwrap(),
+        };
+        let release_after = Duration::from_millis(rand::thread_rng().gen_range(0..=30));
+        let release = tokio::spawn(async move {
+            tokio::time::sleep(release_after).await;
+            guard.unlock().await.unwrap();
+        });
+        let (acquired, cancelled) = cancelled_acquires(&lock, 40).await;
+        release.await.unwrap();
+        println!("round {round}: {acquired} acquired, {cancelled} dropped");
+        assert_eq!(acquired + cancelled, 40);
+        total_acquired += acquired;
+        assert!(
+            common::eventually(Duration::from_secs(5), || async {
+                idle(&canceller) && numsub(&server, &channel) == 0 && !exists(&server, &name)
+            })
+            .await,
+            "round {round} left behind: {:?}, {} subscribers, lock {:?}",
+            canceller.stats(),
+            numsub(&server, &channel),
+            hgetall(&server, &name)
+        );
+        assert!(
+            stays(Duration::from_millis(300), || async {
+                idle(&canceller) && numsub(&server, &channel) == 0 && !exists(&server, &name)
+            })
+            .await,
+            "round {round}: a hold came back: {:?}, lock {:?}",
+            canceller.stats(),
+            hgetall(&server, &name)
+        );
+    }
+    println!("{total_acquired} acquires won the race");
+    assert!(idle(&holder));
+
+    // 3. A fresh client takes the lock at once.
+    let fresh = common::client(&server, Duration::from_secs(3)).await;
+    let taken = fresh.lock(&name).try_lock().await.unwrap();
+    taken
+        .expect("nothing holds the lock")
+        .unlock()
+        .await
+        .unwrap();
+    assert!(!exists(&server, &name));
+}
+
+/// The lock is free and the acquire future is dropped right after its first poll: the attempt it
+/// spawned takes the lock in the background, finds nobody to hand the guard to, and releases it.
+/// A single-threaded runtime makes "pending after one poll" certain: the spawned attempt cannot
+/// run before the test yields.
+#[tokio::test(flavor = "current_thread")]
+async fn dropped_acquire_of_a_free_lock_is_released() {
+    let server = common::RedisServer::start();
+    let canceller = common::client(&server, Duration::from_secs(3)).await;
+    let name = common::prefix("cancel-free");
+    let channel = channel_of(&name);
+    let lock = canceller.lock(&name);
+
+    // A warm-up round trip (it also loads the scripts).
+    let warm = lock.lock().await.unwrap();
+    warm.unlock().await.unwrap();
+    let before = command_calls(&server, "hincrby");
+    const DROPS: u64 = 20;
+    for i in 0..DROPS {
+        let outcome = if i % 2 == 0 {
+            lock.lock().now_or_never().map(|r| r.map(Some))
+        } else {
+            lock.try_lock_for(Duration::from_secs(30), None)
+                .now_or_never()
+        };
+        assert!(
+            outcome.is_none(),
+            "an acquire cannot finish within its first poll"
+        );
+        // The attempt took the lock (one HINCRBY) and its orphaned guard released it (another).
+        let expected = before + 2 * (i + 1);
+        assert!(
+            common::eventually(Duration::from_secs(5), || async {
+                command_calls(&server, "hincrby") == expected
+                    && idle(&canceller)
+                    && !exists(&server, &name)
+            })
+            .await,
+            "a dropped acquire left a hold: {} of {expected} HINCRBY, {:?}, lock {:?}",
+            command_calls(&server, "hincrby"),
+            canceller.stats(),
+            hgetall(&server, &name)
+        );
+    }
+    assert_eq!(command_calls(&server, "hincrby") - before, 2 * DROPS);
+    assert_eq!(numsub(&server, &channel), 0);
+
+    let fresh = common::client(&server, Duration::from_secs(3)).await;
+    let taken = fresh.lock(&name).try_lock().await.unwrap();
+    taken
+        .expect("nothing holds the lock")
+        .unlock()
+        .await
+        .unwrap();
+    assert!(!exists(&server, &name));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retried_release_applies_once() {
+    let server = common::RedisServer::start();
+    // A long lease: the watchdog stays out of this test.
+    let lease = Duration::from_secs(30);
+    let client = common::client(&server, lease).await;
+    let name = common::prefix("cancel-replay");
+    let lock = client.lock(&name);
+
+    let first = lock.lock().await.unwrap();
+    let second = lock.lock().await.unwrap();
+    assert_eq!(lock.hold_count().await.unwrap(), 2);
+    let field = format!("{}:{}", client.id(), first.owner().id());
+    assert_eq!(
+        hgetall(&server, &name),
+        vec![(field.clone(), "2".to_owned())]
+    );
+
+    let release = |latch: String| {
+        let keys = vec![name.clone(), channel_of(&name), latch];
+        let args = vec![
+            "0".to_owned(),
+            lease.as_millis().to_string(),
+            field.clone(),
+            "PUBLISH".to_owned(),
+            "10000".to_owned(),
+        ];
+        let redis = client.redis().clone();
+        async move {
+            redis
+                .eval::<Value, _, _, _>(RELEASE_LUA, keys, args)
+                .await
+                .unwrap()
+        }
+    };
+
+    let latch = format!("redisson_unlock_latch:{{{name}}}:retried-request");
+    assert_eq!(release(latch.clone()).await, Value::Integer(0));
+    assert_eq!(
+        hgetall(&server, &name),
+        vec![(field.clone(), "1".to_owned())]
+    );
+    assert!(exists(&server, &latch), "the replay key is written");
+    // The same request again (a retry after a lost reply): replayed, not applied.
+    assert_eq!(release(latch.clone()).await, Value::Integer(0));
+    assert_eq!(
+        hgetall(&server, &name),
+        vec![(field.clone(), "1".to_owned())],
+        "a retried release counted twice"
+    );
+    assert!(int(&server.cmd(&["PTTL", &name])) > 0);
+
+    // A new request releases the last hold.
+    let latch = format!("redisson_unlock_latch:{{{name}}}:next-request");
+    assert_eq!(release(latch.clone()).await, Value::Integer(1));
+    assert!(!exists(&server, &name), "the last release deletes the lock");
+    // And its retry replays "freed" without touching anything.
+    assert_eq!(release(latch).await, Value::Integer(1));
+    assert!(!exists(&server, &name));
+
+    // The guards' holds were released behind their back.
+    let err = second.unlock().await.unwrap_err();
+    assert!(err.is_not_held(), "{err:?}");
+    let err = first.unlock().await.unwrap_err();
+    assert!(err.is_not_held(), "{err:?}");
+    assert_eq!(client.stats().holds, 0);
+}
+
+/// Single-threaded, so the release task an unlock spawns cannot finish before the test yields.
+#[tokio::test(flavor = "current_thread")]
+async fn dropped_unlock_still_releases() {
+    let server = common::RedisServer::start();
+    let client = common::client(&server, Duration::from_secs(3)).await;
+    let other = common::client(&server, Duration::from_secs(3)).await;
+    let name = common::prefix("cancel-unlock");
+    let lock = client.lock(&name);
+    let field_count = |server: &common::RedisServer| hgetall(server, &name);
+
+    // Hold count 2: a dropped unlock releases exactly one hold.
+    let first = lock.lock().await.unwrap();
+    let second = lock.lock().await.unwrap();
+    let field = format!("{}:{}", client.id(), first.owner().id());
+    let outcome = second.unlock().now_or_never();
+    assert!(
+        outcome.is_none(),
+        "an unlock cannot finish within its first poll: {outcome:?}"
+    );
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            field_count(&server) == vec![(field.clone(), "1".to_owned())]
+        })
+        .await,
+        "the dropped unlock released one hold: {:?}",
+        field_count(&server)
+    );
+    assert!(other.lock(&name).try_lock().await.unwrap().is_none());
+
+    // The last hold, dropped the same way: the lock is freed.
+    assert!(first.unlock().now_or_never().is_none());
+    assert!(
+        common::eventually(Duration::from_secs(5), || async { !exists(&server, &name) }).await,
+        "the dropped unlock freed the lock: {:?}",
+        field_count(&server)
+    );
+    assert_eq!(client.stats().holds, 0);
+
+    // An unlock future dropped before it was ever polled releases too (through the guard).
+    let guard = lock.lock().await.unwrap();
+    drop(guard.unlock());
+    assert!(
+        common::eventually(Duration::from_secs(5), || async { !exists(&server, &name) }).await,
+        "an unpolled unlock freed the lock"
+    );
+
+    let taken = other.lock(&name).try_lock().await.unwrap();
+    taken.expect("the lock is free").unlock().await.unwrap();
+    assert!(idle(&client));
+}
