@@ -52,21 +52,16 @@ async fn main() -> Res<()> {
 async fn demo() -> Res<()> {
     let started = Instant::now();
     // Keep the server (if we start one) alive until the end: dropping it kills it.
-    let (_server, url) = match std::env::var("REDIS_URL") {
-        Ok(url) => {
-            println!("Redis: {url} (from REDIS_URL)");
-            (None, url)
-        }
-        Err(_) => {
-            let server = server::RedisServer::start();
-            let url = server.url();
+    let (server, url) = server::from_env_or_start();
+    match &server {
+        None => println!("Redis: {url} (from REDIS_URL)"),
+        Some(server) => {
             let pid = server.pid().unwrap_or_default();
             println!(
                 "Redis: throwaway redis-server at {url} (pid {pid}); set REDIS_URL to use yours"
             );
-            (Some(server), url)
         }
-    };
+    }
     println!("This process: pid {}", std::process::id());
     // Unique names, so the demo can run against a shared server.
     let name = |section: &str| format!("relock-demo:{}:{section}", std::process::id());

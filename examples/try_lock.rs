@@ -17,14 +17,8 @@ use std::time::{Duration, Instant};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    // REDIS_URL if set, else a throwaway server that is killed when `server` drops.
-    let server = std::env::var_os("REDIS_URL")
-        .is_none()
-        .then(server::RedisServer::start);
-    let url = match &server {
-        Some(server) => server.url(),
-        None => std::env::var("REDIS_URL")?,
-    };
+    // REDIS_URL if set, else a throwaway server that is killed when `_server` drops.
+    let (_server, url) = server::from_env_or_start();
     let client = relock::Client::connect(&url).await?;
     let name = format!("example:try_lock:{}", std::process::id());
 

@@ -11,15 +11,16 @@ use std::time::Duration;
 
 use fred::clients::{Client as Redis, SubscriberClient};
 use fred::interfaces::ClientLike;
-use fred::types::config::Options;
 use fred::types::config::ReconnectPolicy;
 use fred::types::Builder;
+use fred::types::InfoKind;
 use tokio::sync::watch;
 
 use crate::config::{millis, Config};
 use crate::error::{Error, Result};
 use crate::lock::Lock;
 use crate::pubsub::Hub;
+use crate::scripts::{PUBLISH, SPUBLISH};
 use crate::watchdog::{Holds, Watchdog};
 
 /// A connection to Redis that hands out locks.
@@ -49,10 +50,18 @@ pub(crate) struct Inner {
     pub(crate) watchdog_timeout: Duration,
     pub(crate) watchdog_ms: u64,
     pub(crate) command_timeout: Duration,
-    /// Options for lock scripts: one attempt, bounded time.
-    pub(crate) once: Options,
+    /// `PUBLISH`, or `SPUBLISH` on a Redis 7 cluster.
+    pub(crate) publish: &'static str,
+    /// With replica sync on: the connection acquires run on, followed by `WAIT`.
+    pub(crate) replica_sync: Option<ReplicaSync>,
     closed: AtomicBool,
     shutdown: watch::Sender<bool>,
+}
+
+/// A dedicated connection for acquire + `WAIT`, so a slow `WAIT` stalls only acquires.
+pub(crate) struct ReplicaSync {
+    pub(crate) redis: Redis,
+    pub(crate) timeout_ms: u64,
 }
 
 impl Client {
@@ -67,6 +76,11 @@ impl Client {
 
     /// Connects with `config`: the command connection, the subscriber connection, and starts the
     /// pub/sub hub and the watchdog.
+    ///
+    /// The command connection sends every command once: a command in flight when the connection
+    /// drops fails instead of being re-sent after the reconnect, because a lock script applied
+    /// twice would count a hold twice. relock resolves such failures itself (it reads the lock
+    /// back, or replays a release by its request id).
     ///
     /// # Errors
     ///
@@ -83,6 +97,9 @@ impl Client {
             .with_connection_config(|c| {
                 c.connection_timeout = config.command_timeout;
                 c.internal_command_timeout = config.command_timeout;
+                // A lock script in flight when the connection drops must fail, not be sent again
+                // on the new connection: a second run would count a hold twice.
+                c.max_command_attempts = 1;
             })
             .set_policy(ReconnectPolicy::new_exponential(0, 20, 1000, 2));
         let redis = builder.build()?;
@@ -92,26 +109,30 @@ impl Client {
             let _ = redis.quit().await;
             return Err(e.into());
         }
+        let sharded = config.redis.server.is_clustered() && major_version(&redis).await? >= 7;
+        let replica_sync = match config.replica_sync {
+            Some(timeout) => {
+                let sync = redis.clone_new();
+                sync.init().await?;
+                Some(ReplicaSync {
+                    redis: sync,
+                    timeout_ms: millis(timeout, "replica sync timeout")?,
+                })
+            }
+            None => None,
+        };
 
         let (shutdown, _) = watch::channel(false);
         let holds = Arc::new(Holds::default());
-        let once = Options {
-            max_attempts: Some(1),
-            timeout: Some(config.command_timeout),
-            ..Default::default()
-        };
         let watchdog = Watchdog {
             redis: redis.clone(),
             holds: holds.clone(),
-            options: Options {
-                timeout: Some(config.command_timeout),
-                ..Default::default()
-            },
             lease: config.watchdog_timeout,
             batch: config.renewal_batch,
+            per_slot: config.redis.server.is_clustered(),
         };
         tokio::spawn(watchdog.run(shutdown.subscribe()));
-        let hub = Hub::start(subscriber.clone(), shutdown.subscribe());
+        let hub = Hub::start(subscriber.clone(), sharded, shutdown.subscribe());
         Ok(Client {
             inner: Arc::new(Inner {
                 id: uuid::Uuid::new_v4().to_string(),
@@ -122,7 +143,8 @@ impl Client {
                 watchdog_ms: millis(config.watchdog_timeout, "watchdog timeout")?,
                 watchdog_timeout: config.watchdog_timeout,
                 command_timeout: config.command_timeout,
-                once,
+                publish: if sharded { SPUBLISH } else { PUBLISH },
+                replica_sync,
                 closed: AtomicBool::new(false),
                 shutdown,
             }),
@@ -140,7 +162,8 @@ impl Client {
         &self.inner.id
     }
 
-    /// The fred client relock sends its commands on, for commands of your own.
+    /// The fred client relock sends its commands on, for commands of your own. It sends each
+    /// command once (no re-send after a reconnect) and bounds each by the command timeout.
     pub fn redis(&self) -> &Redis {
         &self.inner.redis
     }
@@ -169,6 +192,9 @@ impl Client {
         }
         self.inner.shutdown.send_replace(true);
         let subscriber = self.inner.subscriber.quit().await;
+        if let Some(sync) = &self.inner.replica_sync {
+            let _ = sync.redis.quit().await;
+        }
         self.inner.redis.quit().await?;
         subscriber?;
         Ok(())
@@ -197,13 +223,27 @@ impl Drop for Inner {
         if !self.closed.load(Ordering::Acquire) {
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {
                 let (redis, subscriber) = (self.redis.clone(), self.subscriber.clone());
+                let sync = self.replica_sync.as_ref().map(|s| s.redis.clone());
                 runtime.spawn(async move {
                     let _ = subscriber.quit().await;
+                    if let Some(sync) = sync {
+                        let _ = sync.quit().await;
+                    }
                     let _ = redis.quit().await;
                 });
             }
         }
     }
+}
+
+/// The server's major version, from `INFO server`.
+async fn major_version(redis: &Redis) -> Result<u32> {
+    let info: String = redis.info(Some(InfoKind::Server)).await?;
+    Ok(info
+        .lines()
+        .find_map(|line| line.strip_prefix("redis_version:"))
+        .and_then(|v| v.split('.').next()?.trim().parse().ok())
+        .unwrap_or(0))
 }
 
 /// What a client tracks locally, from [`Client::stats`].

@@ -18,6 +18,7 @@ pub(crate) const MAX_MILLIS: u128 = (1 << 53) - 1;
 /// | `watchdog_timeout` | 30 s | the lease of a lock taken without one; renewed every third of it |
 /// | `command_timeout` | 3 s | the longest a single Redis command may take before it fails |
 /// | `renewal_batch` | 100 | the most locks renewed by one script call |
+/// | `replica_sync` | off | wait for a replica to acknowledge each acquire, at most this long |
 ///
 /// # Examples
 ///
@@ -35,6 +36,7 @@ pub struct Config {
     pub(crate) watchdog_timeout: Duration,
     pub(crate) command_timeout: Duration,
     pub(crate) renewal_batch: usize,
+    pub(crate) replica_sync: Option<Duration>,
 }
 
 impl Config {
@@ -56,6 +58,7 @@ impl Config {
             watchdog_timeout: Duration::from_secs(30),
             command_timeout: Duration::from_secs(3),
             renewal_batch: 100,
+            replica_sync: None,
         }
     }
 
@@ -75,6 +78,17 @@ impl Config {
     /// Sets the most locks the watchdog renews in one script call.
     pub fn with_renewal_batch(mut self, locks: usize) -> Config {
         self.renewal_batch = locks;
+        self
+    }
+
+    /// Makes every acquire wait until at least one replica has the lock, at most `timeout`
+    /// (`WAIT 1 <timeout>` on the connection that ran the acquire; Redisson's
+    /// `checkLockSyncedSlaves`). When no replica acknowledged in time, the hold just taken is
+    /// released and the acquire fails with [`Error::NotReplicated`]: a failover to a replica could
+    /// otherwise lose a lock its holder believes it has. Off by default; with it on, a server
+    /// without replicas fails every acquire.
+    pub fn with_replica_sync(mut self, timeout: Duration) -> Config {
+        self.replica_sync = Some(timeout);
         self
     }
 
@@ -102,6 +116,9 @@ impl Config {
             ));
         }
         millis(self.command_timeout, "command timeout")?;
+        if let Some(timeout) = self.replica_sync {
+            millis(timeout, "replica sync timeout")?;
+        }
         if self.renewal_batch == 0 {
             return Err(Error::invalid("renewal batch must hold at least one lock"));
         }

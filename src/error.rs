@@ -39,6 +39,12 @@ pub enum Error {
         /// The key that holds the wrong type.
         key: String,
     },
+    /// Replica sync is on and no replica acknowledged the acquire in time. The hold was
+    /// released again (or, if that failed too, expires with its lease).
+    NotReplicated {
+        /// The lock's name.
+        lock: String,
+    },
     /// Redis failed, timed out or could not be reached.
     Redis(fred::error::Error),
     /// The client was shut down.
@@ -64,6 +70,11 @@ impl Error {
     /// True when the lock's key holds a value of another type.
     pub fn is_wrong_type(&self) -> bool {
         matches!(self, Error::WrongType { .. })
+    }
+
+    /// True when no replica acknowledged an acquire in time (replica sync).
+    pub fn is_not_replicated(&self) -> bool {
+        matches!(self, Error::NotReplicated { .. })
     }
 
     /// True when Redis failed or could not be reached.
@@ -97,10 +108,13 @@ impl Error {
     pub(crate) fn is_ambiguous(&self) -> bool {
         use fred::error::ErrorKind;
         match self {
-            Error::Redis(e) => matches!(
-                e.kind(),
-                ErrorKind::IO | ErrorKind::Timeout | ErrorKind::Canceled
-            ),
+            Error::Redis(e) => match e.kind() {
+                ErrorKind::IO | ErrorKind::Timeout | ErrorKind::Canceled => true,
+                // fred's answer to a command that was in flight when its connection dropped and
+                // may not be written again (the client sends every command once).
+                ErrorKind::Unknown => e.details().contains("write attempts"),
+                _ => false,
+            },
             _ => false,
         }
     }
@@ -120,6 +134,10 @@ impl fmt::Display for Error {
             Error::WrongType { key } => {
                 write!(f, "key `{key}` holds a value of another type, not a lock")
             }
+            Error::NotReplicated { lock } => write!(
+                f,
+                "lock `{lock}` was taken but no replica acknowledged it in time, so it was released"
+            ),
             Error::Redis(e) => write!(f, "redis error: {e}"),
             Error::Closed => write!(f, "the relock client was shut down"),
         }

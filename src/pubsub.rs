@@ -6,7 +6,8 @@
 //! arrival order; a `0` message wakes the first one not already woken, any other message wakes
 //! them all, and so does a reconnect or a lagged message stream (messages may have been lost).
 //! Pub/sub is only a hint: every wait is bounded by the holder's TTL, so a lost message costs
-//! latency, never a hang.
+//! latency, never a hang. On a Redis 7 cluster the channels are sharded (`SSUBSCRIBE`), so a
+//! lock's messages stay on the shard that holds the lock.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -95,10 +96,19 @@ pub(crate) struct Hub {
 
 impl Hub {
     /// Starts the hub task on `subscriber`; it stops when `shutdown` changes or is dropped.
-    pub(crate) fn start(subscriber: SubscriberClient, shutdown: watch::Receiver<bool>) -> Hub {
+    /// `sharded` subscribes with `SSUBSCRIBE` (Redis 7 cluster) instead of `SUBSCRIBE`.
+    pub(crate) fn start(
+        subscriber: SubscriberClient,
+        sharded: bool,
+        shutdown: watch::Receiver<bool>,
+    ) -> Hub {
         let channels = Arc::new(Channels::default());
         let (sync_tx, sync_rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(subscriber, channels.clone(), sync_rx, shutdown));
+        let link = Link {
+            subscriber,
+            sharded,
+        };
+        tokio::spawn(run(link, channels.clone(), sync_rx, shutdown));
         Hub { channels, sync_tx }
     }
 
@@ -219,17 +229,71 @@ impl Drop for Waiter {
     }
 }
 
+/// The subscriber connection and how to subscribe on it.
+struct Link {
+    subscriber: SubscriberClient,
+    sharded: bool,
+}
+
+impl Link {
+    /// Subscribes `names`; sharded channels go one slot at a time, as Redis requires.
+    /// Returns each group with its outcome.
+    async fn subscribe(&self, names: Vec<Arc<str>>) -> Vec<(Vec<Arc<str>>, bool)> {
+        let mut outcomes = Vec::new();
+        for group in self.groups(names) {
+            let list: Vec<String> = group.iter().map(|n| n.to_string()).collect();
+            let result = if self.sharded {
+                self.subscriber.ssubscribe(list).await
+            } else {
+                self.subscriber.subscribe(list).await
+            };
+            if let Err(error) = &result {
+                tracing::warn!(%error, "subscribe failed; waiters fall back to lease-bounded retries");
+            }
+            outcomes.push((group, result.is_ok()));
+        }
+        outcomes
+    }
+
+    async fn unsubscribe(&self, names: Vec<Arc<str>>) {
+        for group in self.groups(names) {
+            let list: Vec<String> = group.iter().map(|n| n.to_string()).collect();
+            let result = if self.sharded {
+                self.subscriber.sunsubscribe(list).await
+            } else {
+                self.subscriber.unsubscribe(list).await
+            };
+            if let Err(error) = result {
+                tracing::debug!(%error, "unsubscribe failed; the connection drops it on reconnect");
+            }
+        }
+    }
+
+    /// One group for classic pub/sub, one per hash slot for sharded pub/sub.
+    fn groups(&self, names: Vec<Arc<str>>) -> Vec<Vec<Arc<str>>> {
+        if !self.sharded {
+            return vec![names];
+        }
+        let mut by_slot: HashMap<u16, Vec<Arc<str>>> = HashMap::new();
+        for name in names {
+            let slot = fred::util::redis_keyslot(name.as_bytes());
+            by_slot.entry(slot).or_default().push(name);
+        }
+        by_slot.into_values().collect()
+    }
+}
+
 /// The hub task: keeps subscriptions in step with waiters and routes messages to them.
 async fn run(
-    subscriber: SubscriberClient,
+    link: Link,
     channels: Arc<Channels>,
     mut sync_rx: mpsc::UnboundedReceiver<Arc<str>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     use tokio::sync::broadcast::error::RecvError;
 
-    let mut messages = subscriber.message_rx();
-    let mut reconnects = subscriber.reconnect_rx();
+    let mut messages = link.subscriber.message_rx();
+    let mut reconnects = link.subscriber.reconnect_rx();
     loop {
         tokio::select! {
             biased;
@@ -263,7 +327,7 @@ async fn run(
                             })
                             .collect()
                     };
-                    sync(&subscriber, &channels, all).await;
+                    sync(&link, &channels, all).await;
                     channels.wake_all();
                 }
                 Err(RecvError::Lagged(_)) => continue,
@@ -275,7 +339,7 @@ async fn run(
                 while let Ok(more) = sync_rx.try_recv() {
                     batch.push(more);
                 }
-                sync(&subscriber, &channels, batch).await;
+                sync(&link, &channels, batch).await;
             }
         }
     }
@@ -284,7 +348,7 @@ async fn run(
 }
 
 /// Brings the subscriptions of `names` in step with their waiters, one command each way.
-async fn sync(subscriber: &SubscriberClient, channels: &Channels, mut names: Vec<Arc<str>>) {
+async fn sync(link: &Link, channels: &Channels, mut names: Vec<Arc<str>>) {
     names.sort();
     names.dedup();
     let (subscribe, unsubscribe): (Vec<Arc<str>>, Vec<Arc<str>>) = {
@@ -313,10 +377,7 @@ async fn sync(subscriber: &SubscriberClient, channels: &Channels, mut names: Vec
                 }
             }
         }
-        let list: Vec<String> = unsubscribe.iter().map(|n| n.to_string()).collect();
-        if let Err(error) = subscriber.unsubscribe(list).await {
-            tracing::debug!(%error, "unsubscribe failed; the connection will drop it on reconnect");
-        }
+        link.unsubscribe(unsubscribe.clone()).await;
         let mut again = Vec::new();
         {
             let mut map = channels.map.lock().unwrap();
@@ -331,23 +392,22 @@ async fn sync(subscriber: &SubscriberClient, channels: &Channels, mut names: Vec
             }
         }
         if !again.is_empty() {
-            Box::pin(sync(subscriber, channels, again)).await;
+            Box::pin(sync(link, channels, again)).await;
         }
     }
 
     if !subscribe.is_empty() {
-        let list: Vec<String> = subscribe.iter().map(|n| n.to_string()).collect();
-        let outcome = match subscriber.subscribe(list).await {
-            Ok(()) => Subscription::Active,
-            Err(error) => {
-                tracing::warn!(%error, "subscribe failed; waiters fall back to lease-bounded retries");
+        for (group, ok) in link.subscribe(subscribe).await {
+            let state = if ok {
+                Subscription::Active
+            } else {
                 Subscription::Failed
-            }
-        };
-        let map = channels.map.lock().unwrap();
-        for name in subscribe {
-            if let Some(c) = map.get(&name) {
-                c.state.send_replace(outcome);
+            };
+            let map = channels.map.lock().unwrap();
+            for name in group {
+                if let Some(c) = map.get(&name) {
+                    c.state.send_replace(state);
+                }
             }
         }
     }

@@ -2,13 +2,12 @@
 //!
 //! Each script lives in `lua/` with its KEYS / ARGV / reply contract in its header. It is hashed
 //! once per process and run by `EVALSHA`; when the server answers `NOSCRIPT` (after a restart, a
-//! failover or `SCRIPT FLUSH`) it is loaded and run again. Every function here sends its script
-//! with the options the caller passes, so lock scripts go with a single attempt: a transport retry
-//! must never apply them twice.
+//! failover or `SCRIPT FLUSH`) it is loaded and run again. A lock script must never be applied
+//! twice by a transport retry: the client's connection sends every command once (see
+//! [`Client::new`](crate::Client::new)), and a reply that never came is resolved by the caller.
 
 use fred::clients::Client as Redis;
-use fred::interfaces::{ClientLike, LuaInterface};
-use fred::types::config::Options;
+use fred::interfaces::LuaInterface;
 use fred::types::Value;
 use once_cell::sync::Lazy;
 
@@ -16,8 +15,10 @@ use crate::error::{Error, Result};
 
 /// The message published on a lock's channel when it is freed: wake one waiter per process.
 pub(crate) const UNLOCK_MESSAGE: &str = "0";
-/// The publish command the scripts use on a single server.
+/// The publish command on a single server, Sentinel, or a cluster before Redis 7.
 pub(crate) const PUBLISH: &str = "PUBLISH";
+/// The publish command on a Redis 7 cluster: the message stays on the lock's shard.
+pub(crate) const SPUBLISH: &str = "SPUBLISH";
 
 /// A Lua script and its SHA1, computed once.
 pub(crate) struct Script {
@@ -37,17 +38,15 @@ impl Script {
     async fn run(
         &self,
         redis: &Redis,
-        options: &Options,
         keys: Vec<String>,
         args: Vec<String>,
     ) -> std::result::Result<Value, fred::error::Error> {
-        let redis = redis.with_options(options);
         match redis
             .evalsha::<Value, _, _, _>(self.sha.as_str(), keys.clone(), args.clone())
             .await
         {
             Err(e) if e.details().starts_with("NOSCRIPT") => {
-                redis.script_load::<(), _>(self.lua).await?;
+                redis.script_load_cluster::<(), _>(self.lua).await?;
                 redis.evalsha(self.sha.as_str(), keys, args).await
             }
             result => result,
@@ -66,7 +65,6 @@ static INSPECT: Lazy<Script> = Lazy::new(|| Script::new(include_str!("../lua/ins
 /// (`pttl` is -1 for a lock without expiry).
 pub(crate) async fn acquire(
     redis: &Redis,
-    options: &Options,
     name: &str,
     lease_ms: u64,
     field: &str,
@@ -74,7 +72,6 @@ pub(crate) async fn acquire(
     let reply = ACQUIRE
         .run(
             redis,
-            options,
             vec![name.to_owned()],
             vec![lease_ms.to_string(), field.to_owned()],
         )
@@ -97,17 +94,18 @@ pub(crate) enum Released {
     Freed,
 }
 
-/// The keys one release touches.
+/// The keys one release touches, and how it publishes.
 pub(crate) struct ReleaseKeys<'a> {
     pub(crate) name: &'a str,
     pub(crate) channel: &'a str,
     pub(crate) latch: &'a str,
+    /// [`PUBLISH`] or [`SPUBLISH`].
+    pub(crate) publish: &'static str,
 }
 
 /// Releases one hold of `field`; a retry with the same latch key replays the first reply.
 pub(crate) async fn release(
     redis: &Redis,
-    options: &Options,
     keys: ReleaseKeys<'_>,
     field: &str,
     lease_ms: u64,
@@ -116,7 +114,6 @@ pub(crate) async fn release(
     let reply = RELEASE
         .run(
             redis,
-            options,
             vec![
                 keys.name.to_owned(),
                 keys.channel.to_owned(),
@@ -126,7 +123,7 @@ pub(crate) async fn release(
                 UNLOCK_MESSAGE.to_owned(),
                 lease_ms.to_string(),
                 field.to_owned(),
-                PUBLISH.to_owned(),
+                keys.publish.to_owned(),
                 latch_ttl_ms.to_string(),
             ],
         )
@@ -144,7 +141,6 @@ pub(crate) async fn release(
 /// Extends each lock whose field is still there; `true` per renewed lock, in order.
 pub(crate) async fn renew(
     redis: &Redis,
-    options: &Options,
     locks: &[(String, String)],
     lease_ms: u64,
 ) -> Result<Vec<bool>> {
@@ -152,7 +148,7 @@ pub(crate) async fn renew(
     let mut args = Vec::with_capacity(locks.len() + 1);
     args.push(lease_ms.to_string());
     args.extend(locks.iter().map(|(_, field)| field.clone()));
-    let reply = RENEW.run(redis, options, keys, args).await?;
+    let reply = RENEW.run(redis, keys, args).await?;
     let Value::Array(items) = reply else {
         return Err(unexpected(&reply, "renew"));
     };
@@ -165,16 +161,15 @@ pub(crate) async fn renew(
 /// Deletes the lock whoever holds it; `true` when there was one.
 pub(crate) async fn force_release(
     redis: &Redis,
-    options: &Options,
     name: &str,
     channel: &str,
+    publish: &'static str,
 ) -> Result<bool> {
     let reply = FORCE_RELEASE
         .run(
             redis,
-            options,
             vec![name.to_owned(), channel.to_owned()],
-            vec![UNLOCK_MESSAGE.to_owned(), PUBLISH.to_owned()],
+            vec![UNLOCK_MESSAGE.to_owned(), publish.to_owned()],
         )
         .await
         .map_err(|e| Error::from_redis(e, name))?;
@@ -192,19 +187,9 @@ pub(crate) struct Inspection {
 }
 
 /// Reads whether the lock exists, its remaining lease and one field's hold count.
-pub(crate) async fn inspect(
-    redis: &Redis,
-    options: &Options,
-    name: &str,
-    field: &str,
-) -> Result<Inspection> {
+pub(crate) async fn inspect(redis: &Redis, name: &str, field: &str) -> Result<Inspection> {
     let reply = INSPECT
-        .run(
-            redis,
-            options,
-            vec![name.to_owned()],
-            vec![field.to_owned()],
-        )
+        .run(redis, vec![name.to_owned()], vec![field.to_owned()])
         .await
         .map_err(|e| Error::from_redis(e, name))?;
     let Value::Array(items) = reply else {

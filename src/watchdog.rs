@@ -13,7 +13,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fred::clients::Client as Redis;
-use fred::types::config::Options;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::Instrument;
@@ -152,9 +151,10 @@ impl Holds {
 pub(crate) struct Watchdog {
     pub(crate) redis: Redis,
     pub(crate) holds: Arc<Holds>,
-    pub(crate) options: Options,
     pub(crate) lease: Duration,
     pub(crate) batch: usize,
+    /// Cluster: one script's keys must share a slot, so batches are built per slot.
+    pub(crate) per_slot: bool,
 }
 
 impl Watchdog {
@@ -173,11 +173,25 @@ impl Watchdog {
 
     async fn renew_all(&self) {
         let due = self.holds.due();
+        let count = due.len();
         let lease_ms = self.lease.as_millis() as u64;
-        let batches = due.chunks(self.batch).map(|batch| async move {
+        let groups: Vec<Vec<(HoldKey, u64)>> = if self.per_slot {
+            let mut by_slot: HashMap<u16, Vec<(HoldKey, u64)>> = HashMap::new();
+            for hold in due {
+                let slot = fred::util::redis_keyslot(hold.0 .0.as_bytes());
+                by_slot.entry(slot).or_default().push(hold);
+            }
+            by_slot.into_values().collect()
+        } else {
+            vec![due]
+        };
+        let batches = groups
+            .iter()
+            .flat_map(|group| group.chunks(self.batch))
+            .map(|batch| async move {
             let locks: Vec<(String, String)> = batch.iter().map(|(k, _)| k.clone()).collect();
             let sent_at = Instant::now();
-            match scripts::renew(&self.redis, &self.options, &locks, lease_ms).await {
+            match scripts::renew(&self.redis, &locks, lease_ms).await {
                 Ok(renewed) => {
                     for ((key, generation), ok) in batch.iter().zip(renewed) {
                         if ok {
@@ -194,7 +208,7 @@ impl Watchdog {
             }
         });
         futures::future::join_all(batches)
-            .instrument(tracing::debug_span!("relock.renew", locks = due.len()))
+            .instrument(tracing::debug_span!("relock.renew", locks = count))
             .await;
         self.holds.lose_overdue(self.lease);
     }

@@ -6,7 +6,7 @@ mod common;
 use std::future::Future;
 use std::time::Duration;
 
-use common::{resp, resp_int, RedisServer, Resp};
+use common::{raw_exists, raw_pttl, resp, resp_int, RedisServer, Resp};
 use relock::{Client, Config, Error, Lock};
 
 /// Fails the test instead of hanging on a call that should return at once.
@@ -110,7 +110,7 @@ async fn names_whose_braces_split_slots_are_invalid() {
             assert!(e.to_string().contains(&name), "{name} {what}: {e}");
         })
         .await;
-        assert_eq!(resp_int(&server.cmd(&["EXISTS", &name])), 0);
+        assert!(!raw_exists(&server, &name));
     }
     assert_eq!(dbsize(&server), 0);
     assert_eq!(client.stats().channels, 0);
@@ -174,7 +174,7 @@ async fn leases_too_long_for_milliseconds_are_invalid() {
         .lock_with_lease(Duration::from_millis((1 << 53) - 1))
         .await
         .expect("2^53 - 1 ms is the largest valid lease");
-    let pttl = resp_int(&server.cmd(&["PTTL", lock.name()]));
+    let pttl = raw_pttl(&server, lock.name());
     assert!(pttl > (1 << 53) - 60_000, "pttl {pttl}");
     guard.unlock().await.unwrap();
     assert_eq!(dbsize(&server), 0);
@@ -190,7 +190,7 @@ async fn an_unbounded_wait_on_a_free_lock_works() {
         .unwrap()
         .expect("a free lock is taken at once");
     assert_eq!(lock.hold_count().await.unwrap(), 1);
-    let pttl = resp_int(&server.cmd(&["PTTL", lock.name()]));
+    let pttl = raw_pttl(&server, lock.name());
     assert!((25_000..=30_000).contains(&pttl), "watchdog lease {pttl}");
 
     // A huge wait on a busy lock waits, and gets it once the holder lets go.
@@ -236,7 +236,7 @@ async fn unlock_by_a_non_owner_is_not_held_and_leaves_the_holder_alone() {
     let other = client.lock(name.clone()).owned_by(theirs.clone());
     let their_guard = other.lock().await.unwrap();
     let their_field = format!("{}:{}", client.id(), theirs.id());
-    let before = common::hgetall(&server, &name);
+    let before = common::raw_hgetall(&server, &name);
     assert_eq!(before, vec![(their_field, "1".to_owned())]);
 
     let mut sub = common::RawSubscriber::subscribe(&server, &[&channel]).await;
@@ -255,7 +255,7 @@ async fn unlock_by_a_non_owner_is_not_held_and_leaves_the_holder_alone() {
     assert!(message.contains(&my_field), "{message}");
 
     // The real holder's hold is untouched, and nobody was woken.
-    assert_eq!(common::hgetall(&server, &name), before);
+    assert_eq!(common::raw_hgetall(&server, &name), before);
     assert_eq!(other.hold_count().await.unwrap(), 1);
     sub.assert_quiet(&server, &channel).await;
     their_guard.unlock().await.unwrap();
@@ -280,7 +280,7 @@ async fn a_key_of_another_type_is_wrong_type_and_kept() {
         resp(&server.cmd(&["GET", &name])),
         Resp::Bulk(Some("user-data".into()))
     );
-    assert_eq!(resp_int(&server.cmd(&["PTTL", &name])), -1);
+    assert_eq!(raw_pttl(&server, &name), -1);
     assert_eq!(dbsize(&server), 1);
     let stats = client.stats();
     assert_eq!((stats.holds, stats.waiters), (0, 0), "{stats:?}");
@@ -316,9 +316,9 @@ async fn a_closed_client_fails_every_operation_with_closed() {
     assert!(e.is_closed(), "guard.unlock: {e:?}");
 
     // Nothing new was written; the hold taken before shutdown stays until its lease ends.
-    assert_eq!(resp_int(&server.cmd(&["EXISTS", &name])), 0);
+    assert!(!raw_exists(&server, &name));
     assert_eq!(dbsize(&server), 1);
-    let hash = common::hgetall(&server, &held_name);
+    let hash = common::raw_hgetall(&server, &held_name);
     assert_eq!(hash.len(), 1);
     assert_eq!(hash[0].1, "1");
 }
@@ -481,7 +481,7 @@ async fn a_waiter_parked_at_shutdown_ends_with_closed() {
     let e = outcome.unwrap_err();
     assert!(e.is_closed(), "expected Closed, got {e:?}");
     assert_eq!(
-        common::hgetall(&server, &name),
+        common::raw_hgetall(&server, &name),
         vec![("java-client:1".to_owned(), "1".to_owned())]
     );
 }

@@ -6,57 +6,13 @@ mod common;
 
 use std::time::Duration;
 
+use common::{lock_channel, raw_command_calls, raw_exists, raw_hgetall, raw_numsub, raw_pttl};
 use fred::interfaces::LuaInterface;
 use fred::types::Value;
 use futures::FutureExt;
 use rand::Rng;
 
 const RELEASE_LUA: &str = include_str!("../lua/release.lua");
-
-/// Parses an integer RESP reply (`:12\r\n`).
-fn int(reply: &str) -> i64 {
-    reply
-        .strip_prefix(':')
-        .and_then(|r| r.trim_end().parse().ok())
-        .unwrap_or_else(|| panic!("not an integer reply: {reply:?}"))
-}
-
-fn exists(server: &common::RedisServer, key: &str) -> bool {
-    int(&server.cmd(&["EXISTS", key])) == 1
-}
-
-/// The hash's fields and values, from `HGETALL`'s raw reply.
-fn hgetall(server: &common::RedisServer, key: &str) -> Vec<(String, String)> {
-    let reply = server.cmd(&["HGETALL", key]);
-    let lines: Vec<&str> = reply.split("\r\n").collect();
-    assert!(lines[0].starts_with('*'), "HGETALL reply {reply:?}");
-    let values: Vec<String> = lines[1..]
-        .chunks(2)
-        .filter(|pair| pair.len() == 2 && pair[0].starts_with('$'))
-        .map(|pair| pair[1].to_owned())
-        .collect();
-    values
-        .chunks(2)
-        .map(|kv| (kv[0].clone(), kv[1].clone()))
-        .collect()
-}
-
-/// Subscribers of `channel` on the server, from `PUBSUB NUMSUB`.
-fn numsub(server: &common::RedisServer, channel: &str) -> i64 {
-    let reply = server.cmd(&["PUBSUB", "NUMSUB", channel]);
-    let last = reply.trim_end().rsplit("\r\n").next().unwrap();
-    int(last)
-}
-
-/// `calls` of `cmdstat_<command>` in `INFO commandstats` (0 when never called).
-fn command_calls(server: &common::RedisServer, command: &str) -> u64 {
-    let info = server.cmd(&["INFO", "commandstats"]);
-    let prefix = format!("cmdstat_{command}:calls=");
-    info.lines()
-        .find_map(|line| line.strip_prefix(&prefix))
-        .map(|rest| rest.split(',').next().unwrap().parse().unwrap())
-        .unwrap_or(0)
-}
 
 /// Checks that `check` holds on every poll for `window`: for states that must not change once
 /// reached, such as background work that must not bring a hold back.
@@ -75,14 +31,22 @@ where
     true
 }
 
-fn channel_of(name: &str) -> String {
-    format!("redisson_lock__channel:{{{name}}}")
-}
-
 /// Whether `client` has nothing left locally: no hold, no waiter, no channel.
 fn idle(client: &relock::Client) -> bool {
     let stats = client.stats();
     stats.holds == 0 && stats.renewing == 0 && stats.waiters == 0 && stats.channels == 0
+}
+
+/// A fresh client takes the lock `name` at once, and its release deletes it.
+async fn fresh_client_takes_and_frees(server: &common::RedisServer, name: &str) {
+    let fresh = common::client(server, Duration::from_secs(3)).await;
+    let taken = fresh.lock(name).try_lock().await.unwrap();
+    taken
+        .expect("nothing holds the lock")
+        .unlock()
+        .await
+        .unwrap();
+    assert!(!raw_exists(server, name));
 }
 
 /// Starts `count` acquires of `lock` in their own tasks, each dropped after a random 0–50 ms;
@@ -138,7 +102,7 @@ async fn dropped_acquires_leave_nothing_behind() {
     let holder = common::client(&server, Duration::from_secs(3)).await;
     let canceller = common::client(&server, Duration::from_secs(3)).await;
     let name = common::prefix("cancel-acquire");
-    let channel = channel_of(&name);
+    let channel = lock_channel(&name);
     let lock = canceller.lock(&name);
 
     // 1. The lock is held throughout: every acquire is dropped while waiting or mid-attempt.
@@ -149,24 +113,24 @@ async fn dropped_acquires_leave_nothing_behind() {
     assert_eq!(cancelled, 60);
     assert!(
         common::eventually(Duration::from_secs(5), || async {
-            idle(&canceller) && numsub(&server, &channel) == 0
+            idle(&canceller) && raw_numsub(&server, &channel) == 0
         })
         .await,
         "left behind: {:?}, {} subscribers",
         canceller.stats(),
-        numsub(&server, &channel)
+        raw_numsub(&server, &channel)
     );
     let only_holder = vec![(holder_field.clone(), "1".to_owned())];
     assert!(
         stays(Duration::from_millis(300), || async {
             idle(&canceller)
-                && numsub(&server, &channel) == 0
-                && hgetall(&server, &name) == only_holder
+                && raw_numsub(&server, &channel) == 0
+                && raw_hgetall(&server, &name) == only_holder
         })
         .await,
         "only the holder's field remains, and nothing comes back: {:?}, {:?}",
         canceller.stats(),
-        hgetall(&server, &name)
+        raw_hgetall(&server, &name)
     );
 
     // 2. Acquires racing the holder's release: some are dropped mid-acquire, some win.
@@ -192,36 +156,33 @@ async fn dropped_acquires_leave_nothing_behind() {
         total_acquired += acquired;
         assert!(
             common::eventually(Duration::from_secs(5), || async {
-                idle(&canceller) && numsub(&server, &channel) == 0 && !exists(&server, &name)
+                idle(&canceller)
+                    && raw_numsub(&server, &channel) == 0
+                    && !raw_exists(&server, &name)
             })
             .await,
             "round {round} left behind: {:?}, {} subscribers, lock {:?}",
             canceller.stats(),
-            numsub(&server, &channel),
-            hgetall(&server, &name)
+            raw_numsub(&server, &channel),
+            raw_hgetall(&server, &name)
         );
         assert!(
             stays(Duration::from_millis(300), || async {
-                idle(&canceller) && numsub(&server, &channel) == 0 && !exists(&server, &name)
+                idle(&canceller)
+                    && raw_numsub(&server, &channel) == 0
+                    && !raw_exists(&server, &name)
             })
             .await,
             "round {round}: a hold came back: {:?}, lock {:?}",
             canceller.stats(),
-            hgetall(&server, &name)
+            raw_hgetall(&server, &name)
         );
     }
     println!("{total_acquired} acquires won the race");
     assert!(idle(&holder));
 
     // 3. A fresh client takes the lock at once.
-    let fresh = common::client(&server, Duration::from_secs(3)).await;
-    let taken = fresh.lock(&name).try_lock().await.unwrap();
-    taken
-        .expect("nothing holds the lock")
-        .unlock()
-        .await
-        .unwrap();
-    assert!(!exists(&server, &name));
+    fresh_client_takes_and_frees(&server, &name).await;
 }
 
 /// The lock is free and the acquire future is dropped right after its first poll: the attempt it
@@ -233,13 +194,13 @@ async fn dropped_acquire_of_a_free_lock_is_released() {
     let server = common::RedisServer::start();
     let canceller = common::client(&server, Duration::from_secs(3)).await;
     let name = common::prefix("cancel-free");
-    let channel = channel_of(&name);
+    let channel = lock_channel(&name);
     let lock = canceller.lock(&name);
 
     // A warm-up round trip (it also loads the scripts).
     let warm = lock.lock().await.unwrap();
     warm.unlock().await.unwrap();
-    let before = command_calls(&server, "hincrby");
+    let before = raw_command_calls(&server, "hincrby");
     const DROPS: u64 = 20;
     for i in 0..DROPS {
         let outcome = if i % 2 == 0 {
@@ -256,28 +217,21 @@ async fn dropped_acquire_of_a_free_lock_is_released() {
         let expected = before + 2 * (i + 1);
         assert!(
             common::eventually(Duration::from_secs(5), || async {
-                command_calls(&server, "hincrby") == expected
+                raw_command_calls(&server, "hincrby") == expected
                     && idle(&canceller)
-                    && !exists(&server, &name)
+                    && !raw_exists(&server, &name)
             })
             .await,
             "a dropped acquire left a hold: {} of {expected} HINCRBY, {:?}, lock {:?}",
-            command_calls(&server, "hincrby"),
+            raw_command_calls(&server, "hincrby"),
             canceller.stats(),
-            hgetall(&server, &name)
+            raw_hgetall(&server, &name)
         );
     }
-    assert_eq!(command_calls(&server, "hincrby") - before, 2 * DROPS);
-    assert_eq!(numsub(&server, &channel), 0);
+    assert_eq!(raw_command_calls(&server, "hincrby") - before, 2 * DROPS);
+    assert_eq!(raw_numsub(&server, &channel), 0);
 
-    let fresh = common::client(&server, Duration::from_secs(3)).await;
-    let taken = fresh.lock(&name).try_lock().await.unwrap();
-    taken
-        .expect("nothing holds the lock")
-        .unlock()
-        .await
-        .unwrap();
-    assert!(!exists(&server, &name));
+    fresh_client_takes_and_frees(&server, &name).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -294,12 +248,12 @@ async fn retried_release_applies_once() {
     assert_eq!(lock.hold_count().await.unwrap(), 2);
     let field = format!("{}:{}", client.id(), first.owner().id());
     assert_eq!(
-        hgetall(&server, &name),
+        raw_hgetall(&server, &name),
         vec![(field.clone(), "2".to_owned())]
     );
 
     let release = |latch: String| {
-        let keys = vec![name.clone(), channel_of(&name), latch];
+        let keys = vec![name.clone(), lock_channel(&name), latch];
         let args = vec![
             "0".to_owned(),
             lease.as_millis().to_string(),
@@ -319,26 +273,29 @@ async fn retried_release_applies_once() {
     let latch = format!("redisson_unlock_latch:{{{name}}}:retried-request");
     assert_eq!(release(latch.clone()).await, Value::Integer(0));
     assert_eq!(
-        hgetall(&server, &name),
+        raw_hgetall(&server, &name),
         vec![(field.clone(), "1".to_owned())]
     );
-    assert!(exists(&server, &latch), "the replay key is written");
+    assert!(raw_exists(&server, &latch), "the replay key is written");
     // The same request again (a retry after a lost reply): replayed, not applied.
     assert_eq!(release(latch.clone()).await, Value::Integer(0));
     assert_eq!(
-        hgetall(&server, &name),
+        raw_hgetall(&server, &name),
         vec![(field.clone(), "1".to_owned())],
         "a retried release counted twice"
     );
-    assert!(int(&server.cmd(&["PTTL", &name])) > 0);
+    assert!(raw_pttl(&server, &name) > 0);
 
     // A new request releases the last hold.
     let latch = format!("redisson_unlock_latch:{{{name}}}:next-request");
     assert_eq!(release(latch.clone()).await, Value::Integer(1));
-    assert!(!exists(&server, &name), "the last release deletes the lock");
+    assert!(
+        !raw_exists(&server, &name),
+        "the last release deletes the lock"
+    );
     // And its retry replays "freed" without touching anything.
     assert_eq!(release(latch).await, Value::Integer(1));
-    assert!(!exists(&server, &name));
+    assert!(!raw_exists(&server, &name));
 
     // The guards' holds were released behind their back.
     let err = second.unlock().await.unwrap_err();
@@ -356,7 +313,7 @@ async fn dropped_unlock_still_releases() {
     let other = common::client(&server, Duration::from_secs(3)).await;
     let name = common::prefix("cancel-unlock");
     let lock = client.lock(&name);
-    let field_count = |server: &common::RedisServer| hgetall(server, &name);
+    let field_count = |server: &common::RedisServer| raw_hgetall(server, &name);
 
     // Hold count 2: a dropped unlock releases exactly one hold.
     let first = lock.lock().await.unwrap();
@@ -380,7 +337,10 @@ async fn dropped_unlock_still_releases() {
     // The last hold, dropped the same way: the lock is freed.
     assert!(first.unlock().now_or_never().is_none());
     assert!(
-        common::eventually(Duration::from_secs(5), || async { !exists(&server, &name) }).await,
+        common::eventually(Duration::from_secs(5), || async {
+            !raw_exists(&server, &name)
+        })
+        .await,
         "the dropped unlock freed the lock: {:?}",
         field_count(&server)
     );
@@ -390,7 +350,10 @@ async fn dropped_unlock_still_releases() {
     let guard = lock.lock().await.unwrap();
     drop(guard.unlock());
     assert!(
-        common::eventually(Duration::from_secs(5), || async { !exists(&server, &name) }).await,
+        common::eventually(Duration::from_secs(5), || async {
+            !raw_exists(&server, &name)
+        })
+        .await,
         "an unpolled unlock freed the lock"
     );
 

@@ -32,7 +32,7 @@ async fn a_waiter_is_woken_after_its_subscriber_connection_was_killed() {
         .await
     );
 
-    let killed = common::raw_int(&server.cmd(&["CLIENT", "KILL", "TYPE", "pubsub"]));
+    let killed = common::resp_int(&server.cmd(&["CLIENT", "KILL", "TYPE", "pubsub"]));
     assert!(killed >= 1, "killed {killed} pub/sub connections");
     assert!(
         common::eventually(Duration::from_secs(10), || async {

@@ -6,7 +6,10 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{hgetall, resp, resp_int, RawSubscriber, RedisServer, Resp};
+use common::{
+    lock_channel, raw_exists, raw_hgetall, raw_numsub, raw_pttl, resp, resp_int, RawSubscriber,
+    RedisServer, Resp,
+};
 
 /// Redisson's `RedissonLock.tryLockInnerAsync` script, as Redisson sends it.
 const REDISSON_ACQUIRE: &str = "if ((redis.call('exists', KEYS[1]) == 0) \
@@ -19,15 +22,6 @@ const REDISSON_ACQUIRE: &str = "if ((redis.call('exists', KEYS[1]) == 0) \
 
 /// The holder field of the Java client's thread 1.
 const JAVA_FIELD: &str = "5b6c2a1e-9d3f-4e7a-8c1b-2f0e4d6a8b9c:1";
-
-/// Redisson's channel for a lock name (`prefixName`).
-fn channel_of(name: &str) -> String {
-    if name.contains('{') {
-        format!("redisson_lock__channel:{name}")
-    } else {
-        format!("redisson_lock__channel:{{{name}}}")
-    }
-}
 
 /// The Java side's `tryLock` with a lease: the raw RESP reply of Redisson's acquire script.
 fn java_acquire(server: &RedisServer, name: &str, lease_ms: u64) -> Resp {
@@ -50,22 +44,8 @@ fn java_unlock(server: &RedisServer, name: &str) -> bool {
         return false;
     }
     assert_eq!(resp_int(&server.cmd(&["DEL", name])), 1);
-    server.cmd(&["PUBLISH", &channel_of(name), "0"]);
+    server.cmd(&["PUBLISH", &lock_channel(name), "0"]);
     true
-}
-
-fn pttl(server: &RedisServer, key: &str) -> i64 {
-    resp_int(&server.cmd(&["PTTL", key]))
-}
-
-fn numsub(server: &RedisServer, channel: &str) -> i64 {
-    match resp(&server.cmd(&["PUBSUB", "NUMSUB", channel])) {
-        Resp::Array(Some(items)) => match items.as_slice() {
-            [_, Resp::Int(n)] => *n,
-            other => panic!("bad NUMSUB reply {other:?}"),
-        },
-        other => panic!("bad NUMSUB reply {other:?}"),
-    }
 }
 
 /// Java holds (twice, 30 s lease): relock cannot take it, and a relock waiter is woken by the
@@ -73,12 +53,12 @@ fn numsub(server: &RedisServer, channel: &str) -> i64 {
 async fn java_holds_then_wakes_relock(name: String) {
     let server = RedisServer::start();
     let client = common::client(&server, Duration::from_secs(30)).await;
-    let channel = channel_of(&name);
+    let channel = lock_channel(&name);
 
     assert_eq!(java_acquire(&server, &name, 30_000), Resp::Bulk(None));
     assert_eq!(java_acquire(&server, &name, 30_000), Resp::Bulk(None));
     assert_eq!(
-        hgetall(&server, &name),
+        raw_hgetall(&server, &name),
         vec![(JAVA_FIELD.into(), "2".into())]
     );
 
@@ -94,7 +74,7 @@ async fn java_holds_then_wakes_relock(name: String) {
     let lease = lock.remaining_lease().await.unwrap().expect("locked");
     assert!(lease > Duration::from_secs(25), "Java's lease: {lease:?}");
     assert_eq!(
-        hgetall(&server, &name),
+        raw_hgetall(&server, &name),
         vec![(JAVA_FIELD.into(), "2".into())],
         "relock's failed attempts wrote nothing"
     );
@@ -111,7 +91,7 @@ async fn java_holds_then_wakes_relock(name: String) {
     // The waiter is parked once relock subscribed the lock's channel.
     assert!(
         common::eventually(Duration::from_secs(5), || async {
-            numsub(&server, &channel) == 1
+            raw_numsub(&server, &channel) == 1
         })
         .await,
         "relock subscribed {channel}"
@@ -121,7 +101,7 @@ async fn java_holds_then_wakes_relock(name: String) {
     assert!(!java_unlock(&server, &name));
     assert!(!waiter.is_finished());
     assert_eq!(
-        hgetall(&server, &name),
+        raw_hgetall(&server, &name),
         vec![(JAVA_FIELD.into(), "1".into())]
     );
 
@@ -140,8 +120,8 @@ async fn java_holds_then_wakes_relock(name: String) {
 
     // relock now holds it in Redisson's layout; the Java side is refused with relock's PTTL.
     let field = format!("{}:{owner}", client.id());
-    assert_eq!(hgetall(&server, &name), vec![(field, "1".into())]);
-    let ttl = pttl(&server, &name);
+    assert_eq!(raw_hgetall(&server, &name), vec![(field, "1".into())]);
+    let ttl = raw_pttl(&server, &name);
     assert!(
         (25_000..=30_000).contains(&ttl),
         "relock's watchdog lease {ttl}"
@@ -151,10 +131,10 @@ async fn java_holds_then_wakes_relock(name: String) {
         other => panic!("the Java acquire must be refused, got {other:?}"),
     }
     guard.unlock().await.unwrap();
-    assert_eq!(resp_int(&server.cmd(&["EXISTS", &name])), 0);
+    assert!(!raw_exists(&server, &name));
     assert!(
         common::eventually(Duration::from_secs(5), || async {
-            numsub(&server, &channel) == 0
+            raw_numsub(&server, &channel) == 0
         })
         .await,
         "relock left the channel once it had the lock"
@@ -181,7 +161,7 @@ async fn java_holder_that_dies_frees_the_lock_at_its_lease_end() {
     let name = common::prefix("compat-java-dies");
     assert_eq!(java_acquire(&server, &name, 600), Resp::Bulk(None));
     let started = Instant::now();
-    let lease_left = pttl(&server, &name);
+    let lease_left = raw_pttl(&server, &name);
     assert!(lease_left > 0 && lease_left <= 600, "{lease_left}");
 
     let lock = client.lock(name.clone());
@@ -196,7 +176,7 @@ async fn java_holder_that_dies_frees_the_lock_at_its_lease_end() {
     );
     assert!(waited < Duration::from_secs(3), "took {waited:?}");
     let field = format!("{}:{}", client.id(), guard.owner().id());
-    assert_eq!(hgetall(&server, &name), vec![(field, "1".into())]);
+    assert_eq!(raw_hgetall(&server, &name), vec![(field, "1".into())]);
     guard.unlock().await.unwrap();
 }
 
@@ -207,26 +187,35 @@ async fn relock_holds_java_is_refused_and_woken_by_relock_publish() {
     let server = RedisServer::start();
     let client = common::client(&server, Duration::from_secs(30)).await;
     let name = common::prefix("compat-relock-holds");
-    let channel = channel_of(&name);
+    let channel = lock_channel(&name);
     let mut sub = RawSubscriber::subscribe(&server, &[&channel]).await;
 
     let owner = relock::Owner::new();
     let lock = client.lock(name.clone()).owned_by(owner.clone());
     let outer = lock.lock().await.unwrap();
     let field = format!("{}:{}", client.id(), owner.id());
-    assert_eq!(hgetall(&server, &name), vec![(field.clone(), "1".into())]);
-    let ttl = pttl(&server, &name);
+    assert_eq!(
+        raw_hgetall(&server, &name),
+        vec![(field.clone(), "1".into())]
+    );
+    let ttl = raw_pttl(&server, &name);
     assert!((25_000..=30_000).contains(&ttl), "watchdog lease {ttl}");
 
     match java_acquire(&server, &name, 10_000) {
         Resp::Int(busy) => assert!(busy > 0 && busy <= 30_000, "busy PTTL {busy}"),
         other => panic!("the Java acquire must be refused, got {other:?}"),
     }
-    assert_eq!(hgetall(&server, &name), vec![(field.clone(), "1".into())]);
+    assert_eq!(
+        raw_hgetall(&server, &name),
+        vec![(field.clone(), "1".into())]
+    );
 
     // Re-entry: the count is a plain integer Redisson can HINCRBY.
     let inner = lock.lock().await.unwrap();
-    assert_eq!(hgetall(&server, &name), vec![(field.clone(), "2".into())]);
+    assert_eq!(
+        raw_hgetall(&server, &name),
+        vec![(field.clone(), "2".into())]
+    );
     assert_eq!(
         resp(&server.cmd(&["HGET", &name, &field])),
         Resp::Bulk(Some("2".into()))
@@ -238,7 +227,10 @@ async fn relock_holds_java_is_refused_and_woken_by_relock_publish() {
 
     // Releasing one of two holds publishes nothing.
     inner.unlock().await.unwrap();
-    assert_eq!(hgetall(&server, &name), vec![(field.clone(), "1".into())]);
+    assert_eq!(
+        raw_hgetall(&server, &name),
+        vec![(field.clone(), "1".into())]
+    );
     sub.assert_quiet(&server, &channel).await;
 
     // The last release deletes the hash and publishes exactly "0" on Redisson's channel.
@@ -247,14 +239,14 @@ async fn relock_holds_java_is_refused_and_woken_by_relock_publish() {
         sub.next_message(Duration::from_secs(5)).await,
         Some((channel.clone(), "0".to_owned()))
     );
-    assert_eq!(resp_int(&server.cmd(&["EXISTS", &name])), 0);
+    assert!(!raw_exists(&server, &name));
     sub.assert_quiet(&server, &channel).await;
 
     // The Java side now gets it, and relock is refused.
     assert_eq!(java_acquire(&server, &name, 30_000), Resp::Bulk(None));
     assert!(lock.try_lock().await.unwrap().is_none());
     assert_eq!(
-        hgetall(&server, &name),
+        raw_hgetall(&server, &name),
         vec![(JAVA_FIELD.into(), "1".into())]
     );
 }
@@ -269,7 +261,7 @@ async fn relock_default_owner_field_is_client_id_and_owner_id() {
     let guard = lock.lock().await.unwrap();
     let field = format!("{}:{}", client.id(), relock::Owner::current().id());
     assert_eq!(guard.owner(), &relock::Owner::current());
-    assert_eq!(hgetall(&server, &name), vec![(field, "1".into())]);
+    assert_eq!(raw_hgetall(&server, &name), vec![(field, "1".into())]);
     guard.unlock().await.unwrap();
 }
 
@@ -283,7 +275,7 @@ async fn user_hash_tag_uses_redissons_channel_name() {
     let name = format!("{{{tag}}}:42");
     let right = format!("redisson_lock__channel:{{{tag}}}:42");
     let wrong = format!("redisson_lock__channel:{{{{{tag}}}:42}}");
-    assert_eq!(channel_of(&name), right);
+    assert_eq!(lock_channel(&name), right);
     let mut sub = RawSubscriber::subscribe(&server, &[&right, &wrong]).await;
 
     let guard = client.lock(name.clone()).lock().await.unwrap();
@@ -305,5 +297,5 @@ async fn user_hash_tag_uses_redissons_channel_name() {
         sub.next_message(Duration::from_secs(5)).await,
         Some((right.clone(), "0".to_owned()))
     );
-    assert_eq!(resp_int(&server.cmd(&["EXISTS", &name])), 0);
+    assert!(!raw_exists(&server, &name));
 }

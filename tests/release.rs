@@ -6,10 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use fred::clients::SubscriberClient;
-use fred::interfaces::{ClientLike, EventInterface, PubsubInterface};
 use relock::{Error, Owner};
-use tokio::sync::broadcast;
 
 const WATCHDOG: Duration = Duration::from_secs(3);
 /// How long anything that should happen at once may take on a shared machine.
@@ -123,17 +120,6 @@ async fn scoped_work_releases_the_lock_whatever_it_returns() {
     assert_eq!(client.stats().holds, 0);
 }
 
-/// The raw reply of `HGETALL name`, sorted into pairs, to compare states.
-fn hash_state(server: &common::RedisServer, name: &str) -> Vec<(String, String)> {
-    let items = common::raw_items(&server.cmd(&["HGETALL", name]));
-    let mut pairs: Vec<(String, String)> = items
-        .chunks(2)
-        .map(|pair| (pair[0].clone().unwrap(), pair[1].clone().unwrap()))
-        .collect();
-    pairs.sort();
-    pairs
-}
-
 #[tokio::test]
 async fn unlocking_a_hold_that_is_gone_fails_and_leaves_the_new_holder_alone() {
     let server = common::RedisServer::start();
@@ -157,7 +143,7 @@ async fn unlocking_a_hold_that_is_gone_fails_and_leaves_the_new_holder_alone() {
         .await
         .unwrap()
         .expect("free after the forced unlock");
-    let before = hash_state(&server, &name);
+    let before = common::raw_hgetall(&server, &name);
     assert_eq!(before.len(), 1);
     assert!(before[0].0.starts_with(second.id()), "{before:?}");
 
@@ -177,12 +163,12 @@ async fn unlocking_a_hold_that_is_gone_fails_and_leaves_the_new_holder_alone() {
     );
 
     assert_eq!(
-        hash_state(&server, &name),
+        common::raw_hgetall(&server, &name),
         before,
         "the new hold is untouched"
     );
     assert!(
-        common::raw_int(&server.cmd(&["PTTL", &name])) > 0,
+        common::raw_pttl(&server, &name) > 0,
         "the lease is untouched"
     );
     assert_eq!(current.hold_count().await.unwrap(), 1);
@@ -203,12 +189,12 @@ async fn unlocking_a_hold_another_owner_of_the_same_client_took_over_fails() {
     assert!(stale_lock.force_unlock().await.unwrap());
     let current_lock = client.lock(name.clone()).owned_by(Owner::new());
     let current = current_lock.try_lock().await.unwrap().expect("free");
-    let before = hash_state(&server, &name);
+    let before = common::raw_hgetall(&server, &name);
 
     let err = stale.unlock().await.unwrap_err();
     assert!(err.is_not_held(), "{err:?}");
-    assert_eq!(hash_state(&server, &name), before);
-    assert!(common::raw_int(&server.cmd(&["PTTL", &name])) > 0);
+    assert_eq!(common::raw_hgetall(&server, &name), before);
+    assert!(common::raw_pttl(&server, &name) > 0);
     assert_eq!(current_lock.hold_count().await.unwrap(), 1);
     assert_eq!(stale_lock.hold_count().await.unwrap(), 0);
     current.unlock().await.unwrap();
@@ -274,38 +260,9 @@ async fn force_unlock_leaves_a_key_of_another_type_alone() {
     let err = client.lock(name.clone()).force_unlock().await.unwrap_err();
     assert!(err.is_wrong_type(), "{err:?}");
     assert_eq!(
-        common::raw_items(&server.cmd(&["GET", &name])),
-        vec![Some("not a lock".to_owned())]
+        common::resp(&server.cmd(&["GET", &name])),
+        common::Resp::Bulk(Some("not a lock".to_owned()))
     );
-}
-
-/// A raw subscriber on `channel`, independent of the code under test.
-async fn subscribe(
-    server: &common::RedisServer,
-    channel: &str,
-) -> (SubscriberClient, broadcast::Receiver<fred::types::Message>) {
-    let config = fred::types::config::Config::from_url(&server.url()).unwrap();
-    let subscriber = fred::types::Builder::from_config(config)
-        .build_subscriber_client()
-        .unwrap();
-    subscriber.init().await.unwrap();
-    let messages = subscriber.message_rx();
-    subscriber.subscribe(channel).await.unwrap();
-    (subscriber, messages)
-}
-
-/// The next message on `messages` as (channel, text).
-async fn next_message(
-    messages: &mut broadcast::Receiver<fred::types::Message>,
-) -> (String, String) {
-    let message = tokio::time::timeout(SOON, messages.recv())
-        .await
-        .expect("no message arrived")
-        .unwrap();
-    (
-        message.channel.to_string(),
-        message.value.as_string().expect("a text message"),
-    )
 }
 
 #[tokio::test]
@@ -314,7 +271,7 @@ async fn only_the_last_release_publishes_the_wake_up_message() {
     let client = common::client(&server, WATCHDOG).await;
     let name = common::prefix("release-publish");
     let channel = common::lock_channel(&name);
-    let (subscriber, mut messages) = subscribe(&server, &channel).await;
+    let mut sub = common::RawSubscriber::subscribe(&server, &[&channel]).await;
 
     let lock = client.lock(name.clone());
     let outer = lock.lock().await.unwrap();
@@ -322,18 +279,18 @@ async fn only_the_last_release_publishes_the_wake_up_message() {
     inner.unlock().await.unwrap();
     // A marker after the inner release: had that release published, its message would come first.
     assert_eq!(
-        common::raw_int(&server.cmd(&["PUBLISH", &channel, "marker"])),
+        common::resp_int(&server.cmd(&["PUBLISH", &channel, "marker"])),
         1
     );
     outer.unlock().await.unwrap();
 
     assert_eq!(
-        next_message(&mut messages).await,
-        (channel.clone(), "marker".to_owned())
+        sub.next_message(SOON).await,
+        Some((channel.clone(), "marker".to_owned()))
     );
     assert_eq!(
-        next_message(&mut messages).await,
-        (channel.clone(), "0".to_owned()),
+        sub.next_message(SOON).await,
+        Some((channel.clone(), "0".to_owned())),
         "the last release publishes `0`"
     );
 
@@ -341,22 +298,24 @@ async fn only_the_last_release_publishes_the_wake_up_message() {
     let stale = lock.lock_with_lease(Duration::from_secs(30)).await.unwrap();
     assert!(lock.force_unlock().await.unwrap());
     assert_eq!(
-        next_message(&mut messages).await,
-        (channel.clone(), "0".to_owned()),
+        sub.next_message(SOON).await,
+        Some((channel.clone(), "0".to_owned())),
         "a force unlock publishes `0`"
     );
     assert!(stale.unlock().await.unwrap_err().is_not_held());
     assert_eq!(
-        common::raw_int(&server.cmd(&["PUBLISH", &channel, "marker"])),
+        common::resp_int(&server.cmd(&["PUBLISH", &channel, "marker"])),
         1
     );
     assert_eq!(
-        next_message(&mut messages).await,
-        (channel.clone(), "marker".to_owned())
+        sub.next_message(SOON).await,
+        Some((channel.clone(), "marker".to_owned()))
     );
 
     // A dropped guard's background release publishes too.
     drop(lock.lock().await.unwrap());
-    assert_eq!(next_message(&mut messages).await, (channel, "0".to_owned()));
-    subscriber.quit().await.unwrap();
+    assert_eq!(
+        sub.next_message(SOON).await,
+        Some((channel, "0".to_owned()))
+    );
 }

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{hgetall, resp, resp_int, RawSubscriber, RedisServer, Resp};
+use common::{resp, resp_int, RawSubscriber, RedisServer, Resp};
 use fred::clients::Client as Redis;
 use fred::interfaces::LuaInterface;
 use fred::types::Value;
@@ -34,7 +34,7 @@ impl Fixture {
         let server = RedisServer::start();
         let redis = common::fred_client(&server).await;
         let name = common::prefix(test);
-        let channel = format!("redisson_lock__channel:{{{name}}}");
+        let channel = common::lock_channel(&name);
         Fixture {
             server,
             redis,
@@ -48,11 +48,11 @@ impl Fixture {
     }
 
     fn pttl(&self, key: &str) -> i64 {
-        resp_int(&self.cmd(&["PTTL", key]))
+        common::raw_pttl(&self.server, key)
     }
 
     fn exists(&self, key: &str) -> bool {
-        resp_int(&self.cmd(&["EXISTS", key])) == 1
+        common::raw_exists(&self.server, key)
     }
 
     fn hash(&self) -> Vec<(String, String)> {
@@ -60,7 +60,7 @@ impl Fixture {
     }
 
     fn hash_of(&self, key: &str) -> Vec<(String, String)> {
-        hgetall(&self.server, key)
+        common::raw_hgetall(&self.server, key)
     }
 
     fn latch(&self, id: &str) -> String {

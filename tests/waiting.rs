@@ -17,6 +17,24 @@ const PROMPT: Duration = Duration::from_secs(5);
 /// Bounds the whole of any wait, so a broken wake-up fails the test instead of hanging it.
 const HANG: Duration = Duration::from_secs(60);
 
+/// A server, two clients on it (a holder's and a waiter's) with `watchdog`, and a lock name.
+async fn two_clients(
+    test: &str,
+    watchdog: Duration,
+) -> (common::RedisServer, Client, Client, String) {
+    let server = common::RedisServer::start();
+    let holder_client = common::client(&server, watchdog).await;
+    let waiter_client = common::client(&server, watchdog).await;
+    (server, holder_client, waiter_client, common::prefix(test))
+}
+
+/// Takes `name` on `client` with a fixed `lease`: when the attempt started, and the guard.
+async fn hold_with_lease(client: &Client, name: &str, lease: Duration) -> (Instant, LockGuard) {
+    let before = Instant::now();
+    let guard = client.lock(name).lock_with_lease(lease).await.unwrap();
+    (before, guard)
+}
+
 /// Waits until `client` has `waiters` waiters and their channel is subscribed on the server.
 async fn until_waiting(server: &common::RedisServer, client: &Client, lock: &Lock, waiters: usize) {
     let channel = common::lock_channel(lock.name());
@@ -36,6 +54,84 @@ fn spawn_waiter(lock: Lock) -> tokio::task::JoinHandle<(Instant, LockGuard)> {
             .unwrap();
         (Instant::now(), guard)
     })
+}
+
+/// Waits until `waiter` is registered on `client` and checks that it stays parked while `lock`
+/// is held.
+async fn until_parked(
+    server: &common::RedisServer,
+    client: &Client,
+    lock: &Lock,
+    waiter: &tokio::task::JoinHandle<(Instant, LockGuard)>,
+) {
+    until_waiting(server, client, lock, 1).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!waiter.is_finished(), "the waiter got a held lock");
+}
+
+/// Releases `holder` and checks that `waiter` gets the lock within [`PROMPT`]; returns its guard.
+async fn release_wakes(
+    holder: LockGuard,
+    waiter: tokio::task::JoinHandle<(Instant, LockGuard)>,
+) -> LockGuard {
+    let released = Instant::now();
+    holder.unlock().await.unwrap();
+    let (acquired, guard) = waiter.await.unwrap();
+    let waited = acquired.saturating_duration_since(released);
+    assert!(waited < PROMPT, "woken {waited:?} after the release");
+    guard
+}
+
+/// Checks that a lock `waited` for once its holder's `lease` ran out, and not much later.
+fn assert_waited_for_the_lease(waited: Duration, lease: Duration) {
+    assert!(
+        waited >= lease - Duration::from_millis(50),
+        "got the lock after {waited:?}, before the {lease:?} lease ran out"
+    );
+    assert!(
+        waited < lease + PROMPT,
+        "got the lock only after {waited:?}"
+    );
+}
+
+/// Spawns waiter `id` of a queue: it takes `lock`, reports (id, when, release switch) on
+/// `acquired`, and releases the lock when switched.
+fn spawn_queued_waiter(
+    id: usize,
+    lock: Lock,
+    acquired: mpsc::UnboundedSender<(usize, Instant, oneshot::Sender<()>)>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let guard = tokio::time::timeout(HANG, lock.lock())
+            .await
+            .expect("a waiter never got the lock")
+            .unwrap();
+        let (release_tx, release_rx) = oneshot::channel::<()>();
+        acquired.send((id, Instant::now(), release_tx)).unwrap();
+        release_rx.await.unwrap();
+        guard.unlock().await.unwrap();
+    })
+}
+
+/// The next queued waiter to get the lock, checked to be served within [`PROMPT`] of `released`
+/// and to be the only holder: its id and release switch.
+async fn next_served(
+    acquired: &mut mpsc::UnboundedReceiver<(usize, Instant, oneshot::Sender<()>)>,
+    released: Instant,
+    round: usize,
+) -> (usize, oneshot::Sender<()>) {
+    let (id, at, release) = tokio::time::timeout(HANG, acquired.recv())
+        .await
+        .expect("no waiter was served")
+        .unwrap();
+    let waited = at.saturating_duration_since(released);
+    assert!(
+        waited < PROMPT,
+        "round {round}: served {waited:?} after the release"
+    );
+    // Exactly one holder at a time: nobody else got it meanwhile.
+    assert!(acquired.try_recv().is_err(), "two waiters hold the lock");
+    (id, release)
 }
 
 /// Checks that no waiter and no subscription is left on `client` for `lock`.
@@ -61,9 +157,7 @@ async fn a_release_wakes_a_waiter_long_before_the_watchdog_lease_ends() {
     let lock = client.lock(common::prefix("wait-release-watchdog"));
     let holder = lock.lock().await.unwrap();
     let waiter = spawn_waiter(lock.clone());
-    until_waiting(&server, &client, &lock, 1).await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(!waiter.is_finished(), "the waiter got a held lock");
+    until_parked(&server, &client, &lock, &waiter).await;
     let lease = lock.remaining_lease().await.unwrap().expect("held");
     assert!(lease > LONG / 2, "the holder's lease is long: {lease:?}");
 
@@ -96,15 +190,9 @@ async fn a_release_wakes_a_waiter_long_before_a_fixed_lease_ends() {
             (Instant::now(), guard)
         }
     });
-    until_waiting(&server, &client, &lock, 1).await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(!waiter.is_finished(), "the waiter got a held lock");
+    until_parked(&server, &client, &lock, &waiter).await;
 
-    let released = Instant::now();
-    holder.unlock().await.unwrap();
-    let (acquired, guard) = waiter.await.unwrap();
-    let waited = acquired.saturating_duration_since(released);
-    assert!(waited < PROMPT, "woken {waited:?} after the release");
+    let guard = release_wakes(holder, waiter).await;
     let lease = lock.remaining_lease().await.unwrap().expect("held");
     assert!(lease > LONG / 2, "the waiter's own lease: {lease:?}");
     guard.unlock().await.unwrap();
@@ -113,18 +201,11 @@ async fn a_release_wakes_a_waiter_long_before_a_fixed_lease_ends() {
 
 #[tokio::test]
 async fn a_waiter_gets_a_lock_whose_lease_ran_out_without_a_release() {
-    let server = common::RedisServer::start();
-    let holder_client = common::client(&server, Duration::from_secs(3)).await;
-    let waiter_client = common::client(&server, Duration::from_secs(3)).await;
-    let name = common::prefix("wait-expiry-forget");
+    let (server, holder_client, waiter_client, name) =
+        two_clients("wait-expiry-forget", Duration::from_secs(3)).await;
     let lease = Duration::from_millis(500);
 
-    let before = Instant::now();
-    let holder = holder_client
-        .lock(name.clone())
-        .lock_with_lease(lease)
-        .await
-        .unwrap();
+    let (before, holder) = hold_with_lease(&holder_client, &name, lease).await;
     // Never released: only the lease frees the lock, and nothing is published.
     std::mem::forget(holder);
 
@@ -134,39 +215,22 @@ async fn a_waiter_gets_a_lock_whose_lease_ran_out_without_a_release() {
         .expect("the waiter never got the expired lock")
         .unwrap();
     let waited = before.elapsed();
-    assert!(
-        waited >= lease - Duration::from_millis(50),
-        "got the lock after {waited:?}, before the {lease:?} lease ran out"
-    );
-    assert!(
-        waited < lease + PROMPT,
-        "got the lock only after {waited:?}"
-    );
+    assert_waited_for_the_lease(waited, lease);
     let field = format!("{}:", waiter_client.id());
-    let items = common::raw_items(&server.cmd(&["HGETALL", &name]));
-    assert_eq!(items.len(), 2, "one holder: {items:?}");
-    assert!(
-        items[0].as_deref().unwrap().starts_with(&field),
-        "{items:?}"
-    );
+    let hash = common::raw_hgetall(&server, &name);
+    assert_eq!(hash.len(), 1, "one holder: {hash:?}");
+    assert!(hash[0].0.starts_with(&field), "{hash:?}");
     guard.unlock().await.unwrap();
     assert_no_waiter_left(&server, &waiter_client, &lock).await;
 }
 
 #[tokio::test]
 async fn a_waiter_gets_a_lock_whose_holder_shut_down() {
-    let server = common::RedisServer::start();
-    let holder_client = common::client(&server, Duration::from_secs(3)).await;
-    let waiter_client = common::client(&server, Duration::from_secs(3)).await;
-    let name = common::prefix("wait-expiry-shutdown");
+    let (server, holder_client, waiter_client, name) =
+        two_clients("wait-expiry-shutdown", Duration::from_secs(3)).await;
     let lease = Duration::from_secs(1);
 
-    let before = Instant::now();
-    let holder = holder_client
-        .lock(name.clone())
-        .lock_with_lease(lease)
-        .await
-        .unwrap();
+    let (before, holder) = hold_with_lease(&holder_client, &name, lease).await;
     holder_client.shutdown().await.unwrap();
     // A closed client cannot release: dropping the guard leaves the lock to its lease.
     drop(holder);
@@ -175,14 +239,7 @@ async fn a_waiter_gets_a_lock_whose_holder_shut_down() {
     let waiter = spawn_waiter(lock.clone());
     let (acquired, guard) = waiter.await.unwrap();
     let waited = acquired - before;
-    assert!(
-        waited >= lease - Duration::from_millis(50),
-        "got the lock after {waited:?}, before the {lease:?} lease ran out"
-    );
-    assert!(
-        waited < lease + PROMPT,
-        "got the lock only after {waited:?}"
-    );
+    assert_waited_for_the_lease(waited, lease);
     assert!(holder_client
         .lock(name.clone())
         .is_locked()
@@ -252,16 +309,7 @@ async fn several_waiters_in_one_process_are_served_one_per_release() {
     let mut tasks = Vec::new();
     for id in 0..WAITERS {
         let (lock, acquired_tx) = (lock.clone(), acquired_tx.clone());
-        tasks.push(tokio::spawn(async move {
-            let guard = tokio::time::timeout(HANG, lock.lock())
-                .await
-                .expect("a waiter never got the lock")
-                .unwrap();
-            let (release_tx, release_rx) = oneshot::channel::<()>();
-            acquired_tx.send((id, Instant::now(), release_tx)).unwrap();
-            release_rx.await.unwrap();
-            guard.unlock().await.unwrap();
-        }));
+        tasks.push(spawn_queued_waiter(id, lock, acquired_tx));
     }
     until_waiting(&server, &client, &lock, WAITERS).await;
 
@@ -269,17 +317,7 @@ async fn several_waiters_in_one_process_are_served_one_per_release() {
     holder.unlock().await.unwrap();
     let mut served = Vec::new();
     for round in 0..WAITERS {
-        let (id, acquired, release) = tokio::time::timeout(HANG, acquired_rx.recv())
-            .await
-            .expect("no waiter was served")
-            .unwrap();
-        let waited = acquired.saturating_duration_since(released);
-        assert!(
-            waited < PROMPT,
-            "round {round}: served {waited:?} after the release"
-        );
-        // Exactly one holder at a time: nobody else got it meanwhile.
-        assert!(acquired_rx.try_recv().is_err(), "two waiters hold the lock");
+        let (id, release) = next_served(&mut acquired_rx, released, round).await;
         assert_eq!(client.stats().waiters, WAITERS - round - 1);
         served.push(id);
         released = Instant::now();
@@ -300,29 +338,18 @@ async fn several_waiters_in_one_process_are_served_one_per_release() {
 
 #[tokio::test]
 async fn a_waiter_in_a_second_client_is_woken() {
-    let server = common::RedisServer::start();
-    let holder_client = common::client(&server, LONG).await;
-    let waiter_client = common::client(&server, LONG).await;
-    let name = common::prefix("wait-second-client");
+    let (server, holder_client, waiter_client, name) =
+        two_clients("wait-second-client", LONG).await;
     let holder = holder_client.lock(name.clone()).lock().await.unwrap();
     let lock = waiter_client.lock(name.clone());
     let waiter = spawn_waiter(lock.clone());
-    until_waiting(&server, &waiter_client, &lock, 1).await;
+    until_parked(&server, &waiter_client, &lock, &waiter).await;
     assert_eq!(holder_client.stats().waiters, 0);
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(!waiter.is_finished(), "the waiter got a held lock");
 
-    let released = Instant::now();
-    holder.unlock().await.unwrap();
-    let (acquired, guard) = waiter.await.unwrap();
-    let waited = acquired.saturating_duration_since(released);
-    assert!(waited < PROMPT, "woken {waited:?} after the release");
+    let guard = release_wakes(holder, waiter).await;
     let field = format!("{}:", waiter_client.id());
-    let items = common::raw_items(&server.cmd(&["HGETALL", &name]));
-    assert!(
-        items[0].as_deref().unwrap().starts_with(&field),
-        "{items:?}"
-    );
+    let hash = common::raw_hgetall(&server, &name);
+    assert!(hash[0].0.starts_with(&field), "{hash:?}");
     guard.unlock().await.unwrap();
     assert_no_waiter_left(&server, &waiter_client, &lock).await;
 }
@@ -341,16 +368,7 @@ async fn waiters_in_two_clients_are_each_served() {
     let mut tasks = Vec::new();
     for (id, client) in clients.iter().enumerate() {
         let (lock, acquired_tx) = (client.lock(name.clone()), acquired_tx.clone());
-        tasks.push(tokio::spawn(async move {
-            let guard = tokio::time::timeout(HANG, lock.lock())
-                .await
-                .expect("a waiter never got the lock")
-                .unwrap();
-            let (release_tx, release_rx) = oneshot::channel::<()>();
-            acquired_tx.send((id, Instant::now(), release_tx)).unwrap();
-            release_rx.await.unwrap();
-            guard.unlock().await.unwrap();
-        }));
+        tasks.push(spawn_queued_waiter(id, lock, acquired_tx));
     }
     for client in &clients {
         until_waiting(&server, client, &client.lock(name.clone()), 1).await;
@@ -361,16 +379,7 @@ async fn waiters_in_two_clients_are_each_served() {
     holder.unlock().await.unwrap();
     let mut served = Vec::new();
     for round in 0..clients.len() {
-        let (id, acquired, release) = tokio::time::timeout(HANG, acquired_rx.recv())
-            .await
-            .expect("no waiter was served")
-            .unwrap();
-        let waited = acquired.saturating_duration_since(released);
-        assert!(
-            waited < PROMPT,
-            "round {round}: served {waited:?} after the release"
-        );
-        assert!(acquired_rx.try_recv().is_err(), "two waiters hold the lock");
+        let (id, release) = next_served(&mut acquired_rx, released, round).await;
         served.push(id);
         released = Instant::now();
         release.send(()).unwrap();
@@ -385,10 +394,7 @@ async fn waiters_in_two_clients_are_each_served() {
 
 #[tokio::test]
 async fn force_unlock_wakes_a_waiter() {
-    let server = common::RedisServer::start();
-    let holder_client = common::client(&server, LONG).await;
-    let waiter_client = common::client(&server, LONG).await;
-    let name = common::prefix("wait-force");
+    let (server, holder_client, waiter_client, name) = two_clients("wait-force", LONG).await;
     let holder_lock = holder_client.lock(name.clone());
     let holder = holder_lock.lock().await.unwrap();
     let lock = waiter_client.lock(name.clone());
@@ -446,11 +452,7 @@ async fn a_cancelled_wait_leaves_no_waiter_behind_and_later_waiters_still_wake()
 
     let waiter = spawn_waiter(lock.clone());
     until_waiting(&server, &client, &lock, 1).await;
-    let released = Instant::now();
-    holder.unlock().await.unwrap();
-    let (acquired, guard) = waiter.await.unwrap();
-    let waited = acquired.saturating_duration_since(released);
-    assert!(waited < PROMPT, "woken {waited:?} after the release");
+    let guard = release_wakes(holder, waiter).await;
     guard.unlock().await.unwrap();
     assert_no_waiter_left(&server, &client, &lock).await;
 }
@@ -475,10 +477,7 @@ async fn a_release_wakes_only_the_waiters_of_its_own_lock() {
     .await;
     assert!(ready, "waiters never registered: {:?}", client.stats());
 
-    let released = Instant::now();
-    first_holder.unlock().await.unwrap();
-    let (acquired, guard) = first_waiter.await.unwrap();
-    assert!(acquired.saturating_duration_since(released) < PROMPT);
+    let guard = release_wakes(first_holder, first_waiter).await;
     // The other lock is still held: its waiter keeps waiting, subscribed.
     assert!(!second_waiter.is_finished());
     assert_eq!(client.stats().waiters, 1);
@@ -488,10 +487,7 @@ async fn a_release_wakes_only_the_waiters_of_its_own_lock() {
     );
     guard.unlock().await.unwrap();
 
-    let released = Instant::now();
-    second_holder.unlock().await.unwrap();
-    let (acquired, guard) = second_waiter.await.unwrap();
-    assert!(acquired.saturating_duration_since(released) < PROMPT);
+    let guard = release_wakes(second_holder, second_waiter).await;
     guard.unlock().await.unwrap();
     assert_no_waiter_left(&server, &client, &first).await;
     assert_no_waiter_left(&server, &client, &second).await;

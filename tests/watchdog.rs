@@ -7,41 +7,12 @@ mod common;
 use std::process::Stdio;
 use std::time::Duration;
 
+use common::{raw_command_calls, raw_exists, raw_hexists, raw_pttl, resp_int};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::time::Instant;
 
 /// The marker the child process prints once it holds the lock, followed by its holder field.
 const HELD_MARKER: &str = "RELOCK_CHILD_HELD field=";
-
-/// Parses an integer RESP reply (`:12\r\n`).
-fn int(reply: &str) -> i64 {
-    reply
-        .strip_prefix(':')
-        .and_then(|r| r.trim_end().parse().ok())
-        .unwrap_or_else(|| panic!("not an integer reply: {reply:?}"))
-}
-
-fn pttl(server: &common::RedisServer, key: &str) -> i64 {
-    int(&server.cmd(&["PTTL", key]))
-}
-
-fn hexists(server: &common::RedisServer, key: &str, field: &str) -> bool {
-    int(&server.cmd(&["HEXISTS", key, field])) == 1
-}
-
-fn exists(server: &common::RedisServer, key: &str) -> bool {
-    int(&server.cmd(&["EXISTS", key])) == 1
-}
-
-/// `calls` of `cmdstat_<command>` in `INFO commandstats` (0 when never called).
-fn command_calls(server: &common::RedisServer, command: &str) -> u64 {
-    let info = server.cmd(&["INFO", "commandstats"]);
-    let prefix = format!("cmdstat_{command}:calls=");
-    info.lines()
-        .find_map(|line| line.strip_prefix(&prefix))
-        .map(|rest| rest.split(',').next().unwrap().parse().unwrap())
-        .unwrap_or(0)
-}
 
 fn holder_field(client: &relock::Client, guard: &relock::LockGuard) -> String {
     format!("{}:{}", client.id(), guard.owner().id())
@@ -63,14 +34,14 @@ async fn watchdog_lock_stays_held_across_several_leases() {
     let started = Instant::now();
     let mut checks = 0;
     while started.elapsed() < Duration::from_millis(2500) {
-        let ttl = pttl(&server, &name);
+        let ttl = raw_pttl(&server, &name);
         assert!(
             ttl > 0,
             "PTTL {ttl} after {:?}: the watchdog let the lease lapse",
             started.elapsed()
         );
         assert!(
-            hexists(&server, &name, &field),
+            raw_hexists(&server, &name, &field),
             "holder field gone after {:?}",
             started.elapsed()
         );
@@ -86,7 +57,10 @@ async fn watchdog_lock_stays_held_across_several_leases() {
     assert!(checks >= 10, "only {checks} checks ran");
 
     guard.unlock().await.unwrap();
-    assert!(!exists(&server, &name), "the last unlock deletes the lock");
+    assert!(
+        !raw_exists(&server, &name),
+        "the last unlock deletes the lock"
+    );
     let taken = other.lock(&name).try_lock().await.unwrap();
     let taken = taken.expect("a released lock is free for another client");
     taken.unlock().await.unwrap();
@@ -153,7 +127,7 @@ async fn killed_holder_process_frees_the_lock_after_one_lease() {
     .expect("the holder process did not report the lock within 10 s");
     let held_at = Instant::now();
     assert!(
-        hexists(&server, &name, &field),
+        raw_hexists(&server, &name, &field),
         "the child's field is there"
     );
 
@@ -161,17 +135,17 @@ async fn killed_holder_process_frees_the_lock_after_one_lease() {
     let client = common::client(&server, lease).await;
     while held_at.elapsed() < lease + lease / 2 {
         assert!(
-            hexists(&server, &name, &field),
+            raw_hexists(&server, &name, &field),
             "the child's hold vanished after {:?}: its watchdog did not renew it",
             held_at.elapsed()
         );
-        assert!(pttl(&server, &name) > 0);
+        assert!(raw_pttl(&server, &name) > 0);
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(client.lock(&name).try_lock().await.unwrap().is_none());
 
     // Kill the holder's process: no release is ever sent, only the lease can free the lock.
-    let ttl_at_kill = pttl(&server, &name);
+    let ttl_at_kill = raw_pttl(&server, &name);
     assert!(ttl_at_kill > 0);
     let killed_at = Instant::now();
     child.kill().await.expect("kill the holder process");
@@ -198,12 +172,12 @@ async fn killed_holder_process_frees_the_lock_after_one_lease() {
         "freed only {freed_after:?} after the kill"
     );
     assert!(
-        !hexists(&server, &name, &field),
+        !raw_hexists(&server, &name, &field),
         "the dead holder's field is gone"
     );
-    assert!(hexists(&server, &name, &holder_field(&client, &guard)));
+    assert!(raw_hexists(&server, &name, &holder_field(&client, &guard)));
     guard.unlock().await.unwrap();
-    assert!(!exists(&server, &name));
+    assert!(!raw_exists(&server, &name));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -216,7 +190,7 @@ async fn deleted_lock_is_lost_and_never_recreated() {
 
     let guard = client.lock(&name).lock().await.unwrap();
     assert!(!guard.is_lost());
-    assert_eq!(int(&server.cmd(&["DEL", &name])), 1);
+    assert_eq!(resp_int(&server.cmd(&["DEL", &name])), 1);
     let deleted_at = Instant::now();
 
     tokio::time::timeout(period * 6, guard.lost())
@@ -230,17 +204,17 @@ async fn deleted_lock_is_lost_and_never_recreated() {
     let watched = Instant::now();
     while watched.elapsed() < period * 5 {
         assert!(
-            !exists(&server, &name),
+            !raw_exists(&server, &name),
             "the lock was re-created {:?} after being lost",
             watched.elapsed()
         );
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
-    assert!(!exists(&server, &name));
+    assert!(!raw_exists(&server, &name));
 
     let err = guard.unlock().await.unwrap_err();
     assert!(err.is_lease_lost(), "unlock of a lost hold: {err:?}");
-    assert!(!exists(&server, &name));
+    assert!(!raw_exists(&server, &name));
     assert_eq!(client.stats().holds, 0);
 }
 
@@ -274,7 +248,7 @@ async fn fixed_lease_ends_and_watchdog_lease_is_refreshed() {
     assert!(fixed.is_lost());
     assert!(
         common::eventually(Duration::from_secs(2), || async {
-            !exists(&server, &fixed_name)
+            !raw_exists(&server, &fixed_name)
         })
         .await,
         "the fixed-lease lock expires"
@@ -293,10 +267,10 @@ async fn fixed_lease_ends_and_watchdog_lease_is_refreshed() {
     let windows = 3;
     let mut high_in_window = vec![0u32; windows];
     let mut rises = 0;
-    let mut last = pttl(&server, &name);
+    let mut last = raw_pttl(&server, &name);
     while started.elapsed() < lease * windows as u32 {
         let window = (started.elapsed().as_millis() / lease.as_millis()) as usize;
-        let ttl = pttl(&server, &name);
+        let ttl = raw_pttl(&server, &name);
         assert!(ttl > 0, "PTTL {ttl} after {:?}", started.elapsed());
         if ttl > half && window < windows {
             high_in_window[window] += 1;
@@ -319,7 +293,7 @@ async fn fixed_lease_ends_and_watchdog_lease_is_refreshed() {
     );
     assert!(!guard.is_lost());
     guard.unlock().await.unwrap();
-    assert!(!exists(&server, &name));
+    assert!(!raw_exists(&server, &name));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -343,20 +317,20 @@ async fn renewals_are_batched() {
     assert_eq!(client.stats().renewing, LOCKS);
     let mut exists_args = vec!["EXISTS"];
     exists_args.extend(names.iter().map(String::as_str));
-    assert_eq!(int(&server.cmd(&exists_args)) as usize, LOCKS);
+    assert_eq!(resp_int(&server.cmd(&exists_args)) as usize, LOCKS);
 
     // Nothing but the watchdog talks to this server from here on.
-    let before = command_calls(&server, "evalsha");
+    let before = raw_command_calls(&server, "evalsha");
     let started = Instant::now();
     let mut checks = 0;
     while started.elapsed() < lease * 3 {
         // One lock per check keeps the check cheap; all are checked at the end.
         let name = &names[checks % LOCKS];
-        assert!(pttl(&server, name) > 0, "{name} lapsed");
+        assert!(raw_pttl(&server, name) > 0, "{name} lapsed");
         checks += 1;
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let after = command_calls(&server, "evalsha");
+    let after = raw_command_calls(&server, "evalsha");
     let elapsed = started.elapsed();
     let periods = elapsed.as_millis() as f64 / period.as_millis() as f64;
     let calls = after - before;
@@ -371,13 +345,13 @@ async fn renewals_are_batched() {
         "{calls} renewal calls in {periods:.1} periods: not batched"
     );
     // Every lock outlived three leases.
-    assert_eq!(int(&server.cmd(&exists_args)) as usize, LOCKS);
+    assert_eq!(resp_int(&server.cmd(&exists_args)) as usize, LOCKS);
     assert!(guards.iter().all(|g| !g.is_lost()));
 
     drop(guards);
     assert!(
         common::eventually(Duration::from_secs(5), || async {
-            int(&server.cmd(&exists_args)) == 0
+            resp_int(&server.cmd(&exists_args)) == 0
         })
         .await,
         "dropped guards release their locks"

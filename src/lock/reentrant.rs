@@ -13,13 +13,15 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use fred::interfaces::KeysInterface;
+use fred::interfaces::{ClientLike, KeysInterface, ServerInterface};
+use fred::types::config::Options;
+use fred::types::ClusterHash;
 use futures::future::BoxFuture;
 use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 use tracing::{field::Empty, Instrument};
 
-use crate::client::{Client, Inner};
+use crate::client::{Client, Inner, ReplicaSync};
 use crate::config::millis;
 use crate::error::{Error, Result};
 use crate::names::LockKeys;
@@ -219,7 +221,7 @@ impl Lock {
         self.client.check_open()?;
         let keys = self.keys()?;
         let inner = &self.client.inner;
-        scripts::force_release(&inner.redis, &inner.once, &keys.name, &keys.channel).await
+        scripts::force_release(&inner.redis, &keys.name, &keys.channel, inner.publish).await
     }
 
     /// Whether anyone holds the lock.
@@ -294,7 +296,7 @@ impl Lock {
         let keys = self.keys()?;
         let inner = &self.client.inner;
         let field = holder_field(inner, owner);
-        scripts::inspect(&inner.redis, &inner.once, &keys.name, &field).await
+        scripts::inspect(&inner.redis, &keys.name, &field).await
     }
 
     /// The wait loop: try → subscribe → try → wait for a message or the holder's TTL → try.
@@ -402,18 +404,15 @@ impl AttemptTask {
 
     async fn run(self) -> Result<Attempt> {
         let inner = &self.client.inner;
+        // With replica sync the acquire goes on the connection its WAIT will go on.
+        let redis = inner
+            .replica_sync
+            .as_ref()
+            .map_or(&inner.redis, |s| &s.redis);
         let key: HoldKey = (self.keys.name.clone(), self.field.to_string());
         let held_before = inner.holds.guards(&key);
         let sent_at = Instant::now();
-        match scripts::acquire(
-            &inner.redis,
-            &inner.once,
-            &self.keys.name,
-            self.lease_ms,
-            &self.field,
-        )
-        .await
-        {
+        match scripts::acquire(redis, &self.keys.name, self.lease_ms, &self.field).await {
             Ok(None) => {}
             Ok(Some(pttl)) => {
                 return Ok(Attempt::Busy(
@@ -423,8 +422,7 @@ impl AttemptTask {
             Err(error) if error.is_ambiguous() => {
                 // The script may have run without its reply reaching us: read the state back.
                 // Our field holding more than our live guards means this attempt took a hold.
-                let state =
-                    scripts::inspect(&inner.redis, &inner.once, &self.keys.name, &self.field).await;
+                let state = scripts::inspect(redis, &self.keys.name, &self.field).await;
                 match state {
                     Ok(state) if state.holds > u64::from(held_before) => {
                         tracing::debug!(lock = %self.keys.name, "acquire reply lost; the read-back shows the hold");
@@ -433,6 +431,9 @@ impl AttemptTask {
                 }
             }
             Err(error) => return Err(error),
+        }
+        if let Some(sync) = &inner.replica_sync {
+            self.await_replica(sync).await?;
         }
         let registration = inner
             .holds
@@ -451,6 +452,39 @@ impl AttemptTask {
             lost: registration.lost,
             released: false,
         }))
+    }
+}
+
+impl AttemptTask {
+    /// Waits for one replica to acknowledge the hold just taken; releases it when none does.
+    async fn await_replica(&self, sync: &ReplicaSync) -> Result<()> {
+        let inner = &self.client.inner;
+        let options = Options {
+            cluster_hash: Some(ClusterHash::Custom(fred::util::redis_keyslot(
+                self.keys.name.as_bytes(),
+            ))),
+            timeout: Some(inner.command_timeout + Duration::from_millis(sync.timeout_ms)),
+            max_attempts: Some(1),
+            ..Default::default()
+        };
+        let acked: Result<i64> = sync
+            .redis
+            .with_options(&options)
+            .wait(1, sync.timeout_ms as i64)
+            .await
+            .map_err(Error::from);
+        if matches!(acked, Ok(n) if n >= 1) {
+            return Ok(());
+        }
+        if let Err(error) = release(inner, &self.keys, &self.field, self.lease_ms).await {
+            tracing::warn!(lock = %self.keys.name, %error, "could not release an unreplicated hold; it expires with its lease");
+        }
+        match acked {
+            Err(error) => Err(error),
+            Ok(_) => Err(Error::NotReplicated {
+                lock: self.keys.name.clone(),
+            }),
+        }
     }
 }
 
@@ -551,8 +585,7 @@ impl LockGuard {
     pub async fn hold_count(&self) -> Result<u64> {
         self.client.check_open()?;
         let inner = &self.client.inner;
-        let state =
-            scripts::inspect(&inner.redis, &inner.once, &self.keys.name, &self.field).await?;
+        let state = scripts::inspect(&inner.redis, &self.keys.name, &self.field).await?;
         Ok(state.holds)
     }
 
@@ -630,11 +663,11 @@ async fn release(inner: &Inner, keys: &LockKeys, field: &str, lease_ms: u64) -> 
     loop {
         let outcome = scripts::release(
             &inner.redis,
-            &inner.once,
             ReleaseKeys {
                 name: &keys.name,
                 channel: &keys.channel,
                 latch: &latch,
+                publish: inner.publish,
             },
             field,
             lease_ms,

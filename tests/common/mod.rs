@@ -2,7 +2,10 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod faults;
+pub mod proxy;
 pub mod server;
+pub mod topology;
 
 use std::time::Duration;
 
@@ -50,74 +53,7 @@ where
     }
 }
 
-/// The items of a raw RESP reply from [`RedisServer::cmd`], flattened: bulk strings and integers
-/// as text, nil as `None`. Good enough for the short flat replies tests read (no CRLF in values).
-pub fn raw_items(reply: &str) -> Vec<Option<String>> {
-    let mut items = Vec::new();
-    let mut lines = reply.split("\r\n");
-    while let Some(line) = lines.next() {
-        match line.as_bytes().first() {
-            Some(b'$') if line == "$-1" => items.push(None),
-            Some(b'$') => items.push(lines.next().map(str::to_owned)),
-            Some(b':') | Some(b'+') => items.push(Some(line[1..].to_owned())),
-            Some(b'-') => panic!("redis error reply: {line}"),
-            _ => {}
-        }
-    }
-    items
-}
-
-/// The integer of a raw `:<n>` reply.
-pub fn raw_int(reply: &str) -> i64 {
-    match raw_items(reply).as_slice() {
-        [Some(n)] => n
-            .parse()
-            .unwrap_or_else(|_| panic!("not an integer reply: {reply:?}")),
-        _ => panic!("not an integer reply: {reply:?}"),
-    }
-}
-
-/// Whether `key` exists, read with a raw `EXISTS`.
-pub fn raw_exists(server: &RedisServer, key: &str) -> bool {
-    raw_int(&server.cmd(&["EXISTS", key])) == 1
-}
-
-/// The wake-up channel of the lock `name` (a name without braces), as Redisson names it.
-pub fn lock_channel(name: &str) -> String {
-    format!("redisson_lock__channel:{{{name}}}")
-}
-
-/// How many connections are subscribed to `channel`, read with a raw `PUBSUB NUMSUB`.
-pub fn raw_numsub(server: &RedisServer, channel: &str) -> i64 {
-    let items = raw_items(&server.cmd(&["PUBSUB", "NUMSUB", channel]));
-    items[1]
-        .as_deref()
-        .expect("a count")
-        .parse()
-        .expect("an integer")
-}
-
-/// The hold count in Redis of `field` on the lock `name` (0 when absent), read with a raw `HGET`.
-pub fn raw_holds(server: &RedisServer, name: &str, field: &str) -> u64 {
-    match raw_items(&server.cmd(&["HGET", name, field])).as_slice() {
-        [None] => 0,
-        [Some(n)] => n.parse().expect("an integer count"),
-        other => panic!("unexpected HGET reply {other:?}"),
-    }
-}
-
-// ---- Raw Redis access outside relock: a plain fred client and a raw pub/sub subscriber. ----
-
-/// A plain fred client on `server`, connected, for EVAL and raw commands that bypass relock.
-pub async fn fred_client(server: &RedisServer) -> fred::clients::Client {
-    use fred::interfaces::ClientLike;
-    let config = fred::types::config::Config::from_url(&server.url()).expect("url");
-    let client = fred::types::Builder::from_config(config)
-        .build()
-        .expect("build fred client");
-    client.init().await.expect("connect fred client");
-    client
-}
+// ---- Reading raw RESP replies, as `RedisServer::cmd` and `RawSubscriber` get them. ----
 
 /// One RESP value, as a raw connection reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -172,6 +108,109 @@ pub fn parse_resp(buf: &[u8]) -> Option<(Resp, usize)> {
         }
         _ => None,
     }
+}
+
+/// The whole of a raw reply from [`RedisServer::cmd`] as a [`Resp`].
+pub fn resp(reply: &str) -> Resp {
+    parse_resp(reply.as_bytes())
+        .map(|(value, _)| value)
+        .unwrap_or_else(|| panic!("incomplete RESP reply {reply:?}"))
+}
+
+/// The integer of a raw `:<n>` reply from [`RedisServer::cmd`].
+pub fn resp_int(reply: &str) -> i64 {
+    match parse_resp(reply.as_bytes()) {
+        Some((Resp::Int(n), _)) => n,
+        other => panic!("expected an integer reply, got {reply:?} ({other:?})"),
+    }
+}
+
+// ---- Server state read with raw commands, bypassing the code under test. ----
+
+/// Whether `key` exists (`EXISTS`).
+pub fn raw_exists(server: &RedisServer, key: &str) -> bool {
+    resp_int(&server.cmd(&["EXISTS", key])) == 1
+}
+
+/// The time to live of `key` in milliseconds (`PTTL`: -1 without one, -2 when there is no key).
+pub fn raw_pttl(server: &RedisServer, key: &str) -> i64 {
+    resp_int(&server.cmd(&["PTTL", key]))
+}
+
+/// Whether the hash `key` has `field` (`HEXISTS`).
+pub fn raw_hexists(server: &RedisServer, key: &str, field: &str) -> bool {
+    resp_int(&server.cmd(&["HEXISTS", key, field])) == 1
+}
+
+/// The hold count of `field` on the lock `name`, 0 when absent (`HGET`).
+pub fn raw_holds(server: &RedisServer, name: &str, field: &str) -> u64 {
+    match resp(&server.cmd(&["HGET", name, field])) {
+        Resp::Bulk(None) => 0,
+        Resp::Bulk(Some(n)) => n.parse().expect("an integer count"),
+        other => panic!("unexpected HGET reply {other:?}"),
+    }
+}
+
+/// The fields and values of the hash `key` as sorted pairs, empty when there is no key
+/// (`HGETALL`).
+pub fn raw_hgetall(server: &RedisServer, key: &str) -> Vec<(String, String)> {
+    let Resp::Array(Some(items)) = resp(&server.cmd(&["HGETALL", key])) else {
+        panic!("HGETALL {key} did not return an array");
+    };
+    let mut pairs: Vec<(String, String)> = items
+        .chunks(2)
+        .map(|pair| match pair {
+            [Resp::Bulk(Some(f)), Resp::Bulk(Some(v))] => (f.clone(), v.clone()),
+            other => panic!("bad HGETALL pair {other:?}"),
+        })
+        .collect();
+    pairs.sort();
+    pairs
+}
+
+/// How many connections are subscribed to `channel` (`PUBSUB NUMSUB`).
+pub fn raw_numsub(server: &RedisServer, channel: &str) -> i64 {
+    match resp(&server.cmd(&["PUBSUB", "NUMSUB", channel])) {
+        Resp::Array(Some(items)) => match items.as_slice() {
+            [_, Resp::Int(n)] => *n,
+            other => panic!("bad NUMSUB reply {other:?}"),
+        },
+        other => panic!("bad NUMSUB reply {other:?}"),
+    }
+}
+
+/// How many times the server ran `command` (`calls` of `cmdstat_<command>` in
+/// `INFO commandstats`; 0 when never).
+pub fn raw_command_calls(server: &RedisServer, command: &str) -> u64 {
+    let info = server.cmd(&["INFO", "commandstats"]);
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .map(|rest| rest.split(',').next().unwrap().parse().unwrap())
+        .unwrap_or(0)
+}
+
+/// The wake-up channel of the lock `name`, as Redisson names it: `name` in braces, unless it
+/// already holds a hash tag.
+pub fn lock_channel(name: &str) -> String {
+    if name.contains('{') {
+        format!("redisson_lock__channel:{name}")
+    } else {
+        format!("redisson_lock__channel:{{{name}}}")
+    }
+}
+
+// ---- Raw Redis access outside relock: a plain fred client and a raw pub/sub subscriber. ----
+
+/// A plain fred client on `server`, connected, for EVAL and raw commands that bypass relock.
+pub async fn fred_client(server: &RedisServer) -> fred::clients::Client {
+    use fred::interfaces::ClientLike;
+    let config = fred::types::config::Config::from_url(&server.url()).expect("url");
+    let client = fred::types::Builder::from_config(config)
+        .build()
+        .expect("build fred client");
+    client.init().await.expect("connect fred client");
+    client
 }
 
 /// A subscriber on its own plain TCP connection (no fred, no relock): it sees exactly what the
@@ -262,35 +301,4 @@ impl RawSubscriber {
             "something was published on {channel} before the sentinel"
         );
     }
-}
-
-/// Parses a raw RESP integer reply (`:42\r\n`).
-pub fn resp_int(reply: &str) -> i64 {
-    match parse_resp(reply.as_bytes()) {
-        Some((Resp::Int(n), _)) => n,
-        other => panic!("expected an integer reply, got {reply:?} ({other:?})"),
-    }
-}
-
-/// Parses a raw RESP reply into a [`Resp`].
-pub fn resp(reply: &str) -> Resp {
-    parse_resp(reply.as_bytes())
-        .map(|(value, _)| value)
-        .unwrap_or_else(|| panic!("incomplete RESP reply {reply:?}"))
-}
-
-/// HGETALL `key` through a raw command, as sorted (field, value) pairs.
-pub fn hgetall(server: &RedisServer, key: &str) -> Vec<(String, String)> {
-    let Resp::Array(Some(items)) = resp(&server.cmd(&["HGETALL", key])) else {
-        panic!("HGETALL {key} did not return an array");
-    };
-    let mut pairs: Vec<(String, String)> = items
-        .chunks(2)
-        .map(|pair| match pair {
-            [Resp::Bulk(Some(f)), Resp::Bulk(Some(v))] => (f.clone(), v.clone()),
-            other => panic!("bad HGETALL pair {other:?}"),
-        })
-        .collect();
-    pairs.sort();
-    pairs
 }

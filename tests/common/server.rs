@@ -7,14 +7,17 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// One `redis-server` child process.
+/// One `redis-server` child process, with a working directory of its own (for `dump.rdb` and
+/// the like) that is removed when it drops.
 pub struct RedisServer {
     port: u16,
     child: Option<Child>,
     extra: Vec<String>,
+    dir: PathBuf,
 }
 
 impl RedisServer {
@@ -28,13 +31,16 @@ impl RedisServer {
         let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
         for _ in 0..20 {
             let port = free_port();
-            if let Some(child) = spawn(port, &extra) {
+            let dir = work_dir(port);
+            if let Some(child) = spawn(port, &dir, &extra) {
                 return RedisServer {
                     port,
                     child: Some(child),
                     extra,
+                    dir,
                 };
             }
+            let _ = std::fs::remove_dir_all(&dir);
         }
         panic!("could not start redis-server: is it installed? (apt-get install redis-server)");
     }
@@ -67,7 +73,7 @@ impl RedisServer {
         self.kill();
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
-            if let Some(child) = spawn(self.port, &self.extra) {
+            if let Some(child) = spawn(self.port, &self.dir, &self.extra) {
                 self.child = Some(child);
                 return;
             }
@@ -83,9 +89,25 @@ impl RedisServer {
     }
 }
 
+/// The Redis URL to use: `REDIS_URL` when it is set, else a throwaway server started here.
+///
+/// Returns the server (`None` with `REDIS_URL`) and the URL. Keep the server alive for as long
+/// as the URL is in use: dropping it kills the process.
+pub fn from_env_or_start() -> (Option<RedisServer>, String) {
+    match std::env::var("REDIS_URL") {
+        Ok(url) => (None, url),
+        Err(_) => {
+            let server = RedisServer::start();
+            let url = server.url();
+            (Some(server), url)
+        }
+    }
+}
+
 impl Drop for RedisServer {
     fn drop(&mut self) {
         self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -96,9 +118,21 @@ fn free_port() -> u16 {
         .expect("no free port")
 }
 
-fn spawn(port: u16, extra: &[String]) -> Option<Child> {
+/// A fresh directory for one server's files.
+fn work_dir(port: u16) -> PathBuf {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("relock-redis-{}-{port}-{n}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("create a server directory");
+    dir
+}
+
+fn spawn(port: u16, dir: &Path, extra: &[String]) -> Option<Child> {
     let mut child = Command::new("redis-server")
         .args(["--port", &port.to_string()])
+        .arg("--dir")
+        .arg(dir)
         .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
         .args(["--enable-debug-command", "yes", "--protected-mode", "no"])
         .args(["--loglevel", "warning"])

@@ -1,0 +1,178 @@
+//! A loopback TCP proxy between a client and a `redis-server`, with switches that lose replies
+//! and cut connections, for the faults a network causes and a server alone cannot.
+//!
+//! Every accepted connection gets its own upstream connection and one task that pumps bytes both
+//! ways. The switches act on bytes, not on RESP values: a "lost reply" is every byte the server
+//! sent back while the switch was on.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+/// What happens to bytes going server → client. Client → server bytes always go through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Everything goes through.
+    Pass,
+    /// Replies are read from the server and thrown away. Connections that lost replies are out of
+    /// step with their client (it still waits for them): [`Proxy::cut`] them when done.
+    DropReplies,
+}
+
+struct Shared {
+    mode: Mutex<Mode>,
+    /// Byte strings that the next request to swallow must all contain; `None` when unarmed.
+    armed: Mutex<Option<Vec<Vec<u8>>>>,
+    /// Bumped by [`Proxy::cut`]: every connection open at that moment closes.
+    cut: watch::Sender<u64>,
+    swallowed: AtomicUsize,
+    connections: AtomicUsize,
+}
+
+/// A running proxy; it stops (and closes its connections) when dropped.
+pub struct Proxy {
+    port: u16,
+    shared: Arc<Shared>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Proxy {
+    /// Listens on a free loopback port and forwards to `127.0.0.1:<upstream_port>`.
+    pub async fn start(upstream_port: u16) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
+        let port = listener.local_addr().unwrap().port();
+        let shared = Arc::new(Shared {
+            mode: Mutex::new(Mode::Pass),
+            armed: Mutex::new(None),
+            cut: watch::Sender::new(0),
+            swallowed: AtomicUsize::new(0),
+            connections: AtomicUsize::new(0),
+        });
+        let task = tokio::spawn({
+            let shared = shared.clone();
+            async move {
+                while let Ok((client, _)) = listener.accept().await {
+                    shared.connections.fetch_add(1, Ordering::Relaxed);
+                    tokio::spawn(serve(client, upstream_port, shared.clone()));
+                }
+            }
+        });
+        Proxy { port, shared, task }
+    }
+
+    /// `redis://127.0.0.1:<proxy port>`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Sets what happens to replies from now on.
+    pub fn set_mode(&self, mode: Mode) {
+        *self.shared.mode.lock().unwrap() = mode;
+    }
+
+    /// Closes every connection open now; the client's reconnects get fresh ones.
+    pub fn cut(&self) {
+        self.shared.cut.send_modify(|generation| *generation += 1);
+    }
+
+    /// Arms the "lost reply, then reconnect" fault: the next request (one read from a client)
+    /// that contains every one of `patterns` goes through to the server, but its reply is
+    /// swallowed and that client connection is closed.
+    pub fn swallow_next_reply(&self, patterns: &[&str]) {
+        let patterns = patterns.iter().map(|p| p.as_bytes().to_vec()).collect();
+        *self.shared.armed.lock().unwrap() = Some(patterns);
+    }
+
+    /// Whether an armed swallow is still waiting for its request.
+    pub fn is_armed(&self) -> bool {
+        self.shared.armed.lock().unwrap().is_some()
+    }
+
+    /// How many replies were swallowed so far.
+    pub fn swallowed(&self) -> usize {
+        self.shared.swallowed.load(Ordering::Relaxed)
+    }
+
+    /// How many client connections were accepted so far.
+    pub fn connections(&self) -> usize {
+        self.shared.connections.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.task.abort();
+        self.cut();
+    }
+}
+
+/// Takes the armed swallow if `request` matches it.
+fn take_if_armed(shared: &Shared, request: &[u8]) -> bool {
+    let mut armed = shared.armed.lock().unwrap();
+    let matches = armed.as_ref().is_some_and(|patterns| {
+        patterns
+            .iter()
+            .all(|p| request.windows(p.len()).any(|w| w == p.as_slice()))
+    });
+    if matches {
+        *armed = None;
+    }
+    matches
+}
+
+/// Pumps one client connection until either side closes, a cut, or a swallowed reply.
+async fn serve(client: TcpStream, upstream_port: u16, shared: Arc<Shared>) {
+    let mut cut = shared.cut.subscribe();
+    let Ok(server) = TcpStream::connect(("127.0.0.1", upstream_port)).await else {
+        return; // the client sees its connection close, as if the server were down
+    };
+    let _ = (client.set_nodelay(true), server.set_nodelay(true));
+    let (mut client_rx, mut client_tx) = client.into_split();
+    let (mut server_rx, mut server_tx) = server.into_split();
+    let swallow = AtomicBool::new(false);
+
+    let upstream = async {
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            let n = match client_rx.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            // Set before the request is forwarded, so its reply cannot slip through.
+            if take_if_armed(&shared, &buf[..n]) {
+                swallow.store(true, Ordering::SeqCst);
+            }
+            if server_tx.write_all(&buf[..n]).await.is_err() {
+                return;
+            }
+        }
+    };
+    let downstream = async {
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            let n = match server_rx.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            if swallow.load(Ordering::SeqCst) {
+                shared.swallowed.fetch_add(1, Ordering::Relaxed);
+                return; // the reply is dropped with the connection
+            }
+            let mode = *shared.mode.lock().unwrap();
+            if mode == Mode::Pass && client_tx.write_all(&buf[..n]).await.is_err() {
+                return;
+            }
+        }
+    };
+    tokio::select! {
+        _ = upstream => {}
+        _ = downstream => {}
+        _ = cut.changed() => {}
+    }
+    // Dropping the halves closes both sockets.
+}
