@@ -152,6 +152,12 @@ impl Hub {
         }
     }
 
+    /// How many waiters of this client wait on `channel`.
+    pub(crate) fn waiters(&self, channel: &str) -> usize {
+        let map = self.channels.map.lock().unwrap();
+        map.get(channel).map_or(0, |c| c.waiters)
+    }
+
     /// (subscribed channels, registered waiters) held locally.
     pub(crate) fn counts(&self) -> (usize, usize) {
         self.channels.counts()

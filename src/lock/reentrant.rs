@@ -328,41 +328,53 @@ impl Lock {
         };
         let mut attempts = 0u32;
         let outcome = async {
-            attempts += 1;
-            if let Attempt::Acquired(guard) = attempt.spawn().await? {
-                return Ok(Some(guard));
-            }
-            if wait == Some(Duration::ZERO) {
-                return Ok(None);
-            }
             let inner = &attempt.client.inner;
+            // This client's waiters queue in arrival order: a newcomer does not barge past them.
+            // A re-entry and a one-shot try_lock do try at once: neither waits behind anyone.
+            let queue_first = wait != Some(Duration::ZERO)
+                && inner.hub.waiters(&attempt.keys.channel) > 0
+                && inner.holds.guards(&attempt.hold_key()) == 0;
+            if !queue_first {
+                attempts += 1;
+                if let Attempt::Acquired(guard) = attempt.spawn().await? {
+                    return Ok(Some(guard));
+                }
+                if wait == Some(Duration::ZERO) {
+                    return Ok(None);
+                }
+            }
             let mut waiter = inner.hub.register(&attempt.keys.channel);
             let confirm_by = Instant::now() + inner.command_timeout;
             waiter
                 .subscribed(deadline.map_or(confirm_by, |d| d.min(confirm_by)))
                 .await;
+            // `Some(ttl)`: park first, at most the holder's TTL (`None`: not known).
+            let mut park = queue_first.then_some(None);
             loop {
+                if let Some(ttl) = park.take() {
+                    let now = Instant::now();
+                    let remaining = match deadline {
+                        Some(deadline) if deadline <= now => return Ok(None),
+                        Some(deadline) => deadline - now,
+                        None => Duration::MAX,
+                    };
+                    // Without a known TTL (a lock without expiry, or a queued newcomer), re-check
+                    // now and then: pub/sub is only a hint.
+                    let bound = ttl
+                        .unwrap_or(inner.watchdog_timeout)
+                        .max(Duration::from_millis(1))
+                        .min(remaining);
+                    if waiter.wait(bound).await == Wake::Timeout {
+                        tracing::trace!("woke on the holder's TTL, not a message");
+                    }
+                }
                 attempts += 1;
-                let ttl = match attempt.spawn().await? {
+                match attempt.spawn().await? {
                     Attempt::Acquired(guard) => {
                         waiter.acquired();
                         return Ok(Some(guard));
                     }
-                    Attempt::Busy(ttl) => ttl,
-                };
-                let now = Instant::now();
-                let remaining = match deadline {
-                    Some(deadline) if deadline <= now => return Ok(None),
-                    Some(deadline) => deadline - now,
-                    None => Duration::MAX,
-                };
-                // A lock without expiry is only freed by a release; still re-check now and then.
-                let bound = ttl
-                    .unwrap_or(inner.watchdog_timeout)
-                    .max(Duration::from_millis(1))
-                    .min(remaining);
-                if waiter.wait(bound).await == Wake::Timeout {
-                    tracing::trace!("woke on the holder's TTL, not a message");
+                    Attempt::Busy(ttl) => park = Some(ttl),
                 }
             }
         }
@@ -402,6 +414,10 @@ impl AttemptTask {
         rx.await.map_err(|_| Error::Closed)?
     }
 
+    fn hold_key(&self) -> HoldKey {
+        (self.keys.name.clone(), self.field.to_string())
+    }
+
     async fn run(self) -> Result<Attempt> {
         let inner = &self.client.inner;
         // With replica sync the acquire goes on the connection its WAIT will go on.
@@ -409,7 +425,7 @@ impl AttemptTask {
             .replica_sync
             .as_ref()
             .map_or(&inner.redis, |s| &s.redis);
-        let key: HoldKey = (self.keys.name.clone(), self.field.to_string());
+        let key = self.hold_key();
         let held_before = inner.holds.guards(&key);
         let sent_at = Instant::now();
         match scripts::acquire(redis, &self.keys.name, self.lease_ms, &self.field).await {
