@@ -812,3 +812,65 @@ pub fn error_count(server: &RedisServer, code: &str) -> u64 {
         .map(|n| n.split(',').next().unwrap().parse().unwrap())
         .unwrap_or(0)
 }
+
+// ---- Primary + replica: in sync ----
+
+/// Sends `SET <probe> 1 PX 60000` and `WAIT 1 <wait_ms>` on one connection to `port`: the number
+/// of replicas that acknowledged the write, or `None` when the server did not answer.
+fn acknowledged_write(port: u16, wait_ms: u64) -> Option<i64> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream
+        .set_read_timeout(Some(
+            Duration::from_millis(wait_ms) + Duration::from_secs(5),
+        ))
+        .ok()?;
+    let wait_ms = wait_ms.to_string();
+    let mut request = String::new();
+    for args in [
+        &["SET", "relock-test:replica-sync-probe", "1", "PX", "60000"][..],
+        &["WAIT", "1", &wait_ms][..],
+    ] {
+        request.push_str(&format!("*{}\r\n", args.len()));
+        for arg in args {
+            request.push_str(&format!("${}\r\n{arg}\r\n", arg.len()));
+        }
+    }
+    stream.write_all(request.as_bytes()).ok()?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 1024];
+    loop {
+        if let Some((_, used)) = parse_resp(&buf) {
+            if let Some((Resp::Int(n), _)) = parse_resp(&buf[used..]) {
+                return Some(n);
+            }
+        }
+        let n = stream.read(&mut chunk).ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+impl ReplicaPair {
+    /// Waits until the replica really follows the primary: the primary reports it
+    /// `state=online` and a write on the primary is acknowledged by `WAIT 1` within 200 ms.
+    ///
+    /// [`start`](Self::start) and [`wait_linked`](Self::wait_linked) can return while the
+    /// primary still keeps the replica in `state=wait_bgsave` (the replica already reports its
+    /// link up, the primary counts it in `connected_slaves`): a `WAIT` sent then times out.
+    pub fn wait_in_sync(&self, within: Duration) {
+        let p = self.primary.port();
+        wait_for(within, "the replica to acknowledge writes", |last| {
+            let slave0 = replication_info(p)?.remove("slave0");
+            *last = format!("primary slave0 = {slave0:?}");
+            if !slave0?.contains("state=online") {
+                return None;
+            }
+            let acked = acknowledged_write(p, 200);
+            *last = format!("{last}; WAIT 1 200 -> {acked:?}");
+            (acked == Some(1)).then_some(())
+        });
+    }
+}
