@@ -21,6 +21,7 @@ use crate::error::{Error, Result};
 use crate::lock::Lock;
 use crate::pubsub::Hub;
 use crate::scripts::{PUBLISH, SPUBLISH};
+use crate::sweeper::Sweeper;
 use crate::watchdog::{Holds, Watchdog};
 
 /// A connection to Redis that hands out locks.
@@ -46,6 +47,7 @@ pub(crate) struct Inner {
     pub(crate) redis: Redis,
     subscriber: SubscriberClient,
     pub(crate) hub: Hub,
+    pub(crate) sweeper: Sweeper,
     pub(crate) holds: Arc<Holds>,
     pub(crate) watchdog_timeout: Duration,
     pub(crate) watchdog_ms: u64,
@@ -133,12 +135,18 @@ impl Client {
         };
         tokio::spawn(watchdog.run(shutdown.subscribe()));
         let hub = Hub::start(subscriber.clone(), sharded, shutdown.subscribe());
+        let sweeper = Sweeper::start(
+            redis.clone(),
+            config.redis.server.is_clustered(),
+            shutdown.subscribe(),
+        );
         Ok(Client {
             inner: Arc::new(Inner {
                 id: uuid::Uuid::new_v4().to_string(),
                 redis,
                 subscriber,
                 hub,
+                sweeper,
                 holds,
                 watchdog_ms: millis(config.watchdog_timeout, "watchdog timeout")?,
                 watchdog_timeout: config.watchdog_timeout,
@@ -190,6 +198,7 @@ impl Client {
         if self.inner.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
+        let _ = tokio::time::timeout(self.inner.command_timeout, self.inner.sweeper.flush()).await;
         self.inner.shutdown.send_replace(true);
         let subscriber = self.inner.subscriber.quit().await;
         if let Some(sync) = &self.inner.replica_sync {

@@ -9,6 +9,7 @@ mod names;
 mod owner;
 mod pubsub;
 mod scripts;
+mod sweeper;
 mod watchdog;
 
 pub use client::{Client, ClientStats};

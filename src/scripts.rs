@@ -38,16 +38,18 @@ impl Script {
     async fn run(
         &self,
         redis: &Redis,
-        keys: Vec<String>,
-        args: Vec<String>,
+        keys: &[&str],
+        args: &[&str],
     ) -> std::result::Result<Value, fred::error::Error> {
         match redis
-            .evalsha::<Value, _, _, _>(self.sha.as_str(), keys.clone(), args.clone())
+            .evalsha::<Value, _, _, _>(self.sha.as_str(), keys.to_vec(), args.to_vec())
             .await
         {
             Err(e) if e.details().starts_with("NOSCRIPT") => {
                 redis.script_load_cluster::<(), _>(self.lua).await?;
-                redis.evalsha(self.sha.as_str(), keys, args).await
+                redis
+                    .evalsha(self.sha.as_str(), keys.to_vec(), args.to_vec())
+                    .await
             }
             result => result,
         }
@@ -70,11 +72,7 @@ pub(crate) async fn acquire(
     field: &str,
 ) -> Result<Option<i64>> {
     let reply = ACQUIRE
-        .run(
-            redis,
-            vec![name.to_owned()],
-            vec![lease_ms.to_string(), field.to_owned()],
-        )
+        .run(redis, &[name], &[&lease_ms.to_string(), field])
         .await
         .map_err(|e| Error::from_redis(e, name))?;
     match reply {
@@ -114,17 +112,13 @@ pub(crate) async fn release(
     let reply = RELEASE
         .run(
             redis,
-            vec![
-                keys.name.to_owned(),
-                keys.channel.to_owned(),
-                keys.latch.to_owned(),
-            ],
-            vec![
-                UNLOCK_MESSAGE.to_owned(),
-                lease_ms.to_string(),
-                field.to_owned(),
-                keys.publish.to_owned(),
-                latch_ttl_ms.to_string(),
+            &[keys.name, keys.channel, keys.latch],
+            &[
+                UNLOCK_MESSAGE,
+                &lease_ms.to_string(),
+                field,
+                keys.publish,
+                &latch_ttl_ms.to_string(),
             ],
         )
         .await
@@ -144,11 +138,12 @@ pub(crate) async fn renew(
     locks: &[(String, String)],
     lease_ms: u64,
 ) -> Result<Vec<bool>> {
-    let keys = locks.iter().map(|(name, _)| name.clone()).collect();
+    let keys: Vec<&str> = locks.iter().map(|(name, _)| name.as_str()).collect();
+    let lease = lease_ms.to_string();
     let mut args = Vec::with_capacity(locks.len() + 1);
-    args.push(lease_ms.to_string());
-    args.extend(locks.iter().map(|(_, field)| field.clone()));
-    let reply = RENEW.run(redis, keys, args).await?;
+    args.push(lease.as_str());
+    args.extend(locks.iter().map(|(_, field)| field.as_str()));
+    let reply = RENEW.run(redis, &keys, &args).await?;
     let Value::Array(items) = reply else {
         return Err(unexpected(&reply, "renew"));
     };
@@ -166,11 +161,7 @@ pub(crate) async fn force_release(
     publish: &'static str,
 ) -> Result<bool> {
     let reply = FORCE_RELEASE
-        .run(
-            redis,
-            vec![name.to_owned(), channel.to_owned()],
-            vec![UNLOCK_MESSAGE.to_owned(), publish.to_owned()],
-        )
+        .run(redis, &[name, channel], &[UNLOCK_MESSAGE, publish])
         .await
         .map_err(|e| Error::from_redis(e, name))?;
     Ok(integer(reply, name)? == 1)
@@ -189,7 +180,7 @@ pub(crate) struct Inspection {
 /// Reads whether the lock exists, its remaining lease and one field's hold count.
 pub(crate) async fn inspect(redis: &Redis, name: &str, field: &str) -> Result<Inspection> {
     let reply = INSPECT
-        .run(redis, vec![name.to_owned()], vec![field.to_owned()])
+        .run(redis, &[name], &[field])
         .await
         .map_err(|e| Error::from_redis(e, name))?;
     let Value::Array(items) = reply else {

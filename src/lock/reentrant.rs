@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use fred::interfaces::{ClientLike, KeysInterface, ServerInterface};
+use fred::interfaces::{ClientLike, ServerInterface};
 use fred::types::config::Options;
 use fred::types::ClusterHash;
 use futures::future::BoxFuture;
@@ -695,10 +695,7 @@ async fn release(inner: &Inner, keys: &LockKeys, field: &str, lease_ms: u64) -> 
             Ok(released) => {
                 if released != Released::NotHeld {
                     // The reply arrived, so no retry will need the replay key any more.
-                    let redis = inner.redis.clone();
-                    tokio::spawn(async move {
-                        let _: std::result::Result<i64, _> = redis.del(latch).await;
-                    });
+                    inner.sweeper.delete(latch);
                 }
                 return Ok(released);
             }

@@ -122,6 +122,9 @@ impl ReplicaPair {
         );
         let pair = ReplicaPair { primary, replica };
         pair.wait_linked(Duration::from_secs(10));
+        // "Linked" is not yet "online": until the primary lists the replica as online, a WAIT
+        // answers 0.
+        pair.wait_in_sync(Duration::from_secs(10));
         pair
     }
 

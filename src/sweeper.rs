@@ -1,0 +1,103 @@
+//! Deletes spent unlock replay keys, many per command.
+//!
+//! A release writes a short-lived replay key so that a retry after a lost reply counts once. Once
+//! its reply has arrived the key is useless; deleting it at once keeps memory flat under heavy
+//! use, as Redisson does. Sending one `DEL` per release would cost a command per release, so the
+//! keys queue here and one task deletes whatever has queued while its previous `DEL` was in
+//! flight (per cluster slot when clustered). A key this task never gets to expires on its own.
+
+use std::collections::HashMap;
+
+use fred::clients::Client as Redis;
+use fred::interfaces::KeysInterface;
+use tokio::sync::{mpsc, oneshot, watch};
+
+/// The most keys one `DEL` carries.
+const BATCH: usize = 512;
+
+enum Job {
+    Delete(String),
+    /// Completes once every key queued before it was deleted (or its delete failed).
+    Flush(oneshot::Sender<()>),
+}
+
+/// A handle on the sweeper task.
+pub(crate) struct Sweeper {
+    jobs: mpsc::UnboundedSender<Job>,
+}
+
+impl Sweeper {
+    /// Starts the task; `per_slot` groups keys by cluster slot. It stops on `shutdown`.
+    pub(crate) fn start(redis: Redis, per_slot: bool, shutdown: watch::Receiver<bool>) -> Sweeper {
+        let (jobs, rx) = mpsc::unbounded_channel();
+        tokio::spawn(run(redis, per_slot, rx, shutdown));
+        Sweeper { jobs }
+    }
+
+    /// Queues a spent replay key for deletion.
+    pub(crate) fn delete(&self, key: String) {
+        let _ = self.jobs.send(Job::Delete(key));
+    }
+
+    /// Waits until every key queued so far was deleted (or the task stopped).
+    pub(crate) async fn flush(&self) {
+        let (done, wait) = oneshot::channel();
+        if self.jobs.send(Job::Flush(done)).is_ok() {
+            let _ = wait.await;
+        }
+    }
+}
+
+async fn run(
+    redis: Redis,
+    per_slot: bool,
+    mut jobs: mpsc::UnboundedReceiver<Job>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        let first = tokio::select! {
+            _ = shutdown.changed() => break,
+            job = jobs.recv() => match job {
+                Some(job) => job,
+                None => break,
+            },
+        };
+        let mut keys = Vec::new();
+        let mut flushes = Vec::new();
+        let mut next = Some(first);
+        while let Some(job) = next.take() {
+            match job {
+                Job::Delete(key) => keys.push(key),
+                Job::Flush(done) => flushes.push(done),
+            }
+            if keys.len() < BATCH {
+                next = jobs.try_recv().ok();
+            }
+        }
+        for group in groups(keys, per_slot) {
+            if let Err(error) = redis.del::<i64, _>(group).await {
+                tracing::debug!(%error, "could not delete spent replay keys; they expire on their own");
+            }
+        }
+        for done in flushes {
+            let _ = done.send(());
+        }
+    }
+}
+
+fn groups(keys: Vec<String>, per_slot: bool) -> Vec<Vec<String>> {
+    if keys.is_empty() {
+        return Vec::new();
+    }
+    if !per_slot {
+        return vec![keys];
+    }
+    let mut by_slot: HashMap<u16, Vec<String>> = HashMap::new();
+    for key in keys {
+        by_slot
+            .entry(fred::util::redis_keyslot(key.as_bytes()))
+            .or_default()
+            .push(key);
+    }
+    by_slot.into_values().collect()
+}
