@@ -7,7 +7,9 @@
 //! [`Client::new`](crate::Client::new)), and a reply that never came is resolved by the caller.
 
 use fred::clients::Client as Redis;
-use fred::interfaces::LuaInterface;
+use std::time::Duration;
+
+use fred::interfaces::{ClientLike, LuaInterface};
 use fred::types::Value;
 use once_cell::sync::Lazy;
 
@@ -34,8 +36,34 @@ impl Script {
         }
     }
 
-    /// Runs the script by `EVALSHA`, loading it first if the server does not know it.
+    /// Runs the script by `EVALSHA`, loading it first if the server does not know it. A
+    /// command that could not even be written (no connection: fred says it failed to route it)
+    /// is sent again once the connection is back, within the connection timeout: it never
+    /// reached Redis, so this cannot apply it twice.
     async fn run(
+        &self,
+        redis: &Redis,
+        keys: &[&str],
+        args: &[&str],
+    ) -> std::result::Result<Value, fred::error::Error> {
+        let patience = redis.connection_config().connection_timeout;
+        let started = tokio::time::Instant::now();
+        loop {
+            match self.run_once(redis, keys, args).await {
+                Err(e) if e.details().starts_with("Failed to route") => {
+                    let left = patience.saturating_sub(started.elapsed());
+                    if left.is_zero() {
+                        return Err(e);
+                    }
+                    let _ = tokio::time::timeout(left, redis.wait_for_connect()).await;
+                    tokio::time::sleep(Duration::from_millis(5).min(left)).await;
+                }
+                result => return result,
+            }
+        }
+    }
+
+    async fn run_once(
         &self,
         redis: &Redis,
         keys: &[&str],

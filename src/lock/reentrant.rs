@@ -17,7 +17,7 @@ use fred::interfaces::{ClientLike, ServerInterface};
 use fred::types::config::Options;
 use fred::types::ClusterHash;
 use futures::future::BoxFuture;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{field::Empty, Instrument};
 
@@ -318,7 +318,7 @@ impl Lock {
         );
         let started = Instant::now();
         let deadline = wait.and_then(|wait| started.checked_add(wait));
-        let attempt = AttemptTask {
+        let attempt = Acquirer {
             client: self.client.clone(),
             field: holder_field(&self.client.inner, &owner).into(),
             keys,
@@ -336,7 +336,7 @@ impl Lock {
                 && inner.holds.guards(&attempt.hold_key()) == 0;
             if !queue_first {
                 attempts += 1;
-                if let Attempt::Acquired(guard) = attempt.spawn().await? {
+                if let Attempt::Acquired(guard) = attempt.try_once().await? {
                     return Ok(Some(guard));
                 }
                 if wait == Some(Duration::ZERO) {
@@ -369,7 +369,7 @@ impl Lock {
                     }
                 }
                 attempts += 1;
-                match attempt.spawn().await? {
+                match attempt.try_once().await? {
                     Attempt::Acquired(guard) => {
                         waiter.acquired();
                         return Ok(Some(guard));
@@ -391,10 +391,8 @@ fn holder_field(inner: &Inner, owner: &Owner) -> String {
     format!("{}:{}", inner.id, owner.id())
 }
 
-/// One acquire attempt, run in its own task so that a caller who gives up mid-flight cannot
-/// leave a hold behind: a guard that finds nobody to take it is dropped, which releases it.
-#[derive(Clone)]
-struct AttemptTask {
+/// What one acquire needs: the lock, the owner and the lease.
+struct Acquirer {
     client: Client,
     keys: Arc<LockKeys>,
     owner: Owner,
@@ -403,22 +401,15 @@ struct AttemptTask {
     lease_ms: u64,
 }
 
-impl AttemptTask {
-    async fn spawn(&self) -> Result<Attempt> {
-        self.client.check_open()?;
-        let (tx, rx) = oneshot::channel();
-        let task = self.clone();
-        tokio::spawn(async move {
-            let _ = tx.send(task.run().await);
-        });
-        rx.await.map_err(|_| Error::Closed)?
-    }
-
+impl Acquirer {
     fn hold_key(&self) -> HoldKey {
         (self.keys.name.clone(), self.field.to_string())
     }
 
-    async fn run(self) -> Result<Attempt> {
+    /// One attempt. Cancel safe: dropped between sending the script and making the guard, it
+    /// leaves an [`OrphanCheck`] behind that releases a hold nobody received.
+    async fn try_once(&self) -> Result<Attempt> {
+        self.client.check_open()?;
         let inner = &self.client.inner;
         // With replica sync the acquire goes on the connection its WAIT will go on.
         let redis = inner
@@ -427,13 +418,15 @@ impl AttemptTask {
             .map_or(&inner.redis, |s| &s.redis);
         let key = self.hold_key();
         let held_before = inner.holds.guards(&key);
+        let mut orphan = OrphanCheck::arm(self);
         let sent_at = Instant::now();
         match scripts::acquire(redis, &self.keys.name, self.lease_ms, &self.field).await {
             Ok(None) => {}
             Ok(Some(pttl)) => {
+                orphan.disarm();
                 return Ok(Attempt::Busy(
                     u64::try_from(pttl).ok().map(Duration::from_millis),
-                ))
+                ));
             }
             Err(error) if error.is_ambiguous() => {
                 // The script may have run without its reply reaching us: read the state back.
@@ -443,14 +436,24 @@ impl AttemptTask {
                     Ok(state) if state.holds > u64::from(held_before) => {
                         tracing::debug!(lock = %self.keys.name, "acquire reply lost; the read-back shows the hold");
                     }
-                    _ => return Err(error),
+                    Ok(_) => {
+                        orphan.disarm();
+                        return Err(error);
+                    }
+                    Err(_) => return Err(error),
                 }
             }
-            Err(error) => return Err(error),
+            Err(error) => {
+                orphan.disarm();
+                return Err(error);
+            }
         }
         if let Some(sync) = &inner.replica_sync {
-            self.await_replica(sync).await?;
+            let synced = self.await_replica(sync).await;
+            orphan.disarm(); // await_replica released the hold itself when it failed
+            synced?;
         }
+        orphan.disarm();
         let registration = inner
             .holds
             .register(key, self.lease == Lease::Watchdog, sent_at);
@@ -459,10 +462,10 @@ impl AttemptTask {
                 Lease::Fixed(lease) => sent_at.checked_add(lease),
                 Lease::Watchdog => None,
             },
-            client: self.client,
-            keys: self.keys,
-            owner: self.owner,
-            field: self.field,
+            client: self.client.clone(),
+            keys: self.keys.clone(),
+            owner: self.owner.clone(),
+            field: self.field.clone(),
             lease: self.lease,
             lease_ms: self.lease_ms,
             lost: registration.lost,
@@ -471,7 +474,58 @@ impl AttemptTask {
     }
 }
 
-impl AttemptTask {
+/// Armed while an acquire may have taken a hold that no guard stands for yet. Dropped armed (the
+/// caller gave up mid-flight), it reads the lock back and releases one hold if the owner's field
+/// counts more holds than its live guards. The read goes on the acquire's connection, after it,
+/// so it sees what the acquire did.
+struct OrphanCheck {
+    parts: Option<(Client, Arc<LockKeys>, Arc<str>, u64)>,
+}
+
+impl OrphanCheck {
+    fn arm(acquirer: &Acquirer) -> OrphanCheck {
+        OrphanCheck {
+            parts: Some((
+                acquirer.client.clone(),
+                acquirer.keys.clone(),
+                acquirer.field.clone(),
+                acquirer.lease_ms,
+            )),
+        }
+    }
+
+    fn disarm(&mut self) {
+        self.parts = None;
+    }
+}
+
+impl Drop for OrphanCheck {
+    fn drop(&mut self) {
+        let Some((client, keys, field, lease_ms)) = self.parts.take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        runtime.spawn(async move {
+            let inner = &client.inner;
+            let redis = inner
+                .replica_sync
+                .as_ref()
+                .map_or(&inner.redis, |s| &s.redis);
+            let Ok(state) = scripts::inspect(redis, &keys.name, &field).await else {
+                return; // the hold, if any, expires with its lease
+            };
+            let guards = inner.holds.guards(&(keys.name.clone(), field.to_string()));
+            if state.holds > u64::from(guards) {
+                tracing::debug!(lock = %keys.name, "releasing the hold of a cancelled acquire");
+                let _ = release(inner, &keys, &field, lease_ms).await;
+            }
+        });
+    }
+}
+
+impl Acquirer {
     /// Waits for one replica to acknowledge the hold just taken; releases it when none does.
     async fn await_replica(&self, sync: &ReplicaSync) -> Result<()> {
         let inner = &self.client.inner;
@@ -621,12 +675,28 @@ impl LockGuard {
     pub async fn unlock(mut self) -> Result<()> {
         self.released = true;
         let was_lost = self.is_lost();
-        let release = self.start_release();
-        let outcome = match release {
-            Some(task) => task.await.unwrap_or(Err(Error::Closed)),
-            None => Err(Error::Closed),
-        }?;
-        match outcome {
+        self.stop_renewal();
+        self.client.check_open()?;
+        let inner = &self.client.inner;
+        let latch = self.keys.latch();
+        // Dropped mid-flight, the release is finished in the background under the same
+        // request id, so it still counts exactly once.
+        let mut resume = ResumeRelease {
+            parts: Some((
+                self.client.clone(),
+                self.keys.clone(),
+                self.field.clone(),
+                self.lease_ms,
+                latch.clone(),
+            )),
+        };
+        let span =
+            tracing::debug_span!("relock.release", lock = %self.keys.name, holder = %self.field);
+        let outcome = release_as(inner, &self.keys, &self.field, self.lease_ms, latch)
+            .instrument(span)
+            .await;
+        resume.parts = None;
+        match outcome? {
             Released::StillHeld | Released::Freed => Ok(()),
             Released::NotHeld if was_lost || self.is_lost() => Err(Error::LeaseLost {
                 lock: self.keys.name.clone(),
@@ -639,41 +709,77 @@ impl LockGuard {
         }
     }
 
-    /// Stops renewal of this hold now and sends its release in a task of its own.
-    fn start_release(&self) -> Option<tokio::task::JoinHandle<Result<Released>>> {
-        let inner = &self.client.inner;
-        inner.holds.unregister(
+    /// Stops renewal of this hold; called before its release is sent.
+    fn stop_renewal(&self) {
+        self.client.inner.holds.unregister(
             &(self.keys.name.clone(), self.field.to_string()),
             self.lease == Lease::Watchdog,
         );
-        self.client.check_open().ok()?;
-        let runtime = tokio::runtime::Handle::try_current().ok()?;
-        let (client, keys, field, lease_ms) = (
-            self.client.clone(),
-            self.keys.clone(),
-            self.field.clone(),
-            self.lease_ms,
-        );
-        let span = tracing::debug_span!("relock.release", lock = %keys.name, holder = %field);
-        Some(runtime.spawn(
-            async move { release(&client.inner, &keys, &field, lease_ms).await }.instrument(span),
-        ))
     }
 }
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
-        if !self.released {
-            self.released = true;
-            let _ = self.start_release();
+        if self.released {
+            return;
+        }
+        self.released = true;
+        self.stop_renewal();
+        if self.client.check_open().is_err() {
+            return;
+        }
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let (client, keys, field, lease_ms) = (
+                self.client.clone(),
+                self.keys.clone(),
+                self.field.clone(),
+                self.lease_ms,
+            );
+            let span = tracing::debug_span!("relock.release", lock = %keys.name, holder = %field);
+            runtime.spawn(
+                async move { release(&client.inner, &keys, &field, lease_ms).await }
+                    .instrument(span),
+            );
         }
     }
 }
 
-/// Sends one release, retrying a lost reply with the same request id so it applies once.
+/// Finishes a release in the background when the `unlock()` that sent it was dropped.
+struct ResumeRelease {
+    parts: Option<ReleaseParts>,
+}
+
+/// Everything a release needs, owned: client, keys, holder field, lease in ms, request id.
+type ReleaseParts = (Client, Arc<LockKeys>, Arc<str>, u64, String);
+
+impl Drop for ResumeRelease {
+    fn drop(&mut self) {
+        let Some((client, keys, field, lease_ms, latch)) = self.parts.take() else {
+            return;
+        };
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = release_as(&client.inner, &keys, &field, lease_ms, latch).await;
+            });
+        }
+    }
+}
+
+/// Sends one release under a fresh request id.
 async fn release(inner: &Inner, keys: &LockKeys, field: &str, lease_ms: u64) -> Result<Released> {
+    release_as(inner, keys, field, lease_ms, keys.latch()).await
+}
+
+/// Sends one release under the request id `latch`, retrying a lost reply with it so the release
+/// applies once.
+async fn release_as(
+    inner: &Inner,
+    keys: &LockKeys,
+    field: &str,
+    lease_ms: u64,
+    latch: String,
+) -> Result<Released> {
     const TRIES: u32 = 3;
-    let latch = keys.latch();
     let latch_ttl_ms = (inner.command_timeout * (TRIES + 1)).as_millis() as u64;
     let mut tries = 1;
     loop {
