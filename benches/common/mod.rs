@@ -1,0 +1,151 @@
+//! Helpers shared by every benchmark: the throwaway server, settings from the environment,
+//! statistics, clocks, process and Redis probes. Each bench uses a subset of them.
+
+#![allow(dead_code, unreachable_pub)]
+
+#[path = "../../tests/common/server.rs"]
+pub mod server;
+
+pub mod ceiling;
+pub mod contend;
+pub mod report;
+pub mod worker;
+
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Something that runs one Redis command and returns its raw reply: the server this process
+/// started, or (in a worker process) the parent's server by its port.
+pub trait Redis {
+    fn cmd(&self, args: &[&str]) -> String;
+    fn port(&self) -> u16;
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port())
+    }
+}
+
+impl Redis for server::RedisServer {
+    fn cmd(&self, args: &[&str]) -> String {
+        server::RedisServer::cmd(self, args)
+    }
+    fn port(&self) -> u16 {
+        server::RedisServer::port(self)
+    }
+}
+
+/// The parent's server, seen from a worker.
+pub struct Remote(pub u16);
+
+impl Redis for Remote {
+    fn cmd(&self, args: &[&str]) -> String {
+        server::raw_command(self.0, args).expect("redis command failed")
+    }
+    fn port(&self) -> u16 {
+        self.0
+    }
+}
+
+/// `RUNS` from the environment, else `default`.
+pub fn runs(default: usize) -> usize {
+    env_or("RUNS", default).max(1)
+}
+
+/// A number from the environment variable `name`, else `default`.
+pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Wall-clock microseconds since the epoch: comparable between processes on one machine.
+pub fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
+/// The `tokio` instant at wall-clock time `us` (now, if it has passed).
+pub fn instant_at(us: u64) -> tokio::time::Instant {
+    tokio::time::Instant::now() + Duration::from_micros(us.saturating_sub(now_us()))
+}
+
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// The median of `values` (NaN when empty).
+pub fn median(values: &[f64]) -> f64 {
+    percentile(values, 50.0)
+}
+
+/// The `p`th percentile of `values` by the nearest-rank method (NaN when empty).
+pub fn percentile(values: &[f64], p: f64) -> f64 {
+    if values.is_empty() {
+        return f64::NAN;
+    }
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// The server's version, from `INFO server`.
+pub fn redis_version(server: &impl Redis) -> String {
+    info_field(&server.cmd(&["INFO", "server"]), "redis_version").unwrap_or_else(|| "?".into())
+}
+
+fn info_field(info: &str, field: &str) -> Option<String> {
+    info.lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .map(|v| v.trim().to_owned())
+}
+
+/// Calls per command from `INFO commandstats` (commands run by scripts included).
+pub fn command_calls(server: &impl Redis) -> HashMap<String, u64> {
+    server
+        .cmd(&["INFO", "commandstats"])
+        .lines()
+        .filter_map(|line| {
+            let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = stats.split(',').find_map(|s| s.strip_prefix("calls="))?;
+            Some((name.to_owned(), calls.parse().ok()?))
+        })
+        .collect()
+}
+
+/// `after - before` per command, leaving out `ignore` (the bench's own probes).
+pub fn calls_delta(
+    before: &HashMap<String, u64>,
+    after: &HashMap<String, u64>,
+    ignore: &[&str],
+) -> HashMap<String, u64> {
+    after
+        .iter()
+        .filter(|(name, _)| !ignore.contains(&name.as_str()))
+        .map(|(name, n)| (name.clone(), n - before.get(name).copied().unwrap_or(0)))
+        .filter(|(_, n)| *n > 0)
+        .collect()
+}
+
+/// This process's user + system CPU time, from `/proc/self/stat` (clock ticks of 10 ms).
+pub fn cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat");
+    // Fields after the command name (which may hold spaces) start at "state"; utime and stime are
+    // fields 14 and 15 of the whole line, so 12 and 13 after it.
+    let rest = &stat[stat.rfind(')').expect("stat format") + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    Duration::from_millis(ticks * 10)
+}
+
+/// This process's resident memory in bytes, from `VmRSS` in `/proc/self/status`.
+pub fn rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .expect("VmRSS");
+    kb * 1024
+}
