@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 #[derive(Debug)]
 pub(crate) struct LockKeys {
     /// The lock hash.
-    pub(crate) name: String,
+    pub(crate) name: std::sync::Arc<str>,
     /// The channel a release publishes on.
     pub(crate) channel: String,
     /// The prefix of unlock replay keys: `<latch_prefix>:<request-id>`.
@@ -25,7 +25,7 @@ impl LockKeys {
             return Err(Error::invalid("a lock name must not be empty"));
         }
         let keys = LockKeys {
-            name: name.to_owned(),
+            name: name.into(),
             channel: prefixed("redisson_lock__channel", name),
             latch_prefix: prefixed("redisson_unlock_latch", name),
         };
@@ -42,9 +42,13 @@ impl LockKeys {
         Ok(keys)
     }
 
-    /// A fresh replay key for one release request.
-    pub(crate) fn latch(&self) -> String {
-        format!("{}:{}", self.latch_prefix, uuid::Uuid::new_v4().simple())
+    /// A fresh replay key for one release request of client `client_id`: unique because the
+    /// client id is, and cheap because it needs no randomness per request.
+    pub(crate) fn latch(&self, client_id: &str) -> String {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        format!("{}:{client_id}:{n:x}", self.latch_prefix)
     }
 }
 

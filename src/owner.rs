@@ -6,7 +6,7 @@
 //! overrides the default: pass it to work that moves between tasks, or give each `join!` branch
 //! its own so they exclude each other.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -16,6 +16,9 @@ static NEXT_THREAD: AtomicU64 = AtomicU64::new(1);
 
 thread_local! {
     static THREAD_ID: Cell<u64> = const { Cell::new(0) };
+    /// The owner of the task this thread ran last, so a task that locks in a loop does not
+    /// format its id every time.
+    static LAST_TASK: RefCell<Option<(tokio::task::Id, Owner)>> = const { RefCell::new(None) };
 }
 
 /// The identity a hold is counted against, unique within this process.
@@ -55,7 +58,17 @@ impl Owner {
     /// The default owner here: the current tokio task, or the current thread outside a task.
     pub fn current() -> Owner {
         match tokio::task::try_id() {
-            Some(id) => Owner(format!("task-{id}").into()),
+            Some(id) => LAST_TASK.with(|last| {
+                let mut last = last.borrow_mut();
+                match &*last {
+                    Some((last_id, owner)) if *last_id == id => owner.clone(),
+                    _ => {
+                        let owner = Owner(format!("task-{id}").into());
+                        *last = Some((id, owner.clone()));
+                        owner
+                    }
+                }
+            }),
             None => {
                 let n = THREAD_ID.with(|cell| {
                     if cell.get() == 0 {

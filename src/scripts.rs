@@ -163,14 +163,14 @@ pub(crate) async fn release(
 /// Extends each lock whose field is still there; `true` per renewed lock, in order.
 pub(crate) async fn renew(
     redis: &Redis,
-    locks: &[(String, String)],
+    locks: &[(std::sync::Arc<str>, std::sync::Arc<str>)],
     lease_ms: u64,
 ) -> Result<Vec<bool>> {
-    let keys: Vec<&str> = locks.iter().map(|(name, _)| name.as_str()).collect();
+    let keys: Vec<&str> = locks.iter().map(|(name, _)| &**name).collect();
     let lease = lease_ms.to_string();
     let mut args = Vec::with_capacity(locks.len() + 1);
     args.push(lease.as_str());
-    args.extend(locks.iter().map(|(_, field)| field.as_str()));
+    args.extend(locks.iter().map(|(_, field)| &**field));
     let reply = RENEW.run(redis, &keys, &args).await?;
     let Value::Array(items) = reply else {
         return Err(unexpected(&reply, "renew"));

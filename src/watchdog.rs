@@ -20,7 +20,7 @@ use tracing::Instrument;
 use crate::scripts;
 
 /// A lock name and a holder field.
-pub(crate) type HoldKey = (String, String);
+pub(crate) type HoldKey = (Arc<str>, Arc<str>);
 
 struct Entry {
     /// Live guards of this field.
@@ -189,7 +189,7 @@ impl Watchdog {
             .iter()
             .flat_map(|group| group.chunks(self.batch))
             .map(|batch| async move {
-            let locks: Vec<(String, String)> = batch.iter().map(|(k, _)| k.clone()).collect();
+            let locks: Vec<HoldKey> = batch.iter().map(|(k, _)| k.clone()).collect();
             let sent_at = Instant::now();
             match scripts::renew(&self.redis, &locks, lease_ms).await {
                 Ok(renewed) => {

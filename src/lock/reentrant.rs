@@ -403,7 +403,7 @@ struct Acquirer {
 
 impl Acquirer {
     fn hold_key(&self) -> HoldKey {
-        (self.keys.name.clone(), self.field.to_string())
+        (self.keys.name.clone(), self.field.clone())
     }
 
     /// One attempt. Cancel safe: dropped between sending the script and making the guard, it
@@ -516,7 +516,7 @@ impl Drop for OrphanCheck {
             let Ok(state) = scripts::inspect(redis, &keys.name, &field).await else {
                 return; // the hold, if any, expires with its lease
             };
-            let guards = inner.holds.guards(&(keys.name.clone(), field.to_string()));
+            let guards = inner.holds.guards(&(keys.name.clone(), field.clone()));
             if state.holds > u64::from(guards) {
                 tracing::debug!(lock = %keys.name, "releasing the hold of a cancelled acquire");
                 let _ = release(inner, &keys, &field, lease_ms).await;
@@ -552,7 +552,7 @@ impl Acquirer {
         match acked {
             Err(error) => Err(error),
             Ok(_) => Err(Error::NotReplicated {
-                lock: self.keys.name.clone(),
+                lock: self.keys.name.to_string(),
             }),
         }
     }
@@ -678,7 +678,7 @@ impl LockGuard {
         self.stop_renewal();
         self.client.check_open()?;
         let inner = &self.client.inner;
-        let latch = self.keys.latch();
+        let latch = self.keys.latch(&inner.id);
         // Dropped mid-flight, the release is finished in the background under the same
         // request id, so it still counts exactly once.
         let mut resume = ResumeRelease {
@@ -699,11 +699,11 @@ impl LockGuard {
         match outcome? {
             Released::StillHeld | Released::Freed => Ok(()),
             Released::NotHeld if was_lost || self.is_lost() => Err(Error::LeaseLost {
-                lock: self.keys.name.clone(),
+                lock: self.keys.name.to_string(),
                 owner: self.field.to_string(),
             }),
             Released::NotHeld => Err(Error::NotHeld {
-                lock: self.keys.name.clone(),
+                lock: self.keys.name.to_string(),
                 owner: self.field.to_string(),
             }),
         }
@@ -712,7 +712,7 @@ impl LockGuard {
     /// Stops renewal of this hold; called before its release is sent.
     fn stop_renewal(&self) {
         self.client.inner.holds.unregister(
-            &(self.keys.name.clone(), self.field.to_string()),
+            &(self.keys.name.clone(), self.field.clone()),
             self.lease == Lease::Watchdog,
         );
     }
@@ -767,7 +767,7 @@ impl Drop for ResumeRelease {
 
 /// Sends one release under a fresh request id.
 async fn release(inner: &Inner, keys: &LockKeys, field: &str, lease_ms: u64) -> Result<Released> {
-    release_as(inner, keys, field, lease_ms, keys.latch()).await
+    release_as(inner, keys, field, lease_ms, keys.latch(&inner.id)).await
 }
 
 /// Sends one release under the request id `latch`, retrying a lost reply with it so the release
