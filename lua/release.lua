@@ -10,8 +10,9 @@
 -- ARGV[5]  how long the replay key lives, in ms
 --
 -- Reply:   nil when the field holds nothing (not held by this owner),
---          0 when holds remain, 1 when the lock was freed.
---          A request already applied replays its first reply, so a retried release counts once.
+--          0 when holds remain, 1 + n when the lock was freed and its wake-up reached n
+--          subscribed connections (the caller learns whether other processes are waiting).
+--          A request already applied replays 0 or 1, so a retried release counts once.
 -- Errors:  WRONGTYPE when <name> exists but is not a hash.
 local replay = redis.call('get', KEYS[3])
 if replay ~= false then
@@ -27,6 +28,6 @@ if holds > 0 then
     return 0
 end
 redis.call('del', KEYS[1])
-redis.call(ARGV[4], KEYS[2], ARGV[1])
+local woken = redis.call(ARGV[4], KEYS[2], ARGV[1])
 redis.call('set', KEYS[3], 1, 'px', ARGV[5])
-return 1
+return 1 + woken

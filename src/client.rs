@@ -134,7 +134,12 @@ impl Client {
             per_slot: config.redis.server.is_clustered(),
         };
         tokio::spawn(watchdog.run(shutdown.subscribe()));
-        let hub = Hub::start(subscriber.clone(), sharded, shutdown.subscribe());
+        let hub = Hub::start(
+            subscriber.clone(),
+            sharded,
+            config.handoff_grace,
+            shutdown.subscribe(),
+        );
         let sweeper = Sweeper::start(
             redis.clone(),
             config.redis.server.is_clustered(),

@@ -19,6 +19,7 @@ pub(crate) const MAX_MILLIS: u128 = (1 << 53) - 1;
 /// | `command_timeout` | 3 s | the longest a single Redis command may take before it fails |
 /// | `renewal_batch` | 100 | the most locks renewed by one script call |
 /// | `replica_sync` | off | wait for a replica to acknowledge each acquire, at most this long |
+/// | `handoff_grace` | 2 ms | after a release that woke other processes' waiters, how long this client's next `lock()` lets them go first |
 ///
 /// # Examples
 ///
@@ -37,6 +38,7 @@ pub struct Config {
     pub(crate) command_timeout: Duration,
     pub(crate) renewal_batch: usize,
     pub(crate) replica_sync: Option<Duration>,
+    pub(crate) handoff_grace: Duration,
 }
 
 impl Config {
@@ -59,6 +61,7 @@ impl Config {
             command_timeout: Duration::from_secs(3),
             renewal_batch: 100,
             replica_sync: None,
+            handoff_grace: Duration::from_millis(2),
         }
     }
 
@@ -89,6 +92,17 @@ impl Config {
     /// without replicas fails every acquire.
     pub fn with_replica_sync(mut self, timeout: Duration) -> Config {
         self.replica_sync = Some(timeout);
+        self
+    }
+
+    /// Sets how long, after this client freed a lock whose wake-up reached waiters in other
+    /// processes, its own next `lock()` of that lock queues instead of taking it back at once.
+    /// Without it a task that releases and locks again in a loop keeps winning against waiters
+    /// elsewhere, which must first receive the wake-up; with it they get their turn. The grace
+    /// should cover a wake-up message plus one round trip to Redis; `Duration::ZERO` turns it
+    /// off. A re-entry and `try_lock()` never wait for it.
+    pub fn with_handoff_grace(mut self, grace: Duration) -> Config {
+        self.handoff_grace = grace;
         self
     }
 

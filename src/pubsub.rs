@@ -92,6 +92,10 @@ impl Channels {
 pub(crate) struct Hub {
     channels: Arc<Channels>,
     sync_tx: mpsc::UnboundedSender<Arc<str>>,
+    /// How long a release that woke other processes' waiters leaves them to take the lock.
+    handoff_grace: Duration,
+    /// Channels whose lock this client just released to other processes, until when.
+    handoffs: Mutex<HashMap<Arc<str>, Instant>>,
 }
 
 impl Hub {
@@ -100,6 +104,7 @@ impl Hub {
     pub(crate) fn start(
         subscriber: SubscriberClient,
         sharded: bool,
+        handoff_grace: Duration,
         shutdown: watch::Receiver<bool>,
     ) -> Hub {
         let channels = Arc::new(Channels::default());
@@ -109,7 +114,12 @@ impl Hub {
             sharded,
         };
         tokio::spawn(run(link, channels.clone(), sync_rx, shutdown));
-        Hub { channels, sync_tx }
+        Hub {
+            channels,
+            sync_tx,
+            handoff_grace,
+            handoffs: Mutex::new(HashMap::new()),
+        }
     }
 
     /// Registers a waiter on `channel`, subscribing it if this is its first waiter.
@@ -150,6 +160,34 @@ impl Hub {
             slot,
             acquired: false,
         }
+    }
+
+    /// Notes that this client freed the lock of `channel` and its wake-up reached `woken`
+    /// subscribed connections. More than this client's own means other processes wait: for
+    /// the hand-off grace, this client's newcomers queue instead of taking the lock back.
+    pub(crate) fn released(&self, channel: &str, woken: u64) {
+        if self.handoff_grace.is_zero() {
+            return;
+        }
+        let own = u64::from(self.channels.map.lock().unwrap().contains_key(channel));
+        let mut handoffs = self.handoffs.lock().unwrap();
+        if woken > own {
+            let now = Instant::now();
+            if handoffs.len() > 1024 {
+                handoffs.retain(|_, until| *until > now);
+            }
+            handoffs.insert(channel.into(), now + self.handoff_grace);
+        } else {
+            handoffs.remove(channel);
+        }
+    }
+
+    /// What is left of a hand-off grace on `channel`, if one runs.
+    pub(crate) fn handoff_pending(&self, channel: &str) -> Option<Duration> {
+        let handoffs = self.handoffs.lock().unwrap();
+        let until = *handoffs.get(channel)?;
+        let left = until.saturating_duration_since(Instant::now());
+        (!left.is_zero()).then_some(left)
     }
 
     /// How many waiters of this client wait on `channel`.

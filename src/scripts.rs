@@ -116,8 +116,9 @@ pub(crate) enum Released {
     NotHeld,
     /// One hold released; others remain.
     StillHeld,
-    /// The last hold released: the lock is gone and a waiter was woken.
-    Freed,
+    /// The last hold released: the lock is gone, and its wake-up message reached `woken`
+    /// subscribed connections (0 when the reply was a replay).
+    Freed { woken: u64 },
 }
 
 /// The keys one release touches, and how it publishes.
@@ -155,7 +156,9 @@ pub(crate) async fn release(
         Value::Null => Ok(Released::NotHeld),
         other => match integer(other, keys.name)? {
             0 => Ok(Released::StillHeld),
-            _ => Ok(Released::Freed),
+            n => Ok(Released::Freed {
+                woken: n.saturating_sub(1) as u64,
+            }),
         },
     }
 }

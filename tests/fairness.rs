@@ -81,3 +81,98 @@ async fn a_releasing_task_does_not_barge_past_waiters() {
     );
     assert_eq!(client.stats().waiters, 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_releasing_client_lets_another_process_waiter_go_first() {
+    let server = common::RedisServer::start();
+    // Two clients stand for two processes: each has its own connections.
+    let looping = common::client(&server, Duration::from_secs(20)).await;
+    let waiting = common::client(&server, Duration::from_secs(20)).await;
+    let name = common::prefix("fair-handoff");
+
+    let first = looping.lock(&name).lock().await.unwrap();
+    let waiter = tokio::spawn({
+        let lock = waiting.lock(&name);
+        async move { lock.lock().await.unwrap().unlock().await.unwrap() }
+    });
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            common::raw_numsub(&server, &common::lock_channel(&name)) == 1
+        })
+        .await
+    );
+
+    // The looping client releases and locks again at once, holding 1 ms each time. Its release
+    // wakes the other client's waiter; the hand-off grace keeps it from taking the lock back
+    // before that waiter's attempt lands.
+    let lock = looping.lock(&name);
+    first.unlock().await.unwrap();
+    let mut rounds_before_waiter = 0;
+    while !waiter.is_finished() && rounds_before_waiter < 200 {
+        let guard = lock.lock().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        guard.unlock().await.unwrap();
+        rounds_before_waiter += 1;
+    }
+    tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("the other client's waiter never got the lock")
+        .unwrap();
+    assert!(
+        rounds_before_waiter <= 2,
+        "the releasing client took the lock back {rounds_before_waiter} times first"
+    );
+}
+
+/// Two clients (two processes, as far as Redis can tell) each loop lock → 1 ms → unlock. Each
+/// release wakes the other client's waiter; the hand-off grace lets it take the lock before the
+/// releasing client's next lock(). The owners should mostly alternate.
+async fn alternation(grace: Duration) -> (usize, usize) {
+    let server = common::RedisServer::start();
+    let name = common::prefix("fair-alternate");
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut clients = Vec::new();
+    for _ in 0..2 {
+        let config = relock::Config::from_url(&server.url())
+            .unwrap()
+            .with_handoff_grace(grace);
+        clients.push(relock::Client::new(config).await.unwrap());
+    }
+    let tasks: Vec<_> = clients
+        .iter()
+        .enumerate()
+        .map(|(n, client)| {
+            let lock = client.lock(&name);
+            let order = order.clone();
+            tokio::spawn(async move {
+                for _ in 0..60 {
+                    let guard = lock.lock().await.unwrap();
+                    order.lock().unwrap().push(n);
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    guard.unlock().await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        tokio::time::timeout(Duration::from_secs(60), task)
+            .await
+            .expect("a client starved")
+            .unwrap();
+    }
+    let order = order.lock().unwrap();
+    let retakes = order.windows(2).filter(|w| w[0] == w[1]).count();
+    (retakes, order.len() - 1)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_alternate_when_both_loop() {
+    let (retakes, handoffs) = alternation(Duration::from_millis(2)).await;
+    println!("with the grace: {retakes} of {handoffs} hand-offs went back to the releasing client");
+    // Once both loop, every release has a waiter elsewhere: only the start and the end (when
+    // one client has finished its rounds) may repeat an owner, plus the odd slow wake-up.
+    assert!(
+        retakes <= handoffs / 5,
+        "{retakes} of {handoffs} hand-offs went back to the releasing client"
+    );
+}

@@ -300,12 +300,22 @@ async fn release_with_holds_remaining_returns_zero_and_renews_lease() {
 
 #[tokio::test]
 async fn release_of_last_hold_deletes_publishes_and_records_one() {
+    // Nobody listening: the reply is 1 (freed, the wake-up reached no one).
+    let quiet = Fixture::new("scripts-release-last-quiet").await;
+    assert_eq!(quiet.acquire(10_000, ME).await.unwrap(), Value::Null);
+    let reply = quiet
+        .release(&quiet.latch("req-q"), 20_000, ME)
+        .await
+        .unwrap();
+    assert_eq!(reply.as_i64(), Some(1), "{reply:?}");
+
     let fx = Fixture::new("scripts-release-last").await;
     let mut sub = fx.subscribe().await;
     assert_eq!(fx.acquire(10_000, ME).await.unwrap(), Value::Null);
     let latch = fx.latch("req-2");
     let reply = fx.release(&latch, 20_000, ME).await.unwrap();
-    assert_eq!(reply.as_i64(), Some(1), "{reply:?}");
+    // 1 + the subscribed connections the wake-up reached: the one raw subscriber here.
+    assert_eq!(reply.as_i64(), Some(2), "{reply:?}");
     assert!(!fx.exists(&fx.name), "the lock hash is gone");
     assert_eq!(
         sub.next_message(Duration::from_secs(5)).await,

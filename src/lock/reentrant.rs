@@ -331,8 +331,11 @@ impl Lock {
             let inner = &attempt.client.inner;
             // This client's waiters queue in arrival order: a newcomer does not barge past them.
             // A re-entry and a one-shot try_lock do try at once: neither waits behind anyone.
+            // Nor past other processes' waiters that this client's last release just woke: it
+            // leaves them a short grace to take the lock first (see `Config::with_handoff_grace`).
+            let handoff = inner.hub.handoff_pending(&attempt.keys.channel);
             let queue_first = wait != Some(Duration::ZERO)
-                && inner.hub.waiters(&attempt.keys.channel) > 0
+                && (handoff.is_some() || inner.hub.waiters(&attempt.keys.channel) > 0)
                 && inner.holds.guards(&attempt.hold_key()) == 0;
             if !queue_first {
                 attempts += 1;
@@ -349,7 +352,7 @@ impl Lock {
                 .subscribed(deadline.map_or(confirm_by, |d| d.min(confirm_by)))
                 .await;
             // `Some(ttl)`: park first, at most the holder's TTL (`None`: not known).
-            let mut park = queue_first.then_some(None);
+            let mut park = queue_first.then_some(handoff);
             loop {
                 if let Some(ttl) = park.take() {
                     let now = Instant::now();
@@ -697,7 +700,7 @@ impl LockGuard {
             .await;
         resume.parts = None;
         match outcome? {
-            Released::StillHeld | Released::Freed => Ok(()),
+            Released::StillHeld | Released::Freed { .. } => Ok(()),
             Released::NotHeld if was_lost || self.is_lost() => Err(Error::LeaseLost {
                 lock: self.keys.name.to_string(),
                 owner: self.field.to_string(),
@@ -802,6 +805,9 @@ async fn release_as(
                 if released != Released::NotHeld {
                     // The reply arrived, so no retry will need the replay key any more.
                     inner.sweeper.delete(latch);
+                }
+                if let Released::Freed { woken } = released {
+                    inner.hub.released(&keys.channel, woken);
                 }
                 return Ok(released);
             }
