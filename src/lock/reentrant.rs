@@ -52,6 +52,15 @@ enum Lease {
 /// rather than exclude each other. Give each branch its own [`Owner::new`] through
 /// [`Lock::owned_by`] when they must exclude each other.
 ///
+/// # Fairness
+///
+/// Waiters of one client are served in arrival order: a release wakes the longest waiter, and a
+/// newcomer queues behind waiting tasks instead of barging past them. Across processes the
+/// woken waiters race, but a client that just released a lock to waiters elsewhere lets them go
+/// first for a short grace (`Config::with_handoff_grace`), so a task that locks in a loop does
+/// not starve other processes. A strict global order is the job of a fair lock. `try_lock()`
+/// and a re-entry never wait for anyone.
+///
 /// # Examples
 ///
 /// ```no_run
@@ -334,8 +343,9 @@ impl Lock {
             // Nor past other processes' waiters that this client's last release just woke: it
             // leaves them a short grace to take the lock first (see `Config::with_handoff_grace`).
             let handoff = inner.hub.handoff_pending(&attempt.keys.channel);
+            let queued_ahead = inner.hub.waiters(&attempt.keys.channel) > 0;
             let queue_first = wait != Some(Duration::ZERO)
-                && (handoff.is_some() || inner.hub.waiters(&attempt.keys.channel) > 0)
+                && (handoff.is_some() || queued_ahead)
                 && inner.holds.guards(&attempt.hold_key()) == 0;
             if !queue_first {
                 attempts += 1;
@@ -351,8 +361,15 @@ impl Lock {
             waiter
                 .subscribed(deadline.map_or(confirm_by, |d| d.min(confirm_by)))
                 .await;
+            if let Some(grace) = handoff.filter(|_| queue_first) {
+                // Sleep rather than wait for a message: the message now on its way is most
+                // likely this client's own release, and it must not send us straight back.
+                let grace = deadline.map_or(grace, |d| grace.min(d - Instant::now().min(d)));
+                tokio::time::sleep(grace).await;
+                waiter.clear_wake();
+            }
             // `Some(ttl)`: park first, at most the holder's TTL (`None`: not known).
-            let mut park = queue_first.then_some(handoff);
+            let mut park = (queue_first && queued_ahead).then_some(None);
             loop {
                 if let Some(ttl) = park.take() {
                     let now = Instant::now();
