@@ -48,14 +48,7 @@ struct Channel {
     waiters: usize,
     state: watch::Sender<Subscription>,
     queue: VecDeque<(u64, Arc<Slot>)>,
-    /// When the last waiter left; the subscription lingers a moment in case another comes.
-    idle_since: Option<Instant>,
 }
-
-/// How long a subscription outlives its last waiter. Under contention waiters come and go many
-/// times a millisecond; unsubscribing after each would cost two commands per hand-off and
-/// make the next waiter wait for its subscription.
-const LINGER: Duration = Duration::from_millis(250);
 
 impl Channel {
     fn wake_one(&self) {
@@ -149,7 +142,6 @@ impl Hub {
                         waiters: 0,
                         state: watch::Sender::new(Subscription::Pending),
                         queue: VecDeque::new(),
-                        idle_since: None,
                     },
                 );
                 let _ = self.sync_tx.send(name.clone());
@@ -158,7 +150,6 @@ impl Hub {
         };
         let entry = map.get_mut(channel).expect("registered above");
         entry.waiters += 1;
-        entry.idle_since = None;
         entry.queue.push_back((id, slot.clone()));
         Waiter {
             channels: self.channels.clone(),
@@ -256,14 +247,6 @@ impl Waiter {
         }
     }
 
-    /// Forgets a wake-up delivered so far (it was for an attempt about to be made anyway).
-    pub(crate) fn clear_wake(&self) {
-        use futures::FutureExt;
-        if self.slot.woken.swap(false, Ordering::AcqRel) {
-            let _ = self.slot.notify.notified().now_or_never();
-        }
-    }
-
     /// Leaves the queue without passing on a wake-up: the waiter took the lock, and its own
     /// release will wake the next one.
     pub(crate) fn acquired(mut self) {
@@ -285,7 +268,6 @@ impl Drop for Waiter {
         }
         entry.waiters -= 1;
         if entry.waiters == 0 {
-            entry.idle_since = Some(Instant::now());
             let _ = self.sync_tx.send(self.channel.clone());
         }
     }
@@ -356,10 +338,7 @@ async fn run(
 
     let mut messages = link.subscriber.message_rx();
     let mut reconnects = link.subscriber.reconnect_rx();
-    // Idle channels whose unsubscribe is due at the given time.
-    let mut lingering: Vec<(Instant, Arc<str>)> = Vec::new();
     loop {
-        let next_due = lingering.iter().map(|(at, _)| *at).min();
         tokio::select! {
             biased;
             _ = shutdown.changed() => break,
@@ -392,7 +371,7 @@ async fn run(
                             })
                             .collect()
                     };
-                    lingering.extend(sync(&link, &channels, all).await);
+                    sync(&link, &channels, all).await;
                     channels.wake_all();
                 }
                 Err(RecvError::Lagged(_)) => continue,
@@ -404,15 +383,7 @@ async fn run(
                 while let Ok(more) = sync_rx.try_recv() {
                     batch.push(more);
                 }
-                lingering.extend(sync(&link, &channels, batch).await);
-            }
-            _ = tokio::time::sleep_until(next_due.unwrap_or_else(Instant::now)), if next_due.is_some() => {
-                let now = Instant::now();
-                let (due, later): (Vec<_>, Vec<_>) =
-                    lingering.drain(..).partition(|(at, _)| *at <= now);
-                lingering = later;
-                let due = due.into_iter().map(|(_, name)| name).collect();
-                lingering.extend(sync(&link, &channels, due).await);
+                sync(&link, &channels, batch).await;
             }
         }
     }
@@ -421,16 +392,9 @@ async fn run(
 }
 
 /// Brings the subscriptions of `names` in step with their waiters, one command each way.
-/// Returns the idle channels left subscribed for now, with when to look at them again.
-async fn sync(
-    link: &Link,
-    channels: &Channels,
-    mut names: Vec<Arc<str>>,
-) -> Vec<(Instant, Arc<str>)> {
+async fn sync(link: &Link, channels: &Channels, mut names: Vec<Arc<str>>) {
     names.sort();
     names.dedup();
-    let now = Instant::now();
-    let mut lingering = Vec::new();
     let (subscribe, unsubscribe): (Vec<Arc<str>>, Vec<Arc<str>>) = {
         let map = channels.map.lock().unwrap();
         let mut subscribe = Vec::new();
@@ -440,15 +404,7 @@ async fn sync(
                 Some(c) if c.waiters > 0 && *c.state.borrow() != Subscription::Active => {
                     subscribe.push(name)
                 }
-                Some(c) if c.waiters == 0 => {
-                    let until = c.idle_since.map(|idle| idle + LINGER);
-                    match until {
-                        Some(until) if until > now && *c.state.borrow() == Subscription::Active => {
-                            lingering.push((until, name))
-                        }
-                        _ => unsubscribe.push(name),
-                    }
-                }
+                Some(c) if c.waiters == 0 => unsubscribe.push(name),
                 _ => {}
             }
         }
@@ -480,7 +436,7 @@ async fn sync(
             }
         }
         if !again.is_empty() {
-            lingering.extend(Box::pin(sync(link, channels, again)).await);
+            Box::pin(sync(link, channels, again)).await;
         }
     }
 
@@ -499,5 +455,4 @@ async fn sync(
             }
         }
     }
-    lingering
 }

@@ -343,9 +343,8 @@ impl Lock {
             // Nor past other processes' waiters that this client's last release just woke: it
             // leaves them a short grace to take the lock first (see `Config::with_handoff_grace`).
             let handoff = inner.hub.handoff_pending(&attempt.keys.channel);
-            let queued_ahead = inner.hub.waiters(&attempt.keys.channel) > 0;
             let queue_first = wait != Some(Duration::ZERO)
-                && (handoff.is_some() || queued_ahead)
+                && (handoff.is_some() || inner.hub.waiters(&attempt.keys.channel) > 0)
                 && inner.holds.guards(&attempt.hold_key()) == 0;
             if !queue_first {
                 attempts += 1;
@@ -361,15 +360,8 @@ impl Lock {
             waiter
                 .subscribed(deadline.map_or(confirm_by, |d| d.min(confirm_by)))
                 .await;
-            if let Some(grace) = handoff.filter(|_| queue_first) {
-                // Sleep rather than wait for a message: the message now on its way is most
-                // likely this client's own release, and it must not send us straight back.
-                let grace = deadline.map_or(grace, |d| grace.min(d - Instant::now().min(d)));
-                tokio::time::sleep(grace).await;
-                waiter.clear_wake();
-            }
             // `Some(ttl)`: park first, at most the holder's TTL (`None`: not known).
-            let mut park = (queue_first && queued_ahead).then_some(None);
+            let mut park = queue_first.then_some(handoff);
             loop {
                 if let Some(ttl) = park.take() {
                     let now = Instant::now();
