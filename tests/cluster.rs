@@ -16,16 +16,12 @@ use std::time::{Duration, Instant};
 use common::faults::{self, critical_section, Overlaps, Register};
 use common::topology::{self, Cluster};
 use common::{eventually, lock_channel, raw_exists, raw_holds, raw_numsub, raw_pttl, RedisServer};
-use relock::{Client, Lock, LockGuard};
+use relock::{Client, LockGuard};
 use tokio::time::timeout;
 
 /// A fixed lease far longer than any wake-up the tests accept: a waiter that gets the lock
 /// within [`PROMPT`] of a release was woken by the release's (sharded) message.
 const LONG: Duration = Duration::from_secs(20);
-/// The most a woken waiter may take to get the lock (generous: the machine is shared).
-const PROMPT: Duration = Duration::from_secs(5);
-/// Bounds every wait, so a broken wake-up fails the test instead of hanging it.
-const HANG: Duration = Duration::from_secs(30);
 /// How long a critical section waits between reading and writing the register.
 const THINK: Duration = Duration::from_millis(2);
 
@@ -60,18 +56,6 @@ fn one_per_master<'a>(cluster: &'a Cluster, prefix: &str) -> Vec<(&'a RedisServe
         .into_iter()
         .map(|(node, mut keys)| (node, keys.pop().unwrap()))
         .collect()
-}
-
-/// Spawns a task that takes `lock` with `lock()`, bounded by [`HANG`]: when it got it, and the
-/// guard.
-fn spawn_waiter(lock: Lock) -> tokio::task::JoinHandle<(Instant, LockGuard)> {
-    tokio::spawn(async move {
-        let guard = timeout(HANG, lock.lock())
-            .await
-            .expect("the waiter never got the lock")
-            .expect("the waiter's lock() failed");
-        (Instant::now(), guard)
-    })
 }
 
 /// Waits (bounded) until `client` has `waiters` waiters and each of `names` has a shard
@@ -119,26 +103,6 @@ async fn until_unsubscribed(cluster: &Cluster, name: &str) {
         topology::shard_numsub(node, &channel),
         node.port()
     );
-}
-
-/// Checks that `waiter` gets its lock within [`PROMPT`] of `released`; returns its guard.
-async fn woken_promptly(
-    waiter: tokio::task::JoinHandle<(Instant, LockGuard)>,
-    released: Instant,
-    what: &str,
-) -> LockGuard {
-    let (acquired, guard) = timeout(HANG, waiter)
-        .await
-        .unwrap_or_else(|_| panic!("{what}: the waiter hung"))
-        .unwrap();
-    let waited = acquired.saturating_duration_since(released);
-    eprintln!("{what}: waiter woken {waited:?} after the release");
-    assert!(
-        waited < PROMPT,
-        "{what}: the waiter got the lock {waited:?} after the release (lease {LONG:?}): \
-         the sharded message did not wake it"
-    );
-    guard
 }
 
 /// (a) Lock, re-enter and unlock names on every master: hold counts are read with HGET on the
@@ -318,7 +282,7 @@ async fn release_and_force_unlock_wake_sharded_waiters_promptly() {
     }
     let mut waiters: Vec<_> = names
         .iter()
-        .map(|name| Some(spawn_waiter(waiting.lock(*name))))
+        .map(|name| Some(common::spawn_waiter(waiting.lock(*name))))
         .collect();
     until_subscribed(&cluster, &waiting, &names, 3).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -331,7 +295,7 @@ async fn release_and_force_unlock_wake_sharded_waiters_promptly() {
     // 1. An explicit release on the first master.
     let released = Instant::now();
     holds.next().unwrap().unlock().await.unwrap();
-    let guard = woken_promptly(waiters[0].take().unwrap(), released, "unlock").await;
+    let guard = common::woken_promptly(waiters[0].take().unwrap(), released, "unlock").await;
     let (node, name) = &spread[0];
     assert_eq!(raw_holds(node, name, &field_of(&waiting, &guard)), 1);
     assert!(waiters.iter().flatten().all(|w| !w.is_finished()));
@@ -343,7 +307,7 @@ async fn release_and_force_unlock_wake_sharded_waiters_promptly() {
     let held = holds.next().unwrap();
     let released = Instant::now();
     assert!(waiting.lock(names[1]).force_unlock().await.unwrap());
-    let guard = woken_promptly(waiters[1].take().unwrap(), released, "force_unlock").await;
+    let guard = common::woken_promptly(waiters[1].take().unwrap(), released, "force_unlock").await;
     let (node, name) = &spread[1];
     assert_eq!(raw_holds(node, name, &field_of(&waiting, &guard)), 1);
     assert_eq!(raw_holds(node, name, &field_of(&holder, &held)), 0);
@@ -355,7 +319,7 @@ async fn release_and_force_unlock_wake_sharded_waiters_promptly() {
     // 3. A guard dropped on the third master: its background release wakes the waiter too.
     let released = Instant::now();
     drop(holds.next().unwrap());
-    let guard = woken_promptly(waiters[2].take().unwrap(), released, "drop").await;
+    let guard = common::woken_promptly(waiters[2].take().unwrap(), released, "drop").await;
     guard.unlock().await.unwrap();
     until_unsubscribed(&cluster, &spread[2].1).await;
 
@@ -400,8 +364,8 @@ async fn hash_tagged_names_stay_on_the_tag_slot_and_split_braces_are_rejected() 
     assert!(waiting.lock(names[0]).try_lock().await.unwrap().is_none());
     assert!(waiting.lock(names[1]).try_lock().await.unwrap().is_none());
 
-    let waiter1 = spawn_waiter(waiting.lock(names[0]));
-    let waiter2 = spawn_waiter(waiting.lock(names[1]));
+    let waiter1 = common::spawn_waiter(waiting.lock(names[0]));
+    let waiter2 = common::spawn_waiter(waiting.lock(names[1]));
     until_subscribed(&cluster, &waiting, &names, 2).await;
     assert_eq!(waiting.stats().channels, 2);
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -411,12 +375,12 @@ async fn hash_tagged_names_stay_on_the_tag_slot_and_split_braces_are_rejected() 
     assert_eq!(raw_holds(node, names[0], &field), 1);
     let released = Instant::now();
     first.unlock().await.unwrap();
-    let guard1 = woken_promptly(waiter1, released, "{order}:1").await;
+    let guard1 = common::woken_promptly(waiter1, released, "{order}:1").await;
     assert_eq!(raw_holds(node, names[0], &field_of(&waiting, &guard1)), 1);
     assert!(!waiter2.is_finished());
     let released = Instant::now();
     second.unlock().await.unwrap();
-    let guard2 = woken_promptly(waiter2, released, "{order}:2").await;
+    let guard2 = common::woken_promptly(waiter2, released, "{order}:2").await;
     assert_eq!(raw_holds(node, names[1], &field_of(&waiting, &guard2)), 1);
     guard1.unlock().await.unwrap();
     guard2.unlock().await.unwrap();

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use common::topology::Sentinels;
 use common::{eventually, lock_channel, raw_exists, raw_holds, raw_numsub, raw_pttl};
-use relock::{Client, Lock, LockGuard};
+use relock::{Client, LockGuard};
 use tokio::time::timeout;
 
 /// The watchdog lease of both clients.
@@ -20,10 +20,6 @@ const WATCHDOG: Duration = Duration::from_secs(2);
 /// A fixed lease far longer than any wake-up the test accepts: a waiter that gets the lock
 /// within [`PROMPT`] of the release was woken by the release's message.
 const LONG: Duration = Duration::from_secs(20);
-/// The most a woken waiter may take to get the lock (generous: the machine is shared).
-const PROMPT: Duration = Duration::from_secs(5);
-/// Bounds every wait.
-const HANG: Duration = Duration::from_secs(40);
 
 async fn connect(url: &str) -> Client {
     let config = relock::Config::from_url(url)
@@ -38,34 +34,6 @@ async fn connect(url: &str) -> Client {
 
 fn field_of(client: &Client, guard: &LockGuard) -> String {
     format!("{}:{}", client.id(), guard.owner().id())
-}
-
-fn spawn_waiter(lock: Lock) -> tokio::task::JoinHandle<(Instant, LockGuard)> {
-    tokio::spawn(async move {
-        let guard = timeout(HANG, lock.lock())
-            .await
-            .expect("the waiter never got the lock")
-            .expect("the waiter's lock() failed");
-        (Instant::now(), guard)
-    })
-}
-
-async fn woken_promptly(
-    waiter: tokio::task::JoinHandle<(Instant, LockGuard)>,
-    released: Instant,
-    what: &str,
-) -> LockGuard {
-    let (acquired, guard) = timeout(HANG, waiter)
-        .await
-        .unwrap_or_else(|_| panic!("{what}: the waiter hung"))
-        .unwrap();
-    let waited = acquired.saturating_duration_since(released);
-    eprintln!("{what}: waiter woken {waited:?} after the release");
-    assert!(
-        waited < PROMPT,
-        "{what}: the waiter got the lock {waited:?} after the release"
-    );
-    guard
 }
 
 /// Reads a key's PTTL on one server every 20 ms from its own thread, and keeps the lowest.
@@ -138,8 +106,8 @@ async fn locks_keep_working_across_a_sentinel_failover() {
     }
 
     // A waiter parked behind each, in the other client, subscribed on the old primary.
-    let renewed_waiter = spawn_waiter(waiting.lock(renewed.as_str()));
-    let fixed_waiter = spawn_waiter(waiting.lock(fixed.as_str()));
+    let renewed_waiter = common::spawn_waiter(waiting.lock(renewed.as_str()));
+    let fixed_waiter = common::spawn_waiter(waiting.lock(fixed.as_str()));
     let parked = eventually(Duration::from_secs(10), || async {
         waiting.stats().waiters == 2
             && raw_numsub(sentinels.server(old), &lock_channel(&renewed)) >= 1
@@ -230,14 +198,14 @@ async fn locks_keep_working_across_a_sentinel_failover() {
     // Releases on the new primary wake the waiters by message.
     let released = Instant::now();
     fixed_guard.unlock().await.unwrap();
-    let fixed_taken = woken_promptly(fixed_waiter, released, "20 s lease").await;
+    let fixed_taken = common::woken_promptly(fixed_waiter, released, "20 s lease").await;
     assert_eq!(
         raw_holds(primary, &fixed, &field_of(&waiting, &fixed_taken)),
         1
     );
     let released = Instant::now();
     renewed_guard.unlock().await.unwrap();
-    let renewed_taken = woken_promptly(renewed_waiter, released, "watchdog lease").await;
+    let renewed_taken = common::woken_promptly(renewed_waiter, released, "watchdog lease").await;
     assert_eq!(
         raw_holds(primary, &renewed, &field_of(&waiting, &renewed_taken)),
         1

@@ -302,3 +302,43 @@ impl RawSubscriber {
         );
     }
 }
+
+/// How soon after a release a woken waiter must hold the lock: far below any lease the tests
+/// give the holder, so only the wake-up message explains it.
+pub const PROMPT: Duration = Duration::from_secs(5);
+
+/// How long a waiter may take before a test calls it hung.
+pub const HANG: Duration = Duration::from_secs(40);
+
+/// Spawns a task that takes `lock` with `lock()` (at most [`HANG`]); it returns when it got the
+/// lock, and the guard.
+pub fn spawn_waiter(
+    lock: relock::Lock,
+) -> tokio::task::JoinHandle<(std::time::Instant, relock::LockGuard)> {
+    tokio::spawn(async move {
+        let guard = tokio::time::timeout(HANG, lock.lock())
+            .await
+            .expect("the waiter never got the lock")
+            .expect("the waiter's lock() failed");
+        (std::time::Instant::now(), guard)
+    })
+}
+
+/// Checks that `waiter` got its lock within [`PROMPT`] of `released`; returns its guard.
+pub async fn woken_promptly(
+    waiter: tokio::task::JoinHandle<(std::time::Instant, relock::LockGuard)>,
+    released: std::time::Instant,
+    what: &str,
+) -> relock::LockGuard {
+    let (acquired, guard) = tokio::time::timeout(HANG, waiter)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: the waiter hung"))
+        .unwrap();
+    let waited = acquired.saturating_duration_since(released);
+    eprintln!("{what}: waiter woken {waited:?} after the release");
+    assert!(
+        waited < PROMPT,
+        "{what}: the waiter got the lock {waited:?} after the release: the message did not wake it"
+    );
+    guard
+}
