@@ -327,7 +327,7 @@ impl Lock {
         );
         let started = Instant::now();
         let deadline = wait.and_then(|wait| started.checked_add(wait));
-        let attempt = Acquirer {
+        let attempt = Hold {
             client: self.client.clone(),
             field: holder_field(&self.client.inner, &owner).into(),
             keys,
@@ -403,8 +403,9 @@ fn holder_field(inner: &Inner, owner: &Owner) -> String {
     format!("{}:{}", inner.id, owner.id())
 }
 
-/// What one acquire needs: the lock, the owner and the lease.
-struct Acquirer {
+/// A hold as an acquire asks for it and a guard keeps it: the lock, the owner and the lease.
+#[derive(Clone)]
+struct Hold {
     client: Client,
     keys: Arc<LockKeys>,
     owner: Owner,
@@ -413,7 +414,7 @@ struct Acquirer {
     lease_ms: u64,
 }
 
-impl Acquirer {
+impl Hold {
     fn hold_key(&self) -> HoldKey {
         (self.keys.name.clone(), self.field.clone())
     }
@@ -474,12 +475,7 @@ impl Acquirer {
                 Lease::Fixed(lease) => sent_at.checked_add(lease),
                 Lease::Watchdog => None,
             },
-            client: self.client.clone(),
-            keys: self.keys.clone(),
-            owner: self.owner.clone(),
-            field: self.field.clone(),
-            lease: self.lease,
-            lease_ms: self.lease_ms,
+            hold: self.clone(),
             lost: registration.lost,
             released: false,
         }))
@@ -495,13 +491,13 @@ struct OrphanCheck {
 }
 
 impl OrphanCheck {
-    fn arm(acquirer: &Acquirer) -> OrphanCheck {
+    fn arm(hold: &Hold) -> OrphanCheck {
         OrphanCheck {
             parts: Some((
-                acquirer.client.clone(),
-                acquirer.keys.clone(),
-                acquirer.field.clone(),
-                acquirer.lease_ms,
+                hold.client.clone(),
+                hold.keys.clone(),
+                hold.field.clone(),
+                hold.lease_ms,
             )),
         }
     }
@@ -537,7 +533,7 @@ impl Drop for OrphanCheck {
     }
 }
 
-impl Acquirer {
+impl Hold {
     /// Waits for one replica to acknowledge the hold just taken; releases it when none does.
     async fn await_replica(&self, sync: &ReplicaSync) -> Result<()> {
         let inner = &self.client.inner;
@@ -577,12 +573,7 @@ impl Acquirer {
 /// so it can be released from anywhere.
 #[must_use = "dropping the guard releases the hold at once"]
 pub struct LockGuard {
-    client: Client,
-    keys: Arc<LockKeys>,
-    owner: Owner,
-    field: Arc<str>,
-    lease: Lease,
-    lease_ms: u64,
+    hold: Hold,
     lost: watch::Receiver<bool>,
     /// When a fixed lease runs out.
     deadline: Option<Instant>,
@@ -592,9 +583,9 @@ pub struct LockGuard {
 impl std::fmt::Debug for LockGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LockGuard")
-            .field("lock", &self.keys.name)
-            .field("owner", &self.owner)
-            .field("lease", &self.lease)
+            .field("lock", &self.hold.keys.name)
+            .field("owner", &self.hold.owner)
+            .field("lease", &self.hold.lease)
             .finish()
     }
 }
@@ -602,17 +593,17 @@ impl std::fmt::Debug for LockGuard {
 impl LockGuard {
     /// The lock's name.
     pub fn name(&self) -> &str {
-        &self.keys.name
+        &self.hold.keys.name
     }
 
     /// The owner this hold belongs to.
     pub fn owner(&self) -> &Owner {
-        &self.owner
+        &self.hold.owner
     }
 
     /// The fixed lease of this hold, or `None` when the watchdog renews it.
     pub fn lease(&self) -> Option<Duration> {
-        match self.lease {
+        match self.hold.lease {
             Lease::Fixed(lease) => Some(lease),
             Lease::Watchdog => None,
         }
@@ -665,9 +656,9 @@ impl LockGuard {
     ///
     /// Cancel safe: it only reads.
     pub async fn hold_count(&self) -> Result<u64> {
-        self.client.check_open()?;
-        let inner = &self.client.inner;
-        let state = scripts::inspect(&inner.redis, &self.keys.name, &self.field).await?;
+        self.hold.client.check_open()?;
+        let inner = &self.hold.client.inner;
+        let state = scripts::inspect(&inner.redis, &self.hold.keys.name, &self.hold.field).await?;
         Ok(state.holds)
     }
 
@@ -688,44 +679,49 @@ impl LockGuard {
         self.released = true;
         let was_lost = self.is_lost();
         self.stop_renewal();
-        self.client.check_open()?;
-        let inner = &self.client.inner;
-        let latch = self.keys.latch(&inner.id);
+        self.hold.client.check_open()?;
+        let inner = &self.hold.client.inner;
+        let latch = self.hold.keys.latch(&inner.id);
         // Dropped mid-flight, the release is finished in the background under the same
         // request id, so it still counts exactly once.
         let mut resume = ResumeRelease {
             parts: Some((
-                self.client.clone(),
-                self.keys.clone(),
-                self.field.clone(),
-                self.lease_ms,
+                self.hold.client.clone(),
+                self.hold.keys.clone(),
+                self.hold.field.clone(),
+                self.hold.lease_ms,
                 latch.clone(),
             )),
         };
-        let span =
-            tracing::debug_span!("relock.release", lock = %self.keys.name, holder = %self.field);
-        let outcome = release_as(inner, &self.keys, &self.field, self.lease_ms, latch)
-            .instrument(span)
-            .await;
+        let span = tracing::debug_span!("relock.release", lock = %self.hold.keys.name, holder = %self.hold.field);
+        let outcome = release_as(
+            inner,
+            &self.hold.keys,
+            &self.hold.field,
+            self.hold.lease_ms,
+            latch,
+        )
+        .instrument(span)
+        .await;
         resume.parts = None;
         match outcome? {
             Released::StillHeld | Released::Freed { .. } => Ok(()),
             Released::NotHeld if was_lost || self.is_lost() => Err(Error::LeaseLost {
-                lock: self.keys.name.to_string(),
-                owner: self.field.to_string(),
+                lock: self.hold.keys.name.to_string(),
+                owner: self.hold.field.to_string(),
             }),
             Released::NotHeld => Err(Error::NotHeld {
-                lock: self.keys.name.to_string(),
-                owner: self.field.to_string(),
+                lock: self.hold.keys.name.to_string(),
+                owner: self.hold.field.to_string(),
             }),
         }
     }
 
     /// Stops renewal of this hold; called before its release is sent.
     fn stop_renewal(&self) {
-        self.client.inner.holds.unregister(
-            &(self.keys.name.clone(), self.field.clone()),
-            self.lease == Lease::Watchdog,
+        self.hold.client.inner.holds.unregister(
+            &(self.hold.keys.name.clone(), self.hold.field.clone()),
+            self.hold.lease == Lease::Watchdog,
         );
     }
 }
@@ -737,15 +733,15 @@ impl Drop for LockGuard {
         }
         self.released = true;
         self.stop_renewal();
-        if self.client.check_open().is_err() {
+        if self.hold.client.check_open().is_err() {
             return;
         }
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let (client, keys, field, lease_ms) = (
-                self.client.clone(),
-                self.keys.clone(),
-                self.field.clone(),
-                self.lease_ms,
+                self.hold.client.clone(),
+                self.hold.keys.clone(),
+                self.hold.field.clone(),
+                self.hold.lease_ms,
             );
             let span = tracing::debug_span!("relock.release", lock = %keys.name, holder = %field);
             runtime.spawn(
