@@ -8,7 +8,6 @@
 
 mod common;
 
-use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -430,18 +429,15 @@ async fn paused_holder_is_fenced_off() {
     let name = common::prefix("faults-paused");
     let data = format!("{name}:data");
 
-    let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--ignored", "--exact", "child_paused_holder", "--nocapture"])
-        .env("REDIS_URL", server.url())
-        .env("LOCK_NAME", &name)
-        .env("DATA_KEY", &data)
-        .env("WATCHDOG_MS", child_lease.as_millis().to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn the holder process");
+    let mut child = common::spawn_child_test(
+        "child_paused_holder",
+        &[
+            ("REDIS_URL", server.url()),
+            ("LOCK_NAME", name.clone()),
+            ("DATA_KEY", data.clone()),
+            ("WATCHDOG_MS", child_lease.as_millis().to_string()),
+        ],
+    );
     let pid = child.id().expect("the child's pid");
     let lines = Arc::new(Mutex::new(Vec::<String>::new()));
     let reader = tokio::spawn({

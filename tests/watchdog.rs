@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use common::{raw_command_calls, raw_exists, raw_hexists, raw_pttl, resp_int};
@@ -103,17 +102,14 @@ async fn killed_holder_process_frees_the_lock_after_one_lease() {
     let period = lease / 3;
     let name = common::prefix("watchdog-killed");
 
-    let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--ignored", "--exact", "child_holder", "--nocapture"])
-        .env("REDIS_URL", server.url())
-        .env("LOCK_NAME", &name)
-        .env("WATCHDOG_MS", lease.as_millis().to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn the holder process");
+    let mut child = common::spawn_child_test(
+        "child_holder",
+        &[
+            ("REDIS_URL", server.url()),
+            ("LOCK_NAME", name.clone()),
+            ("WATCHDOG_MS", lease.as_millis().to_string()),
+        ],
+    );
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let field = tokio::time::timeout(Duration::from_secs(10), async {
         while let Some(line) = lines.next_line().await.unwrap() {

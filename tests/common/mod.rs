@@ -342,3 +342,17 @@ pub async fn woken_promptly(
     );
     guard
 }
+
+/// Runs the `#[ignore]`d test `name` of this test binary as a child process with `env` set (a
+/// holder in a process of its own, to kill or stop), stdout piped, killed when dropped.
+pub fn spawn_child_test(name: &str, env: &[(&str, String)]) -> tokio::process::Child {
+    tokio::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--ignored", "--exact", name, "--nocapture"])
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn the child process")
+}
