@@ -211,8 +211,9 @@ pub(crate) enum Wake {
     Timeout,
 }
 
-/// A waiter's place on a channel. Dropping it leaves the queue; a wake-up it received and did not
-/// use passes on to the next waiter, and the last waiter out unsubscribes the channel.
+/// A waiter's place on a channel. Dropping it without the lock leaves the queue and wakes the
+/// next waiter (passing on any wake-up it had not used); the last waiter out unsubscribes the
+/// channel.
 pub(crate) struct Waiter {
     channels: Arc<Channels>,
     sync_tx: mpsc::UnboundedSender<Arc<str>>,
@@ -263,7 +264,10 @@ impl Drop for Waiter {
         if let Some(pos) = entry.queue.iter().position(|(id, _)| *id == self.id) {
             entry.queue.remove(pos);
         }
-        if !self.acquired && self.slot.woken.load(Ordering::Acquire) {
+        if !self.acquired {
+            // Whoever queued behind a waiter that gave up may have skipped its own attempt
+            // (newcomers do not barge): let the next one look at the lock now. This also passes
+            // on a wake-up the departing waiter had received and not used.
             entry.wake_one();
         }
         entry.waiters -= 1;

@@ -176,3 +176,52 @@ async fn clients_alternate_when_both_loop() {
         "{retakes} of {handoffs} hand-offs went back to the releasing client"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newcomer_queued_behind_a_waiter_that_gives_up_is_not_stranded() {
+    let server = common::RedisServer::start();
+    // A 30 s watchdog: a waiter with no TTL to go by would sleep that long.
+    let client = common::client(&server, Duration::from_secs(30)).await;
+    let other = common::client(&server, Duration::from_secs(30)).await;
+    let name = common::prefix("fair-stranded");
+
+    // Another client holds for 1 s and then simply lets the lease run out: no message.
+    let holder = other
+        .lock(&name)
+        .lock_with_lease(Duration::from_secs(1))
+        .await
+        .unwrap();
+    std::mem::forget(holder);
+    let expires = std::time::Instant::now() + Duration::from_secs(1);
+
+    // A waiter that gives up after 200 ms, and a newcomer that queues behind it.
+    let quitter = tokio::spawn({
+        let lock = client.lock(&name);
+        async move { lock.try_lock_for(Duration::from_millis(200), None).await }
+    });
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            client.stats().waiters == 1
+        })
+        .await
+    );
+    let newcomer = tokio::spawn({
+        let lock = client.lock(&name);
+        async move {
+            let guard = lock.lock().await.unwrap();
+            let at = std::time::Instant::now();
+            guard.unlock().await.unwrap();
+            at
+        }
+    });
+    assert!(quitter.await.unwrap().unwrap().is_none());
+    let acquired = tokio::time::timeout(Duration::from_secs(20), newcomer)
+        .await
+        .expect("the newcomer was stranded behind the waiter that gave up")
+        .unwrap();
+    assert!(
+        acquired < expires + Duration::from_secs(3),
+        "the newcomer got the lock {:?} after the lease ran out",
+        acquired.saturating_duration_since(expires)
+    );
+}
