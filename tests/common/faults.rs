@@ -224,9 +224,14 @@ fn leaks(server: &RedisServer, clients: &[&relock::Client], names: &[&str]) -> V
 /// waiters or channels). Background releases and unsubscribes take a moment, so it polls for up
 /// to 10 s before failing.
 pub async fn assert_no_leaks(server: &RedisServer, clients: &[&relock::Client], names: &[&str]) {
+    until_no_leaks(|| leaks(server, clients, names)).await;
+}
+
+/// Polls `leaks` every 50 ms until it finds none; fails with what it found after 10 s.
+async fn until_no_leaks(mut leaks: impl FnMut() -> Vec<String>) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let found = leaks(server, clients, names);
+        let found = leaks();
         if found.is_empty() {
             return;
         }
@@ -309,17 +314,5 @@ pub async fn assert_no_leaks_cluster(
     clients: &[&relock::Client],
     names: &[&str],
 ) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let found = cluster_leaks(cluster, clients, names);
-        if found.is_empty() {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "leaks after 10 s: {}",
-            found.join("; ")
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until_no_leaks(|| cluster_leaks(cluster, clients, names)).await;
 }
