@@ -6,15 +6,21 @@
 //! hash tag and is used as it is. A name whose braces would send its keys to different slots is
 //! rejected.
 
+use fred::types::Key;
+
 use crate::error::{Error, Result};
 
-/// The keys of one lock.
+/// The keys of one lock, as text and as ready-made command arguments.
 #[derive(Debug)]
 pub(crate) struct LockKeys {
     /// The lock hash.
     pub(crate) name: std::sync::Arc<str>,
     /// The channel a release publishes on.
     pub(crate) channel: String,
+    /// `name` as a command argument, shared by every script call on the lock.
+    pub(crate) name_key: Key,
+    /// `channel` as a command argument.
+    pub(crate) channel_key: Key,
     /// The prefix of unlock replay keys: `<latch_prefix>:<request-id>`.
     pub(crate) latch_prefix: String,
 }
@@ -24,9 +30,12 @@ impl LockKeys {
         if name.is_empty() {
             return Err(Error::invalid("a lock name must not be empty"));
         }
+        let channel = prefixed("redisson_lock__channel", name);
         let keys = LockKeys {
             name: name.into(),
-            channel: prefixed("redisson_lock__channel", name),
+            name_key: Key::from(name),
+            channel_key: Key::from(channel.as_str()),
+            channel,
             latch_prefix: prefixed("redisson_unlock_latch", name),
         };
         let slot = fred::util::redis_keyslot(name.as_bytes());
@@ -44,11 +53,11 @@ impl LockKeys {
 
     /// A fresh replay key for one release request of client `client_id`: unique because the
     /// client id is, and cheap because it needs no randomness per request.
-    pub(crate) fn latch(&self, client_id: &str) -> String {
+    pub(crate) fn latch(&self, client_id: &str) -> Key {
         use std::sync::atomic::{AtomicU64, Ordering};
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        format!("{}:{client_id}:{n:x}", self.latch_prefix)
+        Key::from(format!("{}:{client_id}:{n:x}", self.latch_prefix))
     }
 }
 

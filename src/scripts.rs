@@ -9,11 +9,13 @@
 use fred::clients::Client as Redis;
 use std::time::Duration;
 
+use fred::bytes_utils::Str;
 use fred::interfaces::{ClientLike, LuaInterface};
-use fred::types::Value;
+use fred::types::{Key, Value};
 use once_cell::sync::Lazy;
 
 use crate::error::{Error, Result};
+use crate::names::LockKeys;
 
 /// The message published on a lock's channel when it is freed: wake one waiter per process.
 pub(crate) const UNLOCK_MESSAGE: &str = "0";
@@ -25,14 +27,14 @@ pub(crate) const SPUBLISH: &str = "SPUBLISH";
 /// A Lua script and its SHA1, computed once.
 pub(crate) struct Script {
     lua: &'static str,
-    sha: String,
+    sha: Str,
 }
 
 impl Script {
     fn new(lua: &'static str) -> Script {
         Script {
             lua,
-            sha: fred::util::sha1_hash(lua),
+            sha: fred::util::sha1_hash(lua).into(),
         }
     }
 
@@ -40,11 +42,14 @@ impl Script {
     /// command that could not even be written (no connection: fred says it failed to route it)
     /// is sent again once the connection is back, within the connection timeout: it never
     /// reached Redis, so this cannot apply it twice.
+    ///
+    /// Keys and arguments come as fred's own types so that sending them copies nothing: a
+    /// [`Key`] or [`Str`] made once per lock (or per hold) is shared by reference count.
     async fn run(
         &self,
         redis: &Redis,
-        keys: &[&str],
-        args: &[&str],
+        keys: &[Key],
+        args: &[Value],
     ) -> std::result::Result<Value, fred::error::Error> {
         let patience = redis.connection_config().connection_timeout;
         let started = tokio::time::Instant::now();
@@ -66,17 +71,17 @@ impl Script {
     async fn run_once(
         &self,
         redis: &Redis,
-        keys: &[&str],
-        args: &[&str],
+        keys: &[Key],
+        args: &[Value],
     ) -> std::result::Result<Value, fred::error::Error> {
         match redis
-            .evalsha::<Value, _, _, _>(self.sha.as_str(), keys.to_vec(), args.to_vec())
+            .evalsha::<Value, _, _, _>(self.sha.clone(), keys.to_vec(), args.to_vec())
             .await
         {
             Err(e) if e.details().starts_with("NOSCRIPT") => {
                 redis.script_load_cluster::<(), _>(self.lua).await?;
                 redis
-                    .evalsha(self.sha.as_str(), keys.to_vec(), args.to_vec())
+                    .evalsha(self.sha.clone(), keys.to_vec(), args.to_vec())
                     .await
             }
             result => result,
@@ -91,21 +96,30 @@ static FORCE_RELEASE: Lazy<Script> =
     Lazy::new(|| Script::new(include_str!("../lua/force_release.lua")));
 static INSPECT: Lazy<Script> = Lazy::new(|| Script::new(include_str!("../lua/inspect.lua")));
 
+/// A static argument, sent without a copy.
+fn text(s: &'static str) -> Value {
+    Value::String(Str::from_static(s))
+}
+
 /// Takes a hold. `Ok(None)` when taken, `Ok(Some(pttl))` when another owner holds the lock
 /// (`pttl` is -1 for a lock without expiry).
 pub(crate) async fn acquire(
     redis: &Redis,
-    name: &str,
+    keys: &LockKeys,
     lease_ms: u64,
-    field: &str,
+    field: &Str,
 ) -> Result<Option<i64>> {
     let reply = ACQUIRE
-        .run(redis, &[name], &[&lease_ms.to_string(), field])
+        .run(
+            redis,
+            std::slice::from_ref(&keys.name_key),
+            &[millis(lease_ms), Value::String(field.clone())],
+        )
         .await
-        .map_err(|e| Error::from_redis(e, name))?;
+        .map_err(|e| Error::from_redis(e, &keys.name))?;
     match reply {
         Value::Null => Ok(None),
-        other => Ok(Some(integer(other, name)?)),
+        other => Ok(Some(integer(other, &keys.name)?)),
     }
 }
 
@@ -121,40 +135,38 @@ pub(crate) enum Released {
     Freed { woken: u64 },
 }
 
-/// The keys one release touches, and how it publishes.
-pub(crate) struct ReleaseKeys<'a> {
-    pub(crate) name: &'a str,
-    pub(crate) channel: &'a str,
-    pub(crate) latch: &'a str,
-    /// [`PUBLISH`] or [`SPUBLISH`].
-    pub(crate) publish: &'static str,
-}
-
-/// Releases one hold of `field`; a retry with the same latch key replays the first reply.
+/// Releases one hold of `field` under the replay key `latch`; a retry with the same latch
+/// replays the first reply. `publish` is [`PUBLISH`] or [`SPUBLISH`].
 pub(crate) async fn release(
     redis: &Redis,
-    keys: ReleaseKeys<'_>,
-    field: &str,
+    keys: &LockKeys,
+    latch: &Key,
+    publish: &'static str,
+    field: &Str,
     lease_ms: u64,
     latch_ttl_ms: u64,
 ) -> Result<Released> {
     let reply = RELEASE
         .run(
             redis,
-            &[keys.name, keys.channel, keys.latch],
             &[
-                UNLOCK_MESSAGE,
-                &lease_ms.to_string(),
-                field,
-                keys.publish,
-                &latch_ttl_ms.to_string(),
+                keys.name_key.clone(),
+                keys.channel_key.clone(),
+                latch.clone(),
+            ],
+            &[
+                text(UNLOCK_MESSAGE),
+                millis(lease_ms),
+                Value::String(field.clone()),
+                text(publish),
+                millis(latch_ttl_ms),
             ],
         )
         .await
-        .map_err(|e| Error::from_redis(e, keys.name))?;
+        .map_err(|e| Error::from_redis(e, &keys.name))?;
     match reply {
         Value::Null => Ok(Released::NotHeld),
-        other => match integer(other, keys.name)? {
+        other => match integer(other, &keys.name)? {
             0 => Ok(Released::StillHeld),
             n => Ok(Released::Freed {
                 woken: n.saturating_sub(1) as u64,
@@ -169,11 +181,10 @@ pub(crate) async fn renew(
     locks: &[(std::sync::Arc<str>, std::sync::Arc<str>)],
     lease_ms: u64,
 ) -> Result<Vec<bool>> {
-    let keys: Vec<&str> = locks.iter().map(|(name, _)| &**name).collect();
-    let lease = lease_ms.to_string();
+    let keys: Vec<Key> = locks.iter().map(|(name, _)| Key::from(&**name)).collect();
     let mut args = Vec::with_capacity(locks.len() + 1);
-    args.push(lease.as_str());
-    args.extend(locks.iter().map(|(_, field)| &**field));
+    args.push(millis(lease_ms));
+    args.extend(locks.iter().map(|(_, field)| Value::from(&**field)));
     let reply = RENEW.run(redis, &keys, &args).await?;
     let Value::Array(items) = reply else {
         return Err(unexpected(&reply, "renew"));
@@ -187,15 +198,18 @@ pub(crate) async fn renew(
 /// Deletes the lock whoever holds it; `true` when there was one.
 pub(crate) async fn force_release(
     redis: &Redis,
-    name: &str,
-    channel: &str,
+    keys: &LockKeys,
     publish: &'static str,
 ) -> Result<bool> {
     let reply = FORCE_RELEASE
-        .run(redis, &[name, channel], &[UNLOCK_MESSAGE, publish])
+        .run(
+            redis,
+            &[keys.name_key.clone(), keys.channel_key.clone()],
+            &[text(UNLOCK_MESSAGE), text(publish)],
+        )
         .await
-        .map_err(|e| Error::from_redis(e, name))?;
-    Ok(integer(reply, name)? == 1)
+        .map_err(|e| Error::from_redis(e, &keys.name))?;
+    Ok(integer(reply, &keys.name)? == 1)
 }
 
 /// A lock's state as one script saw it.
@@ -209,9 +223,14 @@ pub(crate) struct Inspection {
 }
 
 /// Reads whether the lock exists, its remaining lease and one field's hold count.
-pub(crate) async fn inspect(redis: &Redis, name: &str, field: &str) -> Result<Inspection> {
+pub(crate) async fn inspect(redis: &Redis, keys: &LockKeys, field: &Str) -> Result<Inspection> {
+    let name = &*keys.name;
     let reply = INSPECT
-        .run(redis, &[name], &[field])
+        .run(
+            redis,
+            std::slice::from_ref(&keys.name_key),
+            &[Value::String(field.clone())],
+        )
         .await
         .map_err(|e| Error::from_redis(e, name))?;
     let Value::Array(items) = reply else {
@@ -225,6 +244,11 @@ pub(crate) async fn inspect(redis: &Redis, name: &str, field: &str) -> Result<In
         pttl: integer(pttl, name)?,
         holds: integer(holds, name)?.max(0) as u64,
     })
+}
+
+/// A duration in ms as an argument (validated to fit 2^53 by `config::millis`).
+fn millis(ms: u64) -> Value {
+    Value::Integer(ms as i64)
 }
 
 fn integer(value: Value, context: &str) -> Result<i64> {

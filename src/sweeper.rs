@@ -10,13 +10,14 @@ use std::collections::HashMap;
 
 use fred::clients::Client as Redis;
 use fred::interfaces::KeysInterface;
+use fred::types::Key;
 use tokio::sync::{mpsc, oneshot, watch};
 
 /// The most keys one `DEL` carries.
 const BATCH: usize = 512;
 
 enum Job {
-    Delete(String),
+    Delete(Key),
     /// Completes once every key queued before it was deleted (or its delete failed).
     Flush(oneshot::Sender<()>),
 }
@@ -35,7 +36,7 @@ impl Sweeper {
     }
 
     /// Queues a spent replay key for deletion.
-    pub(crate) fn delete(&self, key: String) {
+    pub(crate) fn delete(&self, key: Key) {
         let _ = self.jobs.send(Job::Delete(key));
     }
 
@@ -85,19 +86,16 @@ async fn run(
     }
 }
 
-fn groups(keys: Vec<String>, per_slot: bool) -> Vec<Vec<String>> {
+fn groups(keys: Vec<Key>, per_slot: bool) -> Vec<Vec<Key>> {
     if keys.is_empty() {
         return Vec::new();
     }
     if !per_slot {
         return vec![keys];
     }
-    let mut by_slot: HashMap<u16, Vec<String>> = HashMap::new();
+    let mut by_slot: HashMap<u16, Vec<Key>> = HashMap::new();
     for key in keys {
-        by_slot
-            .entry(fred::util::redis_keyslot(key.as_bytes()))
-            .or_default()
-            .push(key);
+        by_slot.entry(key.cluster_hash()).or_default().push(key);
     }
     by_slot.into_values().collect()
 }

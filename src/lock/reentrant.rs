@@ -13,9 +13,10 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use fred::bytes_utils::Str;
 use fred::interfaces::{ClientLike, ServerInterface};
 use fred::types::config::Options;
-use fred::types::ClusterHash;
+use fred::types::{ClusterHash, Key};
 use futures::future::BoxFuture;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -27,7 +28,7 @@ use crate::error::{Error, Result};
 use crate::names::LockKeys;
 use crate::owner::Owner;
 use crate::pubsub::Wake;
-use crate::scripts::{self, ReleaseKeys, Released};
+use crate::scripts::{self, Released};
 use crate::watchdog::HoldKey;
 
 /// How long a hold lasts.
@@ -230,7 +231,7 @@ impl Lock {
         self.client.check_open()?;
         let keys = self.keys()?;
         let inner = &self.client.inner;
-        scripts::force_release(&inner.redis, &keys.name, &keys.channel, inner.publish).await
+        scripts::force_release(&inner.redis, &keys, inner.publish).await
     }
 
     /// Whether anyone holds the lock.
@@ -304,8 +305,8 @@ impl Lock {
         self.client.check_open()?;
         let keys = self.keys()?;
         let inner = &self.client.inner;
-        let field = holder_field(inner, owner);
-        scripts::inspect(&inner.redis, &keys.name, &field).await
+        let field = holder_field(inner, owner).into();
+        scripts::inspect(&inner.redis, &keys, &field).await
     }
 
     /// The wait loop: try → subscribe → try → wait for a message or the holder's TTL → try.
@@ -327,9 +328,11 @@ impl Lock {
         );
         let started = Instant::now();
         let deadline = wait.and_then(|wait| started.checked_add(wait));
+        let field = holder_field(&self.client.inner, &owner);
         let attempt = Hold {
             client: self.client.clone(),
-            field: holder_field(&self.client.inner, &owner).into(),
+            field: field.as_str().into(),
+            field_arg: field.into(),
             keys,
             owner,
             lease,
@@ -410,6 +413,8 @@ struct Hold {
     keys: Arc<LockKeys>,
     owner: Owner,
     field: Arc<str>,
+    /// `field` as a script argument.
+    field_arg: Str,
     lease: Lease,
     lease_ms: u64,
 }
@@ -433,7 +438,7 @@ impl Hold {
         let held_before = inner.holds.guards(&key);
         let mut orphan = OrphanCheck::arm(self);
         let sent_at = Instant::now();
-        match scripts::acquire(redis, &self.keys.name, self.lease_ms, &self.field).await {
+        match scripts::acquire(redis, &self.keys, self.lease_ms, &self.field_arg).await {
             Ok(None) => {}
             Ok(Some(pttl)) => {
                 orphan.disarm();
@@ -444,7 +449,7 @@ impl Hold {
             Err(error) if error.is_ambiguous() => {
                 // The script may have run without its reply reaching us: read the state back.
                 // Our field holding more than our live guards means this attempt took a hold.
-                let state = scripts::inspect(redis, &self.keys.name, &self.field).await;
+                let state = scripts::inspect(redis, &self.keys, &self.field_arg).await;
                 match state {
                     Ok(state) if state.holds > u64::from(held_before) => {
                         tracing::debug!(lock = %self.keys.name, "acquire reply lost; the read-back shows the hold");
@@ -486,48 +491,40 @@ impl Hold {
 /// caller gave up mid-flight), it reads the lock back and releases one hold if the owner's field
 /// counts more holds than its live guards. The read goes on the acquire's connection, after it,
 /// so it sees what the acquire did.
-struct OrphanCheck {
-    parts: Option<(Client, Arc<LockKeys>, Arc<str>, u64)>,
+struct OrphanCheck<'a> {
+    hold: Option<&'a Hold>,
 }
 
-impl OrphanCheck {
-    fn arm(hold: &Hold) -> OrphanCheck {
-        OrphanCheck {
-            parts: Some((
-                hold.client.clone(),
-                hold.keys.clone(),
-                hold.field.clone(),
-                hold.lease_ms,
-            )),
-        }
+impl<'a> OrphanCheck<'a> {
+    fn arm(hold: &'a Hold) -> OrphanCheck<'a> {
+        OrphanCheck { hold: Some(hold) }
     }
 
     fn disarm(&mut self) {
-        self.parts = None;
+        self.hold = None;
     }
 }
 
-impl Drop for OrphanCheck {
+impl Drop for OrphanCheck<'_> {
     fn drop(&mut self) {
-        let Some((client, keys, field, lease_ms)) = self.parts.take() else {
+        let Some(hold) = self.hold.take().cloned() else {
             return;
         };
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
         runtime.spawn(async move {
-            let inner = &client.inner;
+            let inner = &hold.client.inner;
             let redis = inner
                 .replica_sync
                 .as_ref()
                 .map_or(&inner.redis, |s| &s.redis);
-            let Ok(state) = scripts::inspect(redis, &keys.name, &field).await else {
+            let Ok(state) = scripts::inspect(redis, &hold.keys, &hold.field_arg).await else {
                 return; // the hold, if any, expires with its lease
             };
-            let guards = inner.holds.guards(&(keys.name.clone(), field.clone()));
-            if state.holds > u64::from(guards) {
-                tracing::debug!(lock = %keys.name, "releasing the hold of a cancelled acquire");
-                let _ = release(inner, &keys, &field, lease_ms).await;
+            if state.holds > u64::from(inner.holds.guards(&hold.hold_key())) {
+                tracing::debug!(lock = %hold.keys.name, "releasing the hold of a cancelled acquire");
+                let _ = hold.release().await;
             }
         });
     }
@@ -554,7 +551,7 @@ impl Hold {
         if matches!(acked, Ok(n) if n >= 1) {
             return Ok(());
         }
-        if let Err(error) = release(inner, &self.keys, &self.field, self.lease_ms).await {
+        if let Err(error) = self.release().await {
             tracing::warn!(lock = %self.keys.name, %error, "could not release an unreplicated hold; it expires with its lease");
         }
         match acked {
@@ -658,7 +655,7 @@ impl LockGuard {
     pub async fn hold_count(&self) -> Result<u64> {
         self.hold.client.check_open()?;
         let inner = &self.hold.client.inner;
-        let state = scripts::inspect(&inner.redis, &self.hold.keys.name, &self.hold.field).await?;
+        let state = scripts::inspect(&inner.redis, &self.hold.keys, &self.hold.field_arg).await?;
         Ok(state.holds)
     }
 
@@ -685,25 +682,12 @@ impl LockGuard {
         // Dropped mid-flight, the release is finished in the background under the same
         // request id, so it still counts exactly once.
         let mut resume = ResumeRelease {
-            parts: Some((
-                self.hold.client.clone(),
-                self.hold.keys.clone(),
-                self.hold.field.clone(),
-                self.hold.lease_ms,
-                latch.clone(),
-            )),
+            hold: Some(&self.hold),
+            latch: &latch,
         };
         let span = tracing::debug_span!("relock.release", lock = %self.hold.keys.name, holder = %self.hold.field);
-        let outcome = release_as(
-            inner,
-            &self.hold.keys,
-            &self.hold.field,
-            self.hold.lease_ms,
-            latch,
-        )
-        .instrument(span)
-        .await;
-        resume.parts = None;
+        let outcome = self.hold.release_as(&latch).instrument(span).await;
+        resume.hold = None;
         match outcome? {
             Released::StillHeld | Released::Freed { .. } => Ok(()),
             Released::NotHeld if was_lost || self.is_lost() => Err(Error::LeaseLost {
@@ -737,86 +721,72 @@ impl Drop for LockGuard {
             return;
         }
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            let (client, keys, field, lease_ms) = (
-                self.hold.client.clone(),
-                self.hold.keys.clone(),
-                self.hold.field.clone(),
-                self.hold.lease_ms,
-            );
-            let span = tracing::debug_span!("relock.release", lock = %keys.name, holder = %field);
-            runtime.spawn(
-                async move { release(&client.inner, &keys, &field, lease_ms).await }
-                    .instrument(span),
-            );
+            let hold = self.hold.clone();
+            let span = tracing::debug_span!("relock.release", lock = %hold.keys.name, holder = %hold.field);
+            runtime.spawn(async move { hold.release().await }.instrument(span));
         }
     }
 }
 
 /// Finishes a release in the background when the `unlock()` that sent it was dropped.
-struct ResumeRelease {
-    parts: Option<ReleaseParts>,
+struct ResumeRelease<'a> {
+    hold: Option<&'a Hold>,
+    latch: &'a Key,
 }
 
-/// Everything a release needs, owned: client, keys, holder field, lease in ms, request id.
-type ReleaseParts = (Client, Arc<LockKeys>, Arc<str>, u64, String);
-
-impl Drop for ResumeRelease {
+impl Drop for ResumeRelease<'_> {
     fn drop(&mut self) {
-        let Some((client, keys, field, lease_ms, latch)) = self.parts.take() else {
+        let Some(hold) = self.hold.take().cloned() else {
             return;
         };
+        let latch = self.latch.clone();
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                let _ = release_as(&client.inner, &keys, &field, lease_ms, latch).await;
+                let _ = hold.release_as(&latch).await;
             });
         }
     }
 }
 
-/// Sends one release under a fresh request id.
-async fn release(inner: &Inner, keys: &LockKeys, field: &str, lease_ms: u64) -> Result<Released> {
-    release_as(inner, keys, field, lease_ms, keys.latch(&inner.id)).await
-}
+impl Hold {
+    /// Sends one release under a fresh request id.
+    async fn release(&self) -> Result<Released> {
+        self.release_as(&self.keys.latch(&self.client.inner.id))
+            .await
+    }
 
-/// Sends one release under the request id `latch`, retrying a lost reply with it so the release
-/// applies once.
-async fn release_as(
-    inner: &Inner,
-    keys: &LockKeys,
-    field: &str,
-    lease_ms: u64,
-    latch: String,
-) -> Result<Released> {
-    const TRIES: u32 = 3;
-    let latch_ttl_ms = (inner.command_timeout * (TRIES + 1)).as_millis() as u64;
-    let mut tries = 1;
-    loop {
-        let outcome = scripts::release(
-            &inner.redis,
-            ReleaseKeys {
-                name: &keys.name,
-                channel: &keys.channel,
-                latch: &latch,
-                publish: inner.publish,
-            },
-            field,
-            lease_ms,
-            latch_ttl_ms,
-        )
-        .await;
-        match outcome {
-            Err(error) if error.is_ambiguous() && tries < TRIES => tries += 1,
-            Ok(released) => {
-                if released != Released::NotHeld {
-                    // The reply arrived, so no retry will need the replay key any more.
-                    inner.sweeper.delete(latch);
+    /// Sends one release under the request id `latch`, retrying a lost reply with it so the
+    /// release applies once.
+    async fn release_as(&self, latch: &Key) -> Result<Released> {
+        const TRIES: u32 = 3;
+        let inner = &self.client.inner;
+        let latch_ttl_ms = (inner.command_timeout * (TRIES + 1)).as_millis() as u64;
+        let mut tries = 1;
+        loop {
+            let outcome = scripts::release(
+                &inner.redis,
+                &self.keys,
+                latch,
+                inner.publish,
+                &self.field_arg,
+                self.lease_ms,
+                latch_ttl_ms,
+            )
+            .await;
+            match outcome {
+                Err(error) if error.is_ambiguous() && tries < TRIES => tries += 1,
+                Ok(released) => {
+                    if released != Released::NotHeld {
+                        // The reply arrived, so no retry will need the replay key any more.
+                        inner.sweeper.delete(latch.clone());
+                    }
+                    if let Released::Freed { woken } = released {
+                        inner.hub.released(&self.keys.channel, woken);
+                    }
+                    return Ok(released);
                 }
-                if let Released::Freed { woken } = released {
-                    inner.hub.released(&keys.channel, woken);
-                }
-                return Ok(released);
+                Err(error) => return Err(error),
             }
-            Err(error) => return Err(error),
         }
     }
 }
