@@ -54,10 +54,13 @@ impl LockKeys {
     /// A fresh replay key for one release request of client `client_id`: unique because the
     /// client id is, and cheap because it needs no randomness per request.
     pub(crate) fn latch(&self, client_id: &str) -> Key {
+        use std::fmt::Write;
         use std::sync::atomic::{AtomicU64, Ordering};
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        Key::from(format!("{}:{client_id}:{n:x}", self.latch_prefix))
+        let mut latch = String::with_capacity(self.latch_prefix.len() + client_id.len() + 18);
+        let _ = write!(latch, "{}:{client_id}:{n:x}", self.latch_prefix);
+        Key::from(latch)
     }
 }
 

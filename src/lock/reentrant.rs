@@ -403,7 +403,7 @@ impl Lock {
 }
 
 fn holder_field(inner: &Inner, owner: &Owner) -> String {
-    format!("{}:{}", inner.id, owner.id())
+    [&*inner.id, ":", owner.id()].concat()
 }
 
 /// A hold as an acquire asks for it and a guard keeps it: the lock, the owner and the lease.
