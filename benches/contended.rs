@@ -8,7 +8,8 @@
 //! checked throughout (see `common/contend.rs`): an overlap panics. The ceiling is
 //! `redis-benchmark -c 1 -P 1` running relock's acquire and release scripts, in the same run.
 //!
-//! `cargo bench --bench contended` (env `RUNS`, default 3).
+//! `cargo bench --bench contended` (env `RUNS`, default 3; `TASKS`, `PROCS`, `HOLDS_MS` take
+//! comma-separated subsets, say `TASKS=16 PROCS=4`).
 
 mod common;
 
@@ -28,6 +29,9 @@ fn main() {
         return contend::worker_main(&args);
     }
     let runs = common::runs(3);
+    let tasks = common::env_list("TASKS", &TASKS);
+    let procs_list = common::env_list("PROCS", &PROCS);
+    let holds_ms = common::env_list("HOLDS_MS", &HOLDS_MS);
     let server = RedisServer::start();
     let mut table = Table::new(
         "contended",
@@ -40,9 +44,9 @@ fn main() {
         eprintln!("contended: run {run}/{runs}");
         let ceiling = common::ceiling::measure(&server, 1, 10_000);
         table.add("ceiling pair p50 (-c 1 -P 1)", "ms", ceiling.pair_p50_ms);
-        for n in TASKS {
-            for procs in PROCS {
-                for hold_ms in HOLDS_MS {
+        for &n in &tasks {
+            for &procs in &procs_list {
+                for &hold_ms in &holds_ms {
                     let window = Duration::from_secs(common::env_or(
                         "WINDOW_SECS",
                         if n >= 128 { 5 } else { 3 },
@@ -54,6 +58,7 @@ fn main() {
                         window,
                     };
                     let outcome = contend::run(&server, spec, |_, _| {});
+                    outcome.debug_waits();
                     let s = outcome.stats(outcome.start_us, outcome.end_us);
                     let at = |figure: &str| format!("N={n} P={procs} H={hold_ms}ms {figure}");
                     let gap = s.gap_ms(50.0);
@@ -93,9 +98,9 @@ fn main() {
             }
         }
     }
-    for n in TASKS {
-        for procs in PROCS {
-            for hold_ms in HOLDS_MS {
+    for &n in &tasks {
+        for &procs in &procs_list {
+            for &hold_ms in &holds_ms {
                 let at = |figure: &str| format!("N={n} P={procs} H={hold_ms}ms {figure}");
                 let met = table.ratio(&at("gap p50")) <= 3.0;
                 table.target(&at("gap p50"), "≤ 3× ceiling pair p50", met);

@@ -205,7 +205,14 @@ pub fn worker_main(args: &[String]) {
     let (tasks, proc): (u64, u64) = (tasks.parse().unwrap(), proc.parse().unwrap());
     let hold = Duration::from_micros(hold_us.parse().unwrap());
     let parent = worker::parent_lines();
-    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let runtime = match super::env_or("WORKER_THREADS", 0) {
+        0 => tokio::runtime::Runtime::new().unwrap(),
+        n => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(n)
+            .enable_all()
+            .build()
+            .unwrap(),
+    };
     let logs = runtime.block_on(async {
         let client = relock::Client::connect(url).await.unwrap();
         // Warm up: scripts loaded, both connections used once.
@@ -304,4 +311,46 @@ async fn contend(
         });
     }
     log
+}
+
+impl Outcome {
+    /// With `DEBUG_WAITS=1`: the five longest waits, each with where in the window it began, how
+    /// many holds of others it sat through, and the longest hold and gap among them (stderr).
+    pub fn debug_waits(&self) {
+        if std::env::var("DEBUG_WAITS").is_err() {
+            return;
+        }
+        let mut waits: Vec<&Hold> = self.holds.iter().collect();
+        waits.sort_by_key(|h| std::cmp::Reverse(h.acquired - h.called));
+        for w in waits.iter().take(5) {
+            let during: Vec<&Hold> = self
+                .holds
+                .iter()
+                .filter(|h| h.acquired >= w.called && h.acquired < w.acquired)
+                .collect();
+            let longest_hold = during.iter().map(|h| h.released - h.acquired).max();
+            let mut prev = self
+                .holds
+                .iter()
+                .filter(|h| h.released <= w.called)
+                .map(|h| h.released)
+                .max()
+                .unwrap_or(w.called);
+            let mut longest_gap = 0;
+            for h in during.iter().copied().chain([*w]) {
+                longest_gap = longest_gap.max(h.acquired.saturating_sub(prev.max(w.called)));
+                prev = h.released;
+            }
+            eprintln!(
+                "wait {} µs by {} from +{} µs: {} holds of others, longest hold {:?} µs, longest gap {} µs",
+                w.acquired - w.called,
+                w.owner,
+                w.called.saturating_sub(self.start_us),
+                during.len(),
+                longest_hold,
+                longest_gap
+            );
+        }
+        eprintln!("open waits (µs): {:?}", self.open_waits);
+    }
 }

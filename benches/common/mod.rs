@@ -50,6 +50,15 @@ pub fn runs(default: usize) -> usize {
     env_or("RUNS", default).max(1)
 }
 
+/// A comma-separated list from the environment variable `name` (say `TASKS=2,16`), else
+/// `default`: runs a subset of a bench's configurations.
+pub fn env_list<T: std::str::FromStr + Copy>(name: &str, default: &[T]) -> Vec<T> {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.split(',').map(|x| x.trim().parse().ok()).collect())
+        .unwrap_or_else(|| default.to_vec())
+}
+
 /// A number from the environment variable `name`, else `default`.
 pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)
