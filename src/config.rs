@@ -19,7 +19,7 @@ pub(crate) const MAX_MILLIS: u128 = (1 << 53) - 1;
 /// | `command_timeout` | 3 s | the longest a single Redis command may take before it fails |
 /// | `renewal_batch` | 100 | the most locks renewed by one script call |
 /// | `replica_sync` | off | wait for a replica to acknowledge each acquire, at most this long |
-/// | `handoff_grace` | 2 ms | after a release that woke other processes' waiters, how long this client's next `lock()` lets them go first |
+/// | `handoff_grace` | 2 ms | after a release that woke other processes' waiters, how long this client's tasks let them go first |
 ///
 /// # Examples
 ///
@@ -96,11 +96,13 @@ impl Config {
     }
 
     /// Sets how long, after this client freed a lock whose wake-up reached waiters in other
-    /// processes, its own next `lock()` of that lock queues instead of taking it back at once.
-    /// Without it a task that releases and locks again in a loop keeps winning against waiters
-    /// elsewhere, which must first receive the wake-up; with it they get their turn. The grace
-    /// should cover a wake-up message plus one round trip to Redis; `Duration::ZERO` turns it
-    /// off. A re-entry and `try_lock()` never wait for it.
+    /// processes, this client's tasks (its next `lock()` of that lock, and its own waiter that
+    /// the same wake-up woke) hold back instead of taking it at once. The grace ends early when
+    /// another release of the lock is heard: it has changed hands. Without it a process whose
+    /// tasks release and lock again keeps the lock among themselves, because its own waiters
+    /// are awake and close while waiters elsewhere must first receive the wake-up; with it they
+    /// get their turn. The grace should cover a wake-up message plus one round trip to Redis;
+    /// `Duration::ZERO` turns it off. A re-entry and `try_lock()` never wait for it.
     pub fn with_handoff_grace(mut self, grace: Duration) -> Config {
         self.handoff_grace = grace;
         self

@@ -48,6 +48,8 @@ struct Channel {
     waiters: usize,
     state: watch::Sender<Subscription>,
     queue: VecDeque<(u64, Arc<Slot>)>,
+    /// Sequence numbers (see [`Channels::messages`]) of the last two messages received.
+    recent: [u64; 2],
 }
 
 impl Channel {
@@ -72,6 +74,8 @@ impl Channel {
 struct Channels {
     map: Mutex<HashMap<Arc<str>, Channel>>,
     next_id: AtomicU64,
+    /// Messages received on all channels so far: each message's sequence number.
+    messages: AtomicU64,
 }
 
 impl Channels {
@@ -94,8 +98,24 @@ pub(crate) struct Hub {
     sync_tx: mpsc::UnboundedSender<Arc<str>>,
     /// How long a release that woke other processes' waiters leaves them to take the lock.
     handoff_grace: Duration,
-    /// Channels whose lock this client just released to other processes, until when.
-    handoffs: Mutex<HashMap<Arc<str>, Instant>>,
+    /// Channels whose lock this client just released to other processes.
+    handoffs: Mutex<HashMap<Arc<str>, Handoff>>,
+}
+
+/// Where a channel's messages stood when this client sent a release: taken before the release,
+/// while the lock is still this client's, so that no other release can come in between.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReleaseMark {
+    /// The message sequence number then.
+    seq: u64,
+    /// Whether this client was subscribed to the channel, so its own release message comes back.
+    subscribed: bool,
+}
+
+/// A hand-off grace: this client's waiters let other processes take the lock first.
+struct Handoff {
+    until: Instant,
+    mark: ReleaseMark,
 }
 
 impl Hub {
@@ -142,6 +162,7 @@ impl Hub {
                         waiters: 0,
                         state: watch::Sender::new(Subscription::Pending),
                         queue: VecDeque::new(),
+                        recent: [0; 2],
                     },
                 );
                 let _ = self.sync_tx.send(name.clone());
@@ -162,32 +183,62 @@ impl Hub {
         }
     }
 
+    /// Marks where `channel`'s messages stand just before this client sends a release of its
+    /// lock; [`released`](Self::released) takes the mark.
+    pub(crate) fn mark(&self, channel: &str) -> ReleaseMark {
+        let map = self.channels.map.lock().unwrap();
+        ReleaseMark {
+            seq: self.channels.messages.load(Ordering::Acquire),
+            subscribed: map
+                .get(channel)
+                .is_some_and(|c| *c.state.borrow() == Subscription::Active),
+        }
+    }
+
     /// Notes that this client freed the lock of `channel` and its wake-up reached `woken`
-    /// subscribed connections. More than this client's own means other processes wait: for
-    /// the hand-off grace, this client's newcomers queue instead of taking the lock back.
-    pub(crate) fn released(&self, channel: &str, woken: u64) {
+    /// subscribed connections. More than this client's own means other processes wait: for the
+    /// hand-off grace, or until the lock changes hands, this client's waiters let them go first.
+    pub(crate) fn released(&self, channel: &str, woken: u64, mark: ReleaseMark) {
         if self.handoff_grace.is_zero() {
             return;
         }
-        let own = u64::from(self.channels.map.lock().unwrap().contains_key(channel));
         let mut handoffs = self.handoffs.lock().unwrap();
-        if woken > own {
+        if woken > u64::from(mark.subscribed) {
             let now = Instant::now();
             if handoffs.len() > 1024 {
-                handoffs.retain(|_, until| *until > now);
+                handoffs.retain(|_, h| h.until > now);
             }
-            handoffs.insert(channel.into(), now + self.handoff_grace);
+            let until = now + self.handoff_grace;
+            handoffs.insert(channel.into(), Handoff { until, mark });
         } else {
             handoffs.remove(channel);
         }
     }
 
-    /// What is left of a hand-off grace on `channel`, if one runs.
+    /// What is left of a hand-off grace on `channel`: `None` once it ran out or another
+    /// process released the lock since (a message came that was not this client's own).
     pub(crate) fn handoff_pending(&self, channel: &str) -> Option<Duration> {
-        let handoffs = self.handoffs.lock().unwrap();
-        let until = *handoffs.get(channel)?;
-        let left = until.saturating_duration_since(Instant::now());
-        (!left.is_zero()).then_some(left)
+        let mut handoffs = self.handoffs.lock().unwrap();
+        let handoff = handoffs.get(channel)?;
+        let left = handoff.until.saturating_duration_since(Instant::now());
+        let own = u32::from(handoff.mark.subscribed);
+        let since = self
+            .channels
+            .map
+            .lock()
+            .unwrap()
+            .get(channel)
+            .map_or(0, |c| {
+                c.recent
+                    .iter()
+                    .filter(|&&seq| seq > handoff.mark.seq)
+                    .count() as u32
+            });
+        if left.is_zero() || since > own {
+            handoffs.remove(channel);
+            return None;
+        }
+        Some(left)
     }
 
     /// How many waiters of this client wait on `channel`.
@@ -348,8 +399,10 @@ async fn run(
             _ = shutdown.changed() => break,
             message = messages.recv() => match message {
                 Ok(message) => {
-                    let map = channels.map.lock().unwrap();
-                    if let Some(channel) = map.get(&*message.channel) {
+                    let mut map = channels.map.lock().unwrap();
+                    if let Some(channel) = map.get_mut(&*message.channel) {
+                        let seq = channels.messages.fetch_add(1, Ordering::AcqRel) + 1;
+                        channel.recent = [seq, channel.recent[0]];
                         if message.value.as_str().as_deref() == Some(UNLOCK_MESSAGE) {
                             channel.wake_one();
                         } else {

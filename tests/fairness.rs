@@ -124,10 +124,12 @@ async fn a_releasing_client_lets_another_process_waiter_go_first() {
     );
 }
 
-/// Two clients (two processes, as far as Redis can tell) each loop lock → 1 ms → unlock. Each
-/// release wakes the other client's waiter; the hand-off grace lets it take the lock before the
-/// releasing client's next lock(). The owners should mostly alternate.
-async fn alternation(grace: Duration) -> (usize, usize) {
+/// Two clients (two processes, as far as Redis can tell) loop lock → 1 ms → unlock, client `n`
+/// in `tasks[n]` tasks. Each release wakes the other client's waiter; the hand-off grace lets it
+/// take the lock before the releasing client's next lock() or its other waiting task. The
+/// clients should mostly alternate. Returns how many hand-offs went back to the releasing
+/// client, and of how many, while both clients still had rounds to go.
+async fn alternation(grace: Duration, tasks: [usize; 2]) -> (usize, usize) {
     let server = common::RedisServer::start();
     let name = common::prefix("fair-alternate");
     let order = Arc::new(Mutex::new(Vec::new()));
@@ -141,6 +143,7 @@ async fn alternation(grace: Duration) -> (usize, usize) {
     let tasks: Vec<_> = clients
         .iter()
         .enumerate()
+        .flat_map(|(n, client)| std::iter::repeat_n((n, client), tasks[n]))
         .map(|(n, client)| {
             let lock = client.lock(&name);
             let order = order.clone();
@@ -161,16 +164,34 @@ async fn alternation(grace: Duration) -> (usize, usize) {
             .unwrap();
     }
     let order = order.lock().unwrap();
+    // Once one client has done all its rounds, only the other one is left to take the lock.
+    let both_left = (0..2)
+        .map(|n| order.iter().rposition(|&o| o == n).unwrap())
+        .min()
+        .unwrap();
+    let order = &order[..=both_left];
     let retakes = order.windows(2).filter(|w| w[0] == w[1]).count();
     (retakes, order.len() - 1)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clients_alternate_when_both_loop() {
-    let (retakes, handoffs) = alternation(Duration::from_millis(2)).await;
+    let (retakes, handoffs) = alternation(Duration::from_millis(2), [1, 1]).await;
     println!("with the grace: {retakes} of {handoffs} hand-offs went back to the releasing client");
     // Once both loop, every release has a waiter elsewhere: only the start and the end (when
     // one client has finished its rounds) may repeat an owner, plus the odd slow wake-up.
+    assert!(
+        retakes <= handoffs / 5,
+        "{retakes} of {handoffs} hand-offs went back to the releasing client"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_releasing_client_with_its_own_waiter_lets_the_other_client_go_first() {
+    // The first client's release also wakes its own second task, which is awake and close to
+    // the lock: the grace holds it back too, until the other client has had its turn.
+    let (retakes, handoffs) = alternation(Duration::from_millis(2), [2, 1]).await;
+    println!("with the grace: {retakes} of {handoffs} hand-offs went back to the releasing client");
     assert!(
         retakes <= handoffs / 5,
         "{retakes} of {handoffs} hand-offs went back to the releasing client"

@@ -341,8 +341,12 @@ impl Outcome {
                 longest_gap = longest_gap.max(h.acquired.saturating_sub(prev.max(w.called)));
                 prev = h.released;
             }
+            let mut by_process = std::collections::BTreeMap::new();
+            for h in &during {
+                *by_process.entry(h.owner / 1_000_000).or_insert(0) += 1;
+            }
             eprintln!(
-                "wait {} µs by {} from +{} µs: {} holds of others, longest hold {:?} µs, longest gap {} µs",
+                "wait {} µs by {} from +{} µs: {} holds of others {by_process:?}, longest hold {:?} µs, longest gap {} µs",
                 w.acquired - w.called,
                 w.owner,
                 w.called.saturating_sub(self.start_us),

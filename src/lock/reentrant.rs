@@ -345,9 +345,10 @@ impl Lock {
             // A re-entry and a one-shot try_lock do try at once: neither waits behind anyone.
             // Nor past other processes' waiters that this client's last release just woke: it
             // leaves them a short grace to take the lock first (see `Config::with_handoff_grace`).
-            let handoff = inner.hub.handoff_pending(&attempt.keys.channel);
+            let channel = &attempt.keys.channel;
+            let behind_waiters = inner.hub.waiters(channel) > 0;
             let queue_first = wait != Some(Duration::ZERO)
-                && (handoff.is_some() || inner.hub.waiters(&attempt.keys.channel) > 0)
+                && (behind_waiters || inner.hub.handoff_pending(channel).is_some())
                 && inner.holds.guards(&attempt.hold_key()) == 0;
             if !queue_first {
                 attempts += 1;
@@ -364,7 +365,7 @@ impl Lock {
                 .subscribed(deadline.map_or(confirm_by, |d| d.min(confirm_by)))
                 .await;
             // `Some(ttl)`: park first, at most the holder's TTL (`None`: not known).
-            let mut park = queue_first.then_some(handoff);
+            let mut park = (queue_first && behind_waiters).then_some(None);
             loop {
                 if let Some(ttl) = park.take() {
                     let now = Instant::now();
@@ -382,6 +383,21 @@ impl Lock {
                     if waiter.wait(bound).await == Wake::Timeout {
                         tracing::trace!("woke on the holder's TTL, not a message");
                     }
+                }
+                // This client's own release woke other processes' waiters: they go first, for
+                // the grace or until the lock changes hands (a release message not our own).
+                while let Some(grace) = inner.hub.handoff_pending(channel) {
+                    let grace = match deadline {
+                        Some(deadline) => {
+                            let now = Instant::now();
+                            if deadline <= now {
+                                return Ok(None);
+                            }
+                            grace.min(deadline - now)
+                        }
+                        None => grace,
+                    };
+                    waiter.wait(grace).await;
                 }
                 attempts += 1;
                 match attempt.try_once().await? {
@@ -762,6 +778,7 @@ impl Hold {
         let inner = &self.client.inner;
         let latch_ttl_ms = (inner.command_timeout * (TRIES + 1)).as_millis() as u64;
         let mut tries = 1;
+        let mark = inner.hub.mark(&self.keys.channel);
         loop {
             let outcome = scripts::release(
                 &inner.redis,
@@ -781,7 +798,7 @@ impl Hold {
                         inner.sweeper.delete(latch.clone());
                     }
                     if let Released::Freed { woken } = released {
-                        inner.hub.released(&self.keys.channel, woken);
+                        inner.hub.released(&self.keys.channel, woken, mark);
                     }
                     return Ok(released);
                 }
