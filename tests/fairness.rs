@@ -143,7 +143,7 @@ async fn alternation(grace: Duration, tasks: [usize; 2]) -> (usize, usize) {
     let tasks: Vec<_> = clients
         .iter()
         .enumerate()
-        .flat_map(|(n, client)| std::iter::repeat_n((n, client), tasks[n]))
+        .flat_map(|(n, client)| std::iter::repeat((n, client)).take(tasks[n]))
         .map(|(n, client)| {
             let lock = client.lock(&name);
             let order = order.clone();
