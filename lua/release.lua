@@ -3,11 +3,14 @@
 -- KEYS[1]  the lock hash <name>
 -- KEYS[2]  the wake-up channel redisson_lock__channel:{<name>}
 -- KEYS[3]  the replay key redisson_unlock_latch:{<name>}:<request-id>
+-- KEYS[4]  the hand-off claim relock_claim:{<name>}
 -- ARGV[1]  the message to publish on the last release ("0": wake one waiter per process)
 -- ARGV[2]  lease in ms to set while holds remain
 -- ARGV[3]  holder field <client-uuid>:<owner>
 -- ARGV[4]  the publish command: PUBLISH (or SPUBLISH on a sharded cluster)
 -- ARGV[5]  how long the replay key lives, in ms
+-- ARGV[6]  the claim window in ms: on the last release a claim lives at most this much longer,
+--          so a claimant that died delays the others by no more than that
 --
 -- Reply:   nil when the field holds nothing (not held by this owner),
 --          0 when holds remain, 1 + n when the lock was freed and its wake-up reached n
@@ -28,6 +31,9 @@ if holds > 0 then
     return 0
 end
 redis.call('del', KEYS[1])
+if redis.call('pttl', KEYS[4]) > tonumber(ARGV[6]) then
+    redis.call('pexpire', KEYS[4], ARGV[6])
+end
 local woken = redis.call(ARGV[4], KEYS[2], ARGV[1])
 redis.call('set', KEYS[3], 1, 'px', ARGV[5])
 return 1 + woken

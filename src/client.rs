@@ -52,6 +52,8 @@ pub(crate) struct Inner {
     pub(crate) watchdog_timeout: Duration,
     pub(crate) watchdog_ms: u64,
     pub(crate) command_timeout: Duration,
+    /// The claim window in ms (0: this client does not claim).
+    pub(crate) claim_window_ms: u64,
     /// `PUBLISH`, or `SPUBLISH` on a Redis 7 cluster.
     pub(crate) publish: &'static str,
     /// With replica sync on: the connection acquires run on, followed by `WAIT`.
@@ -156,6 +158,11 @@ impl Client {
                 watchdog_ms: millis(config.watchdog_timeout, "watchdog timeout")?,
                 watchdog_timeout: config.watchdog_timeout,
                 command_timeout: config.command_timeout,
+                claim_window_ms: if config.claim_window.is_zero() {
+                    0
+                } else {
+                    millis(config.claim_window, "claim window")?
+                },
                 publish: if sharded { SPUBLISH } else { PUBLISH },
                 replica_sync,
                 closed: AtomicBool::new(false),

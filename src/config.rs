@@ -20,6 +20,7 @@ pub(crate) const MAX_MILLIS: u128 = (1 << 53) - 1;
 /// | `renewal_batch` | 100 | the most locks renewed by one script call |
 /// | `replica_sync` | off | wait for a replica to acknowledge each acquire, at most this long |
 /// | `handoff_grace` | 2 ms | after a release that woke other processes' waiters, how long this client's tasks let them go first |
+/// | `claim_window` | 10 ms | how long a waiter's claim on a lock's next hand-off outlives the lease it waits on |
 ///
 /// # Examples
 ///
@@ -39,6 +40,7 @@ pub struct Config {
     pub(crate) renewal_batch: usize,
     pub(crate) replica_sync: Option<Duration>,
     pub(crate) handoff_grace: Duration,
+    pub(crate) claim_window: Duration,
 }
 
 impl Config {
@@ -62,6 +64,7 @@ impl Config {
             renewal_batch: 100,
             replica_sync: None,
             handoff_grace: Duration::from_millis(2),
+            claim_window: Duration::from_millis(10),
         }
     }
 
@@ -105,6 +108,19 @@ impl Config {
     /// `Duration::ZERO` turns it off. A re-entry and `try_lock()` never wait for it.
     pub fn with_handoff_grace(mut self, grace: Duration) -> Config {
         self.handoff_grace = grace;
+        self
+    }
+
+    /// Sets how long a hand-off claim outlives the lease it waits on. A waiter that lost the
+    /// race for a freed lock to another process claims the lock's next free moment: from the
+    /// next release on, other waiters (of any client using relock) leave the lock to it for at
+    /// most this window, so across processes no waiter loses race after race. A claimant that
+    /// gave up withdraws its claim; one that died delays the others by at most the window.
+    /// Waiters refused by a claim look again when the window ends, so it should exceed the
+    /// time the lock is usually held. `Duration::ZERO` stops this client from claiming (it
+    /// still respects others' claims).
+    pub fn with_claim_window(mut self, window: Duration) -> Config {
+        self.claim_window = window;
         self
     }
 

@@ -21,6 +21,8 @@ pub(crate) struct LockKeys {
     pub(crate) name_key: Key,
     /// `channel` as a command argument.
     pub(crate) channel_key: Key,
+    /// The hand-off claim: which waiter the lock's next free moment is promised to.
+    pub(crate) claim_key: Key,
     /// The prefix of unlock replay keys: `<latch_prefix>:<request-id>`.
     pub(crate) latch_prefix: String,
 }
@@ -35,6 +37,7 @@ impl LockKeys {
             name: name.into(),
             name_key: Key::from(name),
             channel_key: Key::from(channel.as_str()),
+            claim_key: Key::from(prefixed("relock_claim", name)),
             channel,
             latch_prefix: prefixed("redisson_unlock_latch", name),
         };
@@ -42,6 +45,7 @@ impl LockKeys {
         let latch = format!("{}:0", keys.latch_prefix);
         if fred::util::redis_keyslot(keys.channel.as_bytes()) != slot
             || fred::util::redis_keyslot(latch.as_bytes()) != slot
+            || keys.claim_key.cluster_hash() != slot
         {
             return Err(Error::invalid(format!(
                 "lock name `{name}` has braces that would put its keys in different cluster slots; \

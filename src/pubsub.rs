@@ -299,6 +299,14 @@ impl Waiter {
         }
     }
 
+    /// Whether this waiter is first in its channel's queue: the one the next wake-up is for.
+    pub(crate) fn is_first(&self) -> bool {
+        let map = self.channels.map.lock().unwrap();
+        map.get(&self.channel)
+            .and_then(|c| c.queue.front())
+            .is_some_and(|(id, _)| *id == self.id)
+    }
+
     /// Leaves the queue without passing on a wake-up: the waiter took the lock, and its own
     /// release will wake the next one.
     pub(crate) fn acquired(mut self) {

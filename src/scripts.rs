@@ -95,25 +95,46 @@ static RENEW: Lazy<Script> = Lazy::new(|| Script::new(include_str!("../lua/renew
 static FORCE_RELEASE: Lazy<Script> =
     Lazy::new(|| Script::new(include_str!("../lua/force_release.lua")));
 static INSPECT: Lazy<Script> = Lazy::new(|| Script::new(include_str!("../lua/inspect.lua")));
+static UNCLAIM: Lazy<Script> = Lazy::new(|| Script::new(include_str!("../lua/unclaim.lua")));
 
 /// A static argument, sent without a copy.
 fn text(s: &'static str) -> Value {
     Value::String(Str::from_static(s))
 }
 
-/// Takes a hold. `Ok(None)` when taken, `Ok(Some(pttl))` when another owner holds the lock
-/// (`pttl` is -1 for a lock without expiry).
+/// How an acquire that finds the lock busy treats the lock's next hand-off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Claim {
+    /// Leave it to whoever comes first (or has claimed it).
+    No,
+    /// Claim it for this field unless another has, for the lease plus this window in ms.
+    For(u64),
+}
+
+/// Takes a hold. `Ok(None)` when taken, `Ok(Some(ms))` when it was not: how long to wait at
+/// most before trying again (the holder's PTTL, -1 for a lock without expiry; or what is left
+/// of another waiter's claim on a free lock).
 pub(crate) async fn acquire(
     redis: &Redis,
     keys: &LockKeys,
     lease_ms: u64,
     field: &Str,
+    claim: Claim,
 ) -> Result<Option<i64>> {
+    let (claim, window) = match claim {
+        Claim::No => (text("0"), 0),
+        Claim::For(window) => (text("1"), window),
+    };
     let reply = ACQUIRE
         .run(
             redis,
-            std::slice::from_ref(&keys.name_key),
-            &[millis(lease_ms), Value::String(field.clone())],
+            &[keys.name_key.clone(), keys.claim_key.clone()],
+            &[
+                millis(lease_ms),
+                Value::String(field.clone()),
+                claim,
+                millis(window),
+            ],
         )
         .await
         .map_err(|e| Error::from_redis(e, &keys.name))?;
@@ -135,16 +156,24 @@ pub(crate) enum Released {
     Freed { woken: u64 },
 }
 
-/// Releases one hold of `field` under the replay key `latch`; a retry with the same latch
-/// replays the first reply. `publish` is [`PUBLISH`] or [`SPUBLISH`].
+/// How a release is sent: its replay key and the client's settings.
+pub(crate) struct ReleaseHow<'a> {
+    pub(crate) latch: &'a Key,
+    /// How long the replay key lives, in ms.
+    pub(crate) latch_ttl_ms: u64,
+    /// [`PUBLISH`] or [`SPUBLISH`].
+    pub(crate) publish: &'static str,
+    /// How long a claim may outlive the release, in ms.
+    pub(crate) claim_window_ms: u64,
+}
+
+/// Releases one hold of `field`; a retry with the same latch replays the first reply.
 pub(crate) async fn release(
     redis: &Redis,
     keys: &LockKeys,
-    latch: &Key,
-    publish: &'static str,
     field: &Str,
     lease_ms: u64,
-    latch_ttl_ms: u64,
+    how: ReleaseHow<'_>,
 ) -> Result<Released> {
     let reply = RELEASE
         .run(
@@ -152,14 +181,16 @@ pub(crate) async fn release(
             &[
                 keys.name_key.clone(),
                 keys.channel_key.clone(),
-                latch.clone(),
+                how.latch.clone(),
+                keys.claim_key.clone(),
             ],
             &[
                 text(UNLOCK_MESSAGE),
                 millis(lease_ms),
                 Value::String(field.clone()),
-                text(publish),
-                millis(latch_ttl_ms),
+                text(how.publish),
+                millis(how.latch_ttl_ms),
+                millis(how.claim_window_ms),
             ],
         )
         .await
@@ -200,12 +231,30 @@ pub(crate) async fn force_release(
     redis: &Redis,
     keys: &LockKeys,
     publish: &'static str,
+    claim_window_ms: u64,
 ) -> Result<bool> {
     let reply = FORCE_RELEASE
         .run(
             redis,
-            &[keys.name_key.clone(), keys.channel_key.clone()],
-            &[text(UNLOCK_MESSAGE), text(publish)],
+            &[
+                keys.name_key.clone(),
+                keys.channel_key.clone(),
+                keys.claim_key.clone(),
+            ],
+            &[text(UNLOCK_MESSAGE), text(publish), millis(claim_window_ms)],
+        )
+        .await
+        .map_err(|e| Error::from_redis(e, &keys.name))?;
+    Ok(integer(reply, &keys.name)? == 1)
+}
+
+/// Withdraws `field`'s claim on the lock's next hand-off; `true` when it had one.
+pub(crate) async fn unclaim(redis: &Redis, keys: &LockKeys, field: &Str) -> Result<bool> {
+    let reply = UNCLAIM
+        .run(
+            redis,
+            std::slice::from_ref(&keys.claim_key),
+            &[Value::String(field.clone())],
         )
         .await
         .map_err(|e| Error::from_redis(e, &keys.name))?;

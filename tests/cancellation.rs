@@ -253,13 +253,19 @@ async fn retried_release_applies_once() {
     );
 
     let release = |latch: String| {
-        let keys = vec![name.clone(), lock_channel(&name), latch];
+        let keys = vec![
+            name.clone(),
+            lock_channel(&name),
+            latch,
+            format!("relock_claim:{{{name}}}"),
+        ];
         let args = vec![
             "0".to_owned(),
             lease.as_millis().to_string(),
             field.clone(),
             "PUBLISH".to_owned(),
             "10000".to_owned(),
+            "10".to_owned(),
         ];
         let redis = client.redis().clone();
         async move {

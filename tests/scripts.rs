@@ -16,10 +16,12 @@ const RELEASE: &str = include_str!("../lua/release.lua");
 const RENEW: &str = include_str!("../lua/renew.lua");
 const FORCE_RELEASE: &str = include_str!("../lua/force_release.lua");
 const INSPECT: &str = include_str!("../lua/inspect.lua");
+const UNCLAIM: &str = include_str!("../lua/unclaim.lua");
 
 const ME: &str = "11111111-2222-3333-4444-555555555555:task-1";
 const OTHER: &str = "99999999-8888-7777-6666-555555555555:task-2";
 const LATCH_TTL_MS: i64 = 8_000;
+const CLAIM_WINDOW_MS: i64 = 500;
 
 /// A server, a raw fred connection and one lock's keys.
 struct Fixture {
@@ -27,6 +29,7 @@ struct Fixture {
     redis: Redis,
     name: String,
     channel: String,
+    claim: String,
 }
 
 impl Fixture {
@@ -35,11 +38,13 @@ impl Fixture {
         let redis = common::fred_client(&server).await;
         let name = common::prefix(test);
         let channel = common::lock_channel(&name);
+        let claim = format!("relock_claim:{{{name}}}");
         Fixture {
             server,
             redis,
             name,
             channel,
+            claim,
         }
     }
 
@@ -83,8 +88,41 @@ impl Fixture {
     }
 
     async fn acquire(&self, lease_ms: u64, field: &str) -> Result<Value, fred::error::Error> {
+        self.acquire_as(lease_ms, field, false).await
+    }
+
+    /// An acquire that, finding the lock busy, claims its next hand-off.
+    async fn acquire_claiming(
+        &self,
+        lease_ms: u64,
+        field: &str,
+    ) -> Result<Value, fred::error::Error> {
+        self.acquire_as(lease_ms, field, true).await
+    }
+
+    async fn acquire_as(
+        &self,
+        lease_ms: u64,
+        field: &str,
+        claim: bool,
+    ) -> Result<Value, fred::error::Error> {
         let lease = lease_ms.to_string();
-        self.eval(ACQUIRE, &[&self.name], &[&lease, field]).await
+        let claim = if claim { "1" } else { "0" };
+        let window = CLAIM_WINDOW_MS.to_string();
+        self.eval(
+            ACQUIRE,
+            &[&self.name, &self.claim],
+            &[&lease, field, claim, &window],
+        )
+        .await
+    }
+
+    async fn unclaim(&self, field: &str) -> Result<Value, fred::error::Error> {
+        self.eval(UNCLAIM, &[&self.claim], &[field]).await
+    }
+
+    fn claimant(&self) -> Resp {
+        resp(&self.cmd(&["GET", &self.claim]))
     }
 
     async fn release(
@@ -95,19 +133,21 @@ impl Fixture {
     ) -> Result<Value, fred::error::Error> {
         let lease = lease_ms.to_string();
         let latch_ttl = LATCH_TTL_MS.to_string();
+        let window = CLAIM_WINDOW_MS.to_string();
         self.eval(
             RELEASE,
-            &[&self.name, &self.channel, latch],
-            &["0", &lease, field, "PUBLISH", &latch_ttl],
+            &[&self.name, &self.channel, latch, &self.claim],
+            &["0", &lease, field, "PUBLISH", &latch_ttl, &window],
         )
         .await
     }
 
     async fn force_release(&self) -> Result<Value, fred::error::Error> {
+        let window = CLAIM_WINDOW_MS.to_string();
         self.eval(
             FORCE_RELEASE,
-            &[&self.name, &self.channel],
-            &["0", "PUBLISH"],
+            &[&self.name, &self.channel, &self.claim],
+            &["0", "PUBLISH", &window],
         )
         .await
     }
@@ -210,6 +250,108 @@ async fn acquire_on_a_string_key_is_wrongtype_and_leaves_it() {
         Resp::Bulk(Some("user-data".into()))
     );
     assert_eq!(fx.pttl(&fx.name), -1);
+}
+
+// ---------------------------------------------------------------- hand-off claims
+
+#[tokio::test]
+async fn a_busy_acquire_that_claims_promises_the_next_hand_off_to_its_field() {
+    let fx = Fixture::new("scripts-claim-set").await;
+    assert_eq!(fx.acquire(10_000, OTHER).await.unwrap(), Value::Null);
+    // Without asking to claim: no claim.
+    fx.acquire(10_000, ME).await.unwrap();
+    assert!(!fx.exists(&fx.claim));
+
+    let reply = fx.acquire_claiming(10_000, ME).await.unwrap();
+    let ttl = reply.as_i64().expect("the holder's PTTL");
+    assert!(ttl > 0 && ttl <= 10_000, "busy reply {ttl}");
+    assert_eq!(fx.claimant(), Resp::Bulk(Some(ME.into())));
+    // The claim lasts the holder's lease plus the window.
+    let claim_ttl = fx.pttl(&fx.claim);
+    assert!(
+        claim_ttl > ttl && claim_ttl <= ttl + CLAIM_WINDOW_MS,
+        "claim PTTL {claim_ttl}, lock PTTL {ttl}"
+    );
+
+    // A third waiter's claim does not replace it; the claimant's own renews it.
+    let third = "77777777-7777-7777-7777-777777777777:task-3";
+    fx.acquire_claiming(10_000, third).await.unwrap();
+    assert_eq!(fx.claimant(), Resp::Bulk(Some(ME.into())));
+    fx.cmd(&["PEXPIRE", &fx.claim, "100"]);
+    fx.acquire_claiming(10_000, ME).await.unwrap();
+    assert!(
+        fx.pttl(&fx.claim) > 1_000,
+        "the claimant's claim was renewed"
+    );
+    assert_eq!(fx.hash(), pairs(&[(OTHER, "1")]), "the holder is untouched");
+}
+
+#[tokio::test]
+async fn a_claimed_free_lock_goes_only_to_its_claimant() {
+    let fx = Fixture::new("scripts-claim-honoured").await;
+    fx.cmd(&["SET", &fx.claim, ME, "PX", "5000"]);
+
+    // Free but promised to ME: another field is told to wait out the claim, and nothing changes.
+    let reply = fx.acquire(10_000, OTHER).await.unwrap();
+    let wait = reply.as_i64().expect("the claim's PTTL");
+    assert!(wait > 0 && wait <= 5_000, "refused with {wait}");
+    assert!(!fx.exists(&fx.name), "the refused acquire took nothing");
+    assert_eq!(fx.claimant(), Resp::Bulk(Some(ME.into())));
+
+    // The claimant takes it, and the claim is used up.
+    assert_eq!(fx.acquire(10_000, ME).await.unwrap(), Value::Null);
+    assert_eq!(fx.hash(), pairs(&[(ME, "1")]));
+    assert!(!fx.exists(&fx.claim), "the claim is spent");
+
+    // A claim that lapsed promises nothing.
+    fx.cmd(&["DEL", &fx.name]);
+    fx.cmd(&["SET", &fx.claim, ME, "PX", "1"]);
+    assert!(common::eventually(Duration::from_secs(2), || async { !fx.exists(&fx.claim) }).await);
+    assert_eq!(fx.acquire(10_000, OTHER).await.unwrap(), Value::Null);
+}
+
+#[tokio::test]
+async fn the_last_release_and_force_unlock_cut_a_claim_to_the_window() {
+    let fx = Fixture::new("scripts-claim-window").await;
+    assert_eq!(fx.acquire(30_000, OTHER).await.unwrap(), Value::Null);
+    fx.acquire_claiming(30_000, ME).await.unwrap();
+    assert!(fx.pttl(&fx.claim) > 29_000);
+
+    // A release that leaves holds does not touch the claim.
+    assert_eq!(fx.acquire(30_000, OTHER).await.unwrap(), Value::Null);
+    fx.release(&fx.latch("r1"), 30_000, OTHER).await.unwrap();
+    assert!(fx.pttl(&fx.claim) > 29_000);
+
+    // The last release cuts it to the window: a claimant that died delays others no longer.
+    fx.release(&fx.latch("r2"), 30_000, OTHER).await.unwrap();
+    let left = fx.pttl(&fx.claim);
+    assert!(left > 0 && left <= CLAIM_WINDOW_MS, "claim PTTL {left}");
+
+    // So does force-unlock.
+    fx.cmd(&["DEL", &fx.claim]);
+    assert_eq!(fx.acquire(30_000, ME).await.unwrap(), Value::Null);
+    fx.acquire_claiming(30_000, OTHER).await.unwrap();
+    assert!(fx.pttl(&fx.claim) > 29_000);
+    assert_eq!(fx.force_release().await.unwrap().as_i64(), Some(1));
+    let left = fx.pttl(&fx.claim);
+    assert!(left > 0 && left <= CLAIM_WINDOW_MS, "claim PTTL {left}");
+
+    // A claim already shorter than the window keeps its own end.
+    fx.cmd(&["SET", &fx.claim, OTHER, "PX", "50"]);
+    fx.cmd(&["HSET", &fx.name, ME, "1"]);
+    fx.release(&fx.latch("r3"), 30_000, ME).await.unwrap();
+    assert!(fx.pttl(&fx.claim) <= 50);
+}
+
+#[tokio::test]
+async fn unclaim_withdraws_only_its_own_claim() {
+    let fx = Fixture::new("scripts-unclaim").await;
+    assert_eq!(fx.unclaim(ME).await.unwrap().as_i64(), Some(0), "no claim");
+    fx.cmd(&["SET", &fx.claim, OTHER, "PX", "5000"]);
+    assert_eq!(fx.unclaim(ME).await.unwrap().as_i64(), Some(0));
+    assert_eq!(fx.claimant(), Resp::Bulk(Some(OTHER.into())));
+    assert_eq!(fx.unclaim(OTHER).await.unwrap().as_i64(), Some(1));
+    assert!(!fx.exists(&fx.claim));
 }
 
 // ---------------------------------------------------------------- release

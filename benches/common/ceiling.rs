@@ -46,10 +46,13 @@ fn trial(server: &RedisServer, pipeline: u32, requests: u32) -> Ceiling {
         &[
             "EVALSHA",
             &acquire,
-            "1",
+            "2",
             "bench:ceiling",
+            "relock_claim:{bench:ceiling}",
             "30000",
             "client:1",
+            "0",
+            "0",
         ],
     );
     let (rel_rps, rel_p50) = redis_benchmark(
@@ -59,15 +62,17 @@ fn trial(server: &RedisServer, pipeline: u32, requests: u32) -> Ceiling {
         &[
             "EVALSHA",
             &release,
-            "3",
+            "4",
             "bench:ceiling",
             "redisson_lock__channel:{bench:ceiling}",
             "redisson_unlock_latch:{bench:ceiling}:__rand_int__",
+            "relock_claim:{bench:ceiling}",
             "0",
             "30000",
             "client:1",
             "PUBLISH",
             "12000",
+            "10",
         ],
     );
     server.cmd(&["DEL", "bench:ceiling"]);

@@ -28,7 +28,7 @@ use crate::error::{Error, Result};
 use crate::names::LockKeys;
 use crate::owner::Owner;
 use crate::pubsub::Wake;
-use crate::scripts::{self, Released};
+use crate::scripts::{self, Claim, ReleaseHow, Released};
 use crate::watchdog::HoldKey;
 
 /// How long a hold lasts.
@@ -231,7 +231,7 @@ impl Lock {
         self.client.check_open()?;
         let keys = self.keys()?;
         let inner = &self.client.inner;
-        scripts::force_release(&inner.redis, &keys, inner.publish).await
+        scripts::force_release(&inner.redis, &keys, inner.publish, inner.claim_window_ms).await
     }
 
     /// Whether anyone holds the lock.
@@ -352,7 +352,7 @@ impl Lock {
                 && inner.holds.guards(&attempt.hold_key()) == 0;
             if !queue_first {
                 attempts += 1;
-                if let Attempt::Acquired(guard) = attempt.try_once().await? {
+                if let Attempt::Acquired(guard) = attempt.try_once(Claim::No).await? {
                     return Ok(Some(guard));
                 }
                 if wait == Some(Duration::ZERO) {
@@ -360,6 +360,11 @@ impl Lock {
                 }
             }
             let mut waiter = inner.hub.register(&attempt.keys.channel);
+            // Withdraws this waiter's claim on the next hand-off if it leaves without the lock.
+            let mut claim = ClaimGuard {
+                hold: &attempt,
+                claimed: false,
+            };
             let confirm_by = Instant::now() + inner.command_timeout;
             waiter
                 .subscribed(deadline.map_or(confirm_by, |d| d.min(confirm_by)))
@@ -399,9 +404,19 @@ impl Lock {
                     };
                     waiter.wait(grace).await;
                 }
+                // The first of this client's waiters claims the next hand-off if it finds the
+                // lock busy: then it cannot lose the race for it to other processes' waiters.
+                let ask = if inner.claim_window_ms > 0 && waiter.is_first() {
+                    claim.claimed = true;
+                    Claim::For(inner.claim_window_ms)
+                } else {
+                    Claim::No
+                };
                 attempts += 1;
-                match attempt.try_once().await? {
+                match attempt.try_once(ask).await? {
                     Attempt::Acquired(guard) => {
+                        // Taking the lock used up any claim of ours.
+                        claim.claimed = false;
                         waiter.acquired();
                         return Ok(Some(guard));
                     }
@@ -442,7 +457,7 @@ impl Hold {
 
     /// One attempt. Cancel safe: dropped between sending the script and making the guard, it
     /// leaves an [`OrphanCheck`] behind that releases a hold nobody received.
-    async fn try_once(&self) -> Result<Attempt> {
+    async fn try_once(&self, claim: Claim) -> Result<Attempt> {
         self.client.check_open()?;
         let inner = &self.client.inner;
         // With replica sync the acquire goes on the connection its WAIT will go on.
@@ -454,7 +469,7 @@ impl Hold {
         let held_before = inner.holds.guards(&key);
         let mut orphan = OrphanCheck::arm(self);
         let sent_at = Instant::now();
-        match scripts::acquire(redis, &self.keys, self.lease_ms, &self.field_arg).await {
+        match scripts::acquire(redis, &self.keys, self.lease_ms, &self.field_arg, claim).await {
             Ok(None) => {}
             Ok(Some(pttl)) => {
                 orphan.disarm();
@@ -500,6 +515,32 @@ impl Hold {
             lost: registration.lost,
             released: false,
         }))
+    }
+}
+
+/// A waiter's claim on a lock's next hand-off. Dropped while `claimed` (the waiter gave up, ran
+/// out of time or failed), it withdraws the claim in the background, so other waiters need not
+/// sit out the claim window for a waiter that left.
+struct ClaimGuard<'a> {
+    hold: &'a Hold,
+    claimed: bool,
+}
+
+impl Drop for ClaimGuard<'_> {
+    fn drop(&mut self) {
+        if !self.claimed {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return; // the claim lapses with its window
+        };
+        let hold = self.hold.clone();
+        runtime.spawn(async move {
+            let inner = &hold.client.inner;
+            if let Err(error) = scripts::unclaim(&inner.redis, &hold.keys, &hold.field_arg).await {
+                tracing::debug!(lock = %hold.keys.name, %error, "could not withdraw a claim; it lapses with its window");
+            }
+        });
     }
 }
 
@@ -780,14 +821,18 @@ impl Hold {
         let mut tries = 1;
         let mark = inner.hub.mark(&self.keys.channel);
         loop {
+            let how = ReleaseHow {
+                latch,
+                latch_ttl_ms,
+                publish: inner.publish,
+                claim_window_ms: inner.claim_window_ms,
+            };
             let outcome = scripts::release(
                 &inner.redis,
                 &self.keys,
-                latch,
-                inner.publish,
                 &self.field_arg,
                 self.lease_ms,
-                latch_ttl_ms,
+                how,
             )
             .await;
             match outcome {
