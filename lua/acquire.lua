@@ -1,12 +1,13 @@
 -- Acquire a reentrant lock, or count one more hold for its owner.
 --
 -- KEYS[1]  the lock hash <name>
--- KEYS[2]  the hand-off claim relock_claim:{<name>}: the holder field of the waiter that the
---          lock's next free moment is promised to
+-- KEYS[2]  the hand-off claim relock_claim:{<name>}: "<priority>:<holder field>" of the waiter
+--          that the lock's next free moment is promised to
 -- ARGV[1]  lease in milliseconds (PEXPIRE of the hash)
 -- ARGV[2]  holder field <client-uuid>:<owner>
--- ARGV[3]  "1": when the lock is busy, claim its next hand-off for this field unless another
---          field has; anything else: do not claim
+-- ARGV[3]  claim priority: when above 0 and the lock is busy, claim its next hand-off for this
+--          field unless a waiter with a priority as high has (waiters pass the number of races
+--          they lost, so the one that lost most goes next); 0: do not claim
 -- ARGV[4]  the claim window in ms: how long a claim outlives the lease it waits on
 --
 -- Reply:   nil when the hold was taken (new hold or re-entry), else how long to wait at most
@@ -15,9 +16,24 @@
 -- Errors:  WRONGTYPE when <name> exists but is not a hash.
 --
 -- Same data and replies as Redisson's RLock acquire, so both exclude each other; Redisson does
--- not read claims, so its clients may take a claimed lock.
+-- not read claims, so its clients may take a claimed lock. A claim relock did not write (no
+-- "<n>:" prefix, or no expiry) is ignored.
+
+-- The current claim: its priority and field, or nil.
+local function claim()
+    local value = redis.call('get', KEYS[2])
+    if not value or redis.call('pttl', KEYS[2]) < 0 then
+        return nil
+    end
+    local priority, field = string.match(value, '^(%d+):(.+)$')
+    if not priority then
+        return nil
+    end
+    return tonumber(priority), field
+end
+
 if redis.call('exists', KEYS[1]) == 0 then
-    local claimant = redis.call('get', KEYS[2])
+    local _, claimant = claim()
     if claimant and claimant ~= ARGV[2] then
         return math.max(redis.call('pttl', KEYS[2]), 1)
     end
@@ -34,10 +50,12 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     return nil
 end
 local ttl = redis.call('pttl', KEYS[1])
-if ARGV[3] == '1' then
-    local claimant = redis.call('get', KEYS[2])
-    if not claimant or claimant == ARGV[2] then
-        redis.call('set', KEYS[2], ARGV[2], 'px', math.max(ttl, 0) + tonumber(ARGV[4]))
+local priority = tonumber(ARGV[3])
+if priority > 0 then
+    local held, claimant = claim()
+    if not claimant or claimant == ARGV[2] or priority > held then
+        redis.call('set', KEYS[2], priority .. ':' .. ARGV[2],
+            'px', math.max(ttl, 0) + tonumber(ARGV[4]))
     end
 end
 return ttl

@@ -107,8 +107,9 @@ fn text(s: &'static str) -> Value {
 pub(crate) enum Claim {
     /// Leave it to whoever comes first (or has claimed it).
     No,
-    /// Claim it for this field unless another has, for the lease plus this window in ms.
-    For(u64),
+    /// Claim it for this field, unless a waiter with a `priority` as high has, for the lease
+    /// plus `window` ms.
+    For { priority: u32, window: u64 },
 }
 
 /// Takes a hold. `Ok(None)` when taken, `Ok(Some(ms))` when it was not: how long to wait at
@@ -121,9 +122,9 @@ pub(crate) async fn acquire(
     field: &Str,
     claim: Claim,
 ) -> Result<Option<i64>> {
-    let (claim, window) = match claim {
-        Claim::No => (text("0"), 0),
-        Claim::For(window) => (text("1"), window),
+    let (priority, window) = match claim {
+        Claim::No => (0, 0),
+        Claim::For { priority, window } => (priority.max(1), window),
     };
     let reply = ACQUIRE
         .run(
@@ -132,7 +133,7 @@ pub(crate) async fn acquire(
             &[
                 millis(lease_ms),
                 Value::String(field.clone()),
-                claim,
+                Value::Integer(i64::from(priority)),
                 millis(window),
             ],
         )

@@ -88,31 +88,32 @@ impl Fixture {
     }
 
     async fn acquire(&self, lease_ms: u64, field: &str) -> Result<Value, fred::error::Error> {
-        self.acquire_as(lease_ms, field, false).await
+        self.acquire_as(lease_ms, field, 0).await
     }
 
-    /// An acquire that, finding the lock busy, claims its next hand-off.
+    /// An acquire that, finding the lock busy, claims its next hand-off with `priority`.
     async fn acquire_claiming(
         &self,
         lease_ms: u64,
         field: &str,
+        priority: u32,
     ) -> Result<Value, fred::error::Error> {
-        self.acquire_as(lease_ms, field, true).await
+        self.acquire_as(lease_ms, field, priority).await
     }
 
     async fn acquire_as(
         &self,
         lease_ms: u64,
         field: &str,
-        claim: bool,
+        priority: u32,
     ) -> Result<Value, fred::error::Error> {
         let lease = lease_ms.to_string();
-        let claim = if claim { "1" } else { "0" };
+        let priority = priority.to_string();
         let window = CLAIM_WINDOW_MS.to_string();
         self.eval(
             ACQUIRE,
             &[&self.name, &self.claim],
-            &[&lease, field, claim, &window],
+            &[&lease, field, &priority, &window],
         )
         .await
     }
@@ -254,6 +255,11 @@ async fn acquire_on_a_string_key_is_wrongtype_and_leaves_it() {
 
 // ---------------------------------------------------------------- hand-off claims
 
+/// A claim's value: its priority and holder field.
+fn claim_of(priority: u32, field: &str) -> Resp {
+    Resp::Bulk(Some(format!("{priority}:{field}")))
+}
+
 #[tokio::test]
 async fn a_busy_acquire_that_claims_promises_the_next_hand_off_to_its_field() {
     let fx = Fixture::new("scripts-claim-set").await;
@@ -262,10 +268,10 @@ async fn a_busy_acquire_that_claims_promises_the_next_hand_off_to_its_field() {
     fx.acquire(10_000, ME).await.unwrap();
     assert!(!fx.exists(&fx.claim));
 
-    let reply = fx.acquire_claiming(10_000, ME).await.unwrap();
+    let reply = fx.acquire_claiming(10_000, ME, 1).await.unwrap();
     let ttl = reply.as_i64().expect("the holder's PTTL");
     assert!(ttl > 0 && ttl <= 10_000, "busy reply {ttl}");
-    assert_eq!(fx.claimant(), Resp::Bulk(Some(ME.into())));
+    assert_eq!(fx.claimant(), claim_of(1, ME));
     // The claim lasts the holder's lease plus the window.
     let claim_ttl = fx.pttl(&fx.claim);
     assert!(
@@ -273,30 +279,35 @@ async fn a_busy_acquire_that_claims_promises_the_next_hand_off_to_its_field() {
         "claim PTTL {claim_ttl}, lock PTTL {ttl}"
     );
 
-    // A third waiter's claim does not replace it; the claimant's own renews it.
+    // A waiter with the same priority does not take it over; the claimant's own renews it.
     let third = "77777777-7777-7777-7777-777777777777:task-3";
-    fx.acquire_claiming(10_000, third).await.unwrap();
-    assert_eq!(fx.claimant(), Resp::Bulk(Some(ME.into())));
+    fx.acquire_claiming(10_000, third, 1).await.unwrap();
+    assert_eq!(fx.claimant(), claim_of(1, ME));
     fx.cmd(&["PEXPIRE", &fx.claim, "100"]);
-    fx.acquire_claiming(10_000, ME).await.unwrap();
+    fx.acquire_claiming(10_000, ME, 2).await.unwrap();
+    assert_eq!(fx.claimant(), claim_of(2, ME));
     assert!(
         fx.pttl(&fx.claim) > 1_000,
         "the claimant's claim was renewed"
     );
+
+    // One that lost more races does.
+    fx.acquire_claiming(10_000, third, 3).await.unwrap();
+    assert_eq!(fx.claimant(), claim_of(3, third));
     assert_eq!(fx.hash(), pairs(&[(OTHER, "1")]), "the holder is untouched");
 }
 
 #[tokio::test]
 async fn a_claimed_free_lock_goes_only_to_its_claimant() {
     let fx = Fixture::new("scripts-claim-honoured").await;
-    fx.cmd(&["SET", &fx.claim, ME, "PX", "5000"]);
+    fx.cmd(&["SET", &fx.claim, &format!("1:{ME}"), "PX", "5000"]);
 
     // Free but promised to ME: another field is told to wait out the claim, and nothing changes.
     let reply = fx.acquire(10_000, OTHER).await.unwrap();
     let wait = reply.as_i64().expect("the claim's PTTL");
     assert!(wait > 0 && wait <= 5_000, "refused with {wait}");
     assert!(!fx.exists(&fx.name), "the refused acquire took nothing");
-    assert_eq!(fx.claimant(), Resp::Bulk(Some(ME.into())));
+    assert_eq!(fx.claimant(), claim_of(1, ME));
 
     // The claimant takes it, and the claim is used up.
     assert_eq!(fx.acquire(10_000, ME).await.unwrap(), Value::Null);
@@ -305,16 +316,38 @@ async fn a_claimed_free_lock_goes_only_to_its_claimant() {
 
     // A claim that lapsed promises nothing.
     fx.cmd(&["DEL", &fx.name]);
-    fx.cmd(&["SET", &fx.claim, ME, "PX", "1"]);
+    fx.cmd(&["SET", &fx.claim, &format!("1:{ME}"), "PX", "1"]);
     assert!(common::eventually(Duration::from_secs(2), || async { !fx.exists(&fx.claim) }).await);
     assert_eq!(fx.acquire(10_000, OTHER).await.unwrap(), Value::Null);
+}
+
+#[tokio::test]
+async fn a_claim_relock_did_not_write_is_ignored() {
+    let fx = Fixture::new("scripts-claim-foreign").await;
+    // Not "<n>:<field>", or without an expiry: neither blocks the lock.
+    for (value, px) in [
+        ("someone's data", Some("5000")),
+        (&*format!("1:{OTHER}"), None),
+    ] {
+        fx.cmd(&["DEL", &fx.name]);
+        match px {
+            Some(px) => fx.cmd(&["SET", &fx.claim, value, "PX", px]),
+            None => fx.cmd(&["SET", &fx.claim, value]),
+        };
+        assert_eq!(
+            fx.acquire(10_000, ME).await.unwrap(),
+            Value::Null,
+            "{value}"
+        );
+        assert_eq!(fx.hash(), pairs(&[(ME, "1")]));
+    }
 }
 
 #[tokio::test]
 async fn the_last_release_and_force_unlock_cut_a_claim_to_the_window() {
     let fx = Fixture::new("scripts-claim-window").await;
     assert_eq!(fx.acquire(30_000, OTHER).await.unwrap(), Value::Null);
-    fx.acquire_claiming(30_000, ME).await.unwrap();
+    fx.acquire_claiming(30_000, ME, 1).await.unwrap();
     assert!(fx.pttl(&fx.claim) > 29_000);
 
     // A release that leaves holds does not touch the claim.
@@ -330,14 +363,14 @@ async fn the_last_release_and_force_unlock_cut_a_claim_to_the_window() {
     // So does force-unlock.
     fx.cmd(&["DEL", &fx.claim]);
     assert_eq!(fx.acquire(30_000, ME).await.unwrap(), Value::Null);
-    fx.acquire_claiming(30_000, OTHER).await.unwrap();
+    fx.acquire_claiming(30_000, OTHER, 1).await.unwrap();
     assert!(fx.pttl(&fx.claim) > 29_000);
     assert_eq!(fx.force_release().await.unwrap().as_i64(), Some(1));
     let left = fx.pttl(&fx.claim);
     assert!(left > 0 && left <= CLAIM_WINDOW_MS, "claim PTTL {left}");
 
     // A claim already shorter than the window keeps its own end.
-    fx.cmd(&["SET", &fx.claim, OTHER, "PX", "50"]);
+    fx.cmd(&["SET", &fx.claim, &format!("1:{OTHER}"), "PX", "50"]);
     fx.cmd(&["HSET", &fx.name, ME, "1"]);
     fx.release(&fx.latch("r3"), 30_000, ME).await.unwrap();
     assert!(fx.pttl(&fx.claim) <= 50);
@@ -347,9 +380,9 @@ async fn the_last_release_and_force_unlock_cut_a_claim_to_the_window() {
 async fn unclaim_withdraws_only_its_own_claim() {
     let fx = Fixture::new("scripts-unclaim").await;
     assert_eq!(fx.unclaim(ME).await.unwrap().as_i64(), Some(0), "no claim");
-    fx.cmd(&["SET", &fx.claim, OTHER, "PX", "5000"]);
+    fx.cmd(&["SET", &fx.claim, &format!("4:{OTHER}"), "PX", "5000"]);
     assert_eq!(fx.unclaim(ME).await.unwrap().as_i64(), Some(0));
-    assert_eq!(fx.claimant(), Resp::Bulk(Some(OTHER.into())));
+    assert_eq!(fx.claimant(), claim_of(4, OTHER));
     assert_eq!(fx.unclaim(OTHER).await.unwrap().as_i64(), Some(1));
     assert!(!fx.exists(&fx.claim));
 }

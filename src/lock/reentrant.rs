@@ -364,6 +364,7 @@ impl Lock {
             let mut claim = ClaimGuard {
                 hold: &attempt,
                 claimed: false,
+                tries: 0,
             };
             let confirm_by = Instant::now() + inner.command_timeout;
             waiter
@@ -405,10 +406,15 @@ impl Lock {
                     waiter.wait(grace).await;
                 }
                 // The first of this client's waiters claims the next hand-off if it finds the
-                // lock busy: then it cannot lose the race for it to other processes' waiters.
+                // lock busy, so it cannot lose the race for it to other processes' waiters;
+                // between claimants, the one that has lost most races goes first.
                 let ask = if inner.claim_window_ms > 0 && waiter.is_first() {
                     claim.claimed = true;
-                    Claim::For(inner.claim_window_ms)
+                    claim.tries += 1;
+                    Claim::For {
+                        priority: claim.tries,
+                        window: inner.claim_window_ms,
+                    }
                 } else {
                     Claim::No
                 };
@@ -524,6 +530,8 @@ impl Hold {
 struct ClaimGuard<'a> {
     hold: &'a Hold,
     claimed: bool,
+    /// Attempts made as this client's first waiter: each failed one lost the lock to another.
+    tries: u32,
 }
 
 impl Drop for ClaimGuard<'_> {
