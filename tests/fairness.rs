@@ -246,3 +246,137 @@ async fn a_newcomer_queued_behind_a_waiter_that_gives_up_is_not_stranded() {
         acquired.saturating_duration_since(expires)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_that_lost_a_race_to_another_process_gets_the_next_hand_off() {
+    let server = common::RedisServer::start();
+    let name = common::prefix("fair-claim");
+    let claim_key = format!("relock_claim:{{{name}}}");
+    // Three clients stand for three processes: a holder and two waiters that will race.
+    let holder = common::client(&server, Duration::from_secs(20)).await;
+    let racers = [
+        common::client(&server, Duration::from_secs(20)).await,
+        common::client(&server, Duration::from_secs(20)).await,
+    ];
+    let first = holder.lock(&name).lock().await.unwrap();
+
+    // Each racer waits with an owner of its own, whose holder field the test can name.
+    let (won_tx, mut won_rx) = tokio::sync::mpsc::unbounded_channel();
+    let (release_tx, release_rx) = tokio::sync::watch::channel(false);
+    let mut fields = Vec::new();
+    for (n, client) in racers.iter().enumerate() {
+        let owner = relock::Owner::new();
+        fields.push(format!("{}:{}", client.id(), owner.id()));
+        let lock = client.lock(&name).owned_by(owner);
+        let won_tx = won_tx.clone();
+        let mut release_rx = release_rx.clone();
+        tokio::spawn(async move {
+            let guard = lock.lock().await.unwrap();
+            won_tx.send(n).unwrap();
+            release_rx.wait_for(|go| *go).await.unwrap();
+            guard.unlock().await.unwrap();
+        });
+    }
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            common::raw_numsub(&server, &common::lock_channel(&name)) == 2
+        })
+        .await,
+        "both racers wait"
+    );
+
+    // The release wakes both; one wins, and the loser claims the next hand-off.
+    first.unlock().await.unwrap();
+    let winner = tokio::time::timeout(Duration::from_secs(5), won_rx.recv())
+        .await
+        .expect("a racer got the lock")
+        .unwrap();
+    let loser = 1 - winner;
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            common::resp(&server.cmd(&["GET", &claim_key]))
+                == common::Resp::Bulk(Some(format!("1:{}", fields[loser])))
+        })
+        .await,
+        "the loser claimed: {:?}",
+        server.cmd(&["GET", &claim_key])
+    );
+
+    // A newcomer elsewhere that never waited does not take the lock from it, even on the free
+    // lock: the claim sends it away until the loser has had its turn.
+    let newcomer = holder.lock(&name);
+    release_tx.send(true).unwrap();
+    let mut newcomer_got_it_first = false;
+    let loser_got_it = loop {
+        if let Some(guard) = newcomer.try_lock().await.unwrap() {
+            newcomer_got_it_first = true;
+            guard.unlock().await.unwrap();
+        }
+        match tokio::time::timeout(Duration::from_millis(1), won_rx.recv()).await {
+            Ok(got) => break got.unwrap(),
+            Err(_) => continue,
+        }
+    };
+    assert_eq!(loser_got_it, loser);
+    assert!(
+        !newcomer_got_it_first,
+        "a newcomer took a lock claimed by a waiter"
+    );
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            !common::raw_exists(&server, &claim_key) && !common::raw_exists(&server, &name)
+        })
+        .await,
+        "the claim was spent and the lock released"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claimant_that_gives_up_withdraws_its_claim() {
+    let server = common::RedisServer::start();
+    let name = common::prefix("fair-claim-quit");
+    let claim_key = format!("relock_claim:{{{name}}}");
+    let holder = common::client(&server, Duration::from_secs(20)).await;
+    let waiter = common::client(&server, Duration::from_secs(20)).await;
+    let held = holder
+        .lock(&name)
+        .lock_with_lease(Duration::from_secs(10))
+        .await
+        .unwrap();
+
+    // A waiter that waits 500 ms for a lock held 10 s.
+    let lock = waiter.lock(&name);
+    let quitter =
+        tokio::spawn(async move { lock.try_lock_for(Duration::from_millis(500), None).await });
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            common::raw_numsub(&server, &common::lock_channel(&name)) == 1
+        })
+        .await
+    );
+    // A stray wake-up makes it try again and lose: now it claims the next hand-off, for the
+    // holder's remaining lease (about 10 s) plus the window.
+    assert!(
+        common::eventually(Duration::from_secs(2), || async {
+            server.cmd(&["PUBLISH", &common::lock_channel(&name), "0"]);
+            common::raw_exists(&server, &claim_key)
+        })
+        .await,
+        "the waiter claimed the next hand-off"
+    );
+    assert!(common::raw_pttl(&server, &claim_key) > 5_000);
+
+    // It gives up, and takes its claim back long before the claim would lapse.
+    assert!(
+        quitter.await.unwrap().unwrap().is_none(),
+        "the lock stayed held"
+    );
+    assert!(
+        common::eventually(Duration::from_secs(2), || async {
+            !common::raw_exists(&server, &claim_key)
+        })
+        .await,
+        "the claim was withdrawn when the waiter gave up"
+    );
+    held.unlock().await.unwrap();
+}

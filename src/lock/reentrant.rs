@@ -405,19 +405,7 @@ impl Lock {
                     };
                     waiter.wait(grace).await;
                 }
-                // The first of this client's waiters claims the next hand-off if it finds the
-                // lock busy, so it cannot lose the race for it to other processes' waiters;
-                // between claimants, the one that has lost most races goes first.
-                let ask = if inner.claim_window_ms > 0 && waiter.is_first() {
-                    claim.claimed = true;
-                    claim.tries += 1;
-                    Claim::For {
-                        priority: claim.tries,
-                        window: inner.claim_window_ms,
-                    }
-                } else {
-                    Claim::No
-                };
+                let ask = claim.next(waiter.is_first(), inner.claim_window_ms);
                 attempts += 1;
                 match attempt.try_once(ask).await? {
                     Attempt::Acquired(guard) => {
@@ -530,8 +518,30 @@ impl Hold {
 struct ClaimGuard<'a> {
     hold: &'a Hold,
     claimed: bool,
-    /// Attempts made as this client's first waiter: each failed one lost the lock to another.
+    /// Attempts made as this client's first waiter.
     tries: u32,
+}
+
+impl ClaimGuard<'_> {
+    /// What the next attempt asks for. This client's first waiter claims the next hand-off
+    /// from its second try on (each failed try since it became first was a race lost to
+    /// another process), so it cannot lose race after race; between claimants, the one that
+    /// lost most goes first. Its first try claims nothing: most hand-offs then still go to
+    /// whichever waiter is quickest, and only a waiter that lost one waits for its turn.
+    fn next(&mut self, first: bool, window_ms: u64) -> Claim {
+        if !first || window_ms == 0 {
+            return Claim::No;
+        }
+        self.tries += 1;
+        if self.tries < 2 {
+            return Claim::No;
+        }
+        self.claimed = true;
+        Claim::For {
+            priority: self.tries - 1,
+            window: window_ms,
+        }
+    }
 }
 
 impl Drop for ClaimGuard<'_> {
