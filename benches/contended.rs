@@ -6,7 +6,9 @@
 //! owner's acquire (p50, p99); how often the releasing task re-took the lock itself; the longest
 //! wait in `lock()`; the tasks that never got it (starved); the mean hold. Mutual exclusion is
 //! checked throughout (see `common/contend.rs`): an overlap panics. The ceiling is
-//! `redis-benchmark -c 1 -P 1` running relock's acquire and release scripts, in the same run.
+//! `redis-benchmark -c 1 -P 1` running relock's acquire and release scripts, in the same run. So
+//! that long waits can be told from the machine's own hiccups, each run also records the longest
+//! round trip of back-to-back `PING`s over a plain TCP connection for 3 s.
 //!
 //! `cargo bench --bench contended` (env `RUNS`, default 3; `TASKS`, `PROCS`, `HOLDS_MS` take
 //! comma-separated subsets, say `TASKS=16 PROCS=4`).
@@ -44,6 +46,8 @@ fn main() {
         eprintln!("contended: run {run}/{runs}");
         let ceiling = common::ceiling::measure(&server, 1, 10_000);
         table.add("ceiling pair p50 (-c 1 -P 1)", "ms", ceiling.pair_p50_ms);
+        let stall = common::longest_ping_ms(server.port(), Duration::from_secs(3));
+        table.add("machine: longest PING round trip in 3 s", "ms", stall);
         for &n in &tasks {
             for &procs in &procs_list {
                 for &hold_ms in &holds_ms {
