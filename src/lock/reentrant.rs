@@ -57,10 +57,13 @@ enum Lease {
 ///
 /// Waiters of one client are served in arrival order: a release wakes the longest waiter, and a
 /// newcomer queues behind waiting tasks instead of barging past them. Across processes the
-/// woken waiters race, but a client that just released a lock to waiters elsewhere lets them go
-/// first for a short grace (`Config::with_handoff_grace`), so a task that locks in a loop does
-/// not starve other processes. A strict global order is the job of a fair lock. `try_lock()`
-/// and a re-entry never wait for anyone.
+/// woken waiters race, with two rules against losing every race: a client that just released a
+/// lock to waiters elsewhere holds its own tasks back for a short grace
+/// (`Config::with_handoff_grace`), and a client's first waiter that lost a race claims the next
+/// hand-off (`Config::with_claim_window`): the lock, once free, goes to it alone, or to a waiter
+/// that lost more races. A strict global order is the job of a fair lock. A re-entry never waits
+/// for anyone, and `try_lock()` never waits, though it finds a freed lock busy while a claim on
+/// it stands.
 ///
 /// # Examples
 ///
