@@ -8,7 +8,8 @@
 //! checked throughout (see `common/contend.rs`): an overlap panics. The ceiling is
 //! `redis-benchmark -c 1 -P 1` running relock's acquire and release scripts, in the same run. So
 //! that long waits can be told from the machine's own hiccups, each run also records the longest
-//! round trip of back-to-back `PING`s over a plain TCP connection for 3 s.
+//! round trip of back-to-back `PING`s over a plain TCP connection for 3 s, and the floor of a
+//! hand-off to another, sleeping, process without any client library (`common/wake.rs`).
 //!
 //! `cargo bench --bench contended` (env `RUNS`, default 3; `TASKS`, `PROCS`, `HOLDS_MS` take
 //! comma-separated subsets, say `TASKS=16 PROCS=4`).
@@ -28,6 +29,9 @@ const CEILING: &str = "ceiling pair p50";
 
 fn main() {
     if let Some(args) = common::worker::args() {
+        if args.first().is_some_and(|mode| mode == "wake") {
+            return common::wake::worker_main(&args);
+        }
         return contend::worker_main(&args);
     }
     let runs = common::runs(3);
@@ -48,6 +52,14 @@ fn main() {
         table.add("ceiling pair p50 (-c 1 -P 1)", "ms", ceiling.pair_p50_ms);
         let stall = common::longest_ping_ms(server.port(), Duration::from_secs(3));
         table.add("machine: longest PING round trip in 3 s", "ms", stall);
+        let floor = common::wake::floor_ms(server.port(), 300, Duration::from_millis(2));
+        table.add_ratio(
+            "floor: PUBLISH → PING from a sleeping process, p50",
+            "ms",
+            floor,
+            floor / ceiling.pair_p50_ms,
+            CEILING,
+        );
         for &n in &tasks {
             for &procs in &procs_list {
                 for &hold_ms in &holds_ms {

@@ -9,6 +9,7 @@ pub mod server;
 pub mod ceiling;
 pub mod contend;
 pub mod report;
+pub mod wake;
 pub mod worker;
 
 use std::collections::HashMap;

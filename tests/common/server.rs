@@ -182,7 +182,7 @@ pub fn raw_command(port: u16, args: &[&str]) -> std::io::Result<String> {
 }
 
 /// Whether `reply` holds one whole RESP value.
-fn complete(reply: &[u8]) -> bool {
+pub fn complete(reply: &[u8]) -> bool {
     fn value(buf: &[u8], at: usize) -> Option<usize> {
         let end = buf[at..].windows(2).position(|w| w == b"\r\n")? + at;
         let line = std::str::from_utf8(&buf[at + 1..end]).ok()?;
