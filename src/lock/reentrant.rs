@@ -395,7 +395,12 @@ impl Lock {
                 }
                 // This client's own release woke other processes' waiters: they go first, for
                 // the grace or until the lock changes hands (a release message not our own).
-                while let Some(grace) = inner.hub.handoff_pending(channel) {
+                // Not before a waiter that has claimed the hand-off, though: it lost a race
+                // already, and the others may be waiting for it to use its claim.
+                while !claim.claimed {
+                    let Some(grace) = inner.hub.handoff_pending(channel) else {
+                        break;
+                    };
                     let grace = match deadline {
                         Some(deadline) => {
                             let now = Instant::now();
