@@ -397,10 +397,11 @@ impl Lock {
                 // the grace or until the lock changes hands (a release message not our own).
                 // Not before a waiter that has claimed the hand-off, though: it lost a race
                 // already, and the others may be waiting for it to use its claim.
-                while !claim.claimed {
-                    let Some(grace) = inner.hub.handoff_pending(channel) else {
-                        break;
-                    };
+                while let Some(grace) = inner
+                    .hub
+                    .handoff_pending(channel)
+                    .filter(|_| !claim.claimed)
+                {
                     let grace = match deadline {
                         Some(deadline) => {
                             let now = Instant::now();
