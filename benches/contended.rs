@@ -52,14 +52,16 @@ fn main() {
         table.add("ceiling pair p50 (-c 1 -P 1)", "ms", ceiling.pair_p50_ms);
         let stall = common::longest_ping_ms(server.port(), Duration::from_secs(3));
         table.add("machine: longest PING round trip in 3 s", "ms", stall);
-        let floor = common::wake::floor_ms(server.port(), 300, Duration::from_millis(2));
-        table.add_ratio(
-            "floor: PUBLISH → PING from a sleeping process, p50",
-            "ms",
-            floor,
-            floor / ceiling.pair_p50_ms,
-            CEILING,
-        );
+        for procs in [1, 4] {
+            let floor = common::wake::floor_ms(server.port(), procs, 300, Duration::from_millis(2));
+            table.add_ratio(
+                &format!("floor: PUBLISH → PING, {procs} sleeping process(es) woken, p50"),
+                "ms",
+                floor,
+                floor / ceiling.pair_p50_ms,
+                CEILING,
+            );
+        }
         for &n in &tasks {
             for &procs in &procs_list {
                 for &hold_ms in &holds_ms {

@@ -1,8 +1,9 @@
 //! The floor of a hand-off between processes, with no client library in the way: one process
-//! `PUBLISH`es a stamp while another, idle in a blocking read on its subscription, wakes up and
-//! sends one `PING` on a second connection. The time from the `PUBLISH` to the `PONG` is what
-//! any hand-off to a waiter in another, sleeping, process costs at least on this machine: the
-//! publish, the wake-up of the sleeping process and one round trip.
+//! `PUBLISH`es a stamp while `procs` others, idle in a blocking read on their subscriptions,
+//! wake up and each send one `PING` on a second connection, as every woken waiter sends its
+//! attempt. The time from the `PUBLISH` to the `PONG` of the one whose turn it is (they take
+//! turns) is what a hand-off to a waiter in another, sleeping, process costs at least on this
+//! machine: the publish, the wake-up of the sleeping processes and one round trip.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -13,39 +14,51 @@ use super::{now_us, percentile};
 
 const CHANNEL: &str = "bench:wake";
 
-/// p50 of `PUBLISH` → the other process's `PONG`, in ms, over `rounds` wake-ups `pause` apart
-/// (long enough for the waking process to go idle, like a waiter during a hold).
-pub fn floor_ms(port: u16, rounds: usize, pause: Duration) -> f64 {
-    let mut waker = Worker::spawn(&["wake".into(), port.to_string(), rounds.to_string()]);
-    waker.expect("ready");
-    let mut publisher = connect(port);
-    for _ in 0..rounds {
-        std::thread::sleep(pause);
-        let sent = now_us().to_string();
-        command(&mut publisher, &["PUBLISH", CHANNEL, &sent]);
-    }
-    let lines = waker.finish();
-    let gaps: Vec<f64> = lines
-        .iter()
-        .filter_map(|line| line.strip_prefix("t "))
-        .map(|stamps| {
-            let (sent, woke): (u64, u64) = stamps
-                .split_once(' ')
-                .map(|(a, b)| (a.parse().unwrap(), b.parse().unwrap()))
-                .unwrap();
-            (woke - sent) as f64 / 1e3
+/// p50 of `PUBLISH` → the `PONG` of the process whose turn it is, in ms, over `rounds`
+/// wake-ups `pause` apart (long enough for the processes to go idle, like waiters during a
+/// hold), with `procs` processes woken each time.
+pub fn floor_ms(port: u16, procs: usize, rounds: usize, pause: Duration) -> f64 {
+    let mut wakers: Vec<Worker> = (0..procs)
+        .map(|p| {
+            Worker::spawn(&[
+                "wake".into(),
+                port.to_string(),
+                rounds.to_string(),
+                procs.to_string(),
+                p.to_string(),
+            ])
         })
         .collect();
-    assert!(!gaps.is_empty(), "the waking process saw no message");
+    for waker in &mut wakers {
+        waker.expect("ready");
+    }
+    let mut publisher = connect(port);
+    for round in 0..rounds {
+        std::thread::sleep(pause);
+        let message = format!("{round}:{}", now_us());
+        command(&mut publisher, &["PUBLISH", CHANNEL, &message]);
+    }
+    let gaps: Vec<f64> = wakers
+        .into_iter()
+        .flat_map(Worker::finish)
+        .filter_map(|line| {
+            let (sent, woke) = line.strip_prefix("t ")?.split_once(' ')?;
+            let (sent, woke): (u64, u64) = (sent.parse().ok()?, woke.parse().ok()?);
+            Some((woke - sent) as f64 / 1e3)
+        })
+        .collect();
+    assert!(!gaps.is_empty(), "no waking process saw a message");
     percentile(&gaps, 50.0)
 }
 
-/// The worker side: `wake <port> <rounds>`. Subscribes, says `ready`, and for each message sends
-/// a `PING` and prints `t <published µs> <pong µs>`.
+/// The worker side: `wake <port> <rounds> <procs> <index>`. Subscribes, says `ready`, and for
+/// each message sends a `PING`; on its turns (round % procs == index) it prints
+/// `t <published µs> <pong µs>`.
 pub fn worker_main(args: &[String]) {
-    let [mode, port, rounds] = args else {
-        panic!("worker arguments: wake <port> <rounds>")
+    let [mode, port, rounds, procs, index] = args else {
+        panic!("worker arguments: wake <port> <rounds> <procs> <index>")
     };
+    let (procs, index): (usize, usize) = (procs.parse().unwrap(), index.parse().unwrap());
     assert_eq!(mode, "wake");
     let _parent = worker::parent_lines(); // exit when the parent goes away
     let port: u16 = port.parse().unwrap();
@@ -54,15 +67,49 @@ pub fn worker_main(args: &[String]) {
     subscriber
         .write_all(format!("SUBSCRIBE {CHANNEL}\r\n").as_bytes())
         .unwrap();
-    read_reply(&mut subscriber); // the subscription's confirmation
+    let mut lines = Lines::default();
+    lines.take(&mut subscriber, 6); // *3 $9 subscribe $10 bench:wake :1
     println!("ready");
     for _ in 0..rounds.parse::<usize>().unwrap() {
-        // A message is `*3 $7 message $<n> bench:wake $<n> <stamp>`: the stamp is its last line.
-        let message = read_reply(&mut subscriber);
+        // *3 $7 message $10 bench:wake $<n> <round>:<stamp>
+        let message = lines.take(&mut subscriber, 7);
         command(&mut pinger, &["PING"]);
         let woke = now_us();
-        let sent = message.lines().last().unwrap_or_default().trim();
-        println!("t {sent} {woke}");
+        let (round, sent) = message[6].split_once(':').expect("<round>:<stamp>");
+        if round.parse::<usize>().unwrap() % procs == index {
+            println!("t {sent} {woke}");
+        }
+    }
+}
+
+/// Lines read from a connection, kept across reads: one read may bring parts of two replies.
+#[derive(Default)]
+struct Lines {
+    buf: Vec<u8>,
+}
+
+impl Lines {
+    /// The next `n` CRLF-terminated lines, reading as needed.
+    fn take(&mut self, conn: &mut TcpStream, n: usize) -> Vec<String> {
+        let mut chunk = [0u8; 512];
+        loop {
+            let ends: Vec<usize> = self
+                .buf
+                .windows(2)
+                .enumerate()
+                .filter(|(_, w)| *w == b"\r\n")
+                .map(|(i, _)| i)
+                .take(n)
+                .collect();
+            if ends.len() == n {
+                let text = String::from_utf8_lossy(&self.buf[..ends[n - 1]]).into_owned();
+                self.buf.drain(..ends[n - 1] + 2);
+                return text.split("\r\n").map(str::to_owned).collect();
+            }
+            let read = conn.read(&mut chunk).expect("read");
+            assert!(read > 0, "the server closed the connection");
+            self.buf.extend_from_slice(&chunk[..read]);
+        }
     }
 }
 
