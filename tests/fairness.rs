@@ -174,12 +174,12 @@ async fn alternation(grace: Duration, tasks: [usize; 2]) -> (usize, usize) {
     (retakes, order.len() - 1)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn clients_alternate_when_both_loop() {
-    let (retakes, handoffs) = alternation(Duration::from_millis(2), [1, 1]).await;
+/// Runs [`alternation`] with the default grace and checks that the clients took turns. Once
+/// both loop, every release has a waiter elsewhere: only the start and the end (when one client
+/// has finished its rounds) may repeat an owner, plus the odd slow wake-up.
+async fn assert_clients_take_turns(tasks: [usize; 2]) {
+    let (retakes, handoffs) = alternation(Duration::from_millis(2), tasks).await;
     println!("with the grace: {retakes} of {handoffs} hand-offs went back to the releasing client");
-    // Once both loop, every release has a waiter elsewhere: only the start and the end (when
-    // one client has finished its rounds) may repeat an owner, plus the odd slow wake-up.
     assert!(
         retakes <= handoffs / 5,
         "{retakes} of {handoffs} hand-offs went back to the releasing client"
@@ -187,15 +187,15 @@ async fn clients_alternate_when_both_loop() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_alternate_when_both_loop() {
+    assert_clients_take_turns([1, 1]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_releasing_client_with_its_own_waiter_lets_the_other_client_go_first() {
     // The first client's release also wakes its own second task, which is awake and close to
     // the lock: the grace holds it back too, until the other client has had its turn.
-    let (retakes, handoffs) = alternation(Duration::from_millis(2), [2, 1]).await;
-    println!("with the grace: {retakes} of {handoffs} hand-offs went back to the releasing client");
-    assert!(
-        retakes <= handoffs / 5,
-        "{retakes} of {handoffs} hand-offs went back to the releasing client"
-    );
+    assert_clients_take_turns([2, 1]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
