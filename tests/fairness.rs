@@ -380,3 +380,43 @@ async fn a_claimant_that_gives_up_withdraws_its_claim() {
     );
     held.unlock().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_whose_claimant_died_delays_the_next_owner_by_the_window_only() {
+    let server = common::RedisServer::start();
+    let name = common::prefix("fair-claim-dead");
+    let claim_key = format!("relock_claim:{{{name}}}");
+    let holder = common::client(&server, Duration::from_secs(20)).await;
+    let waiter = common::client(&server, Duration::from_secs(20)).await;
+    let held = holder.lock(&name).lock().await.unwrap();
+    // A claimant that died while the lock was held: its claim would last 30 s more.
+    server.cmd(&["SET", &claim_key, "3:dead-client:task-1", "PX", "30000"]);
+
+    let lock = waiter.lock(&name);
+    let wait = tokio::spawn(async move {
+        let started = std::time::Instant::now();
+        let guard = lock.lock().await.unwrap();
+        (started.elapsed(), guard)
+    });
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            common::raw_numsub(&server, &common::lock_channel(&name)) == 1
+        })
+        .await
+    );
+
+    // The release cuts the claim to the window (10 ms by default): the waiter is refused until
+    // then, and gets the lock right after instead of 30 s later.
+    let released = std::time::Instant::now();
+    held.unlock().await.unwrap();
+    let (_, guard) = tokio::time::timeout(Duration::from_secs(5), wait)
+        .await
+        .expect("the waiter got the lock once the dead claimant's window ran out")
+        .unwrap();
+    assert!(
+        released.elapsed() >= Duration::from_millis(5),
+        "the claim was honoured for its window"
+    );
+    assert!(!common::raw_exists(&server, &claim_key));
+    guard.unlock().await.unwrap();
+}
