@@ -9,7 +9,7 @@
 //! `redis-benchmark -c 1 -P 1` running relock's acquire and release scripts, in the same run. So
 //! that long waits can be told from the machine's own hiccups, each run also records the longest
 //! round trip of back-to-back `PING`s over a plain TCP connection for 3 s, and the floor of a
-//! hand-off to another, sleeping, process without any client library (`common/wake.rs`).
+//! hand-off to other, sleeping, processes with plain sockets and with fred (`common/wake.rs`).
 //!
 //! `cargo bench --bench contended` (env `RUNS`, default 3; `TASKS`, `PROCS`, `HOLDS_MS` take
 //! comma-separated subsets, say `TASKS=16 PROCS=4`).
@@ -21,6 +21,7 @@ use std::time::Duration;
 use common::contend::{self, Spec};
 use common::report::Table;
 use common::server::RedisServer;
+use common::wake::Stack;
 
 const TASKS: [usize; 3] = [2, 16, 128];
 const PROCS: [usize; 2] = [1, 4];
@@ -29,7 +30,7 @@ const CEILING: &str = "ceiling pair p50";
 
 fn main() {
     if let Some(args) = common::worker::args() {
-        if args.first().is_some_and(|mode| mode == "wake") {
+        if args.first().is_some_and(|mode| mode.starts_with("wake")) {
             return common::wake::worker_main(&args);
         }
         return contend::worker_main(&args);
@@ -52,15 +53,18 @@ fn main() {
         table.add("ceiling pair p50 (-c 1 -P 1)", "ms", ceiling.pair_p50_ms);
         let stall = common::longest_ping_ms(server.port(), Duration::from_secs(3));
         table.add("machine: longest PING round trip in 3 s", "ms", stall);
-        for procs in [1, 4] {
-            let floor = common::wake::floor_ms(server.port(), procs, 300, Duration::from_millis(2));
-            table.add_ratio(
-                &format!("floor: PUBLISH → PING, {procs} sleeping process(es) woken, p50"),
-                "ms",
-                floor,
-                floor / ceiling.pair_p50_ms,
-                CEILING,
-            );
+        for (stack, name) in [(Stack::Bare, "plain sockets"), (Stack::Fred, "fred")] {
+            for procs in [1, 4] {
+                let pause = Duration::from_millis(2);
+                let floor = common::wake::floor_ms(stack, server.port(), procs, 300, pause);
+                table.add_ratio(
+                    &format!("floor ({name}): PUBLISH → PING, {procs} woken, p50"),
+                    "ms",
+                    floor,
+                    floor / ceiling.pair_p50_ms,
+                    CEILING,
+                );
+            }
         }
         for &n in &tasks {
             for &procs in &procs_list {

@@ -3,7 +3,9 @@
 //! wake up and each send one `PING` on a second connection, as every woken waiter sends its
 //! attempt. The time from the `PUBLISH` to the `PONG` of the one whose turn it is (they take
 //! turns) is what a hand-off to a waiter in another, sleeping, process costs at least on this
-//! machine: the publish, the wake-up of the sleeping processes and one round trip.
+//! machine: the publish, the wake-up of the sleeping processes and one round trip. The same with
+//! fred (a `SubscriberClient` and a client on a tokio runtime, as relock uses them) shows what
+//! the client stack adds before relock's own work.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -14,14 +16,27 @@ use super::{now_us, percentile};
 
 const CHANNEL: &str = "bench:wake";
 
+/// How the woken processes answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stack {
+    /// Blocking reads and writes on plain sockets.
+    Bare,
+    /// fred on a tokio runtime.
+    Fred,
+}
+
 /// p50 of `PUBLISH` → the `PONG` of the process whose turn it is, in ms, over `rounds`
 /// wake-ups `pause` apart (long enough for the processes to go idle, like waiters during a
 /// hold), with `procs` processes woken each time.
-pub fn floor_ms(port: u16, procs: usize, rounds: usize, pause: Duration) -> f64 {
+pub fn floor_ms(stack: Stack, port: u16, procs: usize, rounds: usize, pause: Duration) -> f64 {
+    let mode = match stack {
+        Stack::Bare => "wake",
+        Stack::Fred => "wake-fred",
+    };
     let mut wakers: Vec<Worker> = (0..procs)
         .map(|p| {
             Worker::spawn(&[
-                "wake".into(),
+                mode.into(),
                 port.to_string(),
                 rounds.to_string(),
                 procs.to_string(),
@@ -59,6 +74,9 @@ pub fn worker_main(args: &[String]) {
         panic!("worker arguments: wake <port> <rounds> <procs> <index>")
     };
     let (procs, index): (usize, usize) = (procs.parse().unwrap(), index.parse().unwrap());
+    if mode == "wake-fred" {
+        return fred_worker(port, rounds.parse().unwrap(), procs, index);
+    }
     assert_eq!(mode, "wake");
     let _parent = worker::parent_lines(); // exit when the parent goes away
     let port: u16 = port.parse().unwrap();
@@ -80,6 +98,34 @@ pub fn worker_main(args: &[String]) {
             println!("t {sent} {woke}");
         }
     }
+}
+
+/// The worker side with fred: a subscriber client and a command client on a tokio runtime.
+fn fred_worker(port: &str, rounds: usize, procs: usize, index: usize) {
+    use fred::interfaces::{ClientLike, EventInterface, PubsubInterface};
+    let _parent = worker::parent_lines();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let config =
+            fred::types::config::Config::from_url(&format!("redis://127.0.0.1:{port}")).unwrap();
+        let subscriber = fred::clients::SubscriberClient::new(config.clone(), None, None, None);
+        subscriber.init().await.unwrap();
+        let pinger = fred::clients::Client::new(config, None, None, None);
+        pinger.init().await.unwrap();
+        let mut messages = subscriber.message_rx();
+        subscriber.subscribe(CHANNEL).await.unwrap();
+        println!("ready");
+        for _ in 0..rounds {
+            let message = messages.recv().await.unwrap();
+            let _: String = pinger.ping(None).await.unwrap();
+            let woke = now_us();
+            let body: String = message.value.convert().unwrap();
+            let (round, sent) = body.split_once(':').expect("<round>:<stamp>");
+            if round.parse::<usize>().unwrap() % procs == index {
+                println!("t {sent} {woke}");
+            }
+        }
+    });
 }
 
 /// Lines read from a connection, kept across reads: one read may bring parts of two replies.
