@@ -501,7 +501,8 @@ impl Hold {
             }
         }
         if let Some(sync) = &inner.replica_sync {
-            let synced = self.await_replica(sync).await;
+            // Boxed, like script calls: it holds a fred command future.
+            let synced = Box::pin(self.await_replica(sync)).await;
             orphan.disarm(); // await_replica released the hold itself when it failed
             synced?;
         }
