@@ -158,11 +158,7 @@ impl Client {
                 watchdog_ms: millis(config.watchdog_timeout, "watchdog timeout")?,
                 watchdog_timeout: config.watchdog_timeout,
                 command_timeout: config.command_timeout,
-                claim_window_ms: if config.claim_window.is_zero() {
-                    0
-                } else {
-                    millis(config.claim_window, "claim window")?
-                },
+                claim_window_ms: config.claim_window_ms()?,
                 publish: if sharded { SPUBLISH } else { PUBLISH },
                 replica_sync,
                 closed: AtomicBool::new(false),

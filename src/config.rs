@@ -154,7 +154,22 @@ impl Config {
         if self.renewal_batch == 0 {
             return Err(Error::invalid("renewal batch must hold at least one lock"));
         }
+        if self.handoff_grace.as_millis() > MAX_MILLIS {
+            return Err(Error::invalid(format!(
+                "hand-off grace of {:?} is too long: the most is {MAX_MILLIS} ms",
+                self.handoff_grace
+            )));
+        }
+        self.claim_window_ms()?;
         Ok(())
+    }
+
+    /// The claim window in whole milliseconds: 0 (no claims), or 1 ms to 2^53 ms.
+    pub(crate) fn claim_window_ms(&self) -> Result<u64> {
+        if self.claim_window.is_zero() {
+            return Ok(0);
+        }
+        millis(self.claim_window, "claim window")
     }
 }
 

@@ -354,17 +354,32 @@ async fn bad_settings_are_refused_before_connecting() {
             base().with_command_timeout(Duration::MAX),
         ),
         ("zero renewal batch", base().with_renewal_batch(0)),
+        (
+            "endless hand-off grace",
+            base().with_handoff_grace(Duration::MAX),
+        ),
+        (
+            "sub-millisecond claim window",
+            base().with_claim_window(Duration::from_micros(500)),
+        ),
+        (
+            "endless claim window",
+            base().with_claim_window(Duration::MAX),
+        ),
     ];
     for (what, config) in bad {
         let e = soon(what, Client::new(config)).await.unwrap_err();
         assert!(e.is_invalid_argument(), "{what}: {e:?}");
     }
-    // The smallest valid settings pass validation: 3 ms watchdog, one lock per batch, and a
+    // The smallest valid settings pass validation: 3 ms watchdog, one lock per batch, no grace
+    // and no claims, and a
     // 1 ms command timeout (which may or may not be long enough to connect, but is not invalid).
     let client = Client::new(
         base()
             .with_watchdog_timeout(Duration::from_millis(3))
-            .with_renewal_batch(1),
+            .with_renewal_batch(1)
+            .with_handoff_grace(Duration::ZERO)
+            .with_claim_window(Duration::ZERO),
     )
     .await
     .map(|_| ());
