@@ -372,8 +372,8 @@ async fn bad_settings_are_refused_before_connecting() {
         assert!(e.is_invalid_argument(), "{what}: {e:?}");
     }
     // The smallest valid settings pass validation: 3 ms watchdog, one lock per batch, no grace
-    // and no claims, and a
-    // 1 ms command timeout (which may or may not be long enough to connect, but is not invalid).
+    // and no claims, and a 1 ms command timeout (which may or may not be long enough to connect,
+    // but is not invalid).
     let client = Client::new(
         base()
             .with_watchdog_timeout(Duration::from_millis(3))
