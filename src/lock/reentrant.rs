@@ -377,11 +377,8 @@ impl Lock {
             let mut park = (queue_first && behind_waiters).then_some(None);
             loop {
                 if let Some(ttl) = park.take() {
-                    let now = Instant::now();
-                    let remaining = match deadline {
-                        Some(deadline) if deadline <= now => return Ok(None),
-                        Some(deadline) => deadline - now,
-                        None => Duration::MAX,
+                    let Some(remaining) = time_left(deadline) else {
+                        return Ok(None);
                     };
                     // Without a known TTL (a lock without expiry, or a queued newcomer), re-check
                     // now and then: pub/sub is only a hint.
@@ -402,17 +399,10 @@ impl Lock {
                     .handoff_pending(channel)
                     .filter(|_| !claim.claimed)
                 {
-                    let grace = match deadline {
-                        Some(deadline) => {
-                            let now = Instant::now();
-                            if deadline <= now {
-                                return Ok(None);
-                            }
-                            grace.min(deadline - now)
-                        }
-                        None => grace,
+                    let Some(remaining) = time_left(deadline) else {
+                        return Ok(None);
                     };
-                    waiter.wait(grace).await;
+                    waiter.wait(grace.min(remaining)).await;
                 }
                 let ask = claim.next(waiter.is_first(), inner.claim_window_ms);
                 attempts += 1;
@@ -434,6 +424,16 @@ impl Lock {
         span.record("acquired", matches!(outcome, Ok(Some(_))));
         outcome
     }
+}
+
+/// What is left of a wait until `deadline` (all the time in the world without one); `None`
+/// once it has passed.
+fn time_left(deadline: Option<Instant>) -> Option<Duration> {
+    let Some(deadline) = deadline else {
+        return Some(Duration::MAX);
+    };
+    let now = Instant::now();
+    (deadline > now).then(|| deadline - now)
 }
 
 fn holder_field(inner: &Inner, owner: &Owner) -> String {
