@@ -8,6 +8,12 @@
 //! Pub/sub is only a hint: every wait is bounded by the holder's TTL, so a lost message costs
 //! latency, never a hang. On a Redis 7 cluster the channels are sharded (`SSUBSCRIBE`), so a
 //! lock's messages stay on the shard that holds the lock.
+//!
+//! The hub also keeps the hand-off grace: after this client released a lock whose message reached
+//! other processes, its waiters hold back until the grace ends or another release of the lock is
+//! heard. To tell another release from the echo of its own, the hub numbers the messages it
+//! receives, and a release marks the number before it is sent (the lock is still this client's
+//! then, so no other release can come in between).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
