@@ -257,7 +257,7 @@ async fn retried_release_applies_once() {
             name.clone(),
             lock_channel(&name),
             latch,
-            format!("relock_claim:{{{name}}}"),
+            common::claim_key(&name),
         ];
         let args = vec![
             "0".to_owned(),

@@ -95,12 +95,7 @@ async fn a_releasing_client_lets_another_process_waiter_go_first() {
         let lock = waiting.lock(&name);
         async move { lock.lock().await.unwrap().unlock().await.unwrap() }
     });
-    assert!(
-        common::eventually(Duration::from_secs(5), || async {
-            common::raw_numsub(&server, &common::lock_channel(&name)) == 1
-        })
-        .await
-    );
+    assert!(common::until_subscribed(&server, &name, 1).await);
 
     // The looping client releases and locks again at once, holding 1 ms each time. Its release
     // wakes the other client's waiter; the hand-off grace keeps it from taking the lock back
@@ -251,7 +246,7 @@ async fn a_newcomer_queued_behind_a_waiter_that_gives_up_is_not_stranded() {
 async fn a_waiter_that_lost_a_race_to_another_process_gets_the_next_hand_off() {
     let server = common::RedisServer::start();
     let name = common::prefix("fair-claim");
-    let claim_key = format!("relock_claim:{{{name}}}");
+    let claim_key = common::claim_key(&name);
     // Three clients stand for three processes: a holder and two waiters that will race.
     let holder = common::client(&server, Duration::from_secs(20)).await;
     let racers = [
@@ -278,10 +273,7 @@ async fn a_waiter_that_lost_a_race_to_another_process_gets_the_next_hand_off() {
         });
     }
     assert!(
-        common::eventually(Duration::from_secs(5), || async {
-            common::raw_numsub(&server, &common::lock_channel(&name)) == 2
-        })
-        .await,
+        common::until_subscribed(&server, &name, 2).await,
         "both racers wait"
     );
 
@@ -335,7 +327,7 @@ async fn a_waiter_that_lost_a_race_to_another_process_gets_the_next_hand_off() {
 async fn a_claimant_that_gives_up_withdraws_its_claim() {
     let server = common::RedisServer::start();
     let name = common::prefix("fair-claim-quit");
-    let claim_key = format!("relock_claim:{{{name}}}");
+    let claim_key = common::claim_key(&name);
     let holder = common::client(&server, Duration::from_secs(20)).await;
     let waiter = common::client(&server, Duration::from_secs(20)).await;
     let held = holder
@@ -348,12 +340,7 @@ async fn a_claimant_that_gives_up_withdraws_its_claim() {
     let lock = waiter.lock(&name);
     let quitter =
         tokio::spawn(async move { lock.try_lock_for(Duration::from_millis(500), None).await });
-    assert!(
-        common::eventually(Duration::from_secs(5), || async {
-            common::raw_numsub(&server, &common::lock_channel(&name)) == 1
-        })
-        .await
-    );
+    assert!(common::until_subscribed(&server, &name, 1).await);
     // A stray wake-up makes it try again and lose: now it claims the next hand-off, for the
     // holder's remaining lease (about 10 s) plus the window.
     assert!(
@@ -385,7 +372,7 @@ async fn a_claimant_that_gives_up_withdraws_its_claim() {
 async fn a_claim_whose_claimant_died_delays_the_next_owner_by_the_window_only() {
     let server = common::RedisServer::start();
     let name = common::prefix("fair-claim-dead");
-    let claim_key = format!("relock_claim:{{{name}}}");
+    let claim_key = common::claim_key(&name);
     let holder = common::client(&server, Duration::from_secs(20)).await;
     let waiter = common::client(&server, Duration::from_secs(20)).await;
     let held = holder.lock(&name).lock().await.unwrap();
@@ -398,12 +385,7 @@ async fn a_claim_whose_claimant_died_delays_the_next_owner_by_the_window_only() 
         let guard = lock.lock().await.unwrap();
         (started.elapsed(), guard)
     });
-    assert!(
-        common::eventually(Duration::from_secs(5), || async {
-            common::raw_numsub(&server, &common::lock_channel(&name)) == 1
-        })
-        .await
-    );
+    assert!(common::until_subscribed(&server, &name, 1).await);
 
     // The release cuts the claim to the window (10 ms by default): the waiter is refused until
     // then, and gets the lock right after instead of 30 s later.

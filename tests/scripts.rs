@@ -38,7 +38,7 @@ impl Fixture {
         let redis = common::fred_client(&server).await;
         let name = common::prefix(test);
         let channel = common::lock_channel(&name);
-        let claim = format!("relock_claim:{{{name}}}");
+        let claim = common::claim_key(&name);
         Fixture {
             server,
             redis,

@@ -200,6 +200,25 @@ pub fn lock_channel(name: &str) -> String {
     }
 }
 
+/// The hand-off claim key of lock `name` (plain names; a `{tag}` name is used as it is).
+pub fn claim_key(name: &str) -> String {
+    if name.contains('{') {
+        format!("relock_claim:{name}")
+    } else {
+        format!("relock_claim:{{{name}}}")
+    }
+}
+
+/// Waits (at most 5 s) until `connections` subscriber connections listen on lock `name`'s
+/// channel: that many clients have a waiter parked on it. False if they never do.
+pub async fn until_subscribed(server: &RedisServer, name: &str, connections: i64) -> bool {
+    let channel = lock_channel(name);
+    eventually(Duration::from_secs(5), || async {
+        raw_numsub(server, &channel) == connections
+    })
+    .await
+}
+
 // ---- Raw Redis access outside relock: a plain fred client and a raw pub/sub subscriber. ----
 
 /// A plain fred client on `server`, connected, for EVAL and raw commands that bypass relock.
