@@ -49,11 +49,7 @@ fn runtime_and_client(
     server: &RedisServer,
     workers: usize,
 ) -> (tokio::runtime::Runtime, relock::Client) {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(workers)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = common::runtime(workers);
     let client = runtime
         .block_on(relock::Client::connect(&server.url()))
         .unwrap();

@@ -205,14 +205,7 @@ pub fn worker_main(args: &[String]) {
     let (tasks, proc): (u64, u64) = (tasks.parse().unwrap(), proc.parse().unwrap());
     let hold = Duration::from_micros(hold_us.parse().unwrap());
     let parent = worker::parent_lines();
-    let runtime = match super::env_or("WORKER_THREADS", 0) {
-        0 => tokio::runtime::Runtime::new().unwrap(),
-        n => tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(n)
-            .enable_all()
-            .build()
-            .unwrap(),
-    };
+    let runtime = super::runtime(super::env_or("WORKER_THREADS", 0));
     let logs = runtime.block_on(async {
         let client = relock::Client::connect(url).await.unwrap();
         // Warm up: scripts loaded, both connections used once.

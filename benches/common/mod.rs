@@ -51,6 +51,16 @@ pub fn runs(default: usize) -> usize {
     env_or("RUNS", default).max(1)
 }
 
+/// A multi-threaded tokio runtime with `workers` worker threads (0: tokio's default, one per
+/// core).
+pub fn runtime(workers: usize) -> tokio::runtime::Runtime {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if workers > 0 {
+        builder.worker_threads(workers);
+    }
+    builder.enable_all().build().expect("a tokio runtime")
+}
+
 /// A comma-separated list from the environment variable `name` (say `TASKS=2,16`), else
 /// `default`: runs a subset of a bench's configurations.
 pub fn env_list<T: std::str::FromStr + Copy>(name: &str, default: &[T]) -> Vec<T> {

@@ -165,26 +165,7 @@ fn connect(port: u16) -> TcpStream {
     conn
 }
 
-/// Sends one command and reads its (short, single-read) reply.
+/// Sends one command and reads its reply.
 fn command(conn: &mut TcpStream, args: &[&str]) -> String {
-    let mut out = format!("*{}\r\n", args.len());
-    for arg in args {
-        out.push_str(&format!("${}\r\n{arg}\r\n", arg.len()));
-    }
-    conn.write_all(out.as_bytes()).unwrap();
-    read_reply(conn)
-}
-
-/// Reads until a whole RESP reply is in (the replies here are small arrays and simple strings).
-fn read_reply(conn: &mut TcpStream) -> String {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 512];
-    loop {
-        let n = conn.read(&mut chunk).expect("read");
-        assert!(n > 0, "the server closed the connection");
-        buf.extend_from_slice(&chunk[..n]);
-        if super::server::complete(&buf) {
-            return String::from_utf8_lossy(&buf).into_owned();
-        }
-    }
+    super::server::command_on(conn, args).expect("a command on a plain connection")
 }

@@ -161,6 +161,11 @@ fn spawn(port: u16, dir: &Path, extra: &[String]) -> Option<Child> {
 pub fn raw_command(port: u16, args: &[&str]) -> std::io::Result<String> {
     let mut stream = TcpStream::connect(("127.0.0.1", port))?;
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    command_on(&mut stream, args)
+}
+
+/// Sends one RESP command on an open connection and reads one reply.
+pub fn command_on(stream: &mut TcpStream, args: &[&str]) -> std::io::Result<String> {
     let mut request = format!("*{}\r\n", args.len());
     for arg in args {
         request.push_str(&format!("${}\r\n{}\r\n", arg.len(), arg));
@@ -182,7 +187,7 @@ pub fn raw_command(port: u16, args: &[&str]) -> std::io::Result<String> {
 }
 
 /// Whether `reply` holds one whole RESP value.
-pub fn complete(reply: &[u8]) -> bool {
+fn complete(reply: &[u8]) -> bool {
     fn value(buf: &[u8], at: usize) -> Option<usize> {
         let end = buf[at..].windows(2).position(|w| w == b"\r\n")? + at;
         let line = std::str::from_utf8(&buf[at + 1..end]).ok()?;
