@@ -6,23 +6,21 @@
 //! hash tag and is used as it is. A name whose braces would send its keys to different slots is
 //! rejected.
 
+use fred::bytes_utils::Str;
 use fred::types::Key;
 
 use crate::error::{Error, Result};
 
-/// The keys of one lock, as text and as ready-made command arguments.
+/// The keys of one lock. Each is a shared string: making a command argument of it (`Key::from`)
+/// copies nothing.
 #[derive(Debug)]
 pub(crate) struct LockKeys {
     /// The lock hash.
-    pub(crate) name: std::sync::Arc<str>,
+    pub(crate) name: Str,
     /// The channel a release publishes on.
-    pub(crate) channel: String,
-    /// `name` as a command argument, shared by every script call on the lock.
-    pub(crate) name_key: Key,
-    /// `channel` as a command argument.
-    pub(crate) channel_key: Key,
+    pub(crate) channel: Str,
     /// The hand-off claim: which waiter the lock's next free moment is promised to.
-    pub(crate) claim_key: Key,
+    pub(crate) claim: Str,
     /// The prefix of unlock replay keys: `<latch_prefix>:<request-id>`.
     pub(crate) latch_prefix: String,
 }
@@ -32,20 +30,17 @@ impl LockKeys {
         if name.is_empty() {
             return Err(Error::invalid("a lock name must not be empty"));
         }
-        let channel = prefixed("redisson_lock__channel", name);
         let keys = LockKeys {
-            name: name.into(),
-            name_key: Key::from(name),
-            channel_key: Key::from(channel.as_str()),
-            claim_key: Key::from(prefixed("relock_claim", name)),
-            channel,
+            name: Str::from(name),
+            channel: prefixed("redisson_lock__channel", name).into(),
+            claim: prefixed("relock_claim", name).into(),
             latch_prefix: prefixed("redisson_unlock_latch", name),
         };
         let slot = fred::util::redis_keyslot(name.as_bytes());
         let latch = format!("{}:0", keys.latch_prefix);
         if fred::util::redis_keyslot(keys.channel.as_bytes()) != slot
             || fred::util::redis_keyslot(latch.as_bytes()) != slot
-            || keys.claim_key.cluster_hash() != slot
+            || fred::util::redis_keyslot(keys.claim.as_bytes()) != slot
         {
             return Err(Error::invalid(format!(
                 "lock name `{name}` has braces that would put its keys in different cluster slots; \

@@ -131,7 +131,7 @@ pub(crate) async fn acquire(
     let reply = ACQUIRE
         .run(
             redis,
-            &[keys.name_key.clone(), keys.claim_key.clone()],
+            &[Key::from(&keys.name), Key::from(&keys.claim)],
             &[
                 millis(lease_ms),
                 Value::String(field.clone()),
@@ -182,10 +182,10 @@ pub(crate) async fn release(
         .run(
             redis,
             &[
-                keys.name_key.clone(),
-                keys.channel_key.clone(),
+                Key::from(&keys.name),
+                Key::from(&keys.channel),
                 how.latch.clone(),
-                keys.claim_key.clone(),
+                Key::from(&keys.claim),
             ],
             &[
                 text(UNLOCK_MESSAGE),
@@ -210,15 +210,11 @@ pub(crate) async fn release(
 }
 
 /// Extends each lock whose field is still there; `true` per renewed lock, in order.
-pub(crate) async fn renew(
-    redis: &Redis,
-    locks: &[(std::sync::Arc<str>, std::sync::Arc<str>)],
-    lease_ms: u64,
-) -> Result<Vec<bool>> {
-    let keys: Vec<Key> = locks.iter().map(|(name, _)| Key::from(&**name)).collect();
+pub(crate) async fn renew(redis: &Redis, locks: &[(Str, Str)], lease_ms: u64) -> Result<Vec<bool>> {
+    let keys: Vec<Key> = locks.iter().map(|(name, _)| Key::from(name)).collect();
     let mut args = Vec::with_capacity(locks.len() + 1);
     args.push(millis(lease_ms));
-    args.extend(locks.iter().map(|(_, field)| Value::from(&**field)));
+    args.extend(locks.iter().map(|(_, field)| Value::String(field.clone())));
     let reply = RENEW.run(redis, &keys, &args).await?;
     let Value::Array(items) = reply else {
         return Err(unexpected(&reply, "renew"));
@@ -240,9 +236,9 @@ pub(crate) async fn force_release(
         .run(
             redis,
             &[
-                keys.name_key.clone(),
-                keys.channel_key.clone(),
-                keys.claim_key.clone(),
+                Key::from(&keys.name),
+                Key::from(&keys.channel),
+                Key::from(&keys.claim),
             ],
             &[text(UNLOCK_MESSAGE), text(publish), millis(claim_window_ms)],
         )
@@ -256,7 +252,7 @@ pub(crate) async fn unclaim(redis: &Redis, keys: &LockKeys, field: &Str) -> Resu
     let reply = UNCLAIM
         .run(
             redis,
-            std::slice::from_ref(&keys.claim_key),
+            &[Key::from(&keys.claim)],
             &[Value::String(field.clone())],
         )
         .await
@@ -280,7 +276,7 @@ pub(crate) async fn inspect(redis: &Redis, keys: &LockKeys, field: &Str) -> Resu
     let reply = INSPECT
         .run(
             redis,
-            std::slice::from_ref(&keys.name_key),
+            &[Key::from(&keys.name)],
             &[Value::String(field.clone())],
         )
         .await

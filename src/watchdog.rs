@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use fred::bytes_utils::Str;
 use fred::clients::Client as Redis;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -20,7 +21,7 @@ use tracing::Instrument;
 use crate::scripts;
 
 /// A lock name and a holder field.
-pub(crate) type HoldKey = (Arc<str>, Arc<str>);
+pub(crate) type HoldKey = (Str, Str);
 
 struct Entry {
     /// Live guards of this field.

@@ -331,11 +331,9 @@ impl Lock {
         );
         let started = Instant::now();
         let deadline = wait.and_then(|wait| started.checked_add(wait));
-        let field = holder_field(&self.client.inner, &owner);
         let attempt = Hold {
             client: self.client.clone(),
-            field: field.as_str().into(),
-            field_arg: field.into(),
+            field: holder_field(&self.client.inner, &owner).into(),
             keys,
             owner,
             lease,
@@ -446,9 +444,9 @@ struct Hold {
     client: Client,
     keys: Arc<LockKeys>,
     owner: Owner,
-    field: Arc<str>,
-    /// `field` as a script argument.
-    field_arg: Str,
+    /// The holder field, `<client-uuid>:<owner>`, shared with script arguments and the
+    /// watchdog's registry.
+    field: Str,
     lease: Lease,
     lease_ms: u64,
 }
@@ -472,7 +470,7 @@ impl Hold {
         let held_before = inner.holds.guards(&key);
         let mut orphan = OrphanCheck::arm(self);
         let sent_at = Instant::now();
-        match scripts::acquire(redis, &self.keys, self.lease_ms, &self.field_arg, claim).await {
+        match scripts::acquire(redis, &self.keys, self.lease_ms, &self.field, claim).await {
             Ok(None) => {}
             Ok(Some(pttl)) => {
                 orphan.disarm();
@@ -483,7 +481,7 @@ impl Hold {
             Err(error) if error.is_ambiguous() => {
                 // The script may have run without its reply reaching us: read the state back.
                 // Our field holding more than our live guards means this attempt took a hold.
-                let state = scripts::inspect(redis, &self.keys, &self.field_arg).await;
+                let state = scripts::inspect(redis, &self.keys, &self.field).await;
                 match state {
                     Ok(state) if state.holds > u64::from(held_before) => {
                         tracing::debug!(lock = %self.keys.name, "acquire reply lost; the read-back shows the hold");
@@ -565,7 +563,7 @@ impl Drop for ClaimGuard<'_> {
         let hold = self.hold.clone();
         runtime.spawn(async move {
             let inner = &hold.client.inner;
-            if let Err(error) = scripts::unclaim(&inner.redis, &hold.keys, &hold.field_arg).await {
+            if let Err(error) = scripts::unclaim(&inner.redis, &hold.keys, &hold.field).await {
                 tracing::debug!(lock = %hold.keys.name, %error, "could not withdraw a claim; it lapses with its window");
             }
         });
@@ -604,7 +602,7 @@ impl Drop for OrphanCheck<'_> {
                 .replica_sync
                 .as_ref()
                 .map_or(&inner.redis, |s| &s.redis);
-            let Ok(state) = scripts::inspect(redis, &hold.keys, &hold.field_arg).await else {
+            let Ok(state) = scripts::inspect(redis, &hold.keys, &hold.field).await else {
                 return; // the hold, if any, expires with its lease
             };
             if state.holds > u64::from(inner.holds.guards(&hold.hold_key())) {
@@ -740,7 +738,7 @@ impl LockGuard {
     pub async fn hold_count(&self) -> Result<u64> {
         self.hold.client.check_open()?;
         let inner = &self.hold.client.inner;
-        let state = scripts::inspect(&inner.redis, &self.hold.keys, &self.hold.field_arg).await?;
+        let state = scripts::inspect(&inner.redis, &self.hold.keys, &self.hold.field).await?;
         Ok(state.holds)
     }
 
@@ -855,14 +853,8 @@ impl Hold {
                 publish: inner.publish,
                 claim_window_ms: inner.claim_window_ms,
             };
-            let outcome = scripts::release(
-                &inner.redis,
-                &self.keys,
-                &self.field_arg,
-                self.lease_ms,
-                how,
-            )
-            .await;
+            let outcome =
+                scripts::release(&inner.redis, &self.keys, &self.field, self.lease_ms, how).await;
             match outcome {
                 Err(error) if error.is_ambiguous() && tries < TRIES => tries += 1,
                 Ok(released) => {
