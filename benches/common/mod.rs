@@ -174,16 +174,13 @@ pub fn rss_bytes() -> u64 {
 /// connection (no client library) for `window`, in ms. On a shared VM a sleeping process now and
 /// then takes milliseconds to be woken; any wait measured here can include such a stall.
 pub fn longest_ping_ms(port: u16, window: Duration) -> f64 {
-    use std::io::{Read, Write};
     let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect for PING");
     conn.set_nodelay(true).unwrap();
-    let mut reply = [0u8; 7]; // +PONG\r\n
     let end = std::time::Instant::now() + window;
     let mut longest = Duration::ZERO;
     while std::time::Instant::now() < end {
         let sent = std::time::Instant::now();
-        conn.write_all(b"PING\r\n").unwrap();
-        conn.read_exact(&mut reply).unwrap();
+        server::command_on(&mut conn, &["PING"]).expect("PING");
         longest = longest.max(sent.elapsed());
     }
     ms(longest)
