@@ -11,15 +11,20 @@
 -- ARGV[5]  how long the replay key lives, in ms
 -- ARGV[6]  the claim window in ms: on the last release a claim lives at most this much longer,
 --          so a claimant that died delays the others by no more than that
+-- ARGV[7]  1 when this request may have reached the server before (a retry after a lost reply,
+--          or a release finished in the background): its replay key is read first; 0 on the
+--          request's first send, whose replay key cannot exist yet, so the read is skipped
 --
 -- Reply:   nil when the field holds nothing (not held by this owner),
 --          0 when holds remain, 1 + n when the lock was freed and its wake-up reached n
 --          subscribed connections (the caller learns whether other processes are waiting).
 --          A request already applied replays 0 or 1, so a retried release counts once.
 -- Errors:  WRONGTYPE when <name> exists but is not a hash.
-local replay = redis.call('get', KEYS[3])
-if replay ~= false then
-    return tonumber(replay)
+if ARGV[7] == '1' then
+    local replay = redis.call('get', KEYS[3])
+    if replay ~= false then
+        return tonumber(replay)
+    end
 end
 if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
     return nil

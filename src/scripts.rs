@@ -168,9 +168,13 @@ pub(crate) struct ReleaseHow<'a> {
     pub(crate) publish: &'static str,
     /// How long a claim may outlive the release, in ms.
     pub(crate) claim_window_ms: u64,
+    /// Whether this request may have reached the server before (a retry): only then can its
+    /// replay key exist, so only then does the script read it.
+    pub(crate) sent_before: bool,
 }
 
-/// Releases one hold of `field`; a retry with the same latch replays the first reply.
+/// Releases one hold of `field`; a retry with the same latch (and `sent_before`) replays the
+/// first reply.
 pub(crate) async fn release(
     redis: &Redis,
     keys: &LockKeys,
@@ -194,6 +198,7 @@ pub(crate) async fn release(
                 text(how.publish),
                 millis(how.latch_ttl_ms),
                 millis(how.claim_window_ms),
+                text(if how.sent_before { "1" } else { "0" }),
             ],
         )
         .await

@@ -266,6 +266,8 @@ async fn retried_release_applies_once() {
             "PUBLISH".to_owned(),
             "10000".to_owned(),
             "10".to_owned(),
+            // Sent again under the same request id, as relock retries: the replay key is read.
+            "1".to_owned(),
         ];
         let redis = client.redis().clone();
         async move {

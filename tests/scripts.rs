@@ -126,11 +126,32 @@ impl Fixture {
         resp(&self.cmd(&["GET", &self.claim]))
     }
 
+    /// A release request's first send, as relock sends it: its replay key is not read.
     async fn release(
         &self,
         latch: &str,
         lease_ms: u64,
         field: &str,
+    ) -> Result<Value, fred::error::Error> {
+        self.send_release(latch, lease_ms, field, "0").await
+    }
+
+    /// A release request sent again (its reply was lost): its replay key is read first.
+    async fn retry_release(
+        &self,
+        latch: &str,
+        lease_ms: u64,
+        field: &str,
+    ) -> Result<Value, fred::error::Error> {
+        self.send_release(latch, lease_ms, field, "1").await
+    }
+
+    async fn send_release(
+        &self,
+        latch: &str,
+        lease_ms: u64,
+        field: &str,
+        sent_before: &str,
     ) -> Result<Value, fred::error::Error> {
         let lease = lease_ms.to_string();
         let latch_ttl = LATCH_TTL_MS.to_string();
@@ -138,7 +159,15 @@ impl Fixture {
         self.eval(
             RELEASE,
             &[&self.name, &self.channel, latch, &self.claim],
-            &["0", &lease, field, "PUBLISH", &latch_ttl, &window],
+            &[
+                "0",
+                &lease,
+                field,
+                "PUBLISH",
+                &latch_ttl,
+                &window,
+                sent_before,
+            ],
         )
         .await
     }
@@ -400,9 +429,9 @@ async fn release_with_replay_key_replays_its_value_and_changes_nothing() {
     fx.cmd(&["SET", &latch_one, "1", "PX", "5000"]);
     fx.cmd(&["SET", &latch_zero, "0", "PX", "5000"]);
 
-    let reply = fx.release(&latch_one, 30_000, ME).await.unwrap();
+    let reply = fx.retry_release(&latch_one, 30_000, ME).await.unwrap();
     assert_eq!(reply.as_i64(), Some(1), "replayed 1: {reply:?}");
-    let reply = fx.release(&latch_zero, 30_000, ME).await.unwrap();
+    let reply = fx.retry_release(&latch_zero, 30_000, ME).await.unwrap();
     assert_eq!(reply.as_i64(), Some(0), "replayed 0: {reply:?}");
 
     // Nothing applied: the count, the lease (not reset to 30 s) and the replay keys are as set.
@@ -416,6 +445,26 @@ async fn release_with_replay_key_replays_its_value_and_changes_nothing() {
     let latch_pttl = fx.pttl(&latch_one);
     assert!(latch_pttl > 0 && latch_pttl <= 5_000, "{latch_pttl}");
     sub.assert_quiet(&fx.server, &fx.channel).await;
+}
+
+#[tokio::test]
+async fn release_on_first_send_does_not_read_a_replay_key() {
+    let fx = Fixture::new("scripts-release-first-send").await;
+    fx.cmd(&["HSET", &fx.name, ME, "3"]);
+    fx.cmd(&["PEXPIRE", &fx.name, "10000"]);
+    // A first send's request id is fresh, so relock never sends one whose replay key exists;
+    // planted here, it shows the script did not read it.
+    let latch = fx.latch("fresh");
+    fx.cmd(&["SET", &latch, "1", "PX", "5000"]);
+
+    let reply = fx.release(&latch, 30_000, ME).await.unwrap();
+    assert_eq!(reply.as_i64(), Some(0), "applied, holds remain: {reply:?}");
+    assert_eq!(fx.hash(), pairs(&[(ME, "2")]));
+    assert_eq!(
+        resp(&fx.cmd(&["GET", &latch])),
+        Resp::Bulk(Some("0".into())),
+        "the replay key now records this release"
+    );
 }
 
 #[tokio::test]
@@ -467,7 +516,7 @@ async fn release_with_holds_remaining_returns_zero_and_renews_lease() {
     sub.assert_quiet(&fx.server, &fx.channel).await;
 
     // A retry of the same request counts once: replayed, the hold is still there.
-    let reply = fx.release(&latch, 20_000, ME).await.unwrap();
+    let reply = fx.retry_release(&latch, 20_000, ME).await.unwrap();
     assert_eq!(reply.as_i64(), Some(0));
     assert_eq!(fx.hash(), pairs(&[(ME, "1")]));
     sub.assert_quiet(&fx.server, &fx.channel).await;
@@ -508,7 +557,7 @@ async fn release_of_last_hold_deletes_publishes_and_records_one() {
     );
 
     // A retry replays 1 and publishes nothing more; the lock is not re-created.
-    let reply = fx.release(&latch, 20_000, ME).await.unwrap();
+    let reply = fx.retry_release(&latch, 20_000, ME).await.unwrap();
     assert_eq!(reply.as_i64(), Some(1));
     assert!(!fx.exists(&fx.name));
     sub.assert_quiet(&fx.server, &fx.channel).await;

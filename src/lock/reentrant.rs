@@ -769,7 +769,7 @@ impl LockGuard {
             latch: &latch,
         };
         let span = tracing::debug_span!("relock.release", lock = %self.hold.keys.name, holder = %self.hold.field);
-        let outcome = self.hold.release_as(&latch).instrument(span).await;
+        let outcome = self.hold.release_as(&latch, false).instrument(span).await;
         resume.hold = None;
         match outcome? {
             Released::StillHeld | Released::Freed { .. } => Ok(()),
@@ -825,7 +825,7 @@ impl Drop for ResumeRelease<'_> {
         let latch = self.latch.clone();
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                let _ = hold.release_as(&latch).await;
+                let _ = hold.release_as(&latch, true).await;
             });
         }
     }
@@ -834,13 +834,14 @@ impl Drop for ResumeRelease<'_> {
 impl Hold {
     /// Sends one release under a fresh request id.
     async fn release(&self) -> Result<Released> {
-        self.release_as(&self.keys.latch(&self.client.inner.id))
+        self.release_as(&self.keys.latch(&self.client.inner.id), false)
             .await
     }
 
     /// Sends one release under the request id `latch`, retrying a lost reply with it so the
-    /// release applies once.
-    async fn release_as(&self, latch: &Key) -> Result<Released> {
+    /// release applies once. `sent_before`: the request may have reached the server already
+    /// (an `unlock()` dropped mid-flight), so even its first send here looks for a replay.
+    async fn release_as(&self, latch: &Key, mut sent_before: bool) -> Result<Released> {
         const TRIES: u32 = 3;
         let inner = &self.client.inner;
         let latch_ttl_ms = (inner.command_timeout * (TRIES + 1)).as_millis() as u64;
@@ -852,11 +853,15 @@ impl Hold {
                 latch_ttl_ms,
                 publish: inner.publish,
                 claim_window_ms: inner.claim_window_ms,
+                sent_before,
             };
             let outcome =
                 scripts::release(&inner.redis, &self.keys, &self.field, self.lease_ms, how).await;
             match outcome {
-                Err(error) if error.is_ambiguous() && tries < TRIES => tries += 1,
+                Err(error) if error.is_ambiguous() && tries < TRIES => {
+                    tries += 1;
+                    sent_before = true;
+                }
                 Ok(released) => {
                     if released != Released::NotHeld {
                         // The reply arrived, so no retry will need the replay key any more.
