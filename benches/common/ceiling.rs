@@ -18,13 +18,18 @@ pub struct Ceiling {
     pub pairs_per_sec: f64,
     /// p50 of the acquire plus p50 of the release, in ms.
     pub pair_p50_ms: f64,
+    /// redis-server's CPU time per pair over the trials, in µs.
+    pub server_us_per_pair: f64,
 }
 
 /// The best of three trials (highest pairs/s, lowest p50): on a small shared machine one trial
 /// swings with where the scheduler puts `redis-benchmark` and `redis-server`.
 pub fn measure(server: &RedisServer, pipeline: u32, requests: u32) -> Ceiling {
+    let cpu_before = super::server_cpu(server);
     let trials: Vec<Ceiling> = (0..3).map(|_| trial(server, pipeline, requests)).collect();
+    let cpu = super::server_cpu(server) - cpu_before;
     Ceiling {
+        server_us_per_pair: cpu.as_secs_f64() * 1e6 / (trials.len() as f64 * requests as f64),
         pairs_per_sec: trials.iter().map(|c| c.pairs_per_sec).fold(0.0, f64::max),
         pair_p50_ms: trials
             .iter()
@@ -81,6 +86,7 @@ fn trial(server: &RedisServer, pipeline: u32, requests: u32) -> Ceiling {
     Ceiling {
         pairs_per_sec: 1.0 / (1.0 / acq_rps + 1.0 / rel_rps),
         pair_p50_ms: acq_p50 + rel_p50,
+        server_us_per_pair: f64::NAN,
     }
 }
 

@@ -121,6 +121,17 @@ fn info_field(info: &str, field: &str) -> Option<String> {
         .map(|v| v.trim().to_owned())
 }
 
+/// CPU time redis-server has used (user + system, all its threads), from `INFO cpu`.
+pub fn server_cpu(server: &impl Redis) -> Duration {
+    let info = server.cmd(&["INFO", "cpu"]);
+    let seconds = |field| {
+        info_field(&info, field)
+            .and_then(|v| v.parse::<f64>().ok())
+            .expect("INFO cpu")
+    };
+    Duration::from_secs_f64(seconds("used_cpu_user") + seconds("used_cpu_sys"))
+}
+
 /// Calls per command from `INFO commandstats` (commands run by scripts included).
 pub fn command_calls(server: &impl Redis) -> HashMap<String, u64> {
     server
