@@ -4,10 +4,11 @@
 //!
 //! Figures: pairs/s, and p50/p99 of one lock + unlock pair, each relock figure also as a ratio
 //! to the ceiling; each is the best of three trials per run on both sides. redis-server's CPU
-//! time per pair shows whether relock's pair costs the server more than the ceiling's. relock runs on a runtime with one worker fewer than the machine has cores
-//! (at least one), leaving redis-server its core as the one-thread `redis-benchmark` does; the
-//! 32-task loop is also run on the default runtime (a worker per core). `cargo bench --bench
-//! uncontended` (env `RUNS`, default 3).
+//! time per pair shows whether relock's pair costs the server more than the ceiling's. relock
+//! runs on a runtime with one worker fewer than the machine has cores (at least one), leaving
+//! redis-server its core as the one-thread `redis-benchmark` does; the 32-task loop is also run
+//! on the default runtime (a worker per core). `cargo bench --bench uncontended` (env `RUNS`,
+//! default 3).
 
 mod common;
 
