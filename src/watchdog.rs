@@ -6,6 +6,13 @@
 //! never re-creates one. When it finds the field gone, or renewals have failed for a whole lease,
 //! the holds are marked lost: their guards' `lost()` completes and a warning names the lock.
 //! A release stops renewal before it sends anything, so renewal and release never race.
+//!
+//! Releases in flight are counted here too. The last release of a hold leaves no replay key
+//! behind (it would cost the server a write and a delete on every unlock), so its retry after a
+//! lost reply cannot tell "my first send freed it" from "my field came back since". An acquire by
+//! the same owner therefore waits until the owner's releases of that lock have their replies
+//! ([`Holds::settled`]), and a retry that finds the field gone judges by
+//! [`Holds::unregister`]'s bound on when the hold could lapse.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,7 +21,7 @@ use std::time::Duration;
 
 use fred::bytes_utils::Str;
 use fred::clients::Client as Redis;
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -33,6 +40,23 @@ struct Entry {
     lost: watch::Sender<bool>,
     /// When the last acquire or renewal that succeeded was sent.
     confirmed_at: Instant,
+    /// The earliest the hold can lapse, as the latest-sent confirmed command that set its lease
+    /// tells (an acquire, a renewal or a release of one hold of several): that command's send
+    /// time plus the lease it set, since the server applied it after it was sent.
+    lapses_after: Instant,
+    /// When the command that set `lapses_after` was sent.
+    lease_sent_at: Instant,
+}
+
+impl Entry {
+    /// A confirmed command sent at `sent_at` set the hold's lease to `lease`. The latest-sent
+    /// one decides, as the server applied them in that order.
+    fn lease_set(&mut self, sent_at: Instant, lease: Duration) {
+        if sent_at >= self.lease_sent_at {
+            self.lease_sent_at = sent_at;
+            self.lapses_after = sent_at + lease;
+        }
+    }
 }
 
 /// The holds of one client.
@@ -40,6 +64,31 @@ struct Entry {
 pub(crate) struct Holds {
     map: Mutex<HashMap<HoldKey, Entry>>,
     next_generation: AtomicU64,
+    /// Releases in flight per lock and holder field.
+    releasing: Mutex<HashMap<HoldKey, u32>>,
+    /// Told whenever a lock and field has no release in flight any more.
+    settled: Notify,
+}
+
+/// A release in flight, counted in [`Holds`] from before it is sent until it has its reply (or
+/// gave up): an acquire of the same lock by the same owner waits for it to drop.
+pub(crate) struct Releasing {
+    holds: Arc<Holds>,
+    key: HoldKey,
+}
+
+impl Drop for Releasing {
+    fn drop(&mut self) {
+        let mut releasing = self.holds.releasing.lock().unwrap();
+        if let Some(count) = releasing.get_mut(&self.key) {
+            *count -= 1;
+            if *count == 0 {
+                releasing.remove(&self.key);
+                drop(releasing);
+                self.holds.settled.notify_waiters();
+            }
+        }
+    }
 }
 
 /// What a guard keeps of its registration.
@@ -53,8 +102,14 @@ impl Holds {
         self.map.lock().unwrap().get(key).map_or(0, |e| e.guards)
     }
 
-    /// Counts a new guard; `sent_at` is when its acquire was sent.
-    pub(crate) fn register(&self, key: HoldKey, renew: bool, sent_at: Instant) -> Registration {
+    /// Counts a new guard; its acquire was sent at `sent_at` and set a lease of `lease`.
+    pub(crate) fn register(
+        &self,
+        key: HoldKey,
+        renew: bool,
+        sent_at: Instant,
+        lease: Duration,
+    ) -> Registration {
         let mut map = self.map.lock().unwrap();
         let entry = map.entry(key).or_insert_with(|| Entry {
             guards: 0,
@@ -62,6 +117,8 @@ impl Holds {
             generation: 0,
             lost: watch::Sender::new(true),
             confirmed_at: sent_at,
+            lapses_after: sent_at + lease,
+            lease_sent_at: sent_at,
         });
         if *entry.lost.borrow() {
             // A fresh hold (or one after a loss): a new signal for the guards from here on.
@@ -75,22 +132,59 @@ impl Holds {
             entry.renewing += 1;
             entry.confirmed_at = entry.confirmed_at.max(sent_at);
         }
+        entry.lease_set(sent_at, lease);
         Registration {
             lost: entry.lost.subscribe(),
         }
     }
 
     /// Forgets a guard. Called before its release is sent, so no renewal follows the release.
-    pub(crate) fn unregister(&self, key: &HoldKey, renew: bool) {
+    /// Returns the earliest the field's hold can lapse, as far as this client knows.
+    pub(crate) fn unregister(&self, key: &HoldKey, renew: bool) -> Option<Instant> {
         let mut map = self.map.lock().unwrap();
-        if let Some(entry) = map.get_mut(key) {
-            entry.guards = entry.guards.saturating_sub(1);
-            if renew {
-                entry.renewing = entry.renewing.saturating_sub(1);
+        let entry = map.get_mut(key)?;
+        entry.guards = entry.guards.saturating_sub(1);
+        if renew {
+            entry.renewing = entry.renewing.saturating_sub(1);
+        }
+        let lapses_after = entry.lapses_after;
+        if entry.guards == 0 {
+            map.remove(key);
+        }
+        Some(lapses_after)
+    }
+
+    /// Notes that a release sent at `sent_at` left holds behind and set their lease to `lease`.
+    pub(crate) fn lease_set(&self, key: &HoldKey, sent_at: Instant, lease: Duration) {
+        if let Some(entry) = self.map.lock().unwrap().get_mut(key) {
+            entry.lease_set(sent_at, lease);
+        }
+    }
+
+    /// Counts a release of `key` in flight until the returned token drops.
+    pub(crate) fn releasing(self: &Arc<Self>, key: HoldKey) -> Releasing {
+        *self
+            .releasing
+            .lock()
+            .unwrap()
+            .entry(key.clone())
+            .or_default() += 1;
+        Releasing {
+            holds: self.clone(),
+            key,
+        }
+    }
+
+    /// Waits until no release of `key` is in flight.
+    pub(crate) async fn settled(&self, key: &HoldKey) {
+        loop {
+            let notified = self.settled.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if !self.releasing.lock().unwrap().contains_key(key) {
+                return;
             }
-            if entry.guards == 0 {
-                map.remove(key);
-            }
+            notified.await;
         }
     }
 
@@ -103,11 +197,12 @@ impl Holds {
             .collect()
     }
 
-    fn renewed(&self, key: &HoldKey, generation: u64, sent_at: Instant) {
+    fn renewed(&self, key: &HoldKey, generation: u64, sent_at: Instant, lease: Duration) {
         let mut map = self.map.lock().unwrap();
         if let Some(entry) = map.get_mut(key) {
             if entry.generation == generation {
                 entry.confirmed_at = entry.confirmed_at.max(sent_at);
+                entry.lease_set(sent_at, lease);
             }
         }
     }
@@ -196,7 +291,7 @@ impl Watchdog {
                 Ok(renewed) => {
                     for ((key, generation), ok) in batch.iter().zip(renewed) {
                         if ok {
-                            self.holds.renewed(key, *generation, sent_at);
+                            self.holds.renewed(key, *generation, sent_at, self.lease);
                         } else {
                             self.holds
                                 .lose(key, *generation, "the lock is gone (expired or deleted)");

@@ -301,8 +301,14 @@ async fn retried_release_applies_once() {
         !raw_exists(&server, &name),
         "the last release deletes the lock"
     );
-    // And its retry replays "freed" without touching anything.
-    assert_eq!(release(latch).await, Value::Integer(1));
+    // It writes no replay key: its retry finds the field gone and touches nothing (relock
+    // holds the owner's acquires back until a release has its reply, so no new hold of the
+    // field can be there for the retry to take).
+    assert!(
+        !raw_exists(&server, &latch),
+        "the last release wrote a replay key"
+    );
+    assert_eq!(release(latch).await, Value::Null);
     assert!(!raw_exists(&server, &name));
 
     // The guards' holds were released behind their back.

@@ -838,9 +838,10 @@ async fn lost_release_reply_is_retried_and_counts_once() {
     first.unlock().await.unwrap();
     assert!(!raw_exists(&server, &name("release")));
 
-    // The last release, reply lost: the retry replays "freed" instead of reporting "not held".
+    // The last release, reply lost. It leaves no replay key, so its retry finds the field gone;
+    // the reply came long before the 10 s lease could run out, so the first send freed the lock.
     let lock = client.lock(name("last"));
-    let only = lock.lock().await.unwrap();
+    let only = lock.lock_with_lease(Duration::from_secs(10)).await.unwrap();
     proxy.swallow_next_reply(&[&release, &name("last")]);
     timeout(Duration::from_secs(15), only.unlock())
         .await
@@ -849,7 +850,97 @@ async fn lost_release_reply_is_retried_and_counts_once() {
     assert_eq!(proxy.swallowed(), 2, "the fault did not happen");
     assert!(!raw_exists(&server, &name("last")));
 
-    let names = ["warm", "release", "last"].map(name);
+    // The same, but the retry's reply comes after the hold's lease could have run out: replies
+    // are dropped until the 300 ms lease is over, then the connection is cut and the release is
+    // sent again. The retry cannot tell its first send's release from an expiry, and says the
+    // lease may be lost.
+    let lock = client.lock(name("lapsed"));
+    let acquired_at = Instant::now();
+    let short = lock
+        .lock_with_lease(Duration::from_millis(300))
+        .await
+        .unwrap();
+    proxy.set_mode(Mode::DropReplies);
+    let unlock = tokio::spawn(short.unlock());
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            !raw_exists(&server, &name("lapsed"))
+        })
+        .await,
+        "the release never ran"
+    );
+    tokio::time::sleep_until(acquired_at + Duration::from_millis(400)).await;
+    proxy.set_mode(Mode::Pass);
+    proxy.cut();
+    let error = timeout(Duration::from_secs(15), unlock)
+        .await
+        .expect("unlock hung after a lost reply")
+        .unwrap()
+        .expect_err("a retry past the lease cannot know it freed the lock");
+    assert!(error.is_lease_lost(), "{error:?}");
+    assert!(!raw_exists(&server, &name("lapsed")));
+
+    let names = ["warm", "release", "last", "lapsed"].map(name);
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    faults::assert_no_leaks(&server, &[&client], &names).await;
+}
+
+/// An owner shared by two tasks: one's last release loses its reply after it freed the lock,
+/// and the other locks again before the retry. The retry must not release the new hold: the
+/// acquire waits until the release has its reply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_last_release_reply_never_frees_the_owners_next_hold() {
+    let lease = Duration::from_secs(10);
+    let base = common::prefix("faults-lost-release-race");
+    let name = |part: &str| format!("{base}:{part}");
+    let (server, proxy, client) = proxied(lease, &name("warm")).await;
+    let release = release_sha();
+    let owner = Owner::new();
+    let lock = client.lock(name("race")).owned_by(owner.clone());
+    let field = format!("{}:{}", client.id(), owner.id());
+
+    let guard = lock.lock_with_lease(lease).await.unwrap();
+    proxy.swallow_next_reply(&[&release, &name("race")]);
+    let unlock = tokio::spawn(guard.unlock());
+    // The first send ran (the lock is gone) but its reply is lost: the unlock is unresolved.
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            !raw_exists(&server, &name("race"))
+        })
+        .await,
+        "the release never ran"
+    );
+    assert!(
+        !unlock.is_finished(),
+        "the unlock did not wait for its reply"
+    );
+
+    let relocked = timeout(
+        Duration::from_secs(15),
+        tokio::spawn({
+            let lock = lock.clone();
+            async move { lock.lock().await }
+        }),
+    )
+    .await
+    .expect("the owner's next lock() hung")
+    .unwrap()
+    .expect("the owner locks again");
+    unlock
+        .await
+        .unwrap()
+        .expect("a retried last release succeeds");
+    assert_eq!(proxy.swallowed(), 1, "the fault did not happen");
+    assert_eq!(
+        raw_holds(&server, &name("race"), &field),
+        1,
+        "the retried release took the owner's new hold"
+    );
+    assert_eq!(relocked.hold_count().await.unwrap(), 1);
+    relocked.unlock().await.unwrap();
+    assert!(!raw_exists(&server, &name("race")));
+
+    let names = ["warm", "race"].map(name);
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     faults::assert_no_leaks(&server, &[&client], &names).await;
 }

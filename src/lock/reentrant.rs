@@ -29,7 +29,7 @@ use crate::names::LockKeys;
 use crate::owner::Owner;
 use crate::pubsub::Wake;
 use crate::scripts::{self, Claim, ReleaseHow, Released};
-use crate::watchdog::HoldKey;
+use crate::watchdog::{HoldKey, Releasing};
 
 /// How long a hold lasts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -467,6 +467,9 @@ impl Hold {
             .as_ref()
             .map_or(&inner.redis, |s| &s.redis);
         let key = self.hold_key();
+        // A release of ours still in flight may be the last one, which leaves no replay key: a
+        // hold taken now could be the one its retry finds and releases. Let it finish first.
+        inner.holds.settled(&key).await;
         let held_before = inner.holds.guards(&key);
         let mut orphan = OrphanCheck::arm(self);
         let sent_at = Instant::now();
@@ -505,9 +508,12 @@ impl Hold {
             synced?;
         }
         orphan.disarm();
-        let registration = inner
-            .holds
-            .register(key, self.lease == Lease::Watchdog, sent_at);
+        let registration = inner.holds.register(
+            key,
+            self.lease == Lease::Watchdog,
+            sent_at,
+            Duration::from_millis(self.lease_ms),
+        );
         Ok(Attempt::Acquired(LockGuard {
             deadline: match self.lease {
                 Lease::Fixed(lease) => sent_at.checked_add(lease),
@@ -596,6 +602,8 @@ impl Drop for OrphanCheck<'_> {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
+        // The owner's next acquire of this lock waits for the check, as for any release.
+        let releasing = hold.releasing();
         runtime.spawn(async move {
             let inner = &hold.client.inner;
             let redis = inner
@@ -607,7 +615,7 @@ impl Drop for OrphanCheck<'_> {
             };
             if state.holds > u64::from(inner.holds.guards(&hold.hold_key())) {
                 tracing::debug!(lock = %hold.keys.name, "releasing the hold of a cancelled acquire");
-                let _ = hold.release().await;
+                let _ = hold.release(None, releasing).await;
             }
         });
     }
@@ -634,7 +642,7 @@ impl Hold {
         if matches!(acked, Ok(n) if n >= 1) {
             return Ok(());
         }
-        if let Err(error) = self.release().await {
+        if let Err(error) = self.release(None, self.releasing()).await {
             tracing::warn!(lock = %self.keys.name, %error, "could not release an unreplicated hold; it expires with its lease");
         }
         match acked {
@@ -750,7 +758,14 @@ impl LockGuard {
     /// [`Error::LeaseLost`] when the hold was already gone and the guard knew it had lost its
     /// lease, [`Error::NotHeld`] when it was gone otherwise (say, force-unlocked), and as
     /// [`Lock::lock`]. A release that Redis may or may not have applied is retried with the same
-    /// request id, so it counts once.
+    /// request id, so it counts once. The owner's own acquires of this lock wait until the
+    /// release has its reply.
+    ///
+    /// A retried *last* release that finds the hold gone reports success when its reply came
+    /// before the hold's lease could have run out (its first send freed the lock), and
+    /// [`Error::LeaseLost`] after that: the last release leaves no replay key to tell the two
+    /// apart (see `lua/release.lua`). If the lock was force-unlocked in the same moment as a
+    /// reply was lost, that force-unlock goes unreported.
     ///
     /// # Cancel safety
     ///
@@ -758,18 +773,24 @@ impl LockGuard {
     pub async fn unlock(mut self) -> Result<()> {
         self.released = true;
         let was_lost = self.is_lost();
-        self.stop_renewal();
+        let lapses_after = self.stop_renewal();
         self.hold.client.check_open()?;
         let inner = &self.hold.client.inner;
         let latch = self.hold.keys.latch(&inner.id);
         // Dropped mid-flight, the release is finished in the background under the same
-        // request id, so it still counts exactly once.
+        // request id, so it still counts exactly once; it stays counted in flight till then.
         let mut resume = ResumeRelease {
             hold: Some(&self.hold),
             latch: &latch,
+            lapses_after,
+            releasing: Some(self.hold.releasing()),
         };
         let span = tracing::debug_span!("relock.release", lock = %self.hold.keys.name, holder = %self.hold.field);
-        let outcome = self.hold.release_as(&latch, false).instrument(span).await;
+        let outcome = self
+            .hold
+            .release_as(&latch, false, lapses_after)
+            .instrument(span)
+            .await;
         resume.hold = None;
         match outcome? {
             Released::StillHeld | Released::Freed { .. } => Ok(()),
@@ -784,12 +805,14 @@ impl LockGuard {
         }
     }
 
-    /// Stops renewal of this hold; called before its release is sent.
-    fn stop_renewal(&self) {
-        self.hold.client.inner.holds.unregister(
-            &(self.hold.keys.name.clone(), self.hold.field.clone()),
-            self.hold.lease == Lease::Watchdog,
-        );
+    /// Stops renewal of this hold; called before its release is sent. Returns the earliest the
+    /// owner's hold can lapse.
+    fn stop_renewal(&self) -> Option<Instant> {
+        self.hold
+            .client
+            .inner
+            .holds
+            .unregister(&self.hold.hold_key(), self.hold.lease == Lease::Watchdog)
     }
 }
 
@@ -799,14 +822,18 @@ impl Drop for LockGuard {
             return;
         }
         self.released = true;
-        self.stop_renewal();
+        let lapses_after = self.stop_renewal();
         if self.hold.client.check_open().is_err() {
             return;
         }
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let hold = self.hold.clone();
+            // Counted in flight now, so the owner's next acquire, even right after the drop,
+            // waits for it.
+            let releasing = hold.releasing();
             let span = tracing::debug_span!("relock.release", lock = %hold.keys.name, holder = %hold.field);
-            runtime.spawn(async move { hold.release().await }.instrument(span));
+            runtime
+                .spawn(async move { hold.release(lapses_after, releasing).await }.instrument(span));
         }
     }
 }
@@ -815,6 +842,9 @@ impl Drop for LockGuard {
 struct ResumeRelease<'a> {
     hold: Option<&'a Hold>,
     latch: &'a Key,
+    lapses_after: Option<Instant>,
+    /// Keeps the release counted in flight until the `unlock()` or its resumption ends.
+    releasing: Option<Releasing>,
 }
 
 impl Drop for ResumeRelease<'_> {
@@ -823,30 +853,59 @@ impl Drop for ResumeRelease<'_> {
             return;
         };
         let latch = self.latch.clone();
+        let lapses_after = self.lapses_after;
+        let releasing = self.releasing.take();
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                let _ = hold.release_as(&latch, true).await;
+                let _ = hold.release_as(&latch, true, lapses_after).await;
+                drop(releasing);
             });
         }
     }
 }
 
 impl Hold {
-    /// Sends one release under a fresh request id.
-    async fn release(&self) -> Result<Released> {
-        self.release_as(&self.keys.latch(&self.client.inner.id), false)
-            .await
+    /// Counts a release of this hold in flight until the token drops.
+    fn releasing(&self) -> Releasing {
+        self.client.inner.holds.releasing(self.hold_key())
+    }
+
+    /// Sends one release under a fresh request id; `releasing` counts it in flight till it ends.
+    async fn release(
+        &self,
+        lapses_after: Option<Instant>,
+        releasing: Releasing,
+    ) -> Result<Released> {
+        let latch = self.keys.latch(&self.client.inner.id);
+        let released = self.release_as(&latch, false, lapses_after).await;
+        drop(releasing);
+        released
     }
 
     /// Sends one release under the request id `latch`, retrying a lost reply with it so the
     /// release applies once. `sent_before`: the request may have reached the server already
     /// (an `unlock()` dropped mid-flight), so even its first send here looks for a replay.
-    async fn release_as(&self, latch: &Key, mut sent_before: bool) -> Result<Released> {
+    ///
+    /// A release that leaves holds behind writes a replay key, and its retry replays "still
+    /// held". A last release writes none, so a retry that finds the field gone cannot tell
+    /// whether its earlier send freed the lock or the hold had lapsed: `lapses_after`, the
+    /// earliest the hold could lapse, decides. A reply before it means the field was there
+    /// when the earlier send ran, since the owner's own acquires wait for this release (no new
+    /// hold of the field can have come and gone): that send freed the lock. After it (or
+    /// without it), the hold may have run out first, and the release ends in
+    /// [`Error::LeaseLost`].
+    async fn release_as(
+        &self,
+        latch: &Key,
+        mut sent_before: bool,
+        lapses_after: Option<Instant>,
+    ) -> Result<Released> {
         const TRIES: u32 = 3;
         let inner = &self.client.inner;
         let latch_ttl_ms = (inner.command_timeout * (TRIES + 1)).as_millis() as u64;
         let mut tries = 1;
         let mark = inner.hub.mark(&self.keys.channel);
+        let sent_at = Instant::now();
         loop {
             let how = ReleaseHow {
                 latch,
@@ -862,10 +921,24 @@ impl Hold {
                     tries += 1;
                     sent_before = true;
                 }
+                Ok(Released::NotHeld) if sent_before => {
+                    if !lapses_after.is_some_and(|lapse| Instant::now() < lapse) {
+                        return Err(Error::LeaseLost {
+                            lock: self.keys.name.to_string(),
+                            owner: self.field.to_string(),
+                        });
+                    }
+                    tracing::debug!(lock = %self.keys.name, "release reply lost; the retry finds the lock freed by it");
+                    inner.hub.released(&self.keys.channel, 0, mark);
+                    return Ok(Released::Freed { woken: 0 });
+                }
                 Ok(released) => {
-                    if released != Released::NotHeld {
-                        // The reply arrived, so no retry will need the replay key any more.
+                    if released == Released::StillHeld {
+                        // The reply arrived, so no retry will need the replay key any more; and
+                        // the holds left have the releasing hold's lease from now on.
                         inner.sweeper.delete(latch.clone());
+                        let lease = Duration::from_millis(self.lease_ms);
+                        inner.holds.lease_set(&self.hold_key(), sent_at, lease);
                     }
                     if let Released::Freed { woken } = released {
                         inner.hub.released(&self.keys.channel, woken, mark);
