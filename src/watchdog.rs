@@ -177,11 +177,12 @@ impl Holds {
 
     /// Waits until no release of `key` is in flight.
     pub(crate) async fn settled(&self, key: &HoldKey) {
-        loop {
+        let in_flight = || self.releasing.lock().unwrap().contains_key(key);
+        while in_flight() {
             let notified = self.settled.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if !self.releasing.lock().unwrap().contains_key(key) {
+            if !in_flight() {
                 return;
             }
             notified.await;
