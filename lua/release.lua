@@ -1,10 +1,12 @@
 -- Release one hold of a reentrant lock; the last hold deletes the lock and wakes a waiter.
 --
 -- A release that leaves holds behind writes a replay key, so that its retry after a lost reply
--- does not count it twice. The last release writes none: a retry finds the field gone and
--- returns nil, and the client, which holds back the owner's own acquires of the lock until the
--- release has its reply, knows no new hold of that field can be the one it finds (or misses).
--- Skipping that write and its later delete saves the server a fifth of a lock + unlock pair.
+-- does not count it twice. The last release writes none (unless ARGV[8] asks), which saves the
+-- server a write and a delete on every lock + unlock pair: its retry finds the field gone and
+-- returns nil, and the client tells from the hold's lease whether its first send freed the lock.
+-- The client holds the owner's own acquires of the lock back until the release has its reply,
+-- and asks for the key when one of them was already in flight, so the field cannot have come
+-- back in between without a replay key to say so.
 --
 -- KEYS[1]  the lock hash <name>
 -- KEYS[2]  the wake-up channel redisson_lock__channel:{<name>}
@@ -14,18 +16,21 @@
 -- ARGV[2]  lease in ms to set while holds remain
 -- ARGV[3]  holder field <client-uuid>:<owner>
 -- ARGV[4]  the publish command: PUBLISH (or SPUBLISH on a sharded cluster)
--- ARGV[5]  how long the replay key lives, in ms (written only while holds remain)
+-- ARGV[5]  how long a replay key lives, in ms
 -- ARGV[6]  the claim window in ms: on the last release a claim lives at most this much longer,
 --          so a claimant that died delays the others by no more than that
 -- ARGV[7]  1 when this request may have reached the server before (a retry after a lost reply,
 --          or a release finished in the background): its replay key is read first; 0 on the
 --          request's first send, whose replay key cannot exist yet, so the read is skipped
+-- ARGV[8]  1 when the last release writes a replay key too (an acquire by the same owner was
+--          in flight when the release started, and may run after it); 0: only a release that
+--          leaves holds behind writes one
 --
 -- Reply:   nil when the field holds nothing (not held by this owner, or, on a retry, freed
 --          by this request's first send), 0 when holds remain, 1 + n when the lock was freed
 --          and its wake-up reached n subscribed connections (the caller learns whether other
---          processes are waiting). A request that left holds behind replays 0, so a retried
---          release counts once.
+--          processes are waiting). A request that wrote a replay key replays 0 (holds remained)
+--          or 1 (freed), so a retried release counts once.
 -- Errors:  WRONGTYPE when <name> exists but is not a hash.
 if ARGV[7] == '1' then
     local replay = redis.call('get', KEYS[3])
@@ -46,4 +51,8 @@ redis.call('del', KEYS[1])
 if redis.call('pttl', KEYS[4]) > tonumber(ARGV[6]) then
     redis.call('pexpire', KEYS[4], ARGV[6])
 end
-return 1 + redis.call(ARGV[4], KEYS[2], ARGV[1])
+local woken = redis.call(ARGV[4], KEYS[2], ARGV[1])
+if ARGV[8] == '1' then
+    redis.call('set', KEYS[3], 1, 'px', ARGV[5])
+end
+return 1 + woken

@@ -18,6 +18,7 @@ use tokio::sync::watch;
 
 use crate::config::{millis, Config};
 use crate::error::{Error, Result};
+use crate::inflight::InFlight;
 use crate::lock::Lock;
 use crate::pubsub::Hub;
 use crate::scripts::{PUBLISH, SPUBLISH};
@@ -49,6 +50,8 @@ pub(crate) struct Inner {
     pub(crate) hub: Hub,
     pub(crate) sweeper: Sweeper,
     pub(crate) holds: Arc<Holds>,
+    /// Acquires and releases in flight, per lock and holder field.
+    pub(crate) in_flight: Arc<InFlight>,
     pub(crate) watchdog_timeout: Duration,
     pub(crate) watchdog_ms: u64,
     pub(crate) command_timeout: Duration,
@@ -84,7 +87,7 @@ impl Client {
     /// The command connection sends every command once: a command in flight when the connection
     /// drops fails instead of being re-sent after the reconnect, because a lock script applied
     /// twice would count a hold twice. relock resolves such failures itself (it reads the lock
-    /// back, or replays a release by its request id).
+    /// back, or retries a release under its request id).
     ///
     /// # Errors
     ///
@@ -155,6 +158,7 @@ impl Client {
                 hub,
                 sweeper,
                 holds,
+                in_flight: Arc::default(),
                 watchdog_ms: millis(config.watchdog_timeout, "watchdog timeout")?,
                 watchdog_timeout: config.watchdog_timeout,
                 command_timeout: config.command_timeout,

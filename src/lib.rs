@@ -4,6 +4,7 @@
 mod client;
 mod config;
 mod error;
+mod inflight;
 mod lock;
 mod names;
 mod owner;

@@ -155,7 +155,7 @@ pub(crate) enum Released {
     /// One hold released; others remain.
     StillHeld,
     /// The last hold released: the lock is gone, and its wake-up message reached `woken`
-    /// subscribed connections (0 when the reply was a replay).
+    /// subscribed connections (0 when not known: a retry found the lock already freed).
     Freed { woken: u64 },
 }
 
@@ -171,6 +171,9 @@ pub(crate) struct ReleaseHow<'a> {
     /// Whether this request may have reached the server before (a retry): only then can its
     /// replay key exist, so only then does the script read it.
     pub(crate) sent_before: bool,
+    /// Whether a last release writes a replay key too (by default only a release that leaves
+    /// holds behind writes one).
+    pub(crate) replay_last: bool,
 }
 
 /// Releases one hold of `field`; a retry with the same latch (and `sent_before`) replays the
@@ -199,6 +202,7 @@ pub(crate) async fn release(
                 millis(how.latch_ttl_ms),
                 millis(how.claim_window_ms),
                 text(if how.sent_before { "1" } else { "0" }),
+                text(if how.replay_last { "1" } else { "0" }),
             ],
         )
         .await

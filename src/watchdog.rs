@@ -7,12 +7,9 @@
 //! the holds are marked lost: their guards' `lost()` completes and a warning names the lock.
 //! A release stops renewal before it sends anything, so renewal and release never race.
 //!
-//! Releases in flight are counted here too. The last release of a hold leaves no replay key
-//! behind (it would cost the server a write and a delete on every unlock), so its retry after a
-//! lost reply cannot tell "my first send freed it" from "my field came back since". An acquire by
-//! the same owner therefore waits until the owner's releases of that lock have their replies
-//! ([`Holds::settled`]), and a retry that finds the field gone judges by
-//! [`Holds::unregister`]'s bound on when the hold could lapse.
+//! Each entry also keeps the earliest moment its hold can lapse, which [`Holds::unregister`]
+//! hands to the release: a retried last release that finds the lock gone before then knows its
+//! first send freed it (see `inflight`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,7 +18,7 @@ use std::time::Duration;
 
 use fred::bytes_utils::Str;
 use fred::clients::Client as Redis;
-use tokio::sync::{watch, Notify};
+use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -64,31 +61,6 @@ impl Entry {
 pub(crate) struct Holds {
     map: Mutex<HashMap<HoldKey, Entry>>,
     next_generation: AtomicU64,
-    /// Releases in flight per lock and holder field.
-    releasing: Mutex<HashMap<HoldKey, u32>>,
-    /// Told whenever a lock and field has no release in flight any more.
-    settled: Notify,
-}
-
-/// A release in flight, counted in [`Holds`] from before it is sent until it has its reply (or
-/// gave up): an acquire of the same lock by the same owner waits for it to drop.
-pub(crate) struct Releasing {
-    holds: Arc<Holds>,
-    key: HoldKey,
-}
-
-impl Drop for Releasing {
-    fn drop(&mut self) {
-        let mut releasing = self.holds.releasing.lock().unwrap();
-        if let Some(count) = releasing.get_mut(&self.key) {
-            *count -= 1;
-            if *count == 0 {
-                releasing.remove(&self.key);
-                drop(releasing);
-                self.holds.settled.notify_waiters();
-            }
-        }
-    }
 }
 
 /// What a guard keeps of its registration.
@@ -158,34 +130,6 @@ impl Holds {
     pub(crate) fn lease_set(&self, key: &HoldKey, sent_at: Instant, lease: Duration) {
         if let Some(entry) = self.map.lock().unwrap().get_mut(key) {
             entry.lease_set(sent_at, lease);
-        }
-    }
-
-    /// Counts a release of `key` in flight until the returned token drops.
-    pub(crate) fn releasing(self: &Arc<Self>, key: HoldKey) -> Releasing {
-        *self
-            .releasing
-            .lock()
-            .unwrap()
-            .entry(key.clone())
-            .or_default() += 1;
-        Releasing {
-            holds: self.clone(),
-            key,
-        }
-    }
-
-    /// Waits until no release of `key` is in flight.
-    pub(crate) async fn settled(&self, key: &HoldKey) {
-        let in_flight = || self.releasing.lock().unwrap().contains_key(key);
-        while in_flight() {
-            let notified = self.settled.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if !in_flight() {
-                return;
-            }
-            notified.await;
         }
     }
 

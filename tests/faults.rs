@@ -900,7 +900,9 @@ async fn a_lost_last_release_reply_never_frees_the_owners_next_hold() {
     let field = format!("{}:{}", client.id(), owner.id());
 
     let guard = lock.lock_with_lease(lease).await.unwrap();
-    proxy.swallow_next_reply(&[&release, &name("race")]);
+    // The connection stays open for a while after the release ran, passing requests but no
+    // replies: an acquire sent meanwhile would run between the release and its retry.
+    proxy.swallow_next_reply_for(&[&release, &name("race")], Duration::from_millis(300));
     let unlock = tokio::spawn(guard.unlock());
     // The first send ran (the lock is gone) but its reply is lost: the unlock is unresolved.
     assert!(

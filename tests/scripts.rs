@@ -133,7 +133,7 @@ impl Fixture {
         lease_ms: u64,
         field: &str,
     ) -> Result<Value, fred::error::Error> {
-        self.send_release(latch, lease_ms, field, "0").await
+        self.send_release(latch, lease_ms, field, "0", "0").await
     }
 
     /// A release request sent again (its reply was lost): its replay key is read first.
@@ -143,7 +143,18 @@ impl Fixture {
         lease_ms: u64,
         field: &str,
     ) -> Result<Value, fred::error::Error> {
-        self.send_release(latch, lease_ms, field, "1").await
+        self.send_release(latch, lease_ms, field, "1", "0").await
+    }
+
+    /// A first send that asks for a replay key even on the last hold, as relock sends a release
+    /// that starts while an acquire by the same owner is in flight.
+    async fn release_replaying_last(
+        &self,
+        latch: &str,
+        lease_ms: u64,
+        field: &str,
+    ) -> Result<Value, fred::error::Error> {
+        self.send_release(latch, lease_ms, field, "0", "1").await
     }
 
     async fn send_release(
@@ -152,6 +163,7 @@ impl Fixture {
         lease_ms: u64,
         field: &str,
         sent_before: &str,
+        replay_last: &str,
     ) -> Result<Value, fred::error::Error> {
         let lease = lease_ms.to_string();
         let latch_ttl = LATCH_TTL_MS.to_string();
@@ -167,6 +179,7 @@ impl Fixture {
                 &latch_ttl,
                 &window,
                 sent_before,
+                replay_last,
             ],
         )
         .await
@@ -555,6 +568,38 @@ async fn release_of_last_hold_deletes_publishes_and_writes_no_replay_key() {
     assert_eq!(reply, Value::Null);
     assert!(!fx.exists(&fx.name));
     assert!(!fx.exists(&latch));
+    sub.assert_quiet(&fx.server, &fx.channel).await;
+}
+
+#[tokio::test]
+async fn release_of_last_hold_asked_to_replay_writes_one_and_replays_it() {
+    let fx = Fixture::new("scripts-release-last-replay").await;
+    let mut sub = fx.subscribe().await;
+    assert_eq!(fx.acquire(10_000, ME).await.unwrap(), Value::Null);
+    let latch = fx.latch("req-4");
+    let reply = fx.release_replaying_last(&latch, 20_000, ME).await.unwrap();
+    assert_eq!(reply.as_i64(), Some(2), "{reply:?}");
+    assert!(!fx.exists(&fx.name), "the lock hash is gone");
+    assert_eq!(
+        sub.next_message(Duration::from_secs(5)).await,
+        Some((fx.channel.clone(), "0".to_owned()))
+    );
+    assert_eq!(
+        resp(&fx.cmd(&["GET", &latch])),
+        Resp::Bulk(Some("1".into()))
+    );
+    let latch_pttl = fx.pttl(&latch);
+    assert!(
+        latch_pttl > LATCH_TTL_MS - 1_000 && latch_pttl <= LATCH_TTL_MS,
+        "replay key PX: {latch_pttl}"
+    );
+
+    // The owner took the lock again before the retry arrived: the retry replays "freed" and
+    // leaves the new hold alone.
+    assert_eq!(fx.acquire(10_000, ME).await.unwrap(), Value::Null);
+    let reply = fx.retry_release(&latch, 20_000, ME).await.unwrap();
+    assert_eq!(reply.as_i64(), Some(1));
+    assert_eq!(fx.hash(), pairs(&[(ME, "1")]));
     sub.assert_quiet(&fx.server, &fx.channel).await;
 }
 

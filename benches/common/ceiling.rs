@@ -40,8 +40,9 @@ pub fn measure(server: &RedisServer, pipeline: u32, requests: u32) -> Ceiling {
 fn trial(server: &RedisServer, pipeline: u32, requests: u32) -> (f64, f64) {
     let (acquire, release) = (sha(server, ACQUIRE), sha(server, RELEASE));
     // The release runs its "holds remain" branch on a field holding many holds, as a first send
-    // (relock's every release but a retry): the work of a last release (one write, one expiry,
-    // one replay key) without needing fresh holds.
+    // (relock's every release but a retry), without needing fresh holds: one write and one
+    // expiry like a last release, plus a replay key, which a last release does not write (it
+    // deletes the hash and publishes instead).
     server.cmd(&["HSET", "bench:ceiling", "client:1", "1000000000000"]);
     let (acq_rps, acq_p50) = redis_benchmark(
         server.port(),
@@ -77,6 +78,7 @@ fn trial(server: &RedisServer, pipeline: u32, requests: u32) -> (f64, f64) {
             "PUBLISH",
             "12000",
             "10",
+            "0",
             "0",
         ],
     );

@@ -25,11 +25,12 @@ use tracing::{field::Empty, Instrument};
 use crate::client::{Client, Inner, ReplicaSync};
 use crate::config::millis;
 use crate::error::{Error, Result};
+use crate::inflight::Releasing;
 use crate::names::LockKeys;
 use crate::owner::Owner;
 use crate::pubsub::Wake;
 use crate::scripts::{self, Claim, ReleaseHow, Released};
-use crate::watchdog::{HoldKey, Releasing};
+use crate::watchdog::HoldKey;
 
 /// How long a hold lasts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -467,9 +468,9 @@ impl Hold {
             .as_ref()
             .map_or(&inner.redis, |s| &s.redis);
         let key = self.hold_key();
-        // A release of ours still in flight may be the last one, which leaves no replay key: a
-        // hold taken now could be the one its retry finds and releases. Let it finish first.
-        inner.holds.settled(&key).await;
+        // A release of the owner's still in flight may be a last one, which leaves no replay
+        // key: a hold taken now could be the one its retry finds and releases. It goes first.
+        let acquiring = inner.in_flight.acquiring(key.clone()).await;
         let held_before = inner.holds.guards(&key);
         let mut orphan = OrphanCheck::arm(self);
         let sent_at = Instant::now();
@@ -501,6 +502,8 @@ impl Hold {
                 return Err(error);
             }
         }
+        // The hold is taken: a release of the owner's that starts from here on runs after it.
+        drop(acquiring);
         if let Some(sync) = &inner.replica_sync {
             // Boxed, like script calls: it holds a fred command future.
             let synced = Box::pin(self.await_replica(sync)).await;
@@ -786,9 +789,10 @@ impl LockGuard {
             releasing: Some(self.hold.releasing()),
         };
         let span = tracing::debug_span!("relock.release", lock = %self.hold.keys.name, holder = %self.hold.field);
+        let releasing = resume.releasing.as_ref().expect("set above");
         let outcome = self
             .hold
-            .release_as(&latch, false, lapses_after)
+            .release_as(&latch, false, lapses_after, releasing)
             .instrument(span)
             .await;
         resume.hold = None;
@@ -854,11 +858,14 @@ impl Drop for ResumeRelease<'_> {
         };
         let latch = self.latch.clone();
         let lapses_after = self.lapses_after;
-        let releasing = self.releasing.take();
+        let Some(releasing) = self.releasing.take() else {
+            return;
+        };
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                let _ = hold.release_as(&latch, true, lapses_after).await;
-                drop(releasing);
+                let _ = hold
+                    .release_as(&latch, true, lapses_after, &releasing)
+                    .await;
             });
         }
     }
@@ -867,7 +874,7 @@ impl Drop for ResumeRelease<'_> {
 impl Hold {
     /// Counts a release of this hold in flight until the token drops.
     fn releasing(&self) -> Releasing {
-        self.client.inner.holds.releasing(self.hold_key())
+        self.client.inner.in_flight.releasing(self.hold_key())
     }
 
     /// Sends one release under a fresh request id; `releasing` counts it in flight till it ends.
@@ -877,9 +884,8 @@ impl Hold {
         releasing: Releasing,
     ) -> Result<Released> {
         let latch = self.keys.latch(&self.client.inner.id);
-        let released = self.release_as(&latch, false, lapses_after).await;
-        drop(releasing);
-        released
+        self.release_as(&latch, false, lapses_after, &releasing)
+            .await
     }
 
     /// Sends one release under the request id `latch`, retrying a lost reply with it so the
@@ -887,18 +893,19 @@ impl Hold {
     /// (an `unlock()` dropped mid-flight), so even its first send here looks for a replay.
     ///
     /// A release that leaves holds behind writes a replay key, and its retry replays "still
-    /// held". A last release writes none, so a retry that finds the field gone cannot tell
-    /// whether its earlier send freed the lock or the hold had lapsed: `lapses_after`, the
-    /// earliest the hold could lapse, decides. A reply before it means the field was there
-    /// when the earlier send ran, since the owner's own acquires wait for this release (no new
-    /// hold of the field can have come and gone): that send freed the lock. After it (or
-    /// without it), the hold may have run out first, and the release ends in
+    /// held". A last release writes none (unless `releasing` says an acquire of the owner's was
+    /// in flight: see `inflight`), so a retry that finds the field gone cannot tell whether its
+    /// earlier send freed the lock or the hold had lapsed: `lapses_after`, the earliest the hold
+    /// could lapse, decides. A reply before it means the field was there when the earlier send
+    /// ran (no new hold of the owner's can have come and gone in between): that send freed the
+    /// lock. After it (or without it), the hold may have run out first, and the release ends in
     /// [`Error::LeaseLost`].
     async fn release_as(
         &self,
         latch: &Key,
         mut sent_before: bool,
         lapses_after: Option<Instant>,
+        releasing: &Releasing,
     ) -> Result<Released> {
         const TRIES: u32 = 3;
         let inner = &self.client.inner;
@@ -913,6 +920,7 @@ impl Hold {
                 publish: inner.publish,
                 claim_window_ms: inner.claim_window_ms,
                 sent_before,
+                replay_last: releasing.beside_acquire,
             };
             let outcome =
                 scripts::release(&inner.redis, &self.keys, &self.field, self.lease_ms, how).await;
@@ -933,10 +941,17 @@ impl Hold {
                     return Ok(Released::Freed { woken: 0 });
                 }
                 Ok(released) => {
-                    if released == Released::StillHeld {
-                        // The reply arrived, so no retry will need the replay key any more; and
-                        // the holds left have the releasing hold's lease from now on.
+                    let replay_key = match released {
+                        Released::StillHeld => true,
+                        Released::Freed { .. } => releasing.beside_acquire,
+                        Released::NotHeld => false,
+                    };
+                    if replay_key {
+                        // The reply arrived, so no retry will need the replay key any more.
                         inner.sweeper.delete(latch.clone());
+                    }
+                    if released == Released::StillHeld {
+                        // The holds left have the releasing hold's lease from now on.
                         let lease = Duration::from_millis(self.lease_ms);
                         inner.holds.lease_set(&self.hold_key(), sent_at, lease);
                     }

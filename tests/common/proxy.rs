@@ -9,6 +9,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -26,8 +27,10 @@ pub enum Mode {
 
 struct Shared {
     mode: Mutex<Mode>,
-    /// Byte strings that the next request to swallow must all contain; `None` when unarmed.
-    armed: Mutex<Option<Vec<Vec<u8>>>>,
+    /// Byte strings that the next request to swallow must all contain, and how long its
+    /// connection stays open, passing requests but no replies, before it closes; `None` when
+    /// unarmed.
+    armed: Mutex<Option<(Vec<Vec<u8>>, Duration)>>,
     /// Bumped by [`Proxy::cut`]: every connection open at that moment closes.
     cut: watch::Sender<u64>,
     swallowed: AtomicUsize,
@@ -84,8 +87,15 @@ impl Proxy {
     /// that contains every one of `patterns` goes through to the server, but its reply is
     /// swallowed and that client connection is closed.
     pub fn swallow_next_reply(&self, patterns: &[&str]) {
+        self.swallow_next_reply_for(patterns, Duration::ZERO);
+    }
+
+    /// As [`swallow_next_reply`](Self::swallow_next_reply), but the connection stays open for
+    /// `hold` first: requests sent on it meanwhile still reach the server and run, and their
+    /// replies are lost with it.
+    pub fn swallow_next_reply_for(&self, patterns: &[&str], hold: Duration) {
         let patterns = patterns.iter().map(|p| p.as_bytes().to_vec()).collect();
-        *self.shared.armed.lock().unwrap() = Some(patterns);
+        *self.shared.armed.lock().unwrap() = Some((patterns, hold));
     }
 
     /// Whether an armed swallow is still waiting for its request.
@@ -111,18 +121,19 @@ impl Drop for Proxy {
     }
 }
 
-/// Takes the armed swallow if `request` matches it.
-fn take_if_armed(shared: &Shared, request: &[u8]) -> bool {
+/// Takes the armed swallow if `request` matches it: how long to hold the connection.
+fn take_if_armed(shared: &Shared, request: &[u8]) -> Option<Duration> {
     let mut armed = shared.armed.lock().unwrap();
-    let matches = armed.as_ref().is_some_and(|patterns| {
+    let matches = armed.as_ref().is_some_and(|(patterns, _)| {
         patterns
             .iter()
             .all(|p| request.windows(p.len()).any(|w| w == p.as_slice()))
     });
     if matches {
-        *armed = None;
+        armed.take().map(|(_, hold)| hold)
+    } else {
+        None
     }
-    matches
 }
 
 /// Pumps one client connection until either side closes, a cut, or a swallowed reply.
@@ -135,6 +146,7 @@ async fn serve(client: TcpStream, upstream_port: u16, shared: Arc<Shared>) {
     let (mut client_rx, mut client_tx) = client.into_split();
     let (mut server_rx, mut server_tx) = server.into_split();
     let swallow = AtomicBool::new(false);
+    let hold = Mutex::new(Duration::ZERO);
 
     let upstream = async {
         let mut buf = vec![0u8; 16 * 1024];
@@ -144,7 +156,8 @@ async fn serve(client: TcpStream, upstream_port: u16, shared: Arc<Shared>) {
                 Ok(n) => n,
             };
             // Set before the request is forwarded, so its reply cannot slip through.
-            if take_if_armed(&shared, &buf[..n]) {
+            if let Some(held) = take_if_armed(&shared, &buf[..n]) {
+                *hold.lock().unwrap() = held;
                 swallow.store(true, Ordering::SeqCst);
             }
             if server_tx.write_all(&buf[..n]).await.is_err() {
@@ -161,7 +174,10 @@ async fn serve(client: TcpStream, upstream_port: u16, shared: Arc<Shared>) {
             };
             if swallow.load(Ordering::SeqCst) {
                 shared.swallowed.fetch_add(1, Ordering::Relaxed);
-                return; // the reply is dropped with the connection
+                // The reply is dropped with the connection, and so is every reply after it.
+                let held = *hold.lock().unwrap();
+                tokio::time::sleep(held).await;
+                return;
             }
             let mode = *shared.mode.lock().unwrap();
             if mode == Mode::Pass && client_tx.write_all(&buf[..n]).await.is_err() {
