@@ -13,18 +13,55 @@
 //! The owner's holds are the only ones with its field, so no other hold can be found by a retry.
 //! Both counts are kept under one mutex, so an acquire and a release that start at once are
 //! ordered one way or the other. Releases never wait, so nothing here can deadlock.
+//!
+//! Counts are kept per [`Fingerprint`] of the lock name and holder field, computed once per
+//! `lock()` call, so the bookkeeping costs every acquire and release a mutex and no hashing of
+//! strings. Two pairs with the same fingerprint would only share counts: an acquire could wait
+//! for a release of the other, or a release write a replay key it did not need, never the
+//! reverse.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
 
-use crate::watchdog::HoldKey;
+/// A 64-bit hash of a lock name and holder field, the key of the counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Fingerprint(u64);
+
+impl Fingerprint {
+    pub(crate) fn of(name: &str, field: &str) -> Fingerprint {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        (name, field).hash(&mut hasher);
+        Fingerprint(hasher.finish())
+    }
+}
+
+/// Fingerprints are hashes already: the map uses them as they are.
+#[derive(Default)]
+struct AsIs(u64);
+
+impl Hasher for AsIs {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(byte);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
 
 /// What is in flight for each lock and holder field that has anything in flight.
 #[derive(Default)]
 pub(crate) struct InFlight {
-    counts: Mutex<HashMap<HoldKey, Counts>>,
+    counts: Mutex<HashMap<Fingerprint, Counts, BuildHasherDefault<AsIs>>>,
     /// Told whenever a lock and field has no release in flight any more.
     settled: Notify,
 }
@@ -39,14 +76,14 @@ struct Counts {
 /// the read-back after a lost one).
 pub(crate) struct Acquiring {
     in_flight: Arc<InFlight>,
-    key: HoldKey,
+    key: Fingerprint,
 }
 
 /// A release in flight, from before it is first sent until it ends, retries and all (or, for a
 /// dropped `unlock()`, until the background task finishing it ends).
 pub(crate) struct Releasing {
     in_flight: Arc<InFlight>,
-    key: HoldKey,
+    key: Fingerprint,
     /// An acquire of the same lock and owner was in flight when the release started: the
     /// release must write a replay key even if it frees the lock.
     pub(crate) beside_acquire: bool,
@@ -54,7 +91,7 @@ pub(crate) struct Releasing {
 
 impl InFlight {
     /// Counts an acquire of `key` in flight, once no release of `key` is.
-    pub(crate) async fn acquiring(self: &Arc<Self>, key: HoldKey) -> Acquiring {
+    pub(crate) async fn acquiring(self: &Arc<Self>, key: Fingerprint) -> Acquiring {
         if self.try_acquiring(&key) {
             return self.acquire_token(key);
         }
@@ -70,9 +107,9 @@ impl InFlight {
     }
 
     /// Counts an acquire of `key` unless a release of it is in flight.
-    fn try_acquiring(&self, key: &HoldKey) -> bool {
+    fn try_acquiring(&self, key: &Fingerprint) -> bool {
         let mut counts = self.counts.lock().unwrap();
-        let entry = counts.entry(key.clone()).or_default();
+        let entry = counts.entry(*key).or_default();
         if entry.releases > 0 {
             return false;
         }
@@ -80,7 +117,7 @@ impl InFlight {
         true
     }
 
-    fn acquire_token(self: &Arc<Self>, key: HoldKey) -> Acquiring {
+    fn acquire_token(self: &Arc<Self>, key: Fingerprint) -> Acquiring {
         Acquiring {
             in_flight: self.clone(),
             key,
@@ -88,9 +125,9 @@ impl InFlight {
     }
 
     /// Counts a release of `key` in flight; it never waits.
-    pub(crate) fn releasing(self: &Arc<Self>, key: HoldKey) -> Releasing {
+    pub(crate) fn releasing(self: &Arc<Self>, key: Fingerprint) -> Releasing {
         let mut counts = self.counts.lock().unwrap();
-        let entry = counts.entry(key.clone()).or_default();
+        let entry = counts.entry(key).or_default();
         entry.releases += 1;
         let beside_acquire = entry.acquires > 0;
         drop(counts);
@@ -102,7 +139,7 @@ impl InFlight {
     }
 
     /// Takes one off `key`'s counts; drops the entry once nothing is in flight.
-    fn done(&self, key: &HoldKey, count: impl FnOnce(&mut Counts)) -> Option<Counts> {
+    fn done(&self, key: &Fingerprint, count: impl FnOnce(&mut Counts)) -> Option<Counts> {
         let mut counts = self.counts.lock().unwrap();
         let entry = counts.get_mut(key)?;
         count(entry);
@@ -142,8 +179,8 @@ impl Drop for Releasing {
 mod tests {
     use super::*;
 
-    fn key(name: &str) -> HoldKey {
-        (name.to_owned().into(), "client:task-1".into())
+    fn key(name: &str) -> Fingerprint {
+        Fingerprint::of(name, "client:task-1")
     }
 
     #[tokio::test]

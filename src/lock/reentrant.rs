@@ -25,7 +25,7 @@ use tracing::{field::Empty, Instrument};
 use crate::client::{Client, Inner, ReplicaSync};
 use crate::config::millis;
 use crate::error::{Error, Result};
-use crate::inflight::Releasing;
+use crate::inflight::{Fingerprint, Releasing};
 use crate::names::LockKeys;
 use crate::owner::Owner;
 use crate::pubsub::Wake;
@@ -332,9 +332,11 @@ impl Lock {
         );
         let started = Instant::now();
         let deadline = wait.and_then(|wait| started.checked_add(wait));
+        let field: Str = holder_field(&self.client.inner, &owner).into();
         let attempt = Hold {
             client: self.client.clone(),
-            field: holder_field(&self.client.inner, &owner).into(),
+            in_flight_key: Fingerprint::of(&keys.name, &field),
+            field,
             keys,
             owner,
             lease,
@@ -448,6 +450,8 @@ struct Hold {
     /// The holder field, `<client-uuid>:<owner>`, shared with script arguments and the
     /// watchdog's registry.
     field: Str,
+    /// The lock name and field as acquires and releases in flight are counted.
+    in_flight_key: Fingerprint,
     lease: Lease,
     lease_ms: u64,
 }
@@ -470,7 +474,7 @@ impl Hold {
         let key = self.hold_key();
         // A release of the owner's still in flight may be a last one, which leaves no replay
         // key: a hold taken now could be the one its retry finds and releases. It goes first.
-        let acquiring = inner.in_flight.acquiring(key.clone()).await;
+        let acquiring = inner.in_flight.acquiring(self.in_flight_key).await;
         let held_before = inner.holds.guards(&key);
         let mut orphan = OrphanCheck::arm(self);
         let sent_at = Instant::now();
@@ -874,7 +878,7 @@ impl Drop for ResumeRelease<'_> {
 impl Hold {
     /// Counts a release of this hold in flight until the token drops.
     fn releasing(&self) -> Releasing {
-        self.client.inner.in_flight.releasing(self.hold_key())
+        self.client.inner.in_flight.releasing(self.in_flight_key)
     }
 
     /// Sends one release under a fresh request id; `releasing` counts it in flight till it ends.
