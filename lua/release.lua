@@ -1,12 +1,12 @@
 -- Release one hold of a reentrant lock; the last hold deletes the lock and wakes a waiter.
 --
 -- A release that leaves holds behind writes a replay key, so that its retry after a lost reply
--- does not count it twice. The last release writes none (unless ARGV[8] asks), which saves the
--- server a write and a delete on every lock + unlock pair: its retry finds the field gone and
--- returns nil, and the client tells from the hold's lease whether its first send freed the lock.
--- The client holds the owner's own acquires of the lock back until the release has its reply,
--- and asks for the key when one of them was already in flight, so the field cannot have come
--- back in between without a replay key to say so.
+-- does not count it twice. The last release writes one only when ARGV[8] asks, which saves the
+-- server a write and a delete on most lock + unlock pairs: its retry finds the field gone and
+-- returns nil, which the client takes for "freed by the first send". The client asks for the key
+-- whenever that could be wrong: when the hold could lapse before the last retry, or when an
+-- acquire by the same owner was in flight as the release started (it holds the owner's later
+-- acquires of the lock back until the release has its reply).
 --
 -- KEYS[1]  the lock hash <name>
 -- KEYS[2]  the wake-up channel redisson_lock__channel:{<name>}
@@ -22,9 +22,9 @@
 -- ARGV[7]  1 when this request may have reached the server before (a retry after a lost reply,
 --          or a release finished in the background): its replay key is read first; 0 on the
 --          request's first send, whose replay key cannot exist yet, so the read is skipped
--- ARGV[8]  1 when the last release writes a replay key too (an acquire by the same owner was
---          in flight when the release started, and may run after it); 0: only a release that
---          leaves holds behind writes one
+-- ARGV[8]  1 when the last release writes a replay key too (its hold could lapse before the
+--          request's last retry, or an acquire by the same owner was in flight when the release
+--          started, and may run after it); 0: only a release that leaves holds behind writes one
 --
 -- Reply:   nil when the field holds nothing (not held by this owner, or, on a retry, freed
 --          by this request's first send), 0 when holds remain, 1 + n when the lock was freed

@@ -1,14 +1,19 @@
 //! Acquires and releases in flight, per lock and holder field.
 //!
 //! A release that leaves holds behind writes a replay key, so its retry after a lost reply
-//! replays instead of counting twice. The *last* release writes none: that would cost the server
-//! a write and a delete on every lock + unlock pair. Its retry then finds the field gone and
-//! cannot tell by itself whether its first send freed the lock, or whether a new hold of the same
-//! owner came in between and is the hold it finds. This bookkeeping rules the second case out:
+//! replays instead of counting twice. The *last* release mostly writes none: that would cost the
+//! server a write and a delete on every lock + unlock pair. Its retry then finds the field gone,
+//! or finds it there, and must tell three cases apart without the key:
 //!
-//! - an acquire waits while a release of the same lock by the same owner is in flight;
-//! - a release that starts while an acquire of the same lock by the same owner is in flight asks
-//!   for a replay key even on the last hold, as that acquire may run after it.
+//! - the first send freed the lock: the field is gone, and the release succeeded;
+//! - the hold lapsed (or was force-unlocked) before the first send ran: the field is gone too.
+//!   The release writes a replay key after all whenever the hold could lapse before its last
+//!   retry (a short fixed lease), so this can only be a force-unlock in the same moment as the
+//!   lost reply, which goes unreported;
+//! - a new hold of the same owner came in between: the field is there again, and the retry would
+//!   release it. The counts kept here rule this out: an acquire waits while a release of the same
+//!   lock by the same owner is in flight, and a release that starts while an acquire of the same
+//!   lock by the same owner is in flight asks for a replay key, as that acquire may run after it.
 //!
 //! The owner's holds are the only ones with its field, so no other hold can be found by a retry.
 //! Both counts are kept under one mutex, so an acquire and a release that start at once are

@@ -8,8 +8,8 @@
 //! A release stops renewal before it sends anything, so renewal and release never race.
 //!
 //! Each entry also keeps the earliest moment its hold can lapse, which [`Holds::unregister`]
-//! hands to the release: a retried last release that finds the lock gone before then knows its
-//! first send freed it (see `inflight`).
+//! hands to the release: a last release whose hold could lapse before its last retry writes a
+//! replay key (see `inflight`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

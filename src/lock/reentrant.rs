@@ -768,11 +768,12 @@ impl LockGuard {
     /// request id, so it counts once. The owner's own acquires of this lock wait until the
     /// release has its reply.
     ///
-    /// A retried *last* release that finds the hold gone reports success when its reply came
-    /// before the hold's lease could have run out (its first send freed the lock), and
-    /// [`Error::LeaseLost`] after that: the last release leaves no replay key to tell the two
-    /// apart (see `lua/release.lua`). If the lock was force-unlocked in the same moment as a
-    /// reply was lost, that force-unlock goes unreported.
+    /// A *last* release whose hold cannot lapse before its last retry (a watchdog lease, renewed
+    /// until the release, or a fixed lease with over six command timeouts left) leaves no replay
+    /// key, to spare the server a
+    /// write and a delete (see `lua/release.lua`): its retry that finds the hold gone reports
+    /// success, as its first send freed the lock. If the lock was force-unlocked in the same
+    /// moment as that reply was lost, the force-unlock goes unreported.
     ///
     /// # Cancel safety
     ///
@@ -897,13 +898,13 @@ impl Hold {
     /// (an `unlock()` dropped mid-flight), so even its first send here looks for a replay.
     ///
     /// A release that leaves holds behind writes a replay key, and its retry replays "still
-    /// held". A last release writes none (unless `releasing` says an acquire of the owner's was
-    /// in flight: see `inflight`), so a retry that finds the field gone cannot tell whether its
-    /// earlier send freed the lock or the hold had lapsed: `lapses_after`, the earliest the hold
-    /// could lapse, decides. A reply before it means the field was there when the earlier send
-    /// ran (no new hold of the owner's can have come and gone in between): that send freed the
-    /// lock. After it (or without it), the hold may have run out first, and the release ends in
-    /// [`Error::LeaseLost`].
+    /// held". A last release writes one only when a retry could not do without it (see
+    /// `inflight`): when an acquire of the owner's was in flight as it started, or when the hold
+    /// could lapse (`lapses_after`, the earliest it can, or unknown) before the last retry. Else
+    /// a retry that finds the field gone knows its earlier send freed the lock: the field was
+    /// there when that send ran, and no new hold of the owner's can have come in between. Should
+    /// a retry still come after `lapses_after` (a stalled process), it cannot tell that from a
+    /// lapse, and the release ends in [`Error::LeaseLost`].
     async fn release_as(
         &self,
         latch: &Key,
@@ -913,10 +914,15 @@ impl Hold {
     ) -> Result<Released> {
         const TRIES: u32 = 3;
         let inner = &self.client.inner;
-        let latch_ttl_ms = (inner.command_timeout * (TRIES + 1)).as_millis() as u64;
+        // Each try may wait a command timeout for the connection and another for the reply, so
+        // the last one is sent within 2 * TRIES - 1 command timeouts: the replay key outlives it.
+        let latch_ttl = inner.command_timeout * (2 * TRIES);
+        let latch_ttl_ms = latch_ttl.as_millis() as u64;
         let mut tries = 1;
         let mark = inner.hub.mark(&self.keys.channel);
         let sent_at = Instant::now();
+        let replay_last = releasing.beside_acquire
+            || lapses_after.map_or(true, |lapse| lapse <= sent_at + latch_ttl);
         loop {
             let how = ReleaseHow {
                 latch,
@@ -924,7 +930,7 @@ impl Hold {
                 publish: inner.publish,
                 claim_window_ms: inner.claim_window_ms,
                 sent_before,
-                replay_last: releasing.beside_acquire,
+                replay_last,
             };
             let outcome =
                 scripts::release(&inner.redis, &self.keys, &self.field, self.lease_ms, how).await;
@@ -947,7 +953,7 @@ impl Hold {
                 Ok(released) => {
                     let replay_key = match released {
                         Released::StillHeld => true,
-                        Released::Freed { .. } => releasing.beside_acquire,
+                        Released::Freed { .. } => replay_last,
                         Released::NotHeld => false,
                     };
                     if replay_key {
