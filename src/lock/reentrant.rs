@@ -63,8 +63,13 @@ enum Lease {
 /// (`Config::with_handoff_grace`), and a client's first waiter that lost a race claims the next
 /// hand-off (`Config::with_claim_window`): the lock, once free, goes to it alone, or to a waiter
 /// that lost more races. A strict global order is the job of a fair lock. A re-entry never waits
-/// for anyone, and `try_lock()` never waits, though it finds a freed lock busy while a claim on
-/// it stands.
+/// for anyone, and `try_lock()` never waits for another owner, though it finds a freed lock busy
+/// while a claim on it stands.
+///
+/// Every acquire waits for its owner's own releases of the lock that are still in flight (an
+/// `unlock()` or a dropped guard whose reply has not come back): a round trip as a rule, and
+/// until the release's retries end when its reply was lost. That is what lets the last release
+/// leave no replay key behind (see [`LockGuard::unlock`]).
 ///
 /// # Examples
 ///
