@@ -850,14 +850,14 @@ async fn lost_release_reply_is_retried_and_counts_once() {
     assert_eq!(proxy.swallowed(), 2, "the fault did not happen");
     assert!(!raw_exists(&server, &name("last")));
 
-    // A hold that could lapse before the last retry (a 300 ms lease, 1 s command timeout): the
+    // A hold that could lapse before the last retry (a 600 ms lease, 1 s command timeout): the
     // last release writes a replay key after all. Its replies are dropped until the lease is
     // over, then the connection is cut and the release sent again: the retry replays "freed"
     // where, finding the lock gone, it could not have told its own release from an expiry.
     let lock = client.lock(name("lapsed"));
     let acquired_at = Instant::now();
     let short = lock
-        .lock_with_lease(Duration::from_millis(300))
+        .lock_with_lease(Duration::from_millis(600))
         .await
         .unwrap();
     proxy.set_mode(Mode::DropReplies);
@@ -869,7 +869,7 @@ async fn lost_release_reply_is_retried_and_counts_once() {
         .await,
         "the release never ran"
     );
-    tokio::time::sleep_until(acquired_at + Duration::from_millis(400)).await;
+    tokio::time::sleep_until(acquired_at + Duration::from_millis(700)).await;
     proxy.set_mode(Mode::Pass);
     proxy.cut();
     timeout(Duration::from_secs(15), unlock)
