@@ -8,7 +8,10 @@
 -- ARGV[3]  claim priority: when above 0 and the lock is busy, claim its next hand-off for this
 --          field unless a waiter with a priority as high has (waiters pass the number of races
 --          they lost, so the one that lost most goes next); 0: do not claim
--- ARGV[4]  the claim window in ms: how long a claim outlives the lease it waits on
+-- ARGV[4]  the claim window in ms: how long a claim made here outlives the lease it waits on,
+--          and the most a claim on a free lock may have left (a release cuts the claim to the
+--          window itself, but an expiry, a DEL, an eviction or another library's unlock does not:
+--          a claimant that died would otherwise hold a free lock back for a whole lease)
 --
 -- Reply:   nil when the hold was taken (new hold or re-entry), else how long to wait at most
 --          before trying again, in ms: the lock's remaining TTL (PTTL: -1 if it has none), or,
@@ -35,7 +38,12 @@ end
 if redis.call('exists', KEYS[1]) == 0 then
     local _, claimant = claim()
     if claimant and claimant ~= ARGV[2] then
-        return math.max(redis.call('pttl', KEYS[2]), 1)
+        local left = redis.call('pttl', KEYS[2])
+        if left > tonumber(ARGV[4]) then
+            redis.call('pexpire', KEYS[2], ARGV[4])
+            left = tonumber(ARGV[4])
+        end
+        return math.max(left, 1)
     end
     if claimant then
         redis.call('del', KEYS[2])

@@ -57,6 +57,9 @@ pub(crate) struct Inner {
     pub(crate) command_timeout: Duration,
     /// The claim window in ms (0: this client does not claim).
     pub(crate) claim_window_ms: u64,
+    /// How long a claim may outlive the moment its lock is free, in ms, as this client cuts it
+    /// (its claim window, or the default one when it does not claim).
+    pub(crate) claim_cut_ms: u64,
     /// `PUBLISH`, or `SPUBLISH` on a Redis 7 cluster.
     pub(crate) publish: &'static str,
     /// With replica sync on: the connection acquires run on, followed by `WAIT`.
@@ -163,6 +166,7 @@ impl Client {
                 watchdog_timeout: config.watchdog_timeout,
                 command_timeout: config.command_timeout,
                 claim_window_ms: config.claim_window_ms()?,
+                claim_cut_ms: config.claim_cut_ms()?,
                 publish: if sharded { SPUBLISH } else { PUBLISH },
                 replica_sync,
                 closed: AtomicBool::new(false),

@@ -64,7 +64,7 @@ impl Config {
             renewal_batch: 100,
             replica_sync: None,
             handoff_grace: Duration::from_millis(2),
-            claim_window: Duration::from_millis(10),
+            claim_window: DEFAULT_CLAIM_WINDOW,
         }
     }
 
@@ -171,7 +171,20 @@ impl Config {
         }
         millis(self.claim_window, "claim window")
     }
+
+    /// How long a claim may outlive the moment its lock is free, in ms, when this client cuts
+    /// it: the claim window, or the default one for a client that does not claim (it still
+    /// leaves a claimant its turn, and no more).
+    pub(crate) fn claim_cut_ms(&self) -> Result<u64> {
+        if self.claim_window.is_zero() {
+            return millis(DEFAULT_CLAIM_WINDOW, "claim window");
+        }
+        self.claim_window_ms()
+    }
 }
+
+/// The claim window unless set otherwise.
+const DEFAULT_CLAIM_WINDOW: Duration = Duration::from_millis(10);
 
 /// A positive duration in whole milliseconds, as Redis takes it.
 pub(crate) fn millis(duration: Duration, what: &str) -> Result<u64> {

@@ -110,23 +110,25 @@ pub(crate) enum Claim {
     /// Leave it to whoever comes first (or has claimed it).
     No,
     /// Claim it for this field, unless a waiter with a `priority` as high has, for the lease
-    /// plus `window` ms.
-    For { priority: u32, window: u64 },
+    /// plus the claim window.
+    For { priority: u32 },
 }
 
 /// Takes a hold. `Ok(None)` when taken, `Ok(Some(ms))` when it was not: how long to wait at
 /// most before trying again (the holder's PTTL, -1 for a lock without expiry; or what is left
-/// of another waiter's claim on a free lock).
+/// of another waiter's claim on a free lock). `window` is the claim window in ms: how long a
+/// claim made here outlives the lease, and the most a claim on a free lock may have left.
 pub(crate) async fn acquire(
     redis: &Redis,
     keys: &LockKeys,
     lease_ms: u64,
     field: &Str,
     claim: Claim,
+    window: u64,
 ) -> Result<Option<i64>> {
-    let (priority, window) = match claim {
-        Claim::No => (0, 0),
-        Claim::For { priority, window } => (priority.max(1), window),
+    let priority = match claim {
+        Claim::No => 0,
+        Claim::For { priority } => priority.max(1),
     };
     let reply = ACQUIRE
         .run(

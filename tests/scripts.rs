@@ -364,6 +364,32 @@ async fn a_claimed_free_lock_goes_only_to_its_claimant() {
 }
 
 #[tokio::test]
+async fn a_claim_on_a_lock_freed_without_a_release_is_cut_to_the_window() {
+    let fx = Fixture::new("scripts-claim-stale").await;
+    // ME claimed the next hand-off of a lock with a 30 s lease. Then the lock went away without
+    // a release to cut the claim (a DEL here; an eviction or another library's unlock alike),
+    // and ME is gone: its claim would hold the free lock back for the rest of that lease.
+    assert_eq!(fx.acquire(30_000, OTHER).await.unwrap(), Value::Null);
+    fx.acquire_claiming(30_000, ME, 1).await.unwrap();
+    assert!(fx.pttl(&fx.claim) > 29_000);
+    fx.cmd(&["DEL", &fx.name]);
+
+    // The next acquire leaves the claimant the window from now on, and no more.
+    let wait = fx.acquire(30_000, OTHER).await.unwrap();
+    let wait = wait.as_i64().expect("refused for the claim");
+    assert!(
+        wait > 0 && wait <= CLAIM_WINDOW_MS,
+        "told to wait {wait} ms"
+    );
+    let left = fx.pttl(&fx.claim);
+    assert!(left > 0 && left <= CLAIM_WINDOW_MS, "claim PTTL {left}");
+    assert_eq!(fx.claimant(), claim_of(1, ME), "the claim is still ME's");
+    assert!(!fx.exists(&fx.name), "the refused acquire took nothing");
+    assert!(common::eventually(Duration::from_secs(2), || async { !fx.exists(&fx.claim) }).await);
+    assert_eq!(fx.acquire(30_000, OTHER).await.unwrap(), Value::Null);
+}
+
+#[tokio::test]
 async fn a_claim_relock_did_not_write_is_ignored() {
     let fx = Fixture::new("scripts-claim-foreign").await;
     // Not "<n>:<field>", or without an expiry: neither blocks the lock.

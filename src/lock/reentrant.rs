@@ -240,7 +240,7 @@ impl Lock {
         self.client.check_open()?;
         let keys = self.keys()?;
         let inner = &self.client.inner;
-        scripts::force_release(&inner.redis, &keys, inner.publish, inner.claim_window_ms).await
+        scripts::force_release(&inner.redis, &keys, inner.publish, inner.claim_cut_ms).await
     }
 
     /// Whether anyone holds the lock.
@@ -410,7 +410,7 @@ impl Lock {
                     };
                     waiter.wait(grace.min(remaining)).await;
                 }
-                let ask = claim.next(waiter.is_first(), inner.claim_window_ms);
+                let ask = claim.next(waiter.is_first(), inner.claim_window_ms > 0);
                 attempts += 1;
                 match attempt.try_once(ask).await? {
                     Attempt::Acquired(guard) => {
@@ -483,7 +483,8 @@ impl Hold {
         let held_before = inner.holds.guards(&key);
         let mut orphan = OrphanCheck::arm(self);
         let sent_at = Instant::now();
-        match scripts::acquire(redis, &self.keys, self.lease_ms, &self.field, claim).await {
+        let window = inner.claim_cut_ms;
+        match scripts::acquire(redis, &self.keys, self.lease_ms, &self.field, claim, window).await {
             Ok(None) => {}
             Ok(Some(pttl)) => {
                 orphan.disarm();
@@ -554,8 +555,8 @@ impl ClaimGuard<'_> {
     /// another process), so it cannot lose race after race; between claimants, the one that
     /// lost most goes first. Its first try claims nothing: most hand-offs then still go to
     /// whichever waiter is quickest, and only a waiter that lost one waits for its turn.
-    fn next(&mut self, first: bool, window_ms: u64) -> Claim {
-        if !first || window_ms == 0 {
+    fn next(&mut self, first: bool, claims: bool) -> Claim {
+        if !first || !claims {
             return Claim::No;
         }
         self.tries += 1;
@@ -565,7 +566,6 @@ impl ClaimGuard<'_> {
         self.claimed = true;
         Claim::For {
             priority: self.tries - 1,
-            window: window_ms,
         }
     }
 }
@@ -933,7 +933,7 @@ impl Hold {
                 latch,
                 latch_ttl_ms,
                 publish: inner.publish,
-                claim_window_ms: inner.claim_window_ms,
+                claim_window_ms: inner.claim_cut_ms,
                 sent_before,
                 replay_last,
             };
