@@ -115,10 +115,11 @@ impl Config {
     /// race for a freed lock to another process claims the lock's next free moment: from the
     /// next release on, other waiters (of any client using relock) leave the lock to it for at
     /// most this window, so across processes no waiter loses race after race. A claimant that
-    /// gave up withdraws its claim; one that died delays the others by at most the window.
-    /// Waiters refused by a claim look again when the window ends, so it should exceed the
-    /// time the lock is usually held. `Duration::ZERO` stops this client from claiming (it
-    /// still respects others' claims).
+    /// gave up withdraws its claim; one that died delays the others by at most the window once
+    /// the lock is free, however it came to be free (released, expired, deleted, or unlocked by
+    /// Redisson). Waiters refused by a claim look again when the window ends, so it should
+    /// exceed the time the lock is usually held. `Duration::ZERO` stops this client from
+    /// claiming (it still respects others' claims, for at most the default window of 10 ms).
     pub fn with_claim_window(mut self, window: Duration) -> Config {
         self.claim_window = window;
         self
