@@ -55,11 +55,11 @@ pub(crate) struct Inner {
     pub(crate) watchdog_timeout: Duration,
     pub(crate) watchdog_ms: u64,
     pub(crate) command_timeout: Duration,
-    /// The claim window in ms (0: this client does not claim).
+    /// Whether this client's waiters claim hand-offs.
+    pub(crate) claims: bool,
+    /// The claim window in ms: how long a claim outlives the lease it waits on, and the most a
+    /// claim on a free lock may have left (the default window when this client does not claim).
     pub(crate) claim_window_ms: u64,
-    /// How long a claim may outlive the moment its lock is free, in ms, as this client cuts it
-    /// (its claim window, or the default one when it does not claim).
-    pub(crate) claim_cut_ms: u64,
     /// `PUBLISH`, or `SPUBLISH` on a Redis 7 cluster.
     pub(crate) publish: &'static str,
     /// With replica sync on: the connection acquires run on, followed by `WAIT`.
@@ -165,8 +165,8 @@ impl Client {
                 watchdog_ms: millis(config.watchdog_timeout, "watchdog timeout")?,
                 watchdog_timeout: config.watchdog_timeout,
                 command_timeout: config.command_timeout,
+                claims: config.claims(),
                 claim_window_ms: config.claim_window_ms()?,
-                claim_cut_ms: config.claim_cut_ms()?,
                 publish: if sharded { SPUBLISH } else { PUBLISH },
                 replica_sync,
                 closed: AtomicBool::new(false),

@@ -165,22 +165,18 @@ impl Config {
         Ok(())
     }
 
-    /// The claim window in whole milliseconds: 0 (no claims), or 1 ms to 2^53 ms.
+    /// The claim window in whole milliseconds (1 ms to 2^53 ms): the one set, or the default
+    /// one for a client that does not claim, which still leaves a claimant its turn and no more.
     pub(crate) fn claim_window_ms(&self) -> Result<u64> {
         if self.claim_window.is_zero() {
-            return Ok(0);
+            return millis(DEFAULT_CLAIM_WINDOW, "claim window");
         }
         millis(self.claim_window, "claim window")
     }
 
-    /// How long a claim may outlive the moment its lock is free, in ms, when this client cuts
-    /// it: the claim window, or the default one for a client that does not claim (it still
-    /// leaves a claimant its turn, and no more).
-    pub(crate) fn claim_cut_ms(&self) -> Result<u64> {
-        if self.claim_window.is_zero() {
-            return millis(DEFAULT_CLAIM_WINDOW, "claim window");
-        }
-        self.claim_window_ms()
+    /// Whether this client's waiters claim hand-offs.
+    pub(crate) fn claims(&self) -> bool {
+        !self.claim_window.is_zero()
     }
 }
 

@@ -143,19 +143,19 @@ impl InFlight {
         }
     }
 
-    /// Takes one off `key`'s counts; drops the entry once nothing is in flight.
-    fn done(&self, key: &Fingerprint, count: impl FnOnce(&mut Counts)) -> Option<Counts> {
+    /// Takes one off `key`'s counts and drops the entry once nothing is in flight; returns the
+    /// releases left.
+    fn done(&self, key: &Fingerprint, count: impl FnOnce(&mut Counts)) -> u32 {
         let mut counts = self.counts.lock().unwrap();
-        let entry = counts.get_mut(key)?;
-        count(entry);
-        let left = Counts {
-            acquires: entry.acquires,
-            releases: entry.releases,
+        let Some(entry) = counts.get_mut(key) else {
+            return 0;
         };
-        if left.acquires == 0 && left.releases == 0 {
+        count(entry);
+        let releases = entry.releases;
+        if entry.acquires == 0 && releases == 0 {
             counts.remove(key);
         }
-        Some(left)
+        releases
     }
 
     /// How many locks and fields have something in flight.
@@ -173,8 +173,7 @@ impl Drop for Acquiring {
 
 impl Drop for Releasing {
     fn drop(&mut self) {
-        let left = self.in_flight.done(&self.key, |c| c.releases -= 1);
-        if left.is_some_and(|left| left.releases == 0) {
+        if self.in_flight.done(&self.key, |c| c.releases -= 1) == 0 {
             self.in_flight.settled.notify_waiters();
         }
     }

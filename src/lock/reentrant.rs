@@ -240,7 +240,7 @@ impl Lock {
         self.client.check_open()?;
         let keys = self.keys()?;
         let inner = &self.client.inner;
-        scripts::force_release(&inner.redis, &keys, inner.publish, inner.claim_cut_ms).await
+        scripts::force_release(&inner.redis, &keys, inner.publish, inner.claim_window_ms).await
     }
 
     /// Whether anyone holds the lock.
@@ -410,7 +410,7 @@ impl Lock {
                     };
                     waiter.wait(grace.min(remaining)).await;
                 }
-                let ask = claim.next(waiter.is_first(), inner.claim_window_ms > 0);
+                let ask = claim.next(waiter.is_first(), inner.claims);
                 attempts += 1;
                 match attempt.try_once(ask).await? {
                     Attempt::Acquired(guard) => {
@@ -483,7 +483,7 @@ impl Hold {
         let held_before = inner.holds.guards(&key);
         let mut orphan = OrphanCheck::arm(self);
         let sent_at = Instant::now();
-        let window = inner.claim_cut_ms;
+        let window = inner.claim_window_ms;
         match scripts::acquire(redis, &self.keys, self.lease_ms, &self.field, claim, window).await {
             Ok(None) => {}
             Ok(Some(pttl)) => {
@@ -775,10 +775,10 @@ impl LockGuard {
     ///
     /// A *last* release whose hold cannot lapse before its last retry (a watchdog lease, renewed
     /// until the release, or a fixed lease with over six command timeouts left) leaves no replay
-    /// key, to spare the server a
-    /// write and a delete (see `lua/release.lua`): its retry that finds the hold gone reports
-    /// success, as its first send freed the lock. If the lock was force-unlocked in the same
-    /// moment as that reply was lost, the force-unlock goes unreported.
+    /// key, to spare the server a write and a delete (see `lua/release.lua`): its retry that
+    /// finds the hold gone reports success, as its first send freed the lock. If the lock was
+    /// force-unlocked in the same moment as that reply was lost, the force-unlock goes
+    /// unreported.
     ///
     /// # Cancel safety
     ///
@@ -793,19 +793,18 @@ impl LockGuard {
         // Dropped mid-flight, the release is finished in the background under the same
         // request id, so it still counts exactly once; it stays counted in flight till then.
         let mut resume = ResumeRelease {
-            hold: Some(&self.hold),
+            pending: Some((&self.hold, self.hold.releasing())),
             latch: &latch,
             lapses_after,
-            releasing: Some(self.hold.releasing()),
         };
         let span = tracing::debug_span!("relock.release", lock = %self.hold.keys.name, holder = %self.hold.field);
-        let releasing = resume.releasing.as_ref().expect("set above");
+        let (_, releasing) = resume.pending.as_ref().expect("set above");
         let outcome = self
             .hold
             .release_as(&latch, false, lapses_after, releasing)
             .instrument(span)
             .await;
-        resume.hold = None;
+        resume.pending = None;
         match outcome? {
             Released::StillHeld | Released::Freed { .. } => Ok(()),
             Released::NotHeld if was_lost || self.is_lost() => Err(Error::LeaseLost {
@@ -854,23 +853,21 @@ impl Drop for LockGuard {
 
 /// Finishes a release in the background when the `unlock()` that sent it was dropped.
 struct ResumeRelease<'a> {
-    hold: Option<&'a Hold>,
+    /// The hold, and the token that keeps its release counted in flight until the `unlock()`
+    /// or its resumption ends; `None` once the release has ended.
+    pending: Option<(&'a Hold, Releasing)>,
     latch: &'a Key,
     lapses_after: Option<Instant>,
-    /// Keeps the release counted in flight until the `unlock()` or its resumption ends.
-    releasing: Option<Releasing>,
 }
 
 impl Drop for ResumeRelease<'_> {
     fn drop(&mut self) {
-        let Some(hold) = self.hold.take().cloned() else {
+        let Some((hold, releasing)) = self.pending.take() else {
             return;
         };
+        let hold = hold.clone();
         let latch = self.latch.clone();
         let lapses_after = self.lapses_after;
-        let Some(releasing) = self.releasing.take() else {
-            return;
-        };
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
                 let _ = hold
@@ -933,7 +930,7 @@ impl Hold {
                 latch,
                 latch_ttl_ms,
                 publish: inner.publish,
-                claim_window_ms: inner.claim_cut_ms,
+                claim_window_ms: inner.claim_window_ms,
                 sent_before,
                 replay_last,
             };

@@ -7,7 +7,7 @@
 
 #![allow(dead_code, unreachable_pub)]
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -145,8 +145,8 @@ async fn serve(client: TcpStream, upstream_port: u16, shared: Arc<Shared>) {
     let _ = (client.set_nodelay(true), server.set_nodelay(true));
     let (mut client_rx, mut client_tx) = client.into_split();
     let (mut server_rx, mut server_tx) = server.into_split();
-    let swallow = AtomicBool::new(false);
-    let hold = Mutex::new(Duration::ZERO);
+    // Set to how long to hold the connection once a swallowed request went through.
+    let swallow: Mutex<Option<Duration>> = Mutex::new(None);
 
     let upstream = async {
         let mut buf = vec![0u8; 16 * 1024];
@@ -156,9 +156,8 @@ async fn serve(client: TcpStream, upstream_port: u16, shared: Arc<Shared>) {
                 Ok(n) => n,
             };
             // Set before the request is forwarded, so its reply cannot slip through.
-            if let Some(held) = take_if_armed(&shared, &buf[..n]) {
-                *hold.lock().unwrap() = held;
-                swallow.store(true, Ordering::SeqCst);
+            if let Some(hold) = take_if_armed(&shared, &buf[..n]) {
+                *swallow.lock().unwrap() = Some(hold);
             }
             if server_tx.write_all(&buf[..n]).await.is_err() {
                 return;
@@ -172,11 +171,11 @@ async fn serve(client: TcpStream, upstream_port: u16, shared: Arc<Shared>) {
                 Ok(0) | Err(_) => return,
                 Ok(n) => n,
             };
-            if swallow.load(Ordering::SeqCst) {
+            let swallowed = *swallow.lock().unwrap();
+            if let Some(hold) = swallowed {
                 shared.swallowed.fetch_add(1, Ordering::Relaxed);
                 // The reply is dropped with the connection, and so is every reply after it.
-                let held = *hold.lock().unwrap();
-                tokio::time::sleep(held).await;
+                tokio::time::sleep(hold).await;
                 return;
             }
             let mode = *shared.mode.lock().unwrap();
