@@ -289,7 +289,11 @@ async fn watchdog(url: &str, name: &str) -> Res<usize> {
     for i in 0..=6 {
         sleep_until((start + Duration::from_millis(500 * i)).into()).await;
         let at = start.elapsed();
-        let left = lock.remaining_lease().await?.ok_or("the lock is gone")?;
+        let left = lock
+            .remaining_lease()
+            .await?
+            .expires_in()
+            .ok_or("the lock is gone")?;
         let attempt = other.lock(name).try_lock().await?;
         let verdict = match attempt {
             None => {
@@ -334,6 +338,7 @@ async fn killed_holder(url: &str, name: &str) -> Res<Duration> {
     let left = lock
         .remaining_lease()
         .await?
+        .expires_in()
         .ok_or("the holder does not hold it")?;
     println!(
         "  pid {pid} holds it with a {} ms watchdog lease ({} ms left)",

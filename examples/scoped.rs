@@ -1,4 +1,4 @@
-//! Scoped locking: `lock.with(|| async { … })` is Redisson's
+//! Scoped locking: `lock.with(|_| async { … })` is Redisson's
 //! `lock.lock(); try { … } finally { lock.unlock(); }` in one call.
 //!
 //! The lock is taken, the work runs, and the lock is released whatever the work returned, `Err`
@@ -23,7 +23,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     for wanted in [3, 4] {
         println!("reserve {wanted} of {stock}:");
         let outcome: Result<u32, String> = lock
-            .with(|| async {
+            .with(|_| async {
                 let holds = lock.hold_count().await.map_err(|e| e.to_string())?;
                 println!("  inside with():  hold_count = {holds}");
                 if wanted > stock {

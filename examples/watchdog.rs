@@ -29,7 +29,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let guard = lock.lock().await?;
     for _ in 0..4 {
         tokio::time::sleep(Duration::from_millis(600)).await;
-        let left = lock.remaining_lease().await?.unwrap_or_default();
+        let left = lock
+            .remaining_lease()
+            .await?
+            .expires_in()
+            .unwrap_or_default();
         println!("{:>5} ms held, lease left {:>4} ms", at(), left.as_millis());
     }
 

@@ -3,7 +3,8 @@
 -- KEYS[1]  the lock hash <name>
 -- KEYS[2]  the hand-off claim relock_claim:{<name>}: "<priority>:<holder field>" of the waiter
 --          that the lock's next free moment is promised to
--- ARGV[1]  lease in milliseconds (PEXPIRE of the hash)
+-- ARGV[1]  lease in milliseconds: a new lock expires after it; a re-entry extends the TTL to
+--          it when shorter and never shortens it (another hold of the owner may need more)
 -- ARGV[2]  holder field <client-uuid>:<owner>
 -- ARGV[3]  claim priority: when above 0 and the lock is busy, claim its next hand-off for this
 --          field unless a waiter with a priority as high has (waiters pass the number of races
@@ -18,9 +19,10 @@
 --          when the lock is free but claimed by another waiter, the claim's.
 -- Errors:  WRONGTYPE when <name> exists but is not a hash.
 --
--- Same data and replies as Redisson's RLock acquire, so both exclude each other; Redisson does
--- not read claims, so its clients may take a claimed lock. A claim relock did not write (no
--- "<n>:" prefix, or no expiry) is ignored.
+-- Same data and replies as Redisson's RLock acquire, so both exclude each other (Redisson's
+-- re-entry sets the TTL outright, which can cut short a longer hold of the same owner).
+-- Redisson does not read claims, so its clients may take a claimed lock. A claim relock did not
+-- write (no "<n>:" prefix, or no expiry) is ignored.
 
 -- The current claim: its priority and field, or nil.
 local function claim()
@@ -54,7 +56,9 @@ if redis.call('exists', KEYS[1]) == 0 then
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
-    redis.call('pexpire', KEYS[1], ARGV[1])
+    if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
+        redis.call('pexpire', KEYS[1], ARGV[1])
+    end
     return nil
 end
 local ttl = redis.call('pttl', KEYS[1])

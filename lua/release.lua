@@ -13,7 +13,8 @@
 -- KEYS[3]  the replay key redisson_unlock_latch:{<name>}:<request-id>
 -- KEYS[4]  the hand-off claim relock_claim:{<name>}
 -- ARGV[1]  the message to publish on the last release ("0": wake one waiter per process)
--- ARGV[2]  lease in ms to set while holds remain
+-- ARGV[2]  the TTL in ms to set while holds remain: what the owner's remaining holds need (the
+--          client knows each hold's lease; see `src/watchdog.rs`)
 -- ARGV[3]  holder field <client-uuid>:<owner>
 -- ARGV[4]  the publish command: PUBLISH (or SPUBLISH on a sharded cluster)
 -- ARGV[5]  how long a replay key lives, in ms

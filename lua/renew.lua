@@ -1,8 +1,9 @@
 -- Extend the lease of many locks at once, each only if its holder field is still there.
--- Never creates a lock: a lock that is gone stays gone.
+-- Never creates a lock: a lock that is gone stays gone. Never shortens one either: a fixed hold
+-- of the same owner may need longer than the watchdog lease.
 --
 -- KEYS[i]    the lock hash of lock i (all in one cluster slot)
--- ARGV[1]    lease in ms
+-- ARGV[1]    lease in ms: the TTL is raised to it when shorter
 -- ARGV[i+1]  holder field of lock i
 --
 -- Reply:     an array with, for each lock in KEYS order, 1 when renewed and 0 when the field is gone
@@ -11,7 +12,9 @@ local renewed = {}
 for i = 1, #KEYS do
     local held = redis.pcall('hexists', KEYS[i], ARGV[i + 1])
     if held == 1 then
-        redis.call('pexpire', KEYS[i], ARGV[1])
+        if redis.call('pttl', KEYS[i]) < tonumber(ARGV[1]) then
+            redis.call('pexpire', KEYS[i], ARGV[1])
+        end
         renewed[i] = 1
     else
         renewed[i] = 0

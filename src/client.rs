@@ -16,12 +16,14 @@ use fred::types::Builder;
 use fred::types::InfoKind;
 use tokio::sync::watch;
 
+use crate::background::Background;
 use crate::config::{millis, Config};
 use crate::error::{Error, Result};
 use crate::inflight::InFlight;
 use crate::lock::Lock;
+use crate::names::LockKeys;
 use crate::pubsub::Hub;
-use crate::scripts::{PUBLISH, SPUBLISH};
+use crate::scripts::{self, PUBLISH, SPUBLISH};
 use crate::sweeper::Sweeper;
 use crate::watchdog::{Holds, Watchdog};
 
@@ -64,6 +66,8 @@ pub(crate) struct Inner {
     pub(crate) publish: &'static str,
     /// With replica sync on: the connection acquires run on, followed by `WAIT`.
     pub(crate) replica_sync: Option<ReplicaSync>,
+    /// Where releases from `Drop` run.
+    pub(crate) background: Background,
     closed: AtomicBool,
     shutdown: watch::Sender<bool>,
 }
@@ -113,6 +117,11 @@ impl Client {
             })
             .set_policy(ReconnectPolicy::new_exponential(0, 20, 1000, 2));
         let redis = builder.build()?;
+        let background = Background::new(
+            tokio::runtime::Handle::current(),
+            builder.clone(),
+            config.command_timeout,
+        );
         let subscriber = builder.build_subscriber_client()?;
         redis.init().await?;
         if let Err(e) = subscriber.init().await {
@@ -133,7 +142,7 @@ impl Client {
         };
 
         let (shutdown, _) = watch::channel(false);
-        let holds = Arc::new(Holds::default());
+        let holds = Arc::new(Holds::new(config.watchdog_timeout));
         let watchdog = Watchdog {
             redis: redis.clone(),
             holds: holds.clone(),
@@ -169,6 +178,7 @@ impl Client {
                 claim_window_ms: config.claim_window_ms()?,
                 publish: if sharded { SPUBLISH } else { PUBLISH },
                 replica_sync,
+                background,
                 closed: AtomicBool::new(false),
                 shutdown,
             }),
@@ -204,16 +214,59 @@ impl Client {
         }
     }
 
-    /// Stops the watchdog and the pub/sub hub and closes both connections. Locks still held stay
-    /// in Redis until their lease ends. Later operations fail with [`Error::Closed`].
+    /// Releases every lock this client holds, stops the watchdog and the pub/sub hub, and closes
+    /// the connections. Each lock's holds go at once, whatever their count, and a lock that this
+    /// frees wakes its waiters; the guards report themselves lost, and releasing one later fails
+    /// with [`Error::Closed`]. Later operations fail with [`Error::Closed`] too. To leave the
+    /// locks held until their leases end instead, use
+    /// [`shutdown_keeping_locks`](Self::shutdown_keeping_locks).
+    ///
+    /// ```no_run
+    /// # async fn run() -> relock::Result<()> {
+    /// let client = relock::Client::connect("redis://127.0.0.1:6379").await?;
+    /// let guard = client.lock("nightly-report").lock().await?;
+    /// client.shutdown().await?; // the lock is free again
+    /// assert!(guard.is_lost());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`] when a release or closing a connection failed; the client is closed
+    /// anyway, and a lock whose release failed expires with its lease.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: dropped mid-way, some locks may be left to expire with their leases.
+    pub async fn shutdown(&self) -> Result<()> {
+        self.close(true).await
+    }
+
+    /// As [`shutdown`](Self::shutdown), but leaves the locks this client holds in Redis until
+    /// their leases end (nobody renews them from now on). For a process that hands its work to
+    /// a successor which must find the locks still taken.
     ///
     /// # Errors
     ///
     /// [`Error::Redis`] when closing a connection failed; the client is closed anyway.
-    pub async fn shutdown(&self) -> Result<()> {
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: dropped mid-way, a connection may be left open until the client drops.
+    pub async fn shutdown_keeping_locks(&self) -> Result<()> {
+        self.close(false).await
+    }
+
+    async fn close(&self, release: bool) -> Result<()> {
         if self.inner.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
+        let released = if release {
+            self.release_all().await
+        } else {
+            Ok(())
+        };
+        self.inner.holds.lose_all("the client shut down");
         let _ = tokio::time::timeout(self.inner.command_timeout, self.inner.sweeper.flush()).await;
         self.inner.shutdown.send_replace(true);
         let subscriber = self.inner.subscriber.quit().await;
@@ -222,7 +275,32 @@ impl Client {
         }
         self.inner.redis.quit().await?;
         subscriber?;
-        Ok(())
+        released
+    }
+
+    /// Drops every hold of this client's, one script call per lock, all at once.
+    async fn release_all(&self) -> Result<()> {
+        let inner = &self.inner;
+        let releases = inner
+            .holds
+            .keys()
+            .into_iter()
+            .map(|(name, field)| async move {
+                let keys = LockKeys::new(&name)?;
+                scripts::abandon(
+                    &inner.redis,
+                    &keys,
+                    &field,
+                    inner.publish,
+                    inner.claim_window_ms,
+                )
+                .await
+            });
+        let outcomes = futures::future::join_all(releases).await;
+        outcomes
+            .into_iter()
+            .find_map(Result::err)
+            .map_or(Ok(()), Err)
     }
 
     pub(crate) fn check_open(&self) -> Result<()> {

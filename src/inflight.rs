@@ -75,6 +75,8 @@ pub(crate) struct InFlight {
 struct Counts {
     acquires: u32,
     releases: u32,
+    /// The longest lease asked for by the acquires in flight since `acquires` was last 0.
+    acquire_lease_ms: u64,
 }
 
 /// An acquire in flight, from just before it is sent until its outcome is known (its reply, or
@@ -92,19 +94,23 @@ pub(crate) struct Releasing {
     /// An acquire of the same lock and owner was in flight when the release started: the
     /// release must write a replay key even if it frees the lock.
     pub(crate) beside_acquire: bool,
+    /// The longest lease those acquires ask for (0 without any): a release that leaves holds
+    /// behind keeps the lock at least this long, as such an acquire may run before it.
+    pub(crate) acquire_lease_ms: u64,
 }
 
 impl InFlight {
-    /// Counts an acquire of `key` in flight, once no release of `key` is.
-    pub(crate) async fn acquiring(self: &Arc<Self>, key: Fingerprint) -> Acquiring {
-        if self.try_acquiring(&key) {
+    /// Counts an acquire of `key` with a lease of `lease_ms` in flight, once no release of `key`
+    /// is.
+    pub(crate) async fn acquiring(self: &Arc<Self>, key: Fingerprint, lease_ms: u64) -> Acquiring {
+        if self.try_acquiring(&key, lease_ms) {
             return self.acquire_token(key);
         }
         loop {
             let notified = self.settled.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if self.try_acquiring(&key) {
+            if self.try_acquiring(&key, lease_ms) {
                 return self.acquire_token(key);
             }
             notified.await;
@@ -112,13 +118,14 @@ impl InFlight {
     }
 
     /// Counts an acquire of `key` unless a release of it is in flight.
-    fn try_acquiring(&self, key: &Fingerprint) -> bool {
+    fn try_acquiring(&self, key: &Fingerprint, lease_ms: u64) -> bool {
         let mut counts = self.counts.lock().unwrap();
         let entry = counts.entry(*key).or_default();
         if entry.releases > 0 {
             return false;
         }
         entry.acquires += 1;
+        entry.acquire_lease_ms = entry.acquire_lease_ms.max(lease_ms);
         true
     }
 
@@ -135,11 +142,13 @@ impl InFlight {
         let entry = counts.entry(key).or_default();
         entry.releases += 1;
         let beside_acquire = entry.acquires > 0;
+        let acquire_lease_ms = entry.acquire_lease_ms;
         drop(counts);
         Releasing {
             in_flight: self.clone(),
             key,
             beside_acquire,
+            acquire_lease_ms,
         }
     }
 
@@ -167,7 +176,12 @@ impl InFlight {
 
 impl Drop for Acquiring {
     fn drop(&mut self) {
-        self.in_flight.done(&self.key, |c| c.acquires -= 1);
+        self.in_flight.done(&self.key, |c| {
+            c.acquires -= 1;
+            if c.acquires == 0 {
+                c.acquire_lease_ms = 0;
+            }
+        });
     }
 }
 
@@ -190,14 +204,23 @@ mod tests {
     #[tokio::test]
     async fn a_release_beside_an_acquire_asks_for_a_replay_key() {
         let in_flight = Arc::new(InFlight::default());
-        let acquire = in_flight.acquiring(key("a")).await;
-        assert!(in_flight.releasing(key("a")).beside_acquire);
+        let acquire = in_flight.acquiring(key("a"), 30_000).await;
+        let beside = in_flight.releasing(key("a"));
+        assert!(beside.beside_acquire);
+        assert_eq!(
+            beside.acquire_lease_ms, 30_000,
+            "the acquire's lease is not known"
+        );
+        drop(beside);
         assert!(
             !in_flight.releasing(key("b")).beside_acquire,
             "another lock's acquire counts"
         );
         drop(acquire);
-        assert!(!in_flight.releasing(key("a")).beside_acquire);
+        let alone = in_flight.releasing(key("a"));
+        assert!(!alone.beside_acquire);
+        assert_eq!(alone.acquire_lease_ms, 0, "a spent acquire's lease is kept");
+        drop(alone);
         assert_eq!(in_flight.len(), 0, "spent entries are kept");
     }
 
@@ -206,11 +229,11 @@ mod tests {
         let in_flight = Arc::new(InFlight::default());
         let first = in_flight.releasing(key("a"));
         let second = in_flight.releasing(key("a"));
-        let other = in_flight.acquiring(key("b")).await; // another lock: no wait
+        let other = in_flight.acquiring(key("b"), 30_000).await; // another lock: no wait
         let waiting = tokio::spawn({
             let in_flight = in_flight.clone();
             async move {
-                let _acquire = in_flight.acquiring(key("a")).await;
+                let _acquire = in_flight.acquiring(key("a"), 30_000).await;
             }
         });
         tokio::task::yield_now().await;

@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod background;
 mod client;
 mod config;
 mod error;
@@ -16,7 +17,7 @@ mod watchdog;
 pub use client::{Client, ClientStats};
 pub use config::Config;
 pub use error::{Error, Result};
-pub use lock::{Lock, LockGuard, Lost};
+pub use lock::{Lock, LockGuard, Lost, RemainingLease};
 pub use owner::Owner;
 
 /// The Redis client relock is built on, re-exported so [`Client::redis`] can be used without

@@ -97,6 +97,7 @@ static RENEW: Lazy<Script> = Lazy::new(|| Script::new(include_str!("../lua/renew
 static FORCE_RELEASE: Lazy<Script> =
     Lazy::new(|| Script::new(include_str!("../lua/force_release.lua")));
 static INSPECT: Lazy<Script> = Lazy::new(|| Script::new(include_str!("../lua/inspect.lua")));
+static ABANDON: Lazy<Script> = Lazy::new(|| Script::new(include_str!("../lua/abandon.lua")));
 static UNCLAIM: Lazy<Script> = Lazy::new(|| Script::new(include_str!("../lua/unclaim.lua")));
 
 /// A static argument, sent without a copy.
@@ -256,6 +257,34 @@ pub(crate) async fn force_release(
         .await
         .map_err(|e| Error::from_redis(e, &keys.name))?;
     Ok(integer(reply, &keys.name)? == 1)
+}
+
+/// Drops every hold of `field` at once (its client shuts down); `true` when it had any.
+pub(crate) async fn abandon(
+    redis: &Redis,
+    keys: &LockKeys,
+    field: &Str,
+    publish: &'static str,
+    claim_window_ms: u64,
+) -> Result<bool> {
+    let reply = ABANDON
+        .run(
+            redis,
+            &[
+                Key::from(&keys.name),
+                Key::from(&keys.channel),
+                Key::from(&keys.claim),
+            ],
+            &[
+                text(UNLOCK_MESSAGE),
+                Value::String(field.clone()),
+                text(publish),
+                millis(claim_window_ms),
+            ],
+        )
+        .await
+        .map_err(|e| Error::from_redis(e, &keys.name))?;
+    Ok(integer(reply, &keys.name)? > 0)
 }
 
 /// Withdraws `field`'s claim on the lock's next hand-off; `true` when it had one.

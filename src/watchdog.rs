@@ -1,15 +1,24 @@
 //! Who holds what in this client, and the watchdog that keeps watchdog leases alive.
 //!
-//! Every live guard is counted here under its lock name and holder field. Guards taken without a
-//! lease are also *renewing*: one task per client extends all of them every third of the lease,
-//! many locks per script call. A renewal only extends a lock whose holder field is still there; it
-//! never re-creates one. When it finds the field gone, or renewals have failed for a whole lease,
-//! the holds are marked lost: their guards' `lost()` completes and a warning names the lock.
-//! A release stops renewal before it sends anything, so renewal and release never race.
+//! Every live guard is counted here under its lock name and holder field, with the lease its
+//! hold needs: a watchdog hold needs the watchdog timeout, renewed; a fixed hold needs its own
+//! deadline (its acquire's send time plus its lease). All holds of one owner share the lock's one
+//! TTL, so relock keeps this rule: **the lock's TTL is never shorter than what any live hold
+//! needs, and never longer than the longest of them.** An acquire and a renewal only ever extend
+//! the TTL (`lua/acquire.lua`, `lua/renew.lua`), and a release that leaves holds behind sets it
+//! to what the holds that remain need, as computed here ([`Holds::need`]).
 //!
-//! Each entry also keeps the earliest moment its hold can lapse, which [`Holds::unregister`]
-//! hands to the release: a last release whose hold could lapse before its last retry writes a
-//! replay key (see `inflight`).
+//! One task per client renews all watchdog holds every third of the lease, many locks per script
+//! call. A renewal only extends a lock whose holder field is still there; it never re-creates
+//! one. A release stops renewal before it sends anything, so renewal and release never race.
+//!
+//! Each field also keeps the earliest moment its hold can lapse: the send time of the latest
+//! command that confirmed its lease, plus that lease (the server applied it after it was sent).
+//! Past that moment a guard reports itself lost at once, before any round trip: a holder whose
+//! process was stopped past its lease learns it as soon as it runs again. A loss is final for the
+//! holds it struck; a later acquire by the same owner starts a new *generation* with a fresh
+//! signal. A release hands the lapse moment on: a last release whose hold could lapse before its
+//! last retry writes a replay key (see `inflight`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,54 +36,109 @@ use crate::scripts;
 /// A lock name and a holder field.
 pub(crate) type HoldKey = (Str, Str);
 
+/// What the guards of one field know of their hold.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Standing {
+    /// Known lost: the lock was found gone, the lease ran out, or the client shut down.
+    pub(crate) lost: bool,
+    /// The earliest moment the hold can lapse.
+    pub(crate) lapses_after: Instant,
+}
+
+impl Standing {
+    /// Whether the hold may be gone at `now`.
+    pub(crate) fn is_lost(&self, now: Instant) -> bool {
+        self.lost || now >= self.lapses_after
+    }
+}
+
 struct Entry {
-    /// Live guards of this field.
+    /// Live guards of this field, of every generation.
     guards: u32,
-    /// Live guards that asked for watchdog renewal.
+    /// This generation's live watchdog holds.
     renewing: u32,
-    /// Tells renewal results of an older entry from this one.
+    /// This generation's live fixed holds: registration id and deadline.
+    fixed: Vec<(u64, Instant)>,
+    /// Tells an older generation's guards and renewals from this one's.
     generation: u64,
-    lost: watch::Sender<bool>,
-    /// When the last acquire or renewal that succeeded was sent.
-    confirmed_at: Instant,
-    /// The earliest the hold can lapse, as the latest-sent confirmed command that set its lease
-    /// tells (an acquire, a renewal or a release of one hold of several): that command's send
-    /// time plus the lease it set, since the server applied it after it was sent.
-    lapses_after: Instant,
-    /// When the command that set `lapses_after` was sent.
-    lease_sent_at: Instant,
+    standing: watch::Sender<Standing>,
+    /// When the latest release that set the TTL outright was sent: a command sent before it
+    /// was overridden by it.
+    set_sent_at: Instant,
 }
 
 impl Entry {
-    /// A confirmed command sent at `sent_at` set the hold's lease to `lease`. The latest-sent
-    /// one decides, as the server applied them in that order.
-    fn lease_set(&mut self, sent_at: Instant, lease: Duration) {
-        if sent_at >= self.lease_sent_at {
-            self.lease_sent_at = sent_at;
-            self.lapses_after = sent_at + lease;
+    fn lapsed(&self, now: Instant) -> bool {
+        self.standing.borrow().is_lost(now)
+    }
+
+    /// A command sent at `sent_at` that only extends the TTL (an acquire, a renewal) was
+    /// confirmed with `lease`.
+    fn extended(&mut self, sent_at: Instant, lease: Duration) {
+        if sent_at < self.set_sent_at {
+            return;
+        }
+        self.standing
+            .send_modify(|s| s.lapses_after = s.lapses_after.max(sent_at + lease));
+    }
+
+    /// Marks this generation lost, once.
+    fn lose(&mut self, key: &HoldKey, why: &str) {
+        if !self.standing.borrow().lost {
+            self.standing.send_modify(|s| s.lost = true);
+            self.renewing = 0;
+            self.fixed.clear();
+            tracing::warn!(lock = %key.0, holder = %key.1, "lock lease lost: {why}");
         }
     }
 }
 
 /// The holds of one client.
-#[derive(Default)]
 pub(crate) struct Holds {
     map: Mutex<HashMap<HoldKey, Entry>>,
-    next_generation: AtomicU64,
+    next_id: AtomicU64,
+    /// The lease of a watchdog hold.
+    watchdog: Duration,
 }
 
 /// What a guard keeps of its registration.
 pub(crate) struct Registration {
-    pub(crate) lost: watch::Receiver<bool>,
+    id: u64,
+    generation: u64,
+    renew: bool,
+    pub(crate) standing: watch::Receiver<Standing>,
+}
+
+/// What [`Holds::unregister`] tells the release of a hold.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Leaving {
+    /// Send the release: the hold can lapse from `lapses_after` on, as far as this client knows.
+    Release { lapses_after: Instant },
+    /// Send nothing: the hold was lost and the owner has taken the lock again since, so a
+    /// release would strike the new hold.
+    Lost,
 }
 
 impl Holds {
-    /// Live guards of `key`.
-    pub(crate) fn guards(&self, key: &HoldKey) -> u32 {
-        self.map.lock().unwrap().get(key).map_or(0, |e| e.guards)
+    pub(crate) fn new(watchdog: Duration) -> Holds {
+        Holds {
+            map: Mutex::default(),
+            next_id: AtomicU64::new(1),
+            watchdog,
+        }
     }
 
-    /// Counts a new guard; its acquire was sent at `sent_at` and set a lease of `lease`.
+    /// This generation's live holds of `key`.
+    pub(crate) fn guards(&self, key: &HoldKey) -> u32 {
+        self.map
+            .lock()
+            .unwrap()
+            .get(key)
+            .map_or(0, |e| e.renewing + e.fixed.len() as u32)
+    }
+
+    /// Counts a new guard; its acquire was sent at `sent_at` and asked for `lease` (renewed by
+    /// the watchdog when `renew`).
     pub(crate) fn register(
         &self,
         key: HoldKey,
@@ -82,54 +146,105 @@ impl Holds {
         sent_at: Instant,
         lease: Duration,
     ) -> Registration {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let now = Instant::now();
         let mut map = self.map.lock().unwrap();
         let entry = map.entry(key).or_insert_with(|| Entry {
             guards: 0,
             renewing: 0,
+            fixed: Vec::new(),
             generation: 0,
-            lost: watch::Sender::new(true),
-            confirmed_at: sent_at,
-            lapses_after: sent_at + lease,
-            lease_sent_at: sent_at,
+            standing: watch::Sender::new(Standing {
+                lost: true,
+                lapses_after: sent_at,
+            }),
+            set_sent_at: sent_at,
         });
-        if *entry.lost.borrow() {
-            // A fresh hold (or one after a loss): a new signal for the guards from here on.
-            entry.generation = self.next_generation.fetch_add(1, Ordering::Relaxed);
-            entry.lost = watch::Sender::new(false);
+        if entry.lapsed(now) {
+            // A fresh hold, or one after a loss: a new signal for the guards from here on. The
+            // old signal stays lost for the guards that have it.
+            entry.standing.send_modify(|s| s.lost = true);
+            entry.generation = id;
+            entry.standing = watch::Sender::new(Standing {
+                lost: false,
+                lapses_after: sent_at + lease,
+            });
             entry.renewing = 0;
-            entry.confirmed_at = sent_at;
+            entry.fixed.clear();
+            entry.set_sent_at = sent_at;
         }
         entry.guards += 1;
         if renew {
             entry.renewing += 1;
-            entry.confirmed_at = entry.confirmed_at.max(sent_at);
+        } else {
+            entry.fixed.push((id, sent_at + lease));
         }
-        entry.lease_set(sent_at, lease);
+        entry.extended(sent_at, lease);
         Registration {
-            lost: entry.lost.subscribe(),
+            id,
+            generation: entry.generation,
+            renew,
+            standing: entry.standing.subscribe(),
         }
     }
 
     /// Forgets a guard. Called before its release is sent, so no renewal follows the release.
-    /// Returns the earliest the field's hold can lapse, as far as this client knows.
-    pub(crate) fn unregister(&self, key: &HoldKey, renew: bool) -> Option<Instant> {
+    pub(crate) fn unregister(&self, key: &HoldKey, registration: &Registration) -> Leaving {
         let mut map = self.map.lock().unwrap();
-        let entry = map.get_mut(key)?;
+        let Some(entry) = map.get_mut(key) else {
+            return Leaving::Lost;
+        };
         entry.guards = entry.guards.saturating_sub(1);
-        if renew {
-            entry.renewing = entry.renewing.saturating_sub(1);
+        let current = entry.generation == registration.generation;
+        if current {
+            if registration.renew {
+                entry.renewing = entry.renewing.saturating_sub(1);
+            } else {
+                entry.fixed.retain(|(id, _)| *id != registration.id);
+            }
         }
-        let lapses_after = entry.lapses_after;
+        let lapses_after = entry.standing.borrow().lapses_after;
         if entry.guards == 0 {
             map.remove(key);
         }
-        Some(lapses_after)
+        if current {
+            Leaving::Release { lapses_after }
+        } else {
+            Leaving::Lost
+        }
     }
 
-    /// Notes that a release sent at `sent_at` left holds behind and set their lease to `lease`.
+    /// How long the live holds of `key` need the lock from now: the watchdog timeout while a
+    /// watchdog hold lives, else what is left of the latest fixed deadline (`None`: no live
+    /// hold, or only fixed ones past their deadline).
+    pub(crate) fn need(&self, key: &HoldKey) -> Option<Duration> {
+        let map = self.map.lock().unwrap();
+        let entry = map.get(key)?;
+        if entry.renewing > 0 {
+            return Some(self.watchdog);
+        }
+        let now = Instant::now();
+        let latest = entry.fixed.iter().map(|(_, deadline)| *deadline).max()?;
+        (latest > now).then(|| latest - now)
+    }
+
+    /// Notes that a release sent at `sent_at` left holds behind and set the TTL to `lease`.
     pub(crate) fn lease_set(&self, key: &HoldKey, sent_at: Instant, lease: Duration) {
-        if let Some(entry) = self.map.lock().unwrap().get_mut(key) {
-            entry.lease_set(sent_at, lease);
+        let now = Instant::now();
+        let mut map = self.map.lock().unwrap();
+        let Some(entry) = map.get_mut(key) else {
+            return;
+        };
+        if entry.lapsed(now) {
+            entry.lose(
+                key,
+                "its lease ran out before the release that set it came back",
+            );
+        } else if sent_at >= entry.set_sent_at {
+            entry.set_sent_at = sent_at;
+            entry
+                .standing
+                .send_modify(|s| s.lapses_after = sent_at + lease);
         }
     }
 
@@ -137,17 +252,23 @@ impl Holds {
     fn due(&self) -> Vec<(HoldKey, u64)> {
         let map = self.map.lock().unwrap();
         map.iter()
-            .filter(|(_, e)| e.renewing > 0 && !*e.lost.borrow())
+            .filter(|(_, e)| e.renewing > 0 && !e.standing.borrow().lost)
             .map(|(k, e)| (k.clone(), e.generation))
             .collect()
     }
 
-    fn renewed(&self, key: &HoldKey, generation: u64, sent_at: Instant, lease: Duration) {
+    fn renewed(&self, key: &HoldKey, generation: u64, sent_at: Instant) {
+        let now = Instant::now();
         let mut map = self.map.lock().unwrap();
         if let Some(entry) = map.get_mut(key) {
-            if entry.generation == generation {
-                entry.confirmed_at = entry.confirmed_at.max(sent_at);
-                entry.lease_set(sent_at, lease);
+            if entry.generation != generation {
+                return;
+            }
+            if entry.lapsed(now) {
+                // Its guards may have been told already: a loss is not taken back.
+                entry.lose(key, "its lease ran out before its renewal came back");
+            } else {
+                entry.extended(sent_at, self.watchdog);
             }
         }
     }
@@ -156,28 +277,33 @@ impl Holds {
     fn lose(&self, key: &HoldKey, generation: u64, why: &str) {
         let mut map = self.map.lock().unwrap();
         if let Some(entry) = map.get_mut(key) {
-            if entry.generation == generation && !*entry.lost.borrow() {
-                entry.lost.send_replace(true);
-                entry.renewing = 0;
-                tracing::warn!(lock = %key.0, holder = %key.1, "lock lease lost: {why}");
+            if entry.generation == generation {
+                entry.lose(key, why);
             }
         }
     }
 
-    /// Marks lost every renewing hold not confirmed for a whole lease.
-    fn lose_overdue(&self, lease: Duration) {
+    /// Marks lost every renewing hold whose lease may have run out.
+    fn lose_lapsed(&self) {
         let now = Instant::now();
-        let overdue: Vec<(HoldKey, u64)> = {
-            let map = self.map.lock().unwrap();
-            map.iter()
-                .filter(|(_, e)| {
-                    e.renewing > 0 && !*e.lost.borrow() && now >= e.confirmed_at + lease
-                })
-                .map(|(k, e)| (k.clone(), e.generation))
-                .collect()
-        };
-        for (key, generation) in overdue {
-            self.lose(&key, generation, "renewals failed for a whole lease");
+        let mut map = self.map.lock().unwrap();
+        for (key, entry) in map.iter_mut() {
+            if entry.renewing > 0 && entry.lapsed(now) {
+                entry.lose(key, "renewals did not come back before the lease ran out");
+            }
+        }
+    }
+
+    /// Every lock and field with live guards.
+    pub(crate) fn keys(&self) -> Vec<HoldKey> {
+        self.map.lock().unwrap().keys().cloned().collect()
+    }
+
+    /// Marks every hold lost, saying `why`.
+    pub(crate) fn lose_all(&self, why: &str) {
+        let mut map = self.map.lock().unwrap();
+        for (key, entry) in map.iter_mut() {
+            entry.lose(key, why);
         }
     }
 
@@ -236,7 +362,7 @@ impl Watchdog {
                 Ok(renewed) => {
                     for ((key, generation), ok) in batch.iter().zip(renewed) {
                         if ok {
-                            self.holds.renewed(key, *generation, sent_at, self.lease);
+                            self.holds.renewed(key, *generation, sent_at);
                         } else {
                             self.holds
                                 .lose(key, *generation, "the lock is gone (expired or deleted)");
@@ -251,6 +377,6 @@ impl Watchdog {
         futures::future::join_all(batches)
             .instrument(tracing::debug_span!("relock.renew", locks = count))
             .await;
-        self.holds.lose_overdue(self.lease);
+        self.holds.lose_lapsed();
     }
 }

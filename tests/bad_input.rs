@@ -77,7 +77,7 @@ async fn every_operation(lock: &Lock, check: impl Fn(&str, Error)) -> usize {
     );
     seen(
         "with",
-        soon("with", lock.with(|| async { 1 })).await.unwrap_err(),
+        soon("with", lock.with(|_| async { 1 })).await.unwrap_err(),
     );
     n
 }

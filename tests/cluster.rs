@@ -149,7 +149,7 @@ async fn lock_reenter_and_unlock_on_every_master() {
             );
             assert!(!lock.is_locked().await.unwrap());
             assert_eq!(lock.hold_count().await.unwrap(), 0);
-            assert!(lock.remaining_lease().await.unwrap().is_none());
+            assert!(lock.remaining_lease().await.unwrap() == relock::RemainingLease::Unlocked);
 
             // A fixed lease lands on the same master with that lease.
             let fixed = lock

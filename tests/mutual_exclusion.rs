@@ -104,7 +104,7 @@ async fn shared_memory_counter_is_exact_and_sections_never_overlap() {
             use std::sync::atomic::Ordering;
             let lock = client.lock(name);
             for _ in 0..ROUNDS {
-                lock.with(|| async {
+                lock.with(|_| async {
                     let enter = Instant::now();
                     let others = inside.fetch_add(1, Ordering::SeqCst);
                     assert_eq!(others, 0, "another task is inside the critical section");

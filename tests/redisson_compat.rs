@@ -71,7 +71,12 @@ async fn java_holds_then_wakes_relock(name: String) {
         .is_none());
     assert!(lock.is_locked().await.unwrap());
     assert_eq!(lock.hold_count().await.unwrap(), 0);
-    let lease = lock.remaining_lease().await.unwrap().expect("locked");
+    let lease = lock
+        .remaining_lease()
+        .await
+        .unwrap()
+        .expires_in()
+        .expect("locked");
     assert!(lease > Duration::from_secs(25), "Java's lease: {lease:?}");
     assert_eq!(
         raw_hgetall(&server, &name),

@@ -27,7 +27,10 @@ async fn an_explicit_unlock_frees_the_lock() {
         "unlock returns after the key is gone"
     );
     assert!(!lock.is_locked().await.unwrap());
-    assert_eq!(lock.remaining_lease().await.unwrap(), None);
+    assert_eq!(
+        lock.remaining_lease().await.unwrap(),
+        relock::RemainingLease::Unlocked
+    );
     assert_eq!(client.stats().holds, 0);
 
     // Free again for anyone: another client takes it at once.
@@ -78,7 +81,7 @@ async fn scoped_work_releases_the_lock_whatever_it_returns() {
     let lock = client.lock(name.clone());
 
     let outcome = lock
-        .with(|| async {
+        .with(|_| async {
             assert_eq!(lock.hold_count().await.unwrap(), 1, "held during the work");
             Err::<(), _>("the work failed")
         })
@@ -91,7 +94,7 @@ async fn scoped_work_releases_the_lock_whatever_it_returns() {
     );
 
     let value = lock
-        .with(|| async {
+        .with(|_| async {
             assert!(common::raw_exists(&server, &name));
             42
         })
@@ -107,7 +110,7 @@ async fn scoped_work_releases_the_lock_whatever_it_returns() {
     let panicked = tokio::spawn({
         let lock = lock.clone();
         async move {
-            lock.with(|| async { panic!("the work panicked") })
+            lock.with(|_| async { panic!("the work panicked") })
                 .await
                 .unwrap();
         }

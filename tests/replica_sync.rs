@@ -317,7 +317,7 @@ async fn no_replica_fails_every_acquire_and_leaves_nothing() {
     let ran = std::sync::atomic::AtomicBool::new(false);
     let started = Instant::now();
     let outcome = lock
-        .with(|| async { ran.store(true, std::sync::atomic::Ordering::SeqCst) })
+        .with(|_| async { ran.store(true, std::sync::atomic::Ordering::SeqCst) })
         .await;
     assert_not_replicated(outcome, &name, started, SHORT, "with");
     assert!(!ran.into_inner(), "`with` ran its work without the lock");

@@ -3,4 +3,4 @@
 
 mod reentrant;
 
-pub use reentrant::{Lock, LockGuard, Lost};
+pub use reentrant::{Lock, LockGuard, Lost, RemainingLease};

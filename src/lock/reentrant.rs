@@ -14,11 +14,11 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use fred::bytes_utils::Str;
+use fred::clients::Client as Redis;
 use fred::interfaces::{ClientLike, ServerInterface};
 use fred::types::config::Options;
 use fred::types::{ClusterHash, Key};
 use futures::future::BoxFuture;
-use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{field::Empty, Instrument};
 
@@ -30,7 +30,7 @@ use crate::names::LockKeys;
 use crate::owner::Owner;
 use crate::pubsub::Wake;
 use crate::scripts::{self, Claim, ReleaseHow, Released};
-use crate::watchdog::HoldKey;
+use crate::watchdog::{HoldKey, Leaving, Registration, Standing};
 
 /// How long a hold lasts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,6 +98,28 @@ impl std::fmt::Debug for Lock {
             .field("name", &self.name)
             .field("owner", &self.owner)
             .finish()
+    }
+}
+
+/// What [`Lock::remaining_lease`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RemainingLease {
+    /// Nobody holds the lock.
+    Unlocked,
+    /// The lock is held and expires in this long unless renewed.
+    Expires(Duration),
+    /// The lock is held and has no expiry: someone wrote it without a TTL (relock never does).
+    /// It stays until deleted, for example by [`Lock::force_unlock`].
+    NoExpiry,
+}
+
+impl RemainingLease {
+    /// The time left, for a lock that expires.
+    pub fn expires_in(&self) -> Option<Duration> {
+        match self {
+            RemainingLease::Expires(left) => Some(*left),
+            _ => None,
+        }
     }
 }
 
@@ -200,27 +222,39 @@ impl Lock {
     /// Runs `work` under the lock and releases it afterwards, whatever `work` returned. If `work`
     /// panics or the call is dropped, the guard's drop releases the lock in the background.
     ///
+    /// `work` gets the hold's [`Lost`] signal (see [`LockGuard::lost`]), so it can stop when the
+    /// lease is lost; ignore it with `|_|` when the work is short.
+    ///
     /// ```no_run
     /// # async fn run(client: relock::Client) -> relock::Result<()> {
-    /// let total = client.lock("stock:7").with(|| async { 40 + 2 }).await?;
-    /// assert_eq!(total, 42);
+    /// # async fn copy_rows() -> u64 { 42 }
+    /// let copied = client
+    ///     .lock("stock:7")
+    ///     .with(|lost| async move {
+    ///         tokio::select! {
+    ///             _ = lost => None,             // the lease is gone: stop writing
+    ///             rows = copy_rows() => Some(rows),
+    ///         }
+    ///     })
+    ///     .await?;
     /// # Ok(()) }
     /// ```
     ///
     /// # Errors
     ///
-    /// As [`lock`](Self::lock), and any error of the release after `work`.
+    /// As [`lock`](Self::lock), and any error of the release after `work` (such as
+    /// [`Error::LeaseLost`]: the value is dropped then, as the work ran unprotected).
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: the lock is released in the background.
     pub async fn with<F, Fut, T>(&self, work: F) -> Result<T>
     where
-        F: FnOnce() -> Fut,
+        F: FnOnce(Lost) -> Fut,
         Fut: Future<Output = T>,
     {
         let guard = self.lock().await?;
-        let value = work().await;
+        let value = work(guard.lost()).await;
         guard.unlock().await?;
         Ok(value)
     }
@@ -283,8 +317,18 @@ impl Lock {
         Ok(self.inspect(&self.owner()).await?.holds)
     }
 
-    /// The lock's remaining lease: `None` when nobody holds it, `Some(Duration::MAX)` for a lock
-    /// without expiry (which relock never writes).
+    /// How long the lock has left before it expires, whoever holds it.
+    ///
+    /// ```no_run
+    /// # async fn run(client: relock::Client) -> relock::Result<()> {
+    /// use relock::RemainingLease;
+    /// match client.lock("job").remaining_lease().await? {
+    ///     RemainingLease::Unlocked => println!("free"),
+    ///     RemainingLease::Expires(left) => println!("held, {left:?} left"),
+    ///     RemainingLease::NoExpiry => println!("held with no expiry (not written by relock)"),
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -293,12 +337,12 @@ impl Lock {
     /// # Cancel safety
     ///
     /// Cancel safe: it only reads.
-    pub async fn remaining_lease(&self) -> Result<Option<Duration>> {
+    pub async fn remaining_lease(&self) -> Result<RemainingLease> {
         let state = self.inspect(&self.owner()).await?;
         Ok(match state.pttl {
-            -2 => None,
-            ms if ms < 0 => Some(Duration::MAX),
-            ms => Some(Duration::from_millis(ms as u64)),
+            -2 => RemainingLease::Unlocked,
+            ms if ms < 0 => RemainingLease::NoExpiry,
+            ms => RemainingLease::Expires(Duration::from_millis(ms as u64)),
         })
     }
 
@@ -425,9 +469,21 @@ impl Lock {
         }
         .instrument(span.clone())
         .await;
-        span.record("waited_ms", started.elapsed().as_millis() as u64);
+        let waited_ms = started.elapsed().as_millis() as u64;
+        span.record("waited_ms", waited_ms);
         span.record("attempts", attempts);
         span.record("acquired", matches!(outcome, Ok(Some(_))));
+        match &outcome {
+            Ok(Some(guard)) => {
+                tracing::debug!(lock = %guard.name(), owner = %guard.owner(), waited_ms, attempts, "lock acquired")
+            }
+            Ok(None) => {
+                tracing::debug!(lock = %self.name, waited_ms, attempts, "lock not acquired: busy")
+            }
+            Err(error) => {
+                tracing::debug!(lock = %self.name, waited_ms, attempts, %error, "lock not acquired")
+            }
+        }
         outcome
     }
 }
@@ -479,7 +535,10 @@ impl Hold {
         let key = self.hold_key();
         // A release of the owner's still in flight may be a last one, which leaves no replay
         // key: a hold taken now could be the one its retry finds and releases. It goes first.
-        let acquiring = inner.in_flight.acquiring(self.in_flight_key).await;
+        let acquiring = inner
+            .in_flight
+            .acquiring(self.in_flight_key, self.lease_ms)
+            .await;
         let held_before = inner.holds.guards(&key);
         let mut orphan = OrphanCheck::arm(self);
         let sent_at = Instant::now();
@@ -512,30 +571,56 @@ impl Hold {
                 return Err(error);
             }
         }
-        // The hold is taken: a release of the owner's that starts from here on runs after it.
-        drop(acquiring);
-        if let Some(sync) = &inner.replica_sync {
-            // Boxed, like script calls: it holds a fred command future.
-            let synced = Box::pin(self.await_replica(sync)).await;
-            orphan.disarm(); // await_replica released the hold itself when it failed
-            synced?;
-        }
-        orphan.disarm();
+        // Registered while still counted in flight, so a release that starts from here on
+        // counts this hold among those that remain.
         let registration = inner.holds.register(
             key,
             self.lease == Lease::Watchdog,
             sent_at,
             Duration::from_millis(self.lease_ms),
         );
-        Ok(Attempt::Acquired(LockGuard {
-            deadline: match self.lease {
-                Lease::Fixed(lease) => sent_at.checked_add(lease),
-                Lease::Watchdog => None,
-            },
+        orphan.disarm();
+        drop(acquiring);
+        let guard = LockGuard {
             hold: self.clone(),
-            lost: registration.lost,
+            registration,
             released: false,
-        }))
+        };
+        if let Some(sync) = &inner.replica_sync {
+            // Boxed, like script calls: it holds a fred command future.
+            if let Err(unsynced) = Box::pin(self.await_replica(sync)).await {
+                if let Err(error) = guard.unlock().await {
+                    tracing::warn!(lock = %self.keys.name, %error, "could not release an unreplicated hold; it expires with its lease");
+                }
+                return Err(unsynced);
+            }
+        }
+        Ok(Attempt::Acquired(guard))
+    }
+
+    /// Waits for one replica to acknowledge the hold just taken.
+    async fn await_replica(&self, sync: &ReplicaSync) -> Result<()> {
+        let inner = &self.client.inner;
+        let options = Options {
+            cluster_hash: Some(ClusterHash::Custom(fred::util::redis_keyslot(
+                self.keys.name.as_bytes(),
+            ))),
+            timeout: Some(inner.command_timeout + Duration::from_millis(sync.timeout_ms)),
+            max_attempts: Some(1),
+            ..Default::default()
+        };
+        let acked: i64 = sync
+            .redis
+            .with_options(&options)
+            .wait(1, sync.timeout_ms as i64)
+            .await?;
+        if acked >= 1 {
+            Ok(())
+        } else {
+            Err(Error::NotReplicated {
+                lock: self.keys.name.to_string(),
+            })
+        }
     }
 }
 
@@ -575,16 +660,15 @@ impl Drop for ClaimGuard<'_> {
         if !self.claimed {
             return;
         }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return; // the claim lapses with its window
-        };
         let hold = self.hold.clone();
-        runtime.spawn(async move {
+        let client = hold.client.clone();
+        // Without a runtime to run it, the claim lapses with its window.
+        client.inner.background.spawn(Box::pin(async move {
             let inner = &hold.client.inner;
             if let Err(error) = scripts::unclaim(&inner.redis, &hold.keys, &hold.field).await {
                 tracing::debug!(lock = %hold.keys.name, %error, "could not withdraw a claim; it lapses with its window");
             }
-        });
+        }));
     }
 }
 
@@ -611,58 +695,35 @@ impl Drop for OrphanCheck<'_> {
         let Some(hold) = self.hold.take().cloned() else {
             return;
         };
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
         // The owner's next acquire of this lock waits for the check, as for any release.
-        let releasing = hold.releasing();
-        runtime.spawn(async move {
-            let inner = &hold.client.inner;
-            let redis = inner
-                .replica_sync
-                .as_ref()
-                .map_or(&inner.redis, |s| &s.redis);
-            let Ok(state) = scripts::inspect(redis, &hold.keys, &hold.field).await else {
-                return; // the hold, if any, expires with its lease
-            };
-            if state.holds > u64::from(inner.holds.guards(&hold.hold_key())) {
-                tracing::debug!(lock = %hold.keys.name, "releasing the hold of a cancelled acquire");
-                let _ = hold.release(None, releasing).await;
-            }
-        });
-    }
-}
-
-impl Hold {
-    /// Waits for one replica to acknowledge the hold just taken; releases it when none does.
-    async fn await_replica(&self, sync: &ReplicaSync) -> Result<()> {
-        let inner = &self.client.inner;
-        let options = Options {
-            cluster_hash: Some(ClusterHash::Custom(fred::util::redis_keyslot(
-                self.keys.name.as_bytes(),
-            ))),
-            timeout: Some(inner.command_timeout + Duration::from_millis(sync.timeout_ms)),
-            max_attempts: Some(1),
-            ..Default::default()
-        };
-        let acked: Result<i64> = sync
-            .redis
-            .with_options(&options)
-            .wait(1, sync.timeout_ms as i64)
-            .await
-            .map_err(Error::from);
-        if matches!(acked, Ok(n) if n >= 1) {
-            return Ok(());
-        }
-        if let Err(error) = self.release(None, self.releasing()).await {
-            tracing::warn!(lock = %self.keys.name, %error, "could not release an unreplicated hold; it expires with its lease");
-        }
-        match acked {
-            Err(error) => Err(error),
-            Ok(_) => Err(Error::NotReplicated {
-                lock: self.keys.name.to_string(),
-            }),
-        }
+        let releasing = Arc::new(hold.releasing());
+        let client = hold.client.clone();
+        client.inner.background.must_run(Arc::new(move |fresh: Option<Redis>| {
+            let (hold, releasing) = (hold.clone(), releasing.clone());
+            Box::pin(async move {
+                let inner = &hold.client.inner;
+                let redis = fresh.as_ref().unwrap_or_else(|| {
+                    inner
+                        .replica_sync
+                        .as_ref()
+                        .map_or(&inner.redis, |s| &s.redis)
+                });
+                let Ok(state) = scripts::inspect(redis, &hold.keys, &hold.field).await else {
+                    return; // the hold, if any, expires with its lease
+                };
+                if state.holds > u64::from(inner.holds.guards(&hold.hold_key())) {
+                    tracing::debug!(lock = %hold.keys.name, "releasing the hold of a cancelled acquire");
+                    let latch = hold.keys.latch(&inner.id);
+                    let how = ReleaseAs {
+                        redis: fresh.as_ref(),
+                        latch: &latch,
+                        sent_before: false,
+                        lapses_after: None,
+                    };
+                    let _ = hold.release_as(how, &releasing).await;
+                }
+            })
+        }));
     }
 }
 
@@ -670,13 +731,14 @@ impl Hold {
 /// it in the background.
 ///
 /// The guard is `'static` and `Send`: it can move into another task, and it remembers its owner,
-/// so it can be released from anywhere.
+/// so it can be released from anywhere. Dropped where no tokio runtime runs (a plain thread,
+/// after the runtime that ran `main` ended) or while its runtime shuts down, it still releases
+/// the hold: on the client's runtime, or else on a thread of its own that the dropping thread
+/// waits for, a few command timeouts at most.
 #[must_use = "dropping the guard releases the hold at once"]
 pub struct LockGuard {
     hold: Hold,
-    lost: watch::Receiver<bool>,
-    /// When a fixed lease runs out.
-    deadline: Option<Instant>,
+    registration: Registration,
     released: bool,
 }
 
@@ -709,9 +771,25 @@ impl LockGuard {
         }
     }
 
-    /// A future that completes when this client knows the hold may be gone: the watchdog found
-    /// the lock deleted or expired, or could not renew it for a whole lease, or (for a fixed
-    /// lease) the lease ran out. Another owner may hold the lock from then on.
+    /// A future that completes as soon as this client knows the hold may be gone, so another
+    /// owner may hold the lock:
+    ///
+    /// - the earliest moment the lease can have run out has passed: the send time of the latest
+    ///   acquire or renewal that Redis confirmed, plus its lease. This needs no round trip, so a
+    ///   holder whose process was stopped or whose runtime was blocked past its lease learns it
+    ///   the moment it runs again;
+    /// - the watchdog found the lock deleted, expired or taken over;
+    /// - the client shut down (and released its locks).
+    ///
+    /// For a fixed lease that is its end, unless the same owner holds the lock by a longer
+    /// hold too (the lock then lasts as long as that hold needs). A loss is final: it never
+    /// completes and then un-completes, even if a late renewal shows the lock was still there.
+    /// It completes too once the hold is released.
+    ///
+    /// What it cannot promise: it is a snapshot. Work that checked it (or `is_lost()`) and then
+    /// writes can still be paused between the check and the write, past the lease. Only a write
+    /// that the store itself refuses when the lock has changed hands (a fencing token, coming
+    /// with the fenced lock, or a script that checks the holder field) is safe from that.
     ///
     /// ```no_run
     /// # async fn run(client: relock::Client) -> relock::Result<()> {
@@ -725,25 +803,28 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub fn lost(&self) -> Lost {
-        let mut lost = self.lost.clone();
-        let deadline = self.deadline;
+        let mut standing = self.registration.standing.clone();
         Lost(Box::pin(async move {
-            let expiry = async {
-                match deadline {
-                    Some(deadline) => tokio::time::sleep_until(deadline).await,
-                    None => futures::future::pending().await,
+            loop {
+                let now: Standing = *standing.borrow_and_update();
+                if now.lost {
+                    return;
                 }
-            };
-            tokio::select! {
-                _ = lost.wait_for(|lost| *lost) => {}
-                _ = expiry => {}
+                tokio::select! {
+                    _ = tokio::time::sleep_until(now.lapses_after) => return,
+                    changed = standing.changed() => if changed.is_err() {
+                        return; // the hold was released
+                    },
+                }
             }
         }))
     }
 
-    /// Whether [`lost`](Self::lost) has completed (or would complete at once).
+    /// Whether [`lost`](Self::lost) has completed (or would complete at once): true from the
+    /// earliest moment the lease can have run out, checked against the clock without a round
+    /// trip. The same snapshot caveat applies.
     pub fn is_lost(&self) -> bool {
-        *self.lost.borrow() || self.deadline.is_some_and(|d| Instant::now() >= d)
+        self.registration.standing.borrow().is_lost(Instant::now())
     }
 
     /// This owner's hold count on the lock.
@@ -763,14 +844,17 @@ impl LockGuard {
     }
 
     /// Releases this hold. When it was the owner's last, the lock is deleted and one waiter per
-    /// process is woken. Renewal of the hold stops before the release is sent.
+    /// process is woken. Renewal of the hold stops before the release is sent. When holds of the
+    /// owner remain, the lock's TTL becomes what they need (see the lease rule in the crate
+    /// docs).
     ///
     /// # Errors
     ///
-    /// [`Error::LeaseLost`] when the hold was already gone and the guard knew it had lost its
-    /// lease, [`Error::NotHeld`] when it was gone otherwise (say, force-unlocked), and as
-    /// [`Lock::lock`]. A release that Redis may or may not have applied is retried with the same
-    /// request id, so it counts once. The owner's own acquires of this lock wait until the
+    /// [`Error::LeaseLost`] when the hold was already gone and the guard knew it may have lost
+    /// its lease (see [`lost`](Self::lost)), [`Error::NotHeld`] when it was gone otherwise (say,
+    /// force-unlocked), [`Error::Closed`] after the client shut down (which released it), and
+    /// as [`Lock::lock`]. A release that Redis may or may not have applied is retried with the
+    /// same request id, so it counts once. The owner's own acquires of this lock wait until the
     /// release has its reply.
     ///
     /// A *last* release whose hold cannot lapse before its last retry (a watchdog lease, renewed
@@ -786,8 +870,15 @@ impl LockGuard {
     pub async fn unlock(mut self) -> Result<()> {
         self.released = true;
         let was_lost = self.is_lost();
-        let lapses_after = self.stop_renewal();
+        let leaving = self.stop_renewal();
         self.hold.client.check_open()?;
+        let lost = || Error::LeaseLost {
+            lock: self.hold.keys.name.to_string(),
+            owner: self.hold.field.to_string(),
+        };
+        let Leaving::Release { lapses_after } = leaving else {
+            return Err(lost());
+        };
         let inner = &self.hold.client.inner;
         let latch = self.hold.keys.latch(&inner.id);
         // Dropped mid-flight, the release is finished in the background under the same
@@ -799,18 +890,17 @@ impl LockGuard {
         };
         let span = tracing::debug_span!("relock.release", lock = %self.hold.keys.name, holder = %self.hold.field);
         let (_, releasing) = resume.pending.as_ref().expect("set above");
-        let outcome = self
-            .hold
-            .release_as(&latch, false, lapses_after, releasing)
-            .instrument(span)
-            .await;
+        let how = ReleaseAs {
+            redis: None,
+            latch: &latch,
+            sent_before: false,
+            lapses_after: Some(lapses_after),
+        };
+        let outcome = self.hold.release_as(how, releasing).instrument(span).await;
         resume.pending = None;
         match outcome? {
             Released::StillHeld | Released::Freed { .. } => Ok(()),
-            Released::NotHeld if was_lost || self.is_lost() => Err(Error::LeaseLost {
-                lock: self.hold.keys.name.to_string(),
-                owner: self.hold.field.to_string(),
-            }),
+            Released::NotHeld if was_lost || self.is_lost() => Err(lost()),
             Released::NotHeld => Err(Error::NotHeld {
                 lock: self.hold.keys.name.to_string(),
                 owner: self.hold.field.to_string(),
@@ -818,14 +908,13 @@ impl LockGuard {
         }
     }
 
-    /// Stops renewal of this hold; called before its release is sent. Returns the earliest the
-    /// owner's hold can lapse.
-    fn stop_renewal(&self) -> Option<Instant> {
+    /// Stops renewal of this hold; called before its release is sent.
+    fn stop_renewal(&self) -> Leaving {
         self.hold
             .client
             .inner
             .holds
-            .unregister(&self.hold.hold_key(), self.hold.lease == Lease::Watchdog)
+            .unregister(&self.hold.hold_key(), &self.registration)
     }
 }
 
@@ -835,19 +924,18 @@ impl Drop for LockGuard {
             return;
         }
         self.released = true;
-        let lapses_after = self.stop_renewal();
+        let leaving = self.stop_renewal();
+        let Leaving::Release { lapses_after } = leaving else {
+            return; // a release would strike the owner's newer hold
+        };
         if self.hold.client.check_open().is_err() {
             return;
         }
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            let hold = self.hold.clone();
-            // Counted in flight now, so the owner's next acquire, even right after the drop,
-            // waits for it.
-            let releasing = hold.releasing();
-            let span = tracing::debug_span!("relock.release", lock = %hold.keys.name, holder = %hold.field);
-            runtime
-                .spawn(async move { hold.release(lapses_after, releasing).await }.instrument(span));
-        }
+        // Counted in flight now, so the owner's next acquire, even right after the drop,
+        // waits for it.
+        let releasing = Arc::new(self.hold.releasing());
+        let latch = self.hold.keys.latch(&self.hold.client.inner.id);
+        self.hold.resume(latch, false, lapses_after, releasing);
     }
 }
 
@@ -857,25 +945,33 @@ struct ResumeRelease<'a> {
     /// or its resumption ends; `None` once the release has ended.
     pending: Option<(&'a Hold, Releasing)>,
     latch: &'a Key,
-    lapses_after: Option<Instant>,
+    lapses_after: Instant,
 }
 
 impl Drop for ResumeRelease<'_> {
     fn drop(&mut self) {
-        let Some((hold, releasing)) = self.pending.take() else {
-            return;
-        };
-        let hold = hold.clone();
-        let latch = self.latch.clone();
-        let lapses_after = self.lapses_after;
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move {
-                let _ = hold
-                    .release_as(&latch, true, lapses_after, &releasing)
-                    .await;
-            });
+        if let Some((hold, releasing)) = self.pending.take() {
+            hold.resume(
+                self.latch.clone(),
+                true,
+                self.lapses_after,
+                Arc::new(releasing),
+            );
         }
     }
+}
+
+/// How one release is sent.
+struct ReleaseAs<'a> {
+    /// The connection to send it on, when not the client's own (a rescue run's).
+    redis: Option<&'a Redis>,
+    /// The replay key: the request id.
+    latch: &'a Key,
+    /// Whether the request may have reached the server already (an `unlock()` dropped
+    /// mid-flight), so even its first send here looks for a replay.
+    sent_before: bool,
+    /// The earliest the hold can lapse; `None` when not known.
+    lapses_after: Option<Instant>,
 }
 
 impl Hold {
@@ -884,65 +980,88 @@ impl Hold {
         self.client.inner.in_flight.releasing(self.in_flight_key)
     }
 
-    /// Sends one release under a fresh request id; `releasing` counts it in flight till it ends.
-    async fn release(
+    /// Sends (or finishes) a release under the request id `latch` in the background; see
+    /// `background` for what happens when no runtime can run it.
+    fn resume(
         &self,
-        lapses_after: Option<Instant>,
-        releasing: Releasing,
-    ) -> Result<Released> {
-        let latch = self.keys.latch(&self.client.inner.id);
-        self.release_as(&latch, false, lapses_after, &releasing)
-            .await
+        latch: Key,
+        sent_before: bool,
+        lapses_after: Instant,
+        releasing: Arc<Releasing>,
+    ) {
+        let hold = self.clone();
+        let job = move |fresh: Option<Redis>| {
+            let (hold, latch, releasing) = (hold.clone(), latch.clone(), releasing.clone());
+            let span = tracing::debug_span!("relock.release", lock = %hold.keys.name, holder = %hold.field);
+            let release = async move {
+                let how = ReleaseAs {
+                    redis: fresh.as_ref(),
+                    latch: &latch,
+                    // A rescue run may follow a send that reached the server.
+                    sent_before: sent_before || fresh.is_some(),
+                    lapses_after: Some(lapses_after),
+                };
+                if let Err(error) = hold.release_as(how, &releasing).await {
+                    tracing::debug!(lock = %hold.keys.name, %error, "background release failed");
+                }
+            };
+            Box::pin(release.instrument(span)) as BoxFuture<'static, ()>
+        };
+        self.client.inner.background.must_run(Arc::new(job));
     }
 
-    /// Sends one release under the request id `latch`, retrying a lost reply with it so the
-    /// release applies once. `sent_before`: the request may have reached the server already
-    /// (an `unlock()` dropped mid-flight), so even its first send here looks for a replay.
+    /// Sends one release, retrying a lost reply under the same request id so the release
+    /// applies once.
     ///
-    /// A release that leaves holds behind writes a replay key, and its retry replays "still
-    /// held". A last release writes one only when a retry could not do without it (see
-    /// `inflight`): when an acquire of the owner's was in flight as it started, or when the hold
-    /// could lapse (`lapses_after`, the earliest it can, or unknown) before the last retry. Else
-    /// a retry that finds the field gone knows its earlier send freed the lock: the field was
-    /// there when that send ran, and no new hold of the owner's can have come in between. Should
-    /// a retry still come after `lapses_after` (a stalled process), it cannot tell that from a
-    /// lapse, and the release ends in [`Error::LeaseLost`].
-    async fn release_as(
-        &self,
-        latch: &Key,
-        mut sent_before: bool,
-        lapses_after: Option<Instant>,
-        releasing: &Releasing,
-    ) -> Result<Released> {
+    /// A release that leaves holds behind sets the lock's TTL to what the owner's remaining
+    /// holds need (and what an acquire of the owner's in flight asks for), and writes a replay
+    /// key, so its retry replays "still held". A last release writes one only when a retry could
+    /// not do without it (see `inflight`): when an acquire of the owner's was in flight as it
+    /// started, or when the hold could lapse (`lapses_after`, the earliest it can, or unknown)
+    /// before the last retry. Else a retry that finds the field gone knows its earlier send freed
+    /// the lock: the field was there when that send ran, and no new hold of the owner's can have
+    /// come in between. Should a retry still come after `lapses_after` (a stalled process), it
+    /// cannot tell that from a lapse, and the release ends in [`Error::LeaseLost`].
+    async fn release_as(&self, how: ReleaseAs<'_>, releasing: &Releasing) -> Result<Released> {
         const TRIES: u32 = 3;
         let inner = &self.client.inner;
+        let redis = how.redis.unwrap_or(&inner.redis);
+        let key = self.hold_key();
         // Each try may wait a command timeout for the connection and another for the reply, so
         // the last one is sent within 2 * TRIES - 1 command timeouts: the replay key outlives it.
         let latch_ttl = inner.command_timeout * (2 * TRIES);
         let latch_ttl_ms = latch_ttl.as_millis() as u64;
+        let keep_ms = inner
+            .holds
+            .need(&key)
+            .map_or(0, |need| need.as_millis().max(1) as u64)
+            .max(releasing.acquire_lease_ms)
+            .max(1);
         let mut tries = 1;
+        let mut sent_before = how.sent_before;
         let mark = inner.hub.mark(&self.keys.channel);
         let sent_at = Instant::now();
         let replay_last = releasing.beside_acquire
-            || lapses_after.map_or(true, |lapse| lapse <= sent_at + latch_ttl);
+            || how
+                .lapses_after
+                .map_or(true, |lapse| lapse <= sent_at + latch_ttl);
         loop {
-            let how = ReleaseHow {
-                latch,
+            let script = ReleaseHow {
+                latch: how.latch,
                 latch_ttl_ms,
                 publish: inner.publish,
                 claim_window_ms: inner.claim_window_ms,
                 sent_before,
                 replay_last,
             };
-            let outcome =
-                scripts::release(&inner.redis, &self.keys, &self.field, self.lease_ms, how).await;
+            let outcome = scripts::release(redis, &self.keys, &self.field, keep_ms, script).await;
             match outcome {
                 Err(error) if error.is_ambiguous() && tries < TRIES => {
                     tries += 1;
                     sent_before = true;
                 }
                 Ok(Released::NotHeld) if sent_before => {
-                    if !lapses_after.is_some_and(|lapse| Instant::now() < lapse) {
+                    if !how.lapses_after.is_some_and(|lapse| Instant::now() < lapse) {
                         return Err(Error::LeaseLost {
                             lock: self.keys.name.to_string(),
                             owner: self.field.to_string(),
@@ -950,6 +1069,7 @@ impl Hold {
                     }
                     tracing::debug!(lock = %self.keys.name, "release reply lost; the retry finds the lock freed by it");
                     inner.hub.released(&self.keys.channel, 0, mark);
+                    tracing::debug!(lock = %self.keys.name, holder = %self.field, "lock released");
                     return Ok(Released::Freed { woken: 0 });
                 }
                 Ok(released) => {
@@ -960,15 +1080,22 @@ impl Hold {
                     };
                     if replay_key {
                         // The reply arrived, so no retry will need the replay key any more.
-                        inner.sweeper.delete(latch.clone());
+                        inner.sweeper.delete(how.latch.clone());
                     }
-                    if released == Released::StillHeld {
-                        // The holds left have the releasing hold's lease from now on.
-                        let lease = Duration::from_millis(self.lease_ms);
-                        inner.holds.lease_set(&self.hold_key(), sent_at, lease);
-                    }
-                    if let Released::Freed { woken } = released {
-                        inner.hub.released(&self.keys.channel, woken, mark);
+                    match released {
+                        Released::StillHeld => {
+                            inner
+                                .holds
+                                .lease_set(&key, sent_at, Duration::from_millis(keep_ms));
+                            tracing::debug!(lock = %self.keys.name, holder = %self.field, keep_ms, "one hold released; the owner still holds the lock");
+                        }
+                        Released::Freed { woken } => {
+                            inner.hub.released(&self.keys.channel, woken, mark);
+                            tracing::debug!(lock = %self.keys.name, holder = %self.field, woken, "lock released");
+                        }
+                        Released::NotHeld => {
+                            tracing::debug!(lock = %self.keys.name, holder = %self.field, "release found no hold");
+                        }
                     }
                     return Ok(released);
                 }

@@ -1,0 +1,25 @@
+-- Drop every hold of one holder at once, as its client shuts down; wake a waiter if that frees
+-- the lock.
+--
+-- KEYS[1]  the lock hash <name>
+-- KEYS[2]  the wake-up channel redisson_lock__channel:{<name>}
+-- KEYS[3]  the hand-off claim relock_claim:{<name>}
+-- ARGV[1]  the message to publish when the lock is freed ("0")
+-- ARGV[2]  holder field <client-uuid>:<owner>
+-- ARGV[3]  the publish command: PUBLISH (or SPUBLISH)
+-- ARGV[4]  the claim window in ms: a claim lives at most this much longer once the lock is free
+--
+-- Reply:   0 when the field held nothing, 1 when it was dropped and other fields remain, 2 when
+--          dropping it freed the lock.
+-- Errors:  WRONGTYPE when <name> exists but is not a hash.
+if redis.call('hdel', KEYS[1], ARGV[2]) == 0 then
+    return 0
+end
+if redis.call('exists', KEYS[1]) == 1 then
+    return 1
+end
+if redis.call('pttl', KEYS[3]) > tonumber(ARGV[4]) then
+    redis.call('pexpire', KEYS[3], ARGV[4])
+end
+redis.call(ARGV[3], KEYS[2], ARGV[1])
+return 2

@@ -1,0 +1,136 @@
+//! Work that must finish after whoever started it is gone: the release of a dropped guard, the
+//! check after a cancelled acquire, a claim withdrawn by a waiter that left.
+//!
+//! `Drop` cannot await, so such work is spawned. A drop inside a tokio runtime spawns it there. A
+//! drop outside any runtime (a guard dropped on a plain thread, or after the runtime that ran
+//! `main` ended) spawns it on the runtime the client was made on, when that runtime has worker
+//! threads of its own to run it. Work that must happen ([`Background::must_run`]) is not lost when
+//! that is not possible: when there is no such runtime, or the runtime shuts down before the work
+//! ends (its tasks are dropped then), the work runs again on a thread of its own, with a runtime
+//! and a Redis connection of its own, and the thread that dropped it waits for it, a few command
+//! timeouts at most. So a process that returns from `main` holding a guard still releases it
+//! before it exits. A second run is safe: a release is retried under its request id, and every
+//! other job only reads before it acts.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fred::clients::Client as Redis;
+use fred::interfaces::ClientLike;
+use fred::types::Builder;
+use futures::future::BoxFuture;
+use tokio::runtime::{Handle, RuntimeFlavor};
+
+/// A job: given `None` it uses the client's own connections, given `Some` the fresh connection
+/// of a rescue run.
+pub(crate) type Job = Arc<dyn Fn(Option<Redis>) -> BoxFuture<'static, ()> + Send + Sync>;
+
+/// Where background work runs.
+pub(crate) struct Background {
+    /// The runtime the client was made on.
+    runtime: Handle,
+    /// Builds a connection like the client's own, for a rescue run.
+    builder: Builder,
+    /// The longest a rescue run may keep the dropping thread waiting.
+    patience: Duration,
+}
+
+impl Background {
+    pub(crate) fn new(runtime: Handle, builder: Builder, command_timeout: Duration) -> Background {
+        Background {
+            runtime,
+            builder,
+            // Connecting, the job's command and its retries.
+            patience: command_timeout * 4,
+        }
+    }
+
+    /// Runs `job` in the background if a runtime can run it; else it is dropped (a claim lapses
+    /// on its own).
+    pub(crate) fn spawn(&self, job: BoxFuture<'static, ()>) {
+        if let Some(runtime) = self.runtime() {
+            runtime.spawn(job);
+        }
+    }
+
+    /// Runs `job` in the background, and on a thread of its own when no runtime can (see the
+    /// module docs).
+    pub(crate) fn must_run(&self, job: Job) {
+        let mut rescue = Rescue {
+            job: Some(job.clone()),
+            builder: self.builder.clone(),
+            patience: self.patience,
+        };
+        let task = async move {
+            job(None).await;
+            rescue.disarm();
+        };
+        match self.runtime() {
+            Some(runtime) => drop(runtime.spawn(task)),
+            None => drop(task), // the rescue runs it now
+        }
+    }
+
+    /// The runtime to spawn on: the current one, else the client's if it runs by itself.
+    fn runtime(&self) -> Option<Handle> {
+        match Handle::try_current() {
+            Ok(current) => Some(current),
+            Err(_) if self.runtime.runtime_flavor() == RuntimeFlavor::MultiThread => {
+                Some(self.runtime.clone())
+            }
+            // A current-thread runtime runs only while its owner drives it: no telling when.
+            Err(_) => None,
+        }
+    }
+}
+
+/// Dropped with its job still set (the task never ran, or its runtime dropped it mid-way), it
+/// runs the job on a thread of its own and waits for it.
+struct Rescue {
+    job: Option<Job>,
+    builder: Builder,
+    patience: Duration,
+}
+
+impl Rescue {
+    fn disarm(&mut self) {
+        self.job = None;
+    }
+}
+
+impl Drop for Rescue {
+    fn drop(&mut self) {
+        let Some(job) = self.job.take() else {
+            return;
+        };
+        let builder = self.builder.clone();
+        let (done, finished) = std::sync::mpsc::channel::<()>();
+        let spawned = std::thread::Builder::new()
+            .name("relock-rescue".into())
+            .spawn(move || {
+                let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                else {
+                    return;
+                };
+                runtime.block_on(async move {
+                    let Ok(redis) = builder.build() else {
+                        return;
+                    };
+                    if redis.init().await.is_ok() {
+                        job(Some(redis.clone())).await;
+                    }
+                    let _ = redis.quit().await;
+                });
+                let _ = done.send(());
+            });
+        if spawned.is_ok() {
+            if finished.recv_timeout(self.patience).is_err() {
+                tracing::warn!(
+                    "a background release did not finish in time; its lock expires with its lease"
+                );
+            }
+        }
+    }
+}
