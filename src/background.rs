@@ -125,12 +125,10 @@ impl Drop for Rescue {
                 });
                 let _ = done.send(());
             });
-        if spawned.is_ok() {
-            if finished.recv_timeout(self.patience).is_err() {
-                tracing::warn!(
-                    "a background release did not finish in time; its lock expires with its lease"
-                );
-            }
+        if spawned.is_ok() && finished.recv_timeout(self.patience).is_err() {
+            tracing::warn!(
+                "a background release did not finish in time; its lock expires with its lease"
+            );
         }
     }
 }

@@ -806,12 +806,12 @@ impl LockGuard {
         let mut standing = self.registration.standing.clone();
         Lost(Box::pin(async move {
             loop {
-                let now: Standing = *standing.borrow_and_update();
-                if now.lost {
+                let known: Standing = *standing.borrow_and_update();
+                if known.is_lost(Instant::now()) {
                     return;
                 }
                 tokio::select! {
-                    _ = tokio::time::sleep_until(now.lapses_after) => return,
+                    _ = tokio::time::sleep_until(known.lapses_after) => return,
                     changed = standing.changed() => if changed.is_err() {
                         return; // the hold was released
                     },
