@@ -7,13 +7,13 @@
 //! REDIS_URL=redis://127.0.0.1:6379 cargo run --example demo # uses that server
 //! ```
 //!
+//! The throwaway server comes from `relock::testing` (the `testing` feature, on for relock's own
+//! examples and tests) and needs `redis-server` installed: `scripts/install-redis.sh`.
+//!
 //! The demo spawns its own executable as helper processes (`demo contender <url> <lock>` and
 //! `demo holder <url> <lock>`). Helpers print nothing for people: they talk to the parent over
 //! their stdout, and they exit on their own when the parent goes away (their stdin closes) or
 //! after [`HELPER_LIFETIME`].
-
-#[path = "../tests/common/server.rs"]
-mod server;
 
 use std::future::Future;
 use std::process::Stdio;
@@ -52,15 +52,13 @@ async fn main() -> Res<()> {
 async fn demo() -> Res<()> {
     let started = Instant::now();
     // Keep the server (if we start one) alive until the end: dropping it kills it.
-    let (server, url) = server::from_env_or_start();
+    let (server, url) = relock::testing::from_env_or_start()?;
     match &server {
         None => println!("Redis: {url} (from REDIS_URL)"),
-        Some(server) => {
-            let pid = server.pid().unwrap_or_default();
-            println!(
-                "Redis: throwaway redis-server at {url} (pid {pid}); set REDIS_URL to use yours"
-            );
-        }
+        Some(server) => println!(
+            "Redis: throwaway redis-server at {url} (pid {}); set REDIS_URL to use yours",
+            server.pid()
+        ),
     }
     println!("This process: pid {}", std::process::id());
     // Unique names, so the demo can run against a shared server.
