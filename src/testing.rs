@@ -57,6 +57,9 @@ pub struct RedisServer {
 impl RedisServer {
     /// Starts a server and waits until it accepts connections.
     ///
+    /// It blocks the calling thread for that wait, a few milliseconds as a rule (at most
+    /// 10 s), which is fine at the start of a test or a `main`, async or not.
+    ///
     /// # Errors
     ///
     /// [`StartError::NotInstalled`] when there is no `redis-server` on `PATH`;
@@ -77,15 +80,15 @@ impl RedisServer {
         for _ in 0..PORT_ATTEMPTS {
             let port = free_port()?;
             let dir = work_dir(port)?;
-            match spawn(port, &dir, args) {
+            let failure = match spawn(port, &dir, args) {
                 Ok(child) => return Ok(RedisServer { port, child, dir }),
-                Err(Spawn::PortTaken(log)) => last = Some(log),
-                Err(Spawn::Error(error)) => {
-                    let _ = std::fs::remove_dir_all(&dir);
-                    return Err(error);
-                }
-            }
+                Err(failure) => failure,
+            };
             let _ = std::fs::remove_dir_all(&dir);
+            match failure {
+                Spawn::PortTaken(log) => last = Some(log),
+                Spawn::Error(error) => return Err(error),
+            }
         }
         Err(StartError::Failed {
             reason: format!(
