@@ -5,17 +5,20 @@
 //! ```text
 //! cargo run --example demo                                  # starts a throwaway redis-server
 //! REDIS_URL=redis://127.0.0.1:6379 cargo run --example demo # uses that server
+//! RUST_LOG=relock=debug cargo run --example demo            # and shows relock's tracing
 //! ```
+//!
+//! The throwaway server comes from `relock::testing` (the `testing` feature, on for relock's own
+//! examples and tests) and needs `redis-server` installed: `scripts/install-redis.sh`.
 //!
 //! The demo spawns its own executable as helper processes (`demo contender <url> <lock>` and
 //! `demo holder <url> <lock>`). Helpers print nothing for people: they talk to the parent over
 //! their stdout, and they exit on their own when the parent goes away (their stdin closes) or
-//! after [`HELPER_LIFETIME`].
-
-#[path = "../tests/common/server.rs"]
-mod server;
+//! after [`HELPER_LIFETIME`]. Tracing goes to stderr, in the demo and its helpers alike, so it
+//! never mixes with that talk; `RUST_LOG` picks what is shown (warnings when it is not set).
 
 use std::future::Future;
+use std::io::IsTerminal;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -25,6 +28,8 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdout, Command};
 use tokio::sync::Notify;
 use tokio::time::{sleep_until, timeout};
+use tracing_subscriber::fmt::format::FmtSpan;
+use tracing_subscriber::EnvFilter;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 type Res<T> = std::result::Result<T, BoxError>;
@@ -41,6 +46,13 @@ const HOLDER_LEASE: Duration = Duration::from_secs(2);
 
 #[tokio::main]
 async fn main() -> Res<()> {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_span_events(FmtSpan::CLOSE) // relock's acquire and release spans, with timings
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
     let args: Vec<String> = std::env::args().skip(1).collect();
     match (args.first().map(String::as_str), args.get(1), args.get(2)) {
         (Some("contender"), Some(url), Some(name)) => helper(|go| contender(url, name, go)).await,
@@ -52,15 +64,13 @@ async fn main() -> Res<()> {
 async fn demo() -> Res<()> {
     let started = Instant::now();
     // Keep the server (if we start one) alive until the end: dropping it kills it.
-    let (server, url) = server::from_env_or_start();
+    let (server, url) = relock::testing::from_env_or_start()?;
     match &server {
         None => println!("Redis: {url} (from REDIS_URL)"),
-        Some(server) => {
-            let pid = server.pid().unwrap_or_default();
-            println!(
-                "Redis: throwaway redis-server at {url} (pid {pid}); set REDIS_URL to use yours"
-            );
-        }
+        Some(server) => println!(
+            "Redis: throwaway redis-server at {url} (pid {}); set REDIS_URL to use yours",
+            server.pid()
+        ),
     }
     println!("This process: pid {}", std::process::id());
     // Unique names, so the demo can run against a shared server.

@@ -6,15 +6,14 @@
 //! thread is in Java. To keep one hold across tasks, give the handle an explicit
 //! [`relock::Owner`]: every task using it counts as that owner.
 //!
-//! Run with `cargo run --example reentrant` (starts a throwaway redis-server) or set `REDIS_URL`.
-
-#[path = "../tests/common/server.rs"]
-mod server;
+//! Run with `cargo run --example reentrant`, which starts a throwaway `redis-server` (it must be
+//! installed) through `relock::testing`, or set `REDIS_URL` to use your own server. To copy this
+//! into a crate of yours, enable relock's `testing` feature there, or connect to your own URL.
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    // REDIS_URL if set, else a throwaway server that is killed when `_server` drops.
-    let (_server, url) = server::from_env_or_start();
+    // REDIS_URL if set, else a throwaway redis-server that is killed when `_server` drops.
+    let (_server, url) = relock::testing::from_env_or_start()?;
     let client = relock::Client::connect(&url).await?;
     let name = format!("example:reentrant:{}", std::process::id());
 

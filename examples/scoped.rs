@@ -6,15 +6,14 @@
 //! it failed), the inner value is the work's own, passed through untouched. If the work panics
 //! or the future is dropped, the guard's drop releases the lock in the background.
 //!
-//! Run with `cargo run --example scoped` (starts a throwaway redis-server) or set `REDIS_URL`.
-
-#[path = "../tests/common/server.rs"]
-mod server;
+//! Run with `cargo run --example scoped`, which starts a throwaway `redis-server` (it must be
+//! installed) through `relock::testing`, or set `REDIS_URL` to use your own server. To copy this
+//! into a crate of yours, enable relock's `testing` feature there, or connect to your own URL.
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    // REDIS_URL if set, else a throwaway server that is killed when `_server` drops.
-    let (_server, url) = server::from_env_or_start();
+    // REDIS_URL if set, else a throwaway redis-server that is killed when `_server` drops.
+    let (_server, url) = relock::testing::from_env_or_start()?;
     let client = relock::Client::connect(&url).await?;
     let lock = client.lock(format!("example:scoped:{}", std::process::id()));
     let mut stock = 5;

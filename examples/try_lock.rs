@@ -8,17 +8,16 @@
 //!
 //! Where Redisson returns `false`, relock returns `Ok(None)`: a busy lock is not an error.
 //!
-//! Run with `cargo run --example try_lock` (starts a throwaway redis-server) or set `REDIS_URL`.
-
-#[path = "../tests/common/server.rs"]
-mod server;
+//! Run with `cargo run --example try_lock`, which starts a throwaway `redis-server` (it must be
+//! installed) through `relock::testing`, or set `REDIS_URL` to use your own server. To copy this
+//! into a crate of yours, enable relock's `testing` feature there, or connect to your own URL.
 
 use std::time::{Duration, Instant};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    // REDIS_URL if set, else a throwaway server that is killed when `_server` drops.
-    let (_server, url) = server::from_env_or_start();
+    // REDIS_URL if set, else a throwaway redis-server that is killed when `_server` drops.
+    let (_server, url) = relock::testing::from_env_or_start()?;
     let client = relock::Client::connect(&url).await?;
     let name = format!("example:try_lock:{}", std::process::id());
 

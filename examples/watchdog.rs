@@ -3,22 +3,20 @@
 //! for as long as its guard lives. If the holder dies, renewals stop and the lock expires.
 //!
 //! Unlike Redisson, relock also tells the holder when it lost the lock: `guard.lost()` completes
-//! when a renewal finds the lock gone (here we delete the key behind its back). Race it against
-//! the work with `tokio::select!` to stop writing as soon as the lock is no longer yours.
+//! when a renewal finds the lock gone (here another client force-unlocks it behind its back).
+//! Race it against the work with `tokio::select!` to stop writing as soon as the lock is no
+//! longer yours.
 //!
-//! Run with `cargo run --example watchdog` (starts a throwaway redis-server) or set `REDIS_URL`.
-
-#[path = "../tests/common/server.rs"]
-mod server;
+//! Run with `cargo run --example watchdog`, which starts a throwaway `redis-server` (it must be
+//! installed) through `relock::testing`, or set `REDIS_URL` to use your own server. To copy this
+//! into a crate of yours, enable relock's `testing` feature there, or connect to your own URL.
 
 use std::time::{Duration, Instant};
 
-use fred::interfaces::KeysInterface;
-
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    // REDIS_URL if set, else a throwaway server that is killed when `_server` drops.
-    let (_server, url) = server::from_env_or_start();
+    // REDIS_URL if set, else a throwaway redis-server that is killed when `_server` drops.
+    let (_server, url) = relock::testing::from_env_or_start()?;
     let config = relock::Config::from_url(&url)?.with_watchdog_timeout(Duration::from_secs(1));
     let client = relock::Client::new(config).await?;
     let lock = client.lock(format!("example:watchdog:{}", std::process::id()));
@@ -37,13 +35,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         println!("{:>5} ms held, lease left {:>4} ms", at(), left.as_millis());
     }
 
-    // Someone deletes the lock behind our back (an operator, or a lease that ran out while this
-    // process was paused). `client.redis()` is the fred client, for commands of your own.
-    let redis = client.redis().clone();
-    let key = lock.name().to_owned();
+    // Someone deletes the lock behind our back: here an operator's `force_unlock()` from another
+    // client (Redisson's `forceUnlock()`); a lease that ran out while this process was paused
+    // looks the same to the holder.
+    let operator = relock::Client::connect(&url).await?;
+    let behind_our_back = operator.lock(lock.name());
     let deleter = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(500)).await;
-        redis.del::<i64, _>(&key).await.map(|_| start.elapsed())
+        behind_our_back
+            .force_unlock()
+            .await
+            .map(|_| start.elapsed())
     });
 
     // The work: writes that are only safe under the lock. Stop as soon as the lock is lost.
@@ -58,7 +60,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         _ = work => unreachable!("the work never ends on its own"),
     };
     let deleted_at = deleter.await??;
-    println!("{:>5} ms the key was deleted", deleted_at.as_millis());
+    println!(
+        "{:>5} ms an operator force-unlocked it",
+        deleted_at.as_millis()
+    );
     let noticed = (lost_at - deleted_at).as_millis();
     println!(
         "{:>5} ms lost() completed {noticed} ms later: work stopped",
@@ -70,6 +75,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         Err(e) if e.is_lease_lost() => println!("unlock(): {e}"),
         other => println!("unlock(): unexpected {other:?}"),
     }
+    operator.shutdown().await?;
     client.shutdown().await?;
     Ok(())
 }

@@ -12,6 +12,9 @@ mod owner;
 mod pubsub;
 mod scripts;
 mod sweeper;
+#[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+pub mod testing;
 mod watchdog;
 
 pub use client::{Client, ClientStats};

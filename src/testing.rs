@@ -1,0 +1,276 @@
+//! Throwaway `redis-server` processes for tests, examples and demos (feature `testing`).
+//!
+//! [`RedisServer::start`] runs the `redis-server` found on `PATH` on a free loopback port, with
+//! no persistence and its own temporary directory, and returns once the server says it is ready
+//! to accept connections. Dropping the [`RedisServer`] kills the process, waits for it to exit
+//! and removes the directory. [`from_env_or_start`] is the usual opening of a program that
+//! should run against `REDIS_URL` when it is set and against a server of its own otherwise.
+//!
+//! Enable it for your tests only:
+//!
+//! ```toml
+//! [dev-dependencies]
+//! relock = { version = "0.1", features = ["testing"] }
+//! ```
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//! let server = relock::testing::RedisServer::start()?; // a StartError if it is not installed
+//! let client = relock::Client::connect(&server.url()).await?;
+//! let guard = client.lock("order:42").lock().await?;
+//! guard.unlock().await?;
+//! client.shutdown().await?;
+//! drop(server); // the process is gone and its files removed
+//! # Ok(()) }
+//! ```
+//!
+//! It needs `redis-server` installed (Debian and Ubuntu: `apt-get install redis-server`, or
+//! `scripts/install-redis.sh` in relock's repository); without it, starting fails with
+//! [`StartError::NotInstalled`] rather than a panic.
+
+use std::fmt;
+use std::io::{self, BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// How long a server has to say it is ready.
+const READY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Ports tried before giving up, when another process takes the free port first.
+const PORT_ATTEMPTS: usize = 20;
+
+/// A `redis-server` child process on a free loopback port, killed when it drops.
+///
+/// It listens on `127.0.0.1` only, saves nothing (no RDB snapshots, no AOF), and keeps its
+/// files in a temporary directory of its own that is removed on drop.
+#[derive(Debug)]
+pub struct RedisServer {
+    port: u16,
+    child: Child,
+    dir: PathBuf,
+}
+
+impl RedisServer {
+    /// Starts a server and waits until it accepts connections.
+    ///
+    /// It blocks the calling thread for that wait, a few milliseconds as a rule (at most
+    /// 10 s), which is fine at the start of a test or a `main`, async or not.
+    ///
+    /// # Errors
+    ///
+    /// [`StartError::NotInstalled`] when there is no `redis-server` on `PATH`;
+    /// [`StartError::Failed`] when it exits or stays silent instead of becoming ready;
+    /// [`StartError::Io`] when the process or its directory cannot be created.
+    pub fn start() -> Result<RedisServer, StartError> {
+        RedisServer::start_with(&[])
+    }
+
+    /// Starts a server with extra `redis-server` arguments, such as
+    /// `["--maxmemory-policy", "noeviction"]`, given after relock's own.
+    ///
+    /// # Errors
+    ///
+    /// As [`start`](Self::start).
+    pub fn start_with(args: &[&str]) -> Result<RedisServer, StartError> {
+        let mut last = None;
+        for _ in 0..PORT_ATTEMPTS {
+            let port = free_port()?;
+            let dir = work_dir(port)?;
+            let failure = match spawn(port, &dir, args) {
+                Ok(child) => return Ok(RedisServer { port, child, dir }),
+                Err(failure) => failure,
+            };
+            let _ = std::fs::remove_dir_all(&dir);
+            match failure {
+                Spawn::PortTaken(log) => last = Some(log),
+                Spawn::Error(error) => return Err(error),
+            }
+        }
+        Err(StartError::Failed {
+            reason: format!(
+                "no free port after {PORT_ATTEMPTS} tries; last said: {}",
+                last.unwrap_or_default()
+            ),
+        })
+    }
+
+    /// `redis://127.0.0.1:<port>`, for [`Client::connect`](crate::Client::connect).
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// The loopback port it listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The Redis URL a program should use: `REDIS_URL` when it is set, else the URL of a throwaway
+/// server started here.
+///
+/// Returns that server too (`None` with `REDIS_URL`): keep it alive for as long as the URL is in
+/// use, as dropping it kills the process.
+///
+/// # Errors
+///
+/// As [`RedisServer::start`], when `REDIS_URL` is not set.
+pub fn from_env_or_start() -> Result<(Option<RedisServer>, String), StartError> {
+    match std::env::var("REDIS_URL") {
+        Ok(url) => Ok((None, url)),
+        Err(_) => {
+            let server = RedisServer::start()?;
+            let url = server.url();
+            Ok((Some(server), url))
+        }
+    }
+}
+
+/// Why a [`RedisServer`] could not be started. Its `Debug` form is its message, so a `main`
+/// that returns it says what to do.
+#[non_exhaustive]
+pub enum StartError {
+    /// There is no `redis-server` on `PATH`.
+    NotInstalled,
+    /// The server exited, or did not say it was ready in time.
+    Failed {
+        /// What happened, with the server's last log line when there is one.
+        reason: String,
+    },
+    /// The process or its temporary directory could not be created.
+    Io(io::Error),
+}
+
+impl fmt::Display for StartError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StartError::NotInstalled => write!(
+                f,
+                "redis-server is not installed (not found on PATH): install it, e.g. \
+                 `sudo apt-get install redis-server` on Debian or Ubuntu, or run \
+                 scripts/install-redis.sh from relock's repository"
+            ),
+            StartError::Failed { reason } => write!(f, "redis-server did not start: {reason}"),
+            StartError::Io(error) => write!(f, "could not start redis-server: {error}"),
+        }
+    }
+}
+
+impl fmt::Debug for StartError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl std::error::Error for StartError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StartError::Io(error) => Some(error),
+            _ => None,
+        }
+    }
+}
+
+enum Spawn {
+    /// It exited saying its port is in use: try another one.
+    PortTaken(String),
+    Error(StartError),
+}
+
+fn free_port() -> Result<u16, StartError> {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .map_err(StartError::Io)
+}
+
+/// A fresh directory for one server's files.
+fn work_dir(port: u16) -> Result<PathBuf, StartError> {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    let name = format!("relock-testing-{}-{port}-{n}", std::process::id());
+    let dir = std::env::temp_dir().join(name);
+    std::fs::create_dir_all(&dir).map_err(StartError::Io)?;
+    Ok(dir)
+}
+
+/// Starts `redis-server` logging to a pipe, and waits for its "Ready to accept connections"
+/// line rather than polling the port.
+fn spawn(port: u16, dir: &std::path::Path, args: &[&str]) -> Result<Child, Spawn> {
+    let mut child = Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .arg("--dir")
+        .arg(dir)
+        .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+        .args(["--logfile", "", "--loglevel", "notice"])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|error| {
+            Spawn::Error(match error.kind() {
+                io::ErrorKind::NotFound => StartError::NotInstalled,
+                _ => StartError::Io(error),
+            })
+        })?;
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let (ready_tx, ready_rx) = mpsc::channel();
+    std::thread::spawn(move || watch_log(stdout, ready_tx));
+    let outcome = ready_rx.recv_timeout(READY_TIMEOUT);
+    if let Ok(Ok(())) = outcome {
+        return Ok(child);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    Err(match outcome {
+        Ok(Err(log)) if log.iter().any(|l| l.contains("Address already in use")) => {
+            Spawn::PortTaken(log.last().cloned().unwrap_or_default())
+        }
+        Ok(Err(log)) => Spawn::Error(StartError::Failed {
+            reason: match log.last() {
+                Some(line) => format!("it exited saying: {line}"),
+                None => "it exited without a word".to_owned(),
+            },
+        }),
+        _ => Spawn::Error(StartError::Failed {
+            reason: format!("not ready after {} s", READY_TIMEOUT.as_secs()),
+        }),
+    })
+}
+
+/// Reads the server's log until it ends: sends `Ok` at the ready line, or the lines seen if the
+/// log ends first (the server exited). After the ready line it keeps reading, so a full pipe
+/// never blocks the server.
+fn watch_log(stdout: ChildStdout, ready: mpsc::Sender<Result<(), Vec<String>>>) {
+    let mut log = Vec::new();
+    let mut waiting = true;
+    for line in BufReader::new(stdout).lines() {
+        let Ok(line) = line else { break };
+        if waiting && line.contains("Ready to accept connections") {
+            let _ = ready.send(Ok(()));
+            waiting = false;
+        } else if waiting && !line.trim().is_empty() {
+            log.push(line);
+        }
+    }
+    if waiting {
+        let _ = ready.send(Err(log));
+    }
+}
