@@ -123,7 +123,9 @@ async fn shutdown_releases_the_clients_locks_and_wakes_their_waiters() {
     // The waiter may hold `first` already: none of its fields may be the shut-down client's.
     let fields = common::raw_hgetall(&server, &first);
     assert!(
-        fields.iter().all(|(field, _)| !field.starts_with(client.id())),
+        fields
+            .iter()
+            .all(|(field, _)| !field.starts_with(client.id())),
         "a held lock survived shutdown: {fields:?}"
     );
     assert!(!common::raw_exists(&server, &second));

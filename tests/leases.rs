@@ -40,7 +40,10 @@ async fn a_shorter_fixed_reentry_never_cuts_a_watchdog_lease() {
         rival.lock(name.clone()).try_lock().await.unwrap().is_none(),
         "another client took the lock while the watchdog hold was alive"
     );
-    assert!(!outer.is_lost(), "the watchdog hold believes it lost the lock");
+    assert!(
+        !outer.is_lost(),
+        "the watchdog hold believes it lost the lock"
+    );
     assert!(
         !inner.is_lost(),
         "the owner still holds the lock under its field"

@@ -1,7 +1,7 @@
 //! Real `redis-server` processes on free loopback ports, killed when dropped.
 //!
-//! Shared by the tests (through `tests/common/mod.rs`) and the examples (through `#[path]`), so
-//! both start Redis the same way.
+//! Shared by the tests through `tests/common/mod.rs`. The examples use `relock::testing`, which
+//! starts a server the same way for users' own tests.
 
 #![allow(dead_code, unreachable_pub)]
 
