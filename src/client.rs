@@ -117,8 +117,10 @@ impl Client {
             })
             .set_policy(ReconnectPolicy::new_exponential(0, 20, 1000, 2));
         let redis = builder.build()?;
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|_| Error::invalid("a relock client must be made inside a tokio runtime"))?;
         let background = Background::new(
-            tokio::runtime::Handle::current(),
+            runtime,
             builder.clone(),
             config.command_timeout,
         );

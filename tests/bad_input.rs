@@ -298,7 +298,7 @@ async fn a_closed_client_fails_every_operation_with_closed() {
         .lock_with_lease(Duration::from_secs(30))
         .await
         .unwrap();
-    client.shutdown().await.unwrap();
+    client.shutdown_keeping_locks().await.unwrap();
     client
         .shutdown()
         .await

@@ -241,7 +241,7 @@ async fn a_waiter_gets_a_lock_whose_holder_shut_down() {
     let lease = Duration::from_secs(1);
 
     let (before, holder) = hold_with_lease(&holder_client, &name, lease).await;
-    holder_client.shutdown().await.unwrap();
+    holder_client.shutdown_keeping_locks().await.unwrap();
     // A closed client cannot release: dropping the guard leaves the lock to its lease.
     drop(holder);
 
