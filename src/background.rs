@@ -15,15 +15,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fred::clients::Client as Redis;
 use fred::interfaces::ClientLike;
 use fred::types::Builder;
 use futures::future::BoxFuture;
 use tokio::runtime::{Handle, RuntimeFlavor};
 
+use crate::client::Connection;
+
 /// A job: given `None` it uses the client's own connections, given `Some` the fresh connection
 /// of a rescue run.
-pub(crate) type Job = Arc<dyn Fn(Option<Redis>) -> BoxFuture<'static, ()> + Send + Sync>;
+pub(crate) type Job = Arc<dyn Fn(Option<Arc<Connection>>) -> BoxFuture<'static, ()> + Send + Sync>;
 
 /// Where background work runs.
 pub(crate) struct Background {
@@ -31,15 +32,23 @@ pub(crate) struct Background {
     runtime: Handle,
     /// Builds a connection like the client's own, for a rescue run.
     builder: Builder,
+    /// The server as errors name it.
+    server: Arc<str>,
     /// The longest a rescue run may keep the dropping thread waiting.
     patience: Duration,
 }
 
 impl Background {
-    pub(crate) fn new(runtime: Handle, builder: Builder, command_timeout: Duration) -> Background {
+    pub(crate) fn new(
+        runtime: Handle,
+        builder: Builder,
+        server: &str,
+        command_timeout: Duration,
+    ) -> Background {
         Background {
             runtime,
             builder,
+            server: server.into(),
             // Connecting, the job's command and its retries.
             patience: command_timeout * 4,
         }
@@ -59,6 +68,7 @@ impl Background {
         let mut rescue = Rescue {
             job: Some(job.clone()),
             builder: self.builder.clone(),
+            server: self.server.clone(),
             patience: self.patience,
         };
         let task = async move {
@@ -89,6 +99,7 @@ impl Background {
 struct Rescue {
     job: Option<Job>,
     builder: Builder,
+    server: Arc<str>,
     patience: Duration,
 }
 
@@ -104,6 +115,7 @@ impl Drop for Rescue {
             return;
         };
         let builder = self.builder.clone();
+        let server = self.server.clone();
         let (done, finished) = std::sync::mpsc::channel::<()>();
         let spawned = std::thread::Builder::new()
             .name("relock-rescue".into())
@@ -118,10 +130,11 @@ impl Drop for Rescue {
                     let Ok(redis) = builder.build() else {
                         return;
                     };
-                    if redis.init().await.is_ok() {
-                        job(Some(redis.clone())).await;
+                    let connection = Arc::new(Connection::new(redis, &server));
+                    if connection.init().await.is_ok() {
+                        job(Some(connection.clone())).await;
                     }
-                    let _ = redis.quit().await;
+                    let _ = connection.quit().await;
                 });
                 let _ = done.send(());
             });

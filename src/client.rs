@@ -5,16 +5,18 @@
 //! writes, and the watchdog task. Dropping the last clone stops the tasks; [`Client::shutdown`]
 //! does it explicitly and closes the connections.
 
+use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fred::clients::{Client as Redis, SubscriberClient};
 use fred::interfaces::ClientLike;
-use fred::types::config::ReconnectPolicy;
+use fred::types::config::{ReconnectPolicy, ServerConfig};
 use fred::types::Builder;
 use fred::types::InfoKind;
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 use crate::background::Background;
 use crate::config::{millis, Config};
@@ -47,7 +49,7 @@ pub struct Client {
 pub(crate) struct Inner {
     /// The client id: the first half of every holder field.
     pub(crate) id: String,
-    pub(crate) redis: Redis,
+    pub(crate) redis: Connection,
     subscriber: SubscriberClient,
     pub(crate) hub: Hub,
     pub(crate) sweeper: Sweeper,
@@ -74,7 +76,7 @@ pub(crate) struct Inner {
 
 /// A dedicated connection for acquire + `WAIT`, so a slow `WAIT` stalls only acquires.
 pub(crate) struct ReplicaSync {
-    pub(crate) redis: Redis,
+    pub(crate) redis: Connection,
     pub(crate) timeout_ms: u64,
 }
 
@@ -116,27 +118,26 @@ impl Client {
                 c.max_command_attempts = 1;
             })
             .set_policy(ReconnectPolicy::new_exponential(0, 20, 1000, 2));
-        let redis = builder.build()?;
+        let server = server_name(&config.redis.server);
+        let failed = |e| Error::redis(e, &server);
+        let redis = builder.build().map_err(failed)?;
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| Error::invalid("a relock client must be made inside a tokio runtime"))?;
-        let background = Background::new(
-            runtime,
-            builder.clone(),
-            config.command_timeout,
-        );
-        let subscriber = builder.build_subscriber_client()?;
-        redis.init().await?;
+        let background = Background::new(runtime, builder.clone(), &server, config.command_timeout);
+        let subscriber = builder.build_subscriber_client().map_err(failed)?;
+        redis.init().await.map_err(failed)?;
         if let Err(e) = subscriber.init().await {
             let _ = redis.quit().await;
-            return Err(e.into());
+            return Err(failed(e));
         }
-        let sharded = config.redis.server.is_clustered() && major_version(&redis).await? >= 7;
+        let sharded =
+            config.redis.server.is_clustered() && major_version(&redis).await.map_err(failed)? >= 7;
         let replica_sync = match config.replica_sync {
             Some(timeout) => {
                 let sync = redis.clone_new();
-                sync.init().await?;
+                sync.init().await.map_err(failed)?;
                 Some(ReplicaSync {
-                    redis: sync,
+                    redis: Connection::new(sync, &server),
                     timeout_ms: millis(timeout, "replica sync timeout")?,
                 })
             }
@@ -167,7 +168,7 @@ impl Client {
         Ok(Client {
             inner: Arc::new(Inner {
                 id: uuid::Uuid::new_v4().to_string(),
-                redis,
+                redis: Connection::new(redis, &server),
                 subscriber,
                 hub,
                 sweeper,
@@ -275,8 +276,13 @@ impl Client {
         if let Some(sync) = &self.inner.replica_sync {
             let _ = sync.redis.quit().await;
         }
-        self.inner.redis.quit().await?;
-        subscriber?;
+        let server = &self.inner.redis.server;
+        self.inner
+            .redis
+            .quit()
+            .await
+            .map_err(|e| Error::redis(e, server))?;
+        subscriber.map_err(|e| Error::redis(e, server))?;
         released
     }
 
@@ -327,8 +333,8 @@ impl Drop for Inner {
         self.shutdown.send_replace(true);
         if !self.closed.load(Ordering::Acquire) {
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                let (redis, subscriber) = (self.redis.clone(), self.subscriber.clone());
-                let sync = self.replica_sync.as_ref().map(|s| s.redis.clone());
+                let (redis, subscriber) = (self.redis.redis.clone(), self.subscriber.clone());
+                let sync = self.replica_sync.as_ref().map(|s| s.redis.redis.clone());
                 runtime.spawn(async move {
                     let _ = subscriber.quit().await;
                     if let Some(sync) = sync {
@@ -341,8 +347,86 @@ impl Drop for Inner {
     }
 }
 
+/// A fred client as relock's scripts use it: with the server its errors name, and the clock of
+/// its connection being down.
+pub(crate) struct Connection {
+    redis: Redis,
+    /// The server as errors name it.
+    pub(crate) server: Arc<str>,
+    pub(crate) down: DownClock,
+}
+
+impl Connection {
+    pub(crate) fn new(redis: Redis, server: &str) -> Connection {
+        Connection {
+            redis,
+            server: server.into(),
+            down: DownClock::default(),
+        }
+    }
+}
+
+impl Deref for Connection {
+    type Target = Redis;
+
+    fn deref(&self) -> &Redis {
+        &self.redis
+    }
+}
+
+/// Since when a connection has been seen down, so that commands stop waiting for a reconnect
+/// once a whole command timeout went by without one (see the scripts' `run`).
+#[derive(Default)]
+pub(crate) struct DownClock(Mutex<Option<Instant>>);
+
+impl DownClock {
+    /// When the connection was first seen down: now, unless it was seen down before and has
+    /// not been seen up since.
+    pub(crate) fn since(&self) -> Instant {
+        *self.0.lock().unwrap().get_or_insert_with(Instant::now)
+    }
+
+    /// A command sent at `at` met a broken connection: it has been down since then at the
+    /// latest.
+    pub(crate) fn suspect(&self, at: Instant) {
+        let mut since = self.0.lock().unwrap();
+        if since.map_or(true, |since| at < since) {
+            *since = Some(at);
+        }
+    }
+
+    /// The connection is up.
+    pub(crate) fn up(&self) {
+        self.0.lock().unwrap().take();
+    }
+}
+
+/// The server a config connects to, as error messages name it: `host:port`; the nodes given
+/// for a cluster; the service and its sentinels for Sentinel.
+pub(crate) fn server_name(server: &ServerConfig) -> String {
+    let list = |hosts: &[fred::types::config::Server]| {
+        hosts
+            .iter()
+            .map(|h| h.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match server {
+        ServerConfig::Centralized { server } => server.to_string(),
+        ServerConfig::Clustered { hosts, .. } => format!("{} (cluster)", list(hosts)),
+        ServerConfig::Sentinel {
+            hosts,
+            service_name,
+            ..
+        } => format!("`{service_name}` via sentinel {}", list(hosts)),
+        // A Unix socket, when another crate turns on fred's support for them.
+        #[allow(unreachable_patterns)]
+        other => format!("{other:?}"),
+    }
+}
+
 /// The server's major version, from `INFO server`.
-async fn major_version(redis: &Redis) -> Result<u32> {
+async fn major_version(redis: &Redis) -> std::result::Result<u32, fred::error::Error> {
     let info: String = redis.info(Some(InfoKind::Server)).await?;
     Ok(info
         .lines()

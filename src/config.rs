@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Shown};
 
 /// The largest lease or timeout relock sends: 2^53 − 1 ms, the largest whole number a Lua script
 /// reads exactly (about 285,000 years). Anything longer is rejected as an invalid argument.
@@ -44,15 +44,74 @@ pub struct Config {
 }
 
 impl Config {
-    /// Settings for the server at `url` (`redis://host:port/db`, `rediss://…`), with the defaults.
+    /// Settings for the server at `url`, with the defaults. The schemes are fred's:
+    /// `redis://host:port/db` for one server, `redis-cluster://` for a cluster,
+    /// `redis-sentinel://` for Sentinel, each with a TLS form (`rediss://`, `rediss-cluster://`,
+    /// `rediss-sentinel://`) and a `valkey` spelling (`valkey://`, `valkeys://`, …).
+    ///
+    /// A TLS URL trusts the system's root certificates; for a private CA see
+    /// [`with_tls_root_certificates`](Self::with_tls_root_certificates).
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] when fred cannot parse the URL.
+    /// [`Error::InvalidArgument`] for a scheme relock does not connect with (`http://`, a Unix
+    /// socket), for a TLS URL when relock was built without its `tls` feature, and when fred
+    /// cannot parse the URL.
     pub fn from_url(url: &str) -> Result<Config> {
-        let redis = fred::types::config::Config::from_url(url)
-            .map_err(|e| Error::invalid(format!("bad Redis URL `{url}`: {}", e.details())))?;
+        check_scheme(url)?;
+        let redis = fred::types::config::Config::from_url(url).map_err(|e| {
+            Error::invalid(format!("bad Redis URL `{}`: {}", Shown(url), e.details()))
+        })?;
         Ok(Config::new(redis))
+    }
+
+    /// Connects over TLS, trusting only the CA certificates in `pem` (one or more PEM
+    /// `CERTIFICATE` blocks): for servers whose certificates come from a private CA. The
+    /// connection is TLS whatever the URL's scheme; the server's certificate must name the host
+    /// of the URL.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn run() -> relock::Result<()> {
+    /// let ca = std::fs::read("ca.crt").expect("the CA certificate");
+    /// let config = relock::Config::from_url("rediss://redis.internal:6380")?
+    ///     .with_tls_root_certificates(&ca)?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] when `pem` holds no certificate, or one that cannot be read.
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+    pub fn with_tls_root_certificates(mut self, pem: impl AsRef<[u8]>) -> Result<Config> {
+        use fred::rustls::pki_types::pem::PemObject;
+        use fred::rustls::pki_types::CertificateDer;
+        use fred::rustls::{crypto, ClientConfig, RootCertStore};
+
+        let mut roots = RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(pem.as_ref()) {
+            let cert = cert
+                .map_err(|e| Error::invalid(format!("cannot read a PEM root certificate: {e}")))?;
+            roots
+                .add(cert)
+                .map_err(|e| Error::invalid(format!("cannot use a root certificate: {e}")))?;
+        }
+        if roots.is_empty() {
+            return Err(Error::invalid(
+                "no CERTIFICATE block in the PEM given as TLS root certificates",
+            ));
+        }
+        // The provider is named rather than taken from the process default, which is ambiguous
+        // when some other crate turns on a second one.
+        let tls = ClientConfig::builder_with_provider(crypto::ring::default_provider().into())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| Error::invalid(format!("cannot set up TLS: {e}")))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        self.redis.tls = Some(fred::types::config::TlsConnector::from(tls).into());
+        Ok(self)
     }
 
     /// Settings for a fred connection config, with the defaults.
@@ -180,6 +239,52 @@ impl Config {
     }
 }
 
+/// The schemes relock connects with: plain TCP and TLS, to one server, a cluster or Sentinel,
+/// in fred's `redis` and `valkey` spellings.
+const SCHEMES: [&str; 12] = [
+    "redis",
+    "rediss",
+    "redis-cluster",
+    "rediss-cluster",
+    "redis-sentinel",
+    "rediss-sentinel",
+    "valkey",
+    "valkeys",
+    "valkey-cluster",
+    "valkeys-cluster",
+    "valkey-sentinel",
+    "valkeys-sentinel",
+];
+
+/// Refuses a URL whose scheme relock does not connect with, and a TLS URL without TLS
+/// compiled in: fred would connect to either in plaintext, as if it were `redis://`.
+fn check_scheme(url: &str) -> Result<()> {
+    let Some((scheme, _)) = url.split_once("://") else {
+        return Ok(()); // not a URL at all: fred's parser says why
+    };
+    let scheme = scheme.to_ascii_lowercase();
+    if !SCHEMES.contains(&scheme.as_str()) {
+        let unix = if scheme.ends_with("+unix") {
+            " (relock does not connect over Unix sockets)"
+        } else {
+            ""
+        };
+        return Err(Error::invalid(format!(
+            "the URL scheme `{}` is not one relock connects with{unix}: use redis://, rediss://, \
+             redis-cluster://, rediss-cluster://, redis-sentinel:// or rediss-sentinel://",
+            Shown(&scheme)
+        )));
+    }
+    let tls = scheme.starts_with("rediss") || scheme.starts_with("valkeys");
+    if tls && !cfg!(feature = "tls") {
+        return Err(Error::invalid(format!(
+            "`{scheme}://` needs TLS, which this build of relock leaves out: turn on its `tls` \
+             feature (on by default)"
+        )));
+    }
+    Ok(())
+}
+
 /// The claim window unless set otherwise.
 const DEFAULT_CLAIM_WINDOW: Duration = Duration::from_millis(10);
 
@@ -197,4 +302,43 @@ pub(crate) fn millis(duration: Duration, what: &str) -> Result<u64> {
         )));
     }
     Ok(ms as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_redis_schemes_are_accepted() {
+        for url in [
+            "redis://127.0.0.1:6379",
+            "REDIS://127.0.0.1",
+            "valkey://h:1/2",
+        ] {
+            assert!(Config::from_url(url).is_ok(), "{url}");
+        }
+        for url in [
+            "http://127.0.0.1:6379",
+            "redis+unix:///tmp/redis.sock",
+            "tcp://h:1",
+        ] {
+            let e = Config::from_url(url).unwrap_err();
+            assert!(e.is_invalid_argument(), "{url}: {e:?}");
+        }
+    }
+
+    #[cfg(not(feature = "tls"))]
+    #[test]
+    fn tls_urls_need_the_tls_feature() {
+        for url in [
+            "rediss://127.0.0.1:6380",
+            "rediss-cluster://127.0.0.1:7000",
+            "rediss-sentinel://127.0.0.1:26379/0?sentinelServiceName=mymaster",
+            "valkeys://127.0.0.1:6380",
+        ] {
+            let e = Config::from_url(url).unwrap_err();
+            assert!(e.is_invalid_argument(), "{url}: {e:?}");
+            assert!(e.to_string().contains("`tls` feature"), "{url}: {e}");
+        }
+    }
 }

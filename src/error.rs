@@ -46,7 +46,13 @@ pub enum Error {
         lock: String,
     },
     /// Redis failed, timed out or could not be reached.
-    Redis(fred::error::Error),
+    Redis {
+        /// The server relock was talking to, as `host:port` (a cluster or Sentinel deployment
+        /// names the nodes it was given); `None` when not known.
+        server: Option<String>,
+        /// fred's error.
+        source: fred::error::Error,
+    },
     /// The client was shut down.
     Closed,
 }
@@ -79,7 +85,7 @@ impl Error {
 
     /// True when Redis failed or could not be reached.
     pub fn is_redis(&self) -> bool {
-        matches!(self, Error::Redis(_))
+        matches!(self, Error::Redis { .. })
     }
 
     /// True when the client was shut down.
@@ -93,14 +99,22 @@ impl Error {
         }
     }
 
-    /// Maps a Redis error met while working on `key`.
-    pub(crate) fn from_redis(error: fred::error::Error, key: &str) -> Error {
+    /// A Redis error met on the connection to `server`.
+    pub(crate) fn redis(source: fred::error::Error, server: &str) -> Error {
+        Error::Redis {
+            server: Some(server.to_owned()),
+            source,
+        }
+    }
+
+    /// Maps a Redis error met on the connection to `server` while working on `key`.
+    pub(crate) fn from_redis(error: fred::error::Error, key: &str, server: &str) -> Error {
         if error.details().contains("WRONGTYPE") {
             Error::WrongType {
                 key: key.to_owned(),
             }
         } else {
-            Error::Redis(error)
+            Error::redis(error, server)
         }
     }
 
@@ -108,7 +122,7 @@ impl Error {
     pub(crate) fn is_ambiguous(&self) -> bool {
         use fred::error::ErrorKind;
         match self {
-            Error::Redis(e) => match e.kind() {
+            Error::Redis { source: e, .. } => match e.kind() {
                 ErrorKind::IO | ErrorKind::Timeout | ErrorKind::Canceled => true,
                 // fred's answer to a command that was in flight when its connection dropped and
                 // may not be written again (the client sends every command once).
@@ -124,40 +138,215 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::InvalidArgument { reason } => write!(f, "invalid argument: {reason}"),
-            Error::NotHeld { lock, owner } => {
-                write!(f, "lock `{lock}` is not held by owner `{owner}`")
-            }
+            Error::NotHeld { lock, owner } => write!(
+                f,
+                "lock `{}` is not held by owner `{}`",
+                Shown(lock),
+                Shown(owner)
+            ),
             Error::LeaseLost { lock, owner } => write!(
                 f,
-                "the lease of lock `{lock}` held by `{owner}` was lost; another owner may hold it"
+                "the lease of lock `{}` held by `{}` was lost; another owner may hold it",
+                Shown(lock),
+                Shown(owner)
             ),
-            Error::WrongType { key } => {
-                write!(f, "key `{key}` holds a value of another type, not a lock")
-            }
+            Error::WrongType { key } => write!(
+                f,
+                "key `{}` holds a value of another type, not a lock",
+                Shown(key)
+            ),
             Error::NotReplicated { lock } => write!(
                 f,
-                "lock `{lock}` was taken but no replica acknowledged it in time, so it was released"
+                "lock `{}` was taken but no replica acknowledged it in time, so it was released",
+                Shown(lock)
             ),
-            Error::Redis(e) => write!(f, "redis error: {e}"),
+            Error::Redis { server, source } => {
+                let at = server
+                    .as_deref()
+                    .map(|s| format!(" at {s}"))
+                    .unwrap_or_default();
+                let reason = plain(source.details());
+                use fred::error::ErrorKind;
+                match source.kind() {
+                    ErrorKind::IO if source.details().contains("InvalidCertificate") => write!(
+                        f,
+                        "could not reach Redis{at}: its TLS certificate was not accepted ({reason})"
+                    ),
+                    ErrorKind::IO | ErrorKind::Routing => {
+                        write!(f, "could not reach Redis{at}: {reason}")
+                    }
+                    ErrorKind::Timeout => write!(f, "Redis{at} did not answer in time: {reason}"),
+                    ErrorKind::Canceled => write!(
+                        f,
+                        "the connection to Redis{at} closed before the reply came: {reason}"
+                    ),
+                    ErrorKind::Auth => write!(f, "Redis{at} refused the credentials: {reason}"),
+                    _ => write!(f, "Redis{at} failed: {reason}"),
+                }
+            }
             Error::Closed => write!(f, "the relock client was shut down"),
         }
+    }
+}
+
+/// The most characters of a name an error message shows.
+const SHOWN_CHARS: usize = 100;
+
+/// A lock name or key as an error message shows it: cut to [`SHOWN_CHARS`] characters, with
+/// its full length after, so a huge name cannot make a huge message.
+pub(crate) struct Shown<'a>(pub(crate) &'a str);
+
+impl fmt::Display for Shown<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0.char_indices().nth(SHOWN_CHARS) {
+            None => f.write_str(self.0),
+            Some((end, _)) => write!(f, "{}… ({} bytes)", &self.0[..end], self.0.len()),
+        }
+    }
+}
+
+/// fred's error details as words. fred keeps an I/O error as its `Debug` text
+/// (`Os { code: 111, kind: ConnectionRefused, message: "Connection refused" }`): this takes the
+/// message out, or spells out the error names (`InvalidCertificate(UnknownIssuer)` reads
+/// "invalid certificate: unknown issuer").
+fn plain(details: &str) -> String {
+    let details = details.trim();
+    if let Some(message) = field(details, "message: ") {
+        return sentence_case(unquote(message));
+    }
+    if let Some(error) = field(details, "error: ") {
+        return spelled(error);
+    }
+    if let Some(kind) = details
+        .strip_prefix("Kind(")
+        .and_then(|k| k.strip_suffix(')'))
+    {
+        return words(kind);
+    }
+    sentence_case(details.trim_end_matches('.'))
+}
+
+/// The value of `name` in a `Debug` struct text: up to the struct's closing brace.
+fn field<'a>(details: &'a str, name: &str) -> Option<&'a str> {
+    let at = details.find(name)? + name.len();
+    let value = details[at..].strip_suffix('}').unwrap_or(&details[at..]);
+    Some(value.trim().trim_end_matches(',').trim())
+}
+
+/// A `Debug` value as words: a quoted string as it is, `Name(inner)` as "name: inner".
+fn spelled(value: &str) -> String {
+    let value = value.trim();
+    if value.starts_with('"') {
+        return sentence_case(unquote(value));
+    }
+    match value.split_once('(') {
+        Some((name, rest)) if is_name(name) && rest.ends_with(')') => {
+            format!("{}: {}", words(name), spelled(&rest[..rest.len() - 1]))
+        }
+        _ if is_name(value) => words(value),
+        _ => value.to_owned(),
+    }
+}
+
+fn is_name(s: &str) -> bool {
+    !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric())
+}
+
+/// `ConnectionRefused` as "connection refused".
+fn words(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() + 4);
+    for (i, c) in name.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            out.push(' ');
+        }
+        out.push(c.to_ascii_lowercase());
+    }
+    out
+}
+
+fn unquote(s: &str) -> &str {
+    s.trim()
+        .strip_prefix('"')
+        .and_then(|s| s.strip_suffix('"'))
+        .unwrap_or(s)
+}
+
+/// Lower-cases the first letter of a message that starts a sentence ("Connection refused"),
+/// not of an acronym ("IO").
+fn sentence_case(s: &str) -> String {
+    let mut chars = s.chars();
+    match (chars.next(), chars.next()) {
+        (Some(first), Some(second)) if first.is_uppercase() && !second.is_uppercase() => first
+            .to_lowercase()
+            .chain(s[first.len_utf8()..].chars())
+            .collect(),
+        _ => s.to_owned(),
     }
 }
 
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Redis(e) => Some(e),
+            Error::Redis { source, .. } => Some(source),
             _ => None,
         }
     }
 }
 
+/// A Redis error whose server is not known; relock's own calls say which server they were on.
 impl From<fred::error::Error> for Error {
-    fn from(error: fred::error::Error) -> Error {
-        Error::Redis(error)
+    fn from(source: fred::error::Error) -> Error {
+        Error::Redis {
+            server: None,
+            source,
+        }
     }
 }
 
 /// The result type of relock.
 pub type Result<T> = std::result::Result<T, Error>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn io_errors_read_as_words() {
+        let cases = [
+            (
+                r#"Os { code: 111, kind: ConnectionRefused, message: "Connection refused" }"#,
+                "connection refused",
+            ),
+            ("Kind(TimedOut)", "timed out"),
+            (
+                "Custom { kind: InvalidData, error: InvalidCertificate(UnknownIssuer) }",
+                "invalid certificate: unknown issuer",
+            ),
+            (
+                r#"Custom { kind: Other, error: "tls handshake eof" }"#,
+                "tls handshake eof",
+            ),
+            ("Connection closed.", "connection closed"),
+            ("IO failed", "IO failed"),
+        ];
+        for (details, expected) in cases {
+            assert_eq!(plain(details), expected, "{details}");
+        }
+    }
+
+    #[test]
+    fn long_names_are_cut() {
+        let name = "n".repeat(1 << 20);
+        let shown = Shown(&name).to_string();
+        assert!(shown.len() < 130, "{} bytes", shown.len());
+        assert!(
+            shown.ends_with(&format!("… ({} bytes)", 1 << 20)),
+            "{shown}"
+        );
+        assert_eq!(Shown("order:42").to_string(), "order:42");
+        let wide = "é".repeat(SHOWN_CHARS + 1);
+        assert!(Shown(&wide)
+            .to_string()
+            .starts_with(&"é".repeat(SHOWN_CHARS)));
+    }
+}

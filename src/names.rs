@@ -9,7 +9,7 @@
 use fred::bytes_utils::Str;
 use fred::types::Key;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Shown};
 
 /// The keys of one lock. Each is a shared string: making a command argument of it (`Key::from`)
 /// copies nothing.
@@ -43,8 +43,9 @@ impl LockKeys {
             || fred::util::redis_keyslot(keys.claim.as_bytes()) != slot
         {
             return Err(Error::invalid(format!(
-                "lock name `{name}` has braces that would put its keys in different cluster slots; \
-                 use one non-empty `{{tag}}`, or no braces"
+                "lock name `{}` has braces that would put its keys in different cluster slots; \
+                 use one non-empty `{{tag}}`, or no braces",
+                Shown(name)
             )));
         }
         Ok(keys)

@@ -4,7 +4,9 @@
 //! failed attempt and its sleep is not lost: try → subscribe → try → wait → try. The first waiter
 //! of a channel subscribes it, the last one to leave unsubscribes it. Waiters of a channel queue in
 //! arrival order; a `0` message wakes the first one not already woken, any other message wakes
-//! them all, and so does a reconnect or a lagged message stream (messages may have been lost).
+//! them all, and so does a reconnect, a connection error or a lagged message stream (messages may
+//! have been lost; and a waiter woken while the server is gone fails within the command timeout
+//! instead of sleeping out the holder's lease).
 //! Pub/sub is only a hint: every wait is bounded by the holder's TTL, so a lost message costs
 //! latency, never a hang. On a Redis 7 cluster the channels are sharded (`SSUBSCRIBE`), so a
 //! lock's messages stay on the shard that holds the lock.
@@ -407,6 +409,7 @@ async fn run(
 
     let mut messages = link.subscriber.message_rx();
     let mut reconnects = link.subscriber.reconnect_rx();
+    let mut errors = link.subscriber.error_rx();
     loop {
         tokio::select! {
             biased;
@@ -428,6 +431,19 @@ async fn run(
                     tracing::debug!(missed, "pub/sub messages lagged; waking every waiter");
                     channels.wake_all();
                 }
+                Err(RecvError::Closed) => break,
+            },
+            // The connection broke: a release may go unheard, and when the server is gone a
+            // waiter learns it only from an attempt of its own. Each attempt is bounded by the
+            // command timeout, so waking them makes them fail promptly rather than sleep out
+            // the holder's lease; if the server is still there they find the lock busy and
+            // park again.
+            error = errors.recv() => match error {
+                Ok((error, _)) => {
+                    tracing::debug!(%error, "subscriber connection error; waking every waiter");
+                    channels.wake_all();
+                }
+                Err(RecvError::Lagged(_)) => channels.wake_all(),
                 Err(RecvError::Closed) => break,
             },
             reconnect = reconnects.recv() => match reconnect {

@@ -11,10 +11,13 @@ use std::time::Duration;
 
 use fred::bytes_utils::Str;
 use fred::interfaces::{ClientLike, LuaInterface};
+use fred::types::config::Options;
 use fred::types::{Key, Value};
 use once_cell::sync::Lazy;
+use tokio::time::Instant;
 
-use crate::error::{Error, Result};
+use crate::client::{server_name, Connection, DownClock};
+use crate::error::{Error, Result, Shown};
 use crate::names::LockKeys;
 
 /// The message published on a lock's channel when it is freed: wake one waiter per process.
@@ -38,32 +41,63 @@ impl Script {
         }
     }
 
-    /// Runs the script by `EVALSHA`, loading it first if the server does not know it. A
-    /// command that could not even be written (no connection: fred says it failed to route it)
-    /// is sent again once the connection is back, within the connection timeout: it never
-    /// reached Redis, so this cannot apply it twice.
+    /// Runs the script by `EVALSHA`, loading it first if the server does not know it, all
+    /// within one command timeout.
+    ///
+    /// A script is never sent while the connection is down: it waits for the reconnect, but
+    /// not past one command timeout from when the connection was first seen down (`down`
+    /// remembers that across calls, from the start of a command that met a broken connection).
+    /// So against a server that is gone every call fails within a command timeout, and later
+    /// calls at once, with an error that says nothing was sent;
+    /// a queued command would instead sit out its timeout and leave the caller unsure whether
+    /// it ran. A command fred could not route is sent again the same way: it never reached
+    /// Redis, so this cannot apply it twice.
     ///
     /// Keys and arguments come as fred's own types so that sending them copies nothing: a
     /// [`Key`] or [`Str`] made once per lock (or per hold) is shared by reference count.
     async fn run(
         &self,
         redis: &Redis,
+        down: Option<&DownClock>,
         keys: &[Key],
         args: &[Value],
     ) -> std::result::Result<Value, fred::error::Error> {
-        let patience = redis.connection_config().connection_timeout;
-        let started = tokio::time::Instant::now();
+        let timeout = redis.perf_config().default_command_timeout;
+        let deadline = Instant::now() + timeout;
         loop {
+            if redis.is_connected() {
+                if let Some(down) = down {
+                    down.up();
+                }
+            } else {
+                let until = down.map_or(deadline, |d| deadline.min(d.since() + timeout));
+                let back = tokio::time::timeout_at(until, redis.wait_for_connect()).await;
+                if !matches!(back, Ok(Ok(()))) {
+                    return Err(fred::error::Error::new(
+                        fred::error::ErrorKind::Routing,
+                        format!(
+                            "not connected (no reconnect within {timeout:?}; nothing was sent)"
+                        ),
+                    ));
+                }
+            }
+            let sent = Instant::now();
+            let left = deadline.saturating_duration_since(sent);
             // Boxed: fred's command future is large, and every lock() future that waits would
             // otherwise carry room for it (about 7 KB per waiter instead of 1.5 KB).
-            match Box::pin(self.run_once(redis, keys, args)).await {
-                Err(e) if e.details().starts_with("Failed to route") => {
-                    let left = patience.saturating_sub(started.elapsed());
-                    if left.is_zero() {
-                        return Err(e);
+            match Box::pin(self.run_once(redis, left, keys, args)).await {
+                Err(e)
+                    if e.details().starts_with("Failed to route") && Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                Err(e) => {
+                    if let (Some(down), true) = (down, broken(&e)) {
+                        // The connection was likely dead when this command went out: a read-back
+                        // that follows waits for a reconnect only what is left of this timeout.
+                        down.suspect(sent);
                     }
-                    let _ = tokio::time::timeout(left, redis.wait_for_connect()).await;
-                    tokio::time::sleep(Duration::from_millis(5).min(left)).await;
+                    return Err(e);
                 }
                 result => return result,
             }
@@ -73,22 +107,46 @@ impl Script {
     async fn run_once(
         &self,
         redis: &Redis,
+        timeout: Duration,
         keys: &[Key],
         args: &[Value],
     ) -> std::result::Result<Value, fred::error::Error> {
+        let started = Instant::now();
+        let within = |timeout: Duration| Options {
+            timeout: Some(
+                timeout
+                    .saturating_sub(started.elapsed())
+                    .max(Duration::from_millis(1)),
+            ),
+            ..Options::default()
+        };
         match redis
+            .with_options(&within(timeout))
             .evalsha::<Value, _, _, _>(self.sha.clone(), keys.to_vec(), args.to_vec())
             .await
         {
             Err(e) if e.details().starts_with("NOSCRIPT") => {
-                redis.script_load_cluster::<(), _>(self.lua).await?;
                 redis
+                    .with_options(&within(timeout))
+                    .script_load_cluster::<(), _>(self.lua)
+                    .await?;
+                redis
+                    .with_options(&within(timeout))
                     .evalsha(self.sha.clone(), keys.to_vec(), args.to_vec())
                     .await
             }
             result => result,
         }
     }
+}
+
+/// Whether `error` says the connection broke or stopped answering.
+fn broken(error: &fred::error::Error) -> bool {
+    use fred::error::ErrorKind;
+    matches!(
+        error.kind(),
+        ErrorKind::IO | ErrorKind::Timeout | ErrorKind::Canceled
+    )
 }
 
 static ACQUIRE: Lazy<Script> = Lazy::new(|| Script::new(include_str!("../lua/acquire.lua")));
@@ -120,7 +178,7 @@ pub(crate) enum Claim {
 /// of another waiter's claim on a free lock). `window` is the claim window in ms: how long a
 /// claim made here outlives the lease, and the most a claim on a free lock may have left.
 pub(crate) async fn acquire(
-    redis: &Redis,
+    redis: &Connection,
     keys: &LockKeys,
     lease_ms: u64,
     field: &Str,
@@ -134,6 +192,7 @@ pub(crate) async fn acquire(
     let reply = ACQUIRE
         .run(
             redis,
+            Some(&redis.down),
             &[Key::from(&keys.name), Key::from(&keys.claim)],
             &[
                 millis(lease_ms),
@@ -143,10 +202,10 @@ pub(crate) async fn acquire(
             ],
         )
         .await
-        .map_err(|e| Error::from_redis(e, &keys.name))?;
+        .map_err(|e| Error::from_redis(e, &keys.name, &redis.server))?;
     match reply {
         Value::Null => Ok(None),
-        other => Ok(Some(integer(other, &keys.name)?)),
+        other => Ok(Some(integer(other, &keys.name, &redis.server)?)),
     }
 }
 
@@ -182,7 +241,7 @@ pub(crate) struct ReleaseHow<'a> {
 /// Releases one hold of `field`; a retry with the same latch (and `sent_before`) replays the
 /// first reply.
 pub(crate) async fn release(
-    redis: &Redis,
+    redis: &Connection,
     keys: &LockKeys,
     field: &Str,
     lease_ms: u64,
@@ -191,6 +250,7 @@ pub(crate) async fn release(
     let reply = RELEASE
         .run(
             redis,
+            Some(&redis.down),
             &[
                 Key::from(&keys.name),
                 Key::from(&keys.channel),
@@ -209,10 +269,10 @@ pub(crate) async fn release(
             ],
         )
         .await
-        .map_err(|e| Error::from_redis(e, &keys.name))?;
+        .map_err(|e| Error::from_redis(e, &keys.name, &redis.server))?;
     match reply {
         Value::Null => Ok(Released::NotHeld),
-        other => match integer(other, &keys.name)? {
+        other => match integer(other, &keys.name, &redis.server)? {
             0 => Ok(Released::StillHeld),
             n => Ok(Released::Freed {
                 woken: n.saturating_sub(1) as u64,
@@ -227,19 +287,27 @@ pub(crate) async fn renew(redis: &Redis, locks: &[(Str, Str)], lease_ms: u64) ->
     let mut args = Vec::with_capacity(locks.len() + 1);
     args.push(millis(lease_ms));
     args.extend(locks.iter().map(|(_, field)| Value::String(field.clone())));
-    let reply = RENEW.run(redis, &keys, &args).await?;
+    // The server is named only when there is an error to name it in.
+    let server = || server_name(&redis.client_config().server);
+    let reply = RENEW
+        .run(redis, None, &keys, &args)
+        .await
+        .map_err(|e| Error::redis(e, &server()))?;
     let Value::Array(items) = reply else {
-        return Err(unexpected(&reply, "renew"));
+        return Err(unexpected(&reply, "renew", &server()));
     };
     items
         .into_iter()
-        .map(|item| Ok(integer(item, "renew")? == 1))
+        .map(|item| match item.as_i64() {
+            Some(n) => Ok(n == 1),
+            None => Err(unexpected(&item, "renew", &server())),
+        })
         .collect()
 }
 
 /// Deletes the lock whoever holds it; `true` when there was one.
 pub(crate) async fn force_release(
-    redis: &Redis,
+    redis: &Connection,
     keys: &LockKeys,
     publish: &'static str,
     claim_window_ms: u64,
@@ -247,6 +315,7 @@ pub(crate) async fn force_release(
     let reply = FORCE_RELEASE
         .run(
             redis,
+            Some(&redis.down),
             &[
                 Key::from(&keys.name),
                 Key::from(&keys.channel),
@@ -255,13 +324,13 @@ pub(crate) async fn force_release(
             &[text(UNLOCK_MESSAGE), text(publish), millis(claim_window_ms)],
         )
         .await
-        .map_err(|e| Error::from_redis(e, &keys.name))?;
-    Ok(integer(reply, &keys.name)? == 1)
+        .map_err(|e| Error::from_redis(e, &keys.name, &redis.server))?;
+    Ok(integer(reply, &keys.name, &redis.server)? == 1)
 }
 
 /// Drops every hold of `field` at once (its client shuts down); `true` when it had any.
 pub(crate) async fn abandon(
-    redis: &Redis,
+    redis: &Connection,
     keys: &LockKeys,
     field: &Str,
     publish: &'static str,
@@ -270,6 +339,7 @@ pub(crate) async fn abandon(
     let reply = ABANDON
         .run(
             redis,
+            Some(&redis.down),
             &[
                 Key::from(&keys.name),
                 Key::from(&keys.channel),
@@ -283,21 +353,22 @@ pub(crate) async fn abandon(
             ],
         )
         .await
-        .map_err(|e| Error::from_redis(e, &keys.name))?;
-    Ok(integer(reply, &keys.name)? > 0)
+        .map_err(|e| Error::from_redis(e, &keys.name, &redis.server))?;
+    Ok(integer(reply, &keys.name, &redis.server)? > 0)
 }
 
 /// Withdraws `field`'s claim on the lock's next hand-off; `true` when it had one.
-pub(crate) async fn unclaim(redis: &Redis, keys: &LockKeys, field: &Str) -> Result<bool> {
+pub(crate) async fn unclaim(redis: &Connection, keys: &LockKeys, field: &Str) -> Result<bool> {
     let reply = UNCLAIM
         .run(
             redis,
+            Some(&redis.down),
             &[Key::from(&keys.claim)],
             &[Value::String(field.clone())],
         )
         .await
-        .map_err(|e| Error::from_redis(e, &keys.name))?;
-    Ok(integer(reply, &keys.name)? == 1)
+        .map_err(|e| Error::from_redis(e, &keys.name, &redis.server))?;
+    Ok(integer(reply, &keys.name, &redis.server)? == 1)
 }
 
 /// A lock's state as one script saw it.
@@ -311,26 +382,31 @@ pub(crate) struct Inspection {
 }
 
 /// Reads whether the lock exists, its remaining lease and one field's hold count.
-pub(crate) async fn inspect(redis: &Redis, keys: &LockKeys, field: &Str) -> Result<Inspection> {
+pub(crate) async fn inspect(
+    redis: &Connection,
+    keys: &LockKeys,
+    field: &Str,
+) -> Result<Inspection> {
     let name = &*keys.name;
     let reply = INSPECT
         .run(
             redis,
+            Some(&redis.down),
             &[Key::from(&keys.name)],
             &[Value::String(field.clone())],
         )
         .await
-        .map_err(|e| Error::from_redis(e, name))?;
+        .map_err(|e| Error::from_redis(e, name, &redis.server))?;
     let Value::Array(items) = reply else {
-        return Err(unexpected(&reply, name));
+        return Err(unexpected(&reply, name, &redis.server));
     };
     let [locked, pttl, holds]: [Value; 3] = items
         .try_into()
-        .map_err(|items: Vec<Value>| unexpected(&Value::Array(items), name))?;
+        .map_err(|items: Vec<Value>| unexpected(&Value::Array(items), name, &redis.server))?;
     Ok(Inspection {
-        locked: integer(locked, name)? == 1,
-        pttl: integer(pttl, name)?,
-        holds: integer(holds, name)?.max(0) as u64,
+        locked: integer(locked, name, &redis.server)? == 1,
+        pttl: integer(pttl, name, &redis.server)?,
+        holds: integer(holds, name, &redis.server)?.max(0) as u64,
     })
 }
 
@@ -339,13 +415,19 @@ fn millis(ms: u64) -> Value {
     Value::Integer(ms as i64)
 }
 
-fn integer(value: Value, context: &str) -> Result<i64> {
-    value.as_i64().ok_or_else(|| unexpected(&value, context))
+/// The integer `value`, or an error naming `context` (a lock name) and the server.
+fn integer(value: Value, context: &str, server: &str) -> Result<i64> {
+    value
+        .as_i64()
+        .ok_or_else(|| unexpected(&value, context, server))
 }
 
-fn unexpected(value: &Value, context: &str) -> Error {
-    Error::Redis(fred::error::Error::new(
-        fred::error::ErrorKind::Protocol,
-        format!("unexpected script reply {value:?} for `{context}`"),
-    ))
+fn unexpected(value: &Value, context: &str, server: &str) -> Error {
+    Error::redis(
+        fred::error::Error::new(
+            fred::error::ErrorKind::Protocol,
+            format!("unexpected script reply {value:?} for `{}`", Shown(context)),
+        ),
+        server,
+    )
 }

@@ -14,7 +14,6 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use fred::bytes_utils::Str;
-use fred::clients::Client as Redis;
 use fred::interfaces::{ClientLike, ServerInterface};
 use fred::types::config::Options;
 use fred::types::{ClusterHash, Key};
@@ -22,7 +21,7 @@ use futures::future::BoxFuture;
 use tokio::time::Instant;
 use tracing::{field::Empty, Instrument};
 
-use crate::client::{Client, Inner, ReplicaSync};
+use crate::client::{Client, Connection, Inner, ReplicaSync};
 use crate::config::millis;
 use crate::error::{Error, Result};
 use crate::inflight::{Fingerprint, Releasing};
@@ -613,7 +612,8 @@ impl Hold {
             .redis
             .with_options(&options)
             .wait(1, sync.timeout_ms as i64)
-            .await?;
+            .await
+            .map_err(|e| Error::redis(e, &sync.redis.server))?;
         if acked >= 1 {
             Ok(())
         } else {
@@ -698,11 +698,11 @@ impl Drop for OrphanCheck<'_> {
         // The owner's next acquire of this lock waits for the check, as for any release.
         let releasing = Arc::new(hold.releasing());
         let client = hold.client.clone();
-        client.inner.background.must_run(Arc::new(move |fresh: Option<Redis>| {
+        client.inner.background.must_run(Arc::new(move |fresh: Option<Arc<Connection>>| {
             let (hold, releasing) = (hold.clone(), releasing.clone());
             Box::pin(async move {
                 let inner = &hold.client.inner;
-                let redis = fresh.as_ref().unwrap_or_else(|| {
+                let redis = fresh.as_deref().unwrap_or_else(|| {
                     inner
                         .replica_sync
                         .as_ref()
@@ -715,7 +715,7 @@ impl Drop for OrphanCheck<'_> {
                     tracing::debug!(lock = %hold.keys.name, "releasing the hold of a cancelled acquire");
                     let latch = hold.keys.latch(&inner.id);
                     let how = ReleaseAs {
-                        redis: fresh.as_ref(),
+                        redis: fresh.as_deref(),
                         latch: &latch,
                         sent_before: false,
                         lapses_after: None,
@@ -964,7 +964,7 @@ impl Drop for ResumeRelease<'_> {
 /// How one release is sent.
 struct ReleaseAs<'a> {
     /// The connection to send it on, when not the client's own (a rescue run's).
-    redis: Option<&'a Redis>,
+    redis: Option<&'a Connection>,
     /// The replay key: the request id.
     latch: &'a Key,
     /// Whether the request may have reached the server already (an `unlock()` dropped
@@ -990,12 +990,12 @@ impl Hold {
         releasing: Arc<Releasing>,
     ) {
         let hold = self.clone();
-        let job = move |fresh: Option<Redis>| {
+        let job = move |fresh: Option<Arc<Connection>>| {
             let (hold, latch, releasing) = (hold.clone(), latch.clone(), releasing.clone());
             let span = tracing::debug_span!("relock.release", lock = %hold.keys.name, holder = %hold.field);
             let release = async move {
                 let how = ReleaseAs {
-                    redis: fresh.as_ref(),
+                    redis: fresh.as_deref(),
                     latch: &latch,
                     // A rescue run may follow a send that reached the server.
                     sent_before: sent_before || fresh.is_some(),
