@@ -247,17 +247,25 @@ async fn a_waiter_that_lost_a_race_to_another_process_gets_the_next_hand_off() {
     let server = common::RedisServer::start();
     let name = common::prefix("fair-claim");
     let claim_key = common::claim_key(&name);
-    // Three clients stand for three processes: a holder and two waiters that will race.
-    let holder = common::client(&server, Duration::from_secs(20)).await;
-    let racers = [
-        common::client(&server, Duration::from_secs(20)).await,
-        common::client(&server, Duration::from_secs(20)).await,
-    ];
+    // Three clients stand for three processes: a holder and two waiters that will race. The
+    // release cuts the loser's claim to the claim window, within which the woken loser must
+    // use it: 5 s here instead of the default 10 ms, which a loaded machine can miss. A newcomer
+    // that ignored claims would take the free lock at once.
+    let with_window = || async {
+        let config = relock::Config::from_url(&server.url())
+            .unwrap()
+            .with_watchdog_timeout(Duration::from_secs(20))
+            .with_claim_window(Duration::from_secs(5));
+        relock::Client::new(config).await.unwrap()
+    };
+    let holder = with_window().await;
+    let racers = [with_window().await, with_window().await];
     let first = holder.lock(&name).lock().await.unwrap();
 
-    // Each racer waits with an owner of its own, whose holder field the test can name.
+    // Each racer waits with an owner of its own, whose holder field the test can name, and
+    // holds the lock until the test lets it go: racer n releases once bit n is set.
     let (won_tx, mut won_rx) = tokio::sync::mpsc::unbounded_channel();
-    let (release_tx, release_rx) = tokio::sync::watch::channel(false);
+    let (release_tx, release_rx) = tokio::sync::watch::channel(0u8);
     let mut fields = Vec::new();
     for (n, client) in racers.iter().enumerate() {
         let owner = relock::Owner::new();
@@ -268,7 +276,7 @@ async fn a_waiter_that_lost_a_race_to_another_process_gets_the_next_hand_off() {
         tokio::spawn(async move {
             let guard = lock.lock().await.unwrap();
             won_tx.send(n).unwrap();
-            release_rx.wait_for(|go| *go).await.unwrap();
+            release_rx.wait_for(|go| go & (1 << n) != 0).await.unwrap();
             guard.unlock().await.unwrap();
         });
     }
@@ -295,9 +303,10 @@ async fn a_waiter_that_lost_a_race_to_another_process_gets_the_next_hand_off() {
     );
 
     // A newcomer elsewhere that never waited does not take the lock from it, even on the free
-    // lock: the claim sends it away until the loser has had its turn.
+    // lock: the claim sends it away until the loser has had its turn. (The loser keeps the
+    // lock until told, so the newcomer cannot get it after the loser's turn either.)
     let newcomer = holder.lock(&name);
-    release_tx.send(true).unwrap();
+    release_tx.send_modify(|go| *go |= 1 << winner);
     let mut newcomer_got_it_first = false;
     let loser_got_it = loop {
         if let Some(guard) = newcomer.try_lock().await.unwrap() {
@@ -314,6 +323,7 @@ async fn a_waiter_that_lost_a_race_to_another_process_gets_the_next_hand_off() {
         !newcomer_got_it_first,
         "a newcomer took a lock claimed by a waiter"
     );
+    release_tx.send_modify(|go| *go |= 1 << loser);
     assert!(
         common::eventually(Duration::from_secs(5), || async {
             !common::raw_exists(&server, &claim_key) && !common::raw_exists(&server, &name)
