@@ -201,19 +201,17 @@ async fn a_newcomer_queued_behind_a_waiter_that_gives_up_is_not_stranded() {
     let other = common::client(&server, Duration::from_secs(30)).await;
     let name = common::prefix("fair-stranded");
 
-    // Another client holds for 1 s and then simply lets the lease run out: no message.
-    let holder = other
-        .lock(&name)
-        .lock_with_lease(Duration::from_secs(1))
-        .await
-        .unwrap();
+    // Another client holds for 4 s and then simply lets the lease run out: no message.
+    let lease = Duration::from_secs(4);
+    let holder = other.lock(&name).lock_with_lease(lease).await.unwrap();
     std::mem::forget(holder);
-    let expires = std::time::Instant::now() + Duration::from_secs(1);
+    let expires = std::time::Instant::now() + lease;
 
-    // A waiter that gives up after 200 ms, and a newcomer that queues behind it.
+    // A waiter that gives up after 2 s, well before the lease ends (and long enough for the
+    // test to see it wait), and a newcomer that queues behind it.
     let quitter = tokio::spawn({
         let lock = client.lock(&name);
-        async move { lock.try_lock_for(Duration::from_millis(200), None).await }
+        async move { lock.try_lock_for(Duration::from_secs(2), None).await }
     });
     assert!(
         common::eventually(Duration::from_secs(5), || async {
@@ -342,17 +340,18 @@ async fn a_claimant_that_gives_up_withdraws_its_claim() {
     let waiter = common::client(&server, Duration::from_secs(20)).await;
     let held = holder
         .lock(&name)
-        .lock_with_lease(Duration::from_secs(10))
+        .lock_with_lease(Duration::from_secs(30))
         .await
         .unwrap();
 
-    // A waiter that waits 500 ms for a lock held 10 s.
+    // A waiter that waits 3 s for a lock held 30 s: long enough for the test to see it wait
+    // and claim, far shorter than its claim would last.
     let lock = waiter.lock(&name);
     let quitter =
-        tokio::spawn(async move { lock.try_lock_for(Duration::from_millis(500), None).await });
+        tokio::spawn(async move { lock.try_lock_for(Duration::from_secs(3), None).await });
     assert!(common::until_subscribed(&server, &name, 1).await);
     // A stray wake-up makes it try again and lose: now it claims the next hand-off, for the
-    // holder's remaining lease (about 10 s) plus the window.
+    // holder's remaining lease (about 30 s) plus the window.
     assert!(
         common::eventually(Duration::from_secs(2), || async {
             server.cmd(&["PUBLISH", &common::lock_channel(&name), "0"]);
@@ -361,7 +360,7 @@ async fn a_claimant_that_gives_up_withdraws_its_claim() {
         .await,
         "the waiter claimed the next hand-off"
     );
-    assert!(common::raw_pttl(&server, &claim_key) > 5_000);
+    assert!(common::raw_pttl(&server, &claim_key) > 20_000);
 
     // It gives up, and takes its claim back long before the claim would lapse.
     assert!(
