@@ -201,19 +201,17 @@ async fn a_newcomer_queued_behind_a_waiter_that_gives_up_is_not_stranded() {
     let other = common::client(&server, Duration::from_secs(30)).await;
     let name = common::prefix("fair-stranded");
 
-    // Another client holds for 1 s and then simply lets the lease run out: no message.
-    let holder = other
-        .lock(&name)
-        .lock_with_lease(Duration::from_secs(1))
-        .await
-        .unwrap();
+    // Another client holds for 4 s and then simply lets the lease run out: no message.
+    let lease = Duration::from_secs(4);
+    let holder = other.lock(&name).lock_with_lease(lease).await.unwrap();
     std::mem::forget(holder);
-    let expires = std::time::Instant::now() + Duration::from_secs(1);
+    let expires = std::time::Instant::now() + lease;
 
-    // A waiter that gives up after 200 ms, and a newcomer that queues behind it.
+    // A waiter that gives up after 2 s, well before the lease ends (and long enough for the
+    // test to see it wait), and a newcomer that queues behind it.
     let quitter = tokio::spawn({
         let lock = client.lock(&name);
-        async move { lock.try_lock_for(Duration::from_millis(200), None).await }
+        async move { lock.try_lock_for(Duration::from_secs(2), None).await }
     });
     assert!(
         common::eventually(Duration::from_secs(5), || async {
@@ -247,17 +245,25 @@ async fn a_waiter_that_lost_a_race_to_another_process_gets_the_next_hand_off() {
     let server = common::RedisServer::start();
     let name = common::prefix("fair-claim");
     let claim_key = common::claim_key(&name);
-    // Three clients stand for three processes: a holder and two waiters that will race.
-    let holder = common::client(&server, Duration::from_secs(20)).await;
-    let racers = [
-        common::client(&server, Duration::from_secs(20)).await,
-        common::client(&server, Duration::from_secs(20)).await,
-    ];
+    // Three clients stand for three processes: a holder and two waiters that will race. The
+    // release cuts the loser's claim to the claim window, within which the woken loser must
+    // use it: 5 s here instead of the default 10 ms, which a loaded machine can miss. A newcomer
+    // that ignored claims would take the free lock at once.
+    let with_window = || async {
+        let config = relock::Config::from_url(&server.url())
+            .unwrap()
+            .with_watchdog_timeout(Duration::from_secs(20))
+            .with_claim_window(Duration::from_secs(5));
+        relock::Client::new(config).await.unwrap()
+    };
+    let holder = with_window().await;
+    let racers = [with_window().await, with_window().await];
     let first = holder.lock(&name).lock().await.unwrap();
 
-    // Each racer waits with an owner of its own, whose holder field the test can name.
+    // Each racer waits with an owner of its own, whose holder field the test can name, and
+    // holds the lock until the test lets it go: racer n releases once bit n is set.
     let (won_tx, mut won_rx) = tokio::sync::mpsc::unbounded_channel();
-    let (release_tx, release_rx) = tokio::sync::watch::channel(false);
+    let (release_tx, release_rx) = tokio::sync::watch::channel(0u8);
     let mut fields = Vec::new();
     for (n, client) in racers.iter().enumerate() {
         let owner = relock::Owner::new();
@@ -268,7 +274,7 @@ async fn a_waiter_that_lost_a_race_to_another_process_gets_the_next_hand_off() {
         tokio::spawn(async move {
             let guard = lock.lock().await.unwrap();
             won_tx.send(n).unwrap();
-            release_rx.wait_for(|go| *go).await.unwrap();
+            release_rx.wait_for(|go| go & (1 << n) != 0).await.unwrap();
             guard.unlock().await.unwrap();
         });
     }
@@ -295,9 +301,10 @@ async fn a_waiter_that_lost_a_race_to_another_process_gets_the_next_hand_off() {
     );
 
     // A newcomer elsewhere that never waited does not take the lock from it, even on the free
-    // lock: the claim sends it away until the loser has had its turn.
+    // lock: the claim sends it away until the loser has had its turn. (The loser keeps the
+    // lock until told, so the newcomer cannot get it after the loser's turn either.)
     let newcomer = holder.lock(&name);
-    release_tx.send(true).unwrap();
+    release_tx.send_modify(|go| *go |= 1 << winner);
     let mut newcomer_got_it_first = false;
     let loser_got_it = loop {
         if let Some(guard) = newcomer.try_lock().await.unwrap() {
@@ -314,6 +321,7 @@ async fn a_waiter_that_lost_a_race_to_another_process_gets_the_next_hand_off() {
         !newcomer_got_it_first,
         "a newcomer took a lock claimed by a waiter"
     );
+    release_tx.send_modify(|go| *go |= 1 << loser);
     assert!(
         common::eventually(Duration::from_secs(5), || async {
             !common::raw_exists(&server, &claim_key) && !common::raw_exists(&server, &name)
@@ -332,17 +340,18 @@ async fn a_claimant_that_gives_up_withdraws_its_claim() {
     let waiter = common::client(&server, Duration::from_secs(20)).await;
     let held = holder
         .lock(&name)
-        .lock_with_lease(Duration::from_secs(10))
+        .lock_with_lease(Duration::from_secs(30))
         .await
         .unwrap();
 
-    // A waiter that waits 500 ms for a lock held 10 s.
+    // A waiter that waits 3 s for a lock held 30 s: long enough for the test to see it wait
+    // and claim, far shorter than its claim would last.
     let lock = waiter.lock(&name);
     let quitter =
-        tokio::spawn(async move { lock.try_lock_for(Duration::from_millis(500), None).await });
+        tokio::spawn(async move { lock.try_lock_for(Duration::from_secs(3), None).await });
     assert!(common::until_subscribed(&server, &name, 1).await);
     // A stray wake-up makes it try again and lose: now it claims the next hand-off, for the
-    // holder's remaining lease (about 10 s) plus the window.
+    // holder's remaining lease (about 30 s) plus the window.
     assert!(
         common::eventually(Duration::from_secs(2), || async {
             server.cmd(&["PUBLISH", &common::lock_channel(&name), "0"]);
@@ -351,7 +360,7 @@ async fn a_claimant_that_gives_up_withdraws_its_claim() {
         .await,
         "the waiter claimed the next hand-off"
     );
-    assert!(common::raw_pttl(&server, &claim_key) > 5_000);
+    assert!(common::raw_pttl(&server, &claim_key) > 20_000);
 
     // It gives up, and takes its claim back long before the claim would lapse.
     assert!(

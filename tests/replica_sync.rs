@@ -334,17 +334,22 @@ async fn no_replica_fails_every_acquire_and_leaves_nothing() {
         .await
         .unwrap();
 
-    // Busy is answered before any WAIT: Ok(None), at once.
+    // Busy is answered before any WAIT: Ok(None), and the server ran no WAIT for it.
     let holder = plain.lock(busy.as_str()).lock().await.unwrap();
-    let started = Instant::now();
+    let waits_before = common::raw_command_calls(&server, "wait");
+    assert!(
+        waits_before >= 5,
+        "each failed acquire above ran a WAIT: {waits_before}"
+    );
     assert!(client
         .lock(busy.as_str())
         .try_lock()
         .await
         .unwrap()
         .is_none());
-    assert!(
-        started.elapsed() < SHORT,
+    assert_eq!(
+        common::raw_command_calls(&server, "wait"),
+        waits_before,
         "a busy try_lock waited for replicas"
     );
     holder.unlock().await.unwrap();

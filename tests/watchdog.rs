@@ -141,8 +141,13 @@ async fn killed_holder_process_frees_the_lock_after_one_lease() {
     assert!(client.lock(&name).try_lock().await.unwrap().is_none());
 
     // Kill the holder's process: no release is ever sent, only the lease can free the lock.
+    // The lease left is read just before: the lock cannot be free before it has run out.
+    let read_at = Instant::now();
     let ttl_at_kill = raw_pttl(&server, &name);
-    assert!(ttl_at_kill > 0);
+    assert!(
+        ttl_at_kill > 0 && ttl_at_kill <= lease.as_millis() as i64,
+        "PTTL {ttl_at_kill} before the kill"
+    );
     let killed_at = Instant::now();
     child.kill().await.expect("kill the holder process");
 
@@ -153,15 +158,14 @@ async fn killed_holder_process_frees_the_lock_after_one_lease() {
         .unwrap()
         .expect("the lock frees itself after the dead holder's lease");
     let freed_after = killed_at.elapsed();
-    println!("ttl at kill {ttl_at_kill} ms, taken {freed_after:?} after the kill");
-    let earliest = (lease - period).saturating_sub(Duration::from_millis(300));
-    assert!(
-        freed_after >= earliest,
-        "freed {freed_after:?} after the kill, before the lease could end ({earliest:?})"
+    let freed_after_read = read_at.elapsed();
+    println!(
+        "ttl at kill {ttl_at_kill} ms, taken {freed_after:?} after the kill (renewal period \
+         {period:?})"
     );
     assert!(
-        freed_after + Duration::from_millis(100) >= Duration::from_millis(ttl_at_kill as u64),
-        "freed {freed_after:?} after the kill, but its PTTL was {ttl_at_kill} ms"
+        freed_after_read >= Duration::from_millis(ttl_at_kill as u64),
+        "freed {freed_after_read:?} after its PTTL read {ttl_at_kill} ms: before the lease ended"
     );
     assert!(
         freed_after <= lease + Duration::from_secs(3),
@@ -189,9 +193,10 @@ async fn deleted_lock_is_lost_and_never_recreated() {
     assert_eq!(resp_int(&server.cmd(&["DEL", &name])), 1);
     let deleted_at = Instant::now();
 
-    tokio::time::timeout(period * 6, guard.lost())
+    // The next renewal finds the lock gone; the bound only turns "never" into a failure.
+    tokio::time::timeout(lease * 10, guard.lost())
         .await
-        .expect("lost() completes within a few renewal periods of the delete");
+        .expect("lost() completes once a renewal finds the lock deleted");
     println!("lost {:?} after the delete", deleted_at.elapsed());
     assert!(guard.is_lost());
     assert_eq!(client.stats().renewing, 0, "renewal stops for a lost hold");
@@ -224,12 +229,13 @@ async fn fixed_lease_ends_and_watchdog_lease_is_refreshed() {
     // A fixed lease is not renewed: lost() completes when it runs out.
     let fixed_name = common::prefix("watchdog-fixed");
     let fixed_lease = Duration::from_millis(500);
+    // Before the acquire is sent: its lease cannot end before this plus the lease.
+    let taken_at = Instant::now();
     let fixed = client
         .lock(&fixed_name)
         .lock_with_lease(fixed_lease)
         .await
         .unwrap();
-    let taken_at = Instant::now();
     assert_eq!(fixed.lease(), Some(fixed_lease));
     assert!(!fixed.is_lost());
     assert_eq!(client.stats().renewing, 0, "a fixed lease is not renewed");
@@ -238,7 +244,7 @@ async fn fixed_lease_ends_and_watchdog_lease_is_refreshed() {
         .expect("lost() completes when the fixed lease ends");
     let lost_after = taken_at.elapsed();
     assert!(
-        lost_after + Duration::from_millis(150) >= fixed_lease,
+        lost_after >= fixed_lease,
         "lost() after {lost_after:?}, before the {fixed_lease:?} lease ended"
     );
     assert!(fixed.is_lost());
