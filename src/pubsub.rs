@@ -106,24 +106,62 @@ pub(crate) struct Hub {
     sync_tx: mpsc::UnboundedSender<Arc<str>>,
     /// How long a release that woke other processes' waiters leaves them to take the lock.
     handoff_grace: Duration,
-    /// Channels whose lock this client just released to other processes.
-    handoffs: Mutex<HashMap<Arc<str>, Handoff>>,
+    handoffs: Arc<Mutex<Handoffs>>,
+    /// Told whenever a release of this client's has its reply (or gave up).
+    verdicts: Arc<Notify>,
 }
 
-/// Where a channel's messages stood when this client sent a release: taken before the release,
-/// while the lock is still this client's, so that no other release can come in between.
+/// The hand-offs this client is part of.
+#[derive(Default)]
+struct Handoffs {
+    /// Channels whose lock this client just released to other processes.
+    graces: HashMap<Arc<str>, Handoff>,
+    /// Releases this client sent whose reply has not come back yet, per channel: until it does,
+    /// nobody here knows whether other processes wait, so this client's own woken waiters wait
+    /// for the reply first. (Its release message may well reach them before the reply reaches
+    /// the releasing task.)
+    awaiting_reply: HashMap<Arc<str>, u32>,
+}
+
+/// Where a channel's messages stood when this client sent a release.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct ReleaseMark {
+struct MarkAt {
     /// The message sequence number then.
     seq: u64,
     /// Whether this client was subscribed to the channel, so its own release message comes back.
     subscribed: bool,
 }
 
+/// Taken just before this client sends a release, while the lock is still this client's, so that
+/// no other release can come in between; counts the release as awaiting its reply until dropped.
+pub(crate) struct ReleaseMark {
+    at: MarkAt,
+    channel: Option<Arc<str>>,
+    handoffs: Arc<Mutex<Handoffs>>,
+    verdicts: Arc<Notify>,
+}
+
+impl Drop for ReleaseMark {
+    fn drop(&mut self) {
+        let Some(channel) = self.channel.take() else {
+            return;
+        };
+        let mut handoffs = self.handoffs.lock().unwrap();
+        if let Some(count) = handoffs.awaiting_reply.get_mut(&channel) {
+            *count -= 1;
+            if *count == 0 {
+                handoffs.awaiting_reply.remove(&channel);
+            }
+        }
+        drop(handoffs);
+        self.verdicts.notify_waiters();
+    }
+}
+
 /// A hand-off grace: this client's waiters let other processes take the lock first.
 struct Handoff {
     until: Instant,
-    mark: ReleaseMark,
+    mark: MarkAt,
 }
 
 impl Hub {
@@ -146,7 +184,8 @@ impl Hub {
             channels,
             sync_tx,
             handoff_grace,
-            handoffs: Mutex::new(HashMap::new()),
+            handoffs: Arc::default(),
+            verdicts: Arc::default(),
         }
     }
 
@@ -195,22 +234,56 @@ impl Hub {
     /// lock; [`released`](Self::released) takes the mark.
     pub(crate) fn mark(&self, channel: &str) -> ReleaseMark {
         let map = self.channels.map.lock().unwrap();
-        ReleaseMark {
+        let at = MarkAt {
             seq: self.channels.messages.load(Ordering::Acquire),
             subscribed: map
                 .get(channel)
                 .is_some_and(|c| *c.state.borrow() == Subscription::Active),
+        };
+        // Only a client with local waiters can have one woken before the reply.
+        let counted = (!self.handoff_grace.is_zero() && map.get(channel).is_some()).then(|| {
+            let channel: Arc<str> = channel.into();
+            let mut handoffs = self.handoffs.lock().unwrap();
+            *handoffs.awaiting_reply.entry(channel.clone()).or_default() += 1;
+            channel
+        });
+        ReleaseMark {
+            at,
+            channel: counted,
+            handoffs: self.handoffs.clone(),
+            verdicts: self.verdicts.clone(),
         }
+    }
+
+    /// Waits, at most `bound`, until no release of this client's on `channel` awaits its reply;
+    /// false at once when none does.
+    pub(crate) async fn await_release_reply(&self, channel: &str, bound: Duration) -> bool {
+        let notified = self.verdicts.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if !self
+            .handoffs
+            .lock()
+            .unwrap()
+            .awaiting_reply
+            .contains_key(channel)
+        {
+            return false;
+        }
+        let _ = tokio::time::timeout(bound, notified).await;
+        true
     }
 
     /// Notes that this client freed the lock of `channel` and its wake-up reached `woken`
     /// subscribed connections. More than this client's own means other processes wait: for the
     /// hand-off grace, or until the lock changes hands, this client's waiters let them go first.
-    pub(crate) fn released(&self, channel: &str, woken: u64, mark: ReleaseMark) {
+    pub(crate) fn released(&self, channel: &str, woken: u64, mark: &ReleaseMark) {
         if self.handoff_grace.is_zero() {
             return;
         }
+        let mark = mark.at;
         let mut handoffs = self.handoffs.lock().unwrap();
+        let handoffs = &mut handoffs.graces;
         if woken > u64::from(mark.subscribed) {
             let now = Instant::now();
             if handoffs.len() > 1024 {
@@ -227,6 +300,7 @@ impl Hub {
     /// process released the lock since (a message came that was not this client's own).
     pub(crate) fn handoff_pending(&self, channel: &str) -> Option<Duration> {
         let mut handoffs = self.handoffs.lock().unwrap();
+        let handoffs = &mut handoffs.graces;
         let handoff = handoffs.get(channel)?;
         let left = handoff.until.saturating_duration_since(Instant::now());
         let own = u32::from(handoff.mark.subscribed);

@@ -443,15 +443,26 @@ impl Lock {
                 // the grace or until the lock changes hands (a release message not our own).
                 // Not before a waiter that has claimed the hand-off, though: it lost a race
                 // already, and the others may be waiting for it to use its claim.
-                while let Some(grace) = inner
-                    .hub
-                    .handoff_pending(channel)
-                    .filter(|_| !claim.claimed)
-                {
+                // A release of this client's own whose reply is not in yet may have woken this
+                // waiter: whether a grace follows is known only from that reply.
+                loop {
+                    while let Some(grace) = inner
+                        .hub
+                        .handoff_pending(channel)
+                        .filter(|_| !claim.claimed)
+                    {
+                        let Some(remaining) = time_left(deadline) else {
+                            return Ok(None);
+                        };
+                        waiter.wait(grace.min(remaining)).await;
+                    }
                     let Some(remaining) = time_left(deadline) else {
                         return Ok(None);
                     };
-                    waiter.wait(grace.min(remaining)).await;
+                    let bound = remaining.min(inner.command_timeout);
+                    if claim.claimed || !inner.hub.await_release_reply(channel, bound).await {
+                        break;
+                    }
                 }
                 let ask = claim.next(waiter.is_first(), inner.claims);
                 attempts += 1;
@@ -1068,7 +1079,7 @@ impl Hold {
                         });
                     }
                     tracing::debug!(lock = %self.keys.name, "release reply lost; the retry finds the lock freed by it");
-                    inner.hub.released(&self.keys.channel, 0, mark);
+                    inner.hub.released(&self.keys.channel, 0, &mark);
                     tracing::debug!(lock = %self.keys.name, holder = %self.field, "lock released");
                     return Ok(Released::Freed { woken: 0 });
                 }
@@ -1090,7 +1101,7 @@ impl Hold {
                             tracing::debug!(lock = %self.keys.name, holder = %self.field, keep_ms, "one hold released; the owner still holds the lock");
                         }
                         Released::Freed { woken } => {
-                            inner.hub.released(&self.keys.channel, woken, mark);
+                            inner.hub.released(&self.keys.channel, woken, &mark);
                             tracing::debug!(lock = %self.keys.name, holder = %self.field, woken, "lock released");
                         }
                         Released::NotHeld => {
