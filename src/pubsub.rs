@@ -233,15 +233,18 @@ impl Hub {
     /// Marks where `channel`'s messages stand just before this client sends a release of its
     /// lock; [`released`](Self::released) takes the mark.
     pub(crate) fn mark(&self, channel: &str) -> ReleaseMark {
-        let map = self.channels.map.lock().unwrap();
-        let at = MarkAt {
-            seq: self.channels.messages.load(Ordering::Acquire),
-            subscribed: map
-                .get(channel)
-                .is_some_and(|c| *c.state.borrow() == Subscription::Active),
+        let (at, waited_on) = {
+            let map = self.channels.map.lock().unwrap();
+            let entry = map.get(channel);
+            let at = MarkAt {
+                seq: self.channels.messages.load(Ordering::Acquire),
+                subscribed: entry.is_some_and(|c| *c.state.borrow() == Subscription::Active),
+            };
+            (at, entry.is_some())
         };
-        // Only a client with local waiters can have one woken before the reply.
-        let counted = (!self.handoff_grace.is_zero() && map.get(channel).is_some()).then(|| {
+        // Only a client with local waiters can have one woken before the reply. (The channels
+        // lock is let go first: `handoff_pending` takes the two locks the other way round.)
+        let counted = (!self.handoff_grace.is_zero() && waited_on).then(|| {
             let channel: Arc<str> = channel.into();
             let mut handoffs = self.handoffs.lock().unwrap();
             *handoffs.awaiting_reply.entry(channel.clone()).or_default() += 1;
