@@ -305,6 +305,15 @@ pub(crate) async fn renew(redis: &Redis, locks: &[(Str, Str)], lease_ms: u64) ->
         .collect()
 }
 
+/// The keys of a script that may free a lock: the lock, its wake-up channel and its claim.
+fn freeing_keys(keys: &LockKeys) -> [Key; 3] {
+    [
+        Key::from(&keys.name),
+        Key::from(&keys.channel),
+        Key::from(&keys.claim),
+    ]
+}
+
 /// Deletes the lock whoever holds it; `true` when there was one.
 pub(crate) async fn force_release(
     redis: &Connection,
@@ -316,11 +325,7 @@ pub(crate) async fn force_release(
         .run(
             redis,
             Some(&redis.down),
-            &[
-                Key::from(&keys.name),
-                Key::from(&keys.channel),
-                Key::from(&keys.claim),
-            ],
+            &freeing_keys(keys),
             &[text(UNLOCK_MESSAGE), text(publish), millis(claim_window_ms)],
         )
         .await
@@ -340,11 +345,7 @@ pub(crate) async fn abandon(
         .run(
             redis,
             Some(&redis.down),
-            &[
-                Key::from(&keys.name),
-                Key::from(&keys.channel),
-                Key::from(&keys.claim),
-            ],
+            &freeing_keys(keys),
             &[
                 text(UNLOCK_MESSAGE),
                 Value::String(field.clone()),
