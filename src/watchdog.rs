@@ -78,8 +78,14 @@ impl Entry {
         if sent_at < self.set_sent_at {
             return;
         }
-        self.standing
-            .send_modify(|s| s.lapses_after = s.lapses_after.max(sent_at + lease));
+        let lapses_after = sent_at + lease;
+        self.standing.send_if_modified(|s| {
+            let later = lapses_after > s.lapses_after;
+            if later {
+                s.lapses_after = lapses_after;
+            }
+            later
+        });
     }
 
     /// Marks this generation lost, once.
@@ -163,7 +169,9 @@ impl Holds {
         if entry.lapsed(now) {
             // A fresh hold, or one after a loss: a new signal for the guards from here on. The
             // old signal stays lost for the guards that have it.
-            entry.standing.send_modify(|s| s.lost = true);
+            if entry.standing.receiver_count() > 0 {
+                entry.standing.send_modify(|s| s.lost = true);
+            }
             entry.generation = id;
             entry.standing = watch::Sender::new(Standing {
                 lost: false,
@@ -179,7 +187,9 @@ impl Holds {
         } else {
             entry.fixed.push((id, sent_at + lease));
         }
-        entry.extended(sent_at, lease);
+        if entry.generation != id {
+            entry.extended(sent_at, lease); // a re-entry; a new generation starts with it
+        }
         Registration {
             id,
             generation: entry.generation,
