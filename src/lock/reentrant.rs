@@ -156,7 +156,9 @@ impl Lock {
     /// # Errors
     ///
     /// [`Error::InvalidArgument`] for a bad name, [`Error::WrongType`] when the key holds another
-    /// type, [`Error::Redis`] when Redis fails, [`Error::Closed`] after shutdown.
+    /// type, [`Error::Redis`] when Redis fails, [`Error::Closed`] after shutdown. If the
+    /// connection to Redis breaks while it waits, it fails with [`Error::Redis`] within about one
+    /// command timeout, unless the connection is back by then.
     ///
     /// # Cancel safety
     ///
