@@ -601,7 +601,8 @@ impl Hold {
         if let Some(sync) = &inner.replica_sync {
             // Boxed, like script calls: it holds a fred command future.
             if let Err(unsynced) = Box::pin(self.await_replica(sync)).await {
-                if let Err(error) = guard.unlock().await {
+                // Boxed: a release future is large, and every waiting lock() would carry it.
+                if let Err(error) = Box::pin(guard.unlock()).await {
                     tracing::warn!(lock = %self.keys.name, %error, "could not release an unreplicated hold; it expires with its lease");
                 }
                 return Err(unsynced);
