@@ -108,3 +108,28 @@ async fn with_hands_the_work_its_lost_signal() {
     );
     assert!(result.unwrap_err().is_lease_lost());
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_lost_guard_never_releases_its_owners_newer_hold() {
+    let server = common::RedisServer::start();
+    let watchdog = Duration::from_millis(900);
+    let client = common::client(&server, watchdog).await;
+    let name = common::prefix("lost-stale-guard");
+    let lock = client.lock(name.clone());
+    let stale = lock.lock().await.unwrap();
+    std::thread::sleep(watchdog * 2); // the lease runs out while this runtime is stalled
+    assert!(!common::raw_exists(&server, &name));
+
+    // The same owner takes the lock again: a new hold under the same holder field.
+    let fresh = lock.lock().await.unwrap();
+    assert!(!fresh.is_lost());
+    let error = stale.unlock().await.unwrap_err();
+    assert!(error.is_lease_lost(), "{error}");
+    assert_eq!(
+        lock.hold_count().await.unwrap(),
+        1,
+        "the lost guard's unlock released the owner's newer hold"
+    );
+    fresh.unlock().await.unwrap();
+    assert!(!common::raw_exists(&server, &name));
+}
