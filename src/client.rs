@@ -146,8 +146,9 @@ impl Client {
 
         let (shutdown, _) = watch::channel(false);
         let holds = Arc::new(Holds::new(config.watchdog_timeout));
+        let connection = Connection::new(redis.clone(), &server);
         let watchdog = Watchdog {
-            redis: redis.clone(),
+            redis: connection.clone(),
             holds: holds.clone(),
             lease: config.watchdog_timeout,
             batch: config.renewal_batch,
@@ -168,7 +169,7 @@ impl Client {
         Ok(Client {
             inner: Arc::new(Inner {
                 id: uuid::Uuid::new_v4().to_string(),
-                redis: Connection::new(redis, &server),
+                redis: connection,
                 subscriber,
                 hub,
                 sweeper,
@@ -349,11 +350,13 @@ impl Drop for Inner {
 
 /// A fred client as relock's scripts use it: with the server its errors name, and the clock of
 /// its connection being down.
+#[derive(Clone)]
 pub(crate) struct Connection {
     redis: Redis,
     /// The server as errors name it.
     pub(crate) server: Arc<str>,
-    pub(crate) down: DownClock,
+    /// Shared by the clones, which share the connection.
+    pub(crate) down: Arc<DownClock>,
 }
 
 impl Connection {
@@ -361,7 +364,7 @@ impl Connection {
         Connection {
             redis,
             server: server.into(),
-            down: DownClock::default(),
+            down: Arc::default(),
         }
     }
 }
@@ -403,7 +406,7 @@ impl DownClock {
 
 /// The server a config connects to, as error messages name it: `host:port`; the nodes given
 /// for a cluster; the service and its sentinels for Sentinel.
-pub(crate) fn server_name(server: &ServerConfig) -> String {
+fn server_name(server: &ServerConfig) -> String {
     let list = |hosts: &[fred::types::config::Server]| {
         hosts
             .iter()

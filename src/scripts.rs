@@ -16,7 +16,7 @@ use fred::types::{Key, Value};
 use once_cell::sync::Lazy;
 use tokio::time::Instant;
 
-use crate::client::{server_name, Connection, DownClock};
+use crate::client::Connection;
 use crate::error::{Error, Result, Shown};
 use crate::names::LockKeys;
 
@@ -57,20 +57,18 @@ impl Script {
     /// [`Key`] or [`Str`] made once per lock (or per hold) is shared by reference count.
     async fn run(
         &self,
-        redis: &Redis,
-        down: Option<&DownClock>,
+        redis: &Connection,
         keys: &[Key],
         args: &[Value],
     ) -> std::result::Result<Value, fred::error::Error> {
+        let down = &redis.down;
         let timeout = redis.perf_config().default_command_timeout;
         let deadline = Instant::now() + timeout;
         loop {
             if redis.is_connected() {
-                if let Some(down) = down {
-                    down.up();
-                }
+                down.up();
             } else {
-                let until = down.map_or(deadline, |d| deadline.min(d.since() + timeout));
+                let until = deadline.min(down.since() + timeout);
                 let back = tokio::time::timeout_at(until, redis.wait_for_connect()).await;
                 if !matches!(back, Ok(Ok(()))) {
                     return Err(fred::error::Error::new(
@@ -92,7 +90,7 @@ impl Script {
                     tokio::time::sleep(Duration::from_millis(5)).await;
                 }
                 Err(e) => {
-                    if let (Some(down), true) = (down, broken(&e)) {
+                    if broken(&e) {
                         // The connection was likely dead when this command went out: a read-back
                         // that follows waits for a reconnect only what is left of this timeout.
                         down.suspect(sent);
@@ -192,7 +190,6 @@ pub(crate) async fn acquire(
     let reply = ACQUIRE
         .run(
             redis,
-            Some(&redis.down),
             &[Key::from(&keys.name), Key::from(&keys.claim)],
             &[
                 millis(lease_ms),
@@ -250,7 +247,6 @@ pub(crate) async fn release(
     let reply = RELEASE
         .run(
             redis,
-            Some(&redis.down),
             &[
                 Key::from(&keys.name),
                 Key::from(&keys.channel),
@@ -282,15 +278,18 @@ pub(crate) async fn release(
 }
 
 /// Extends each lock whose field is still there; `true` per renewed lock, in order.
-pub(crate) async fn renew(redis: &Redis, locks: &[(Str, Str)], lease_ms: u64) -> Result<Vec<bool>> {
+pub(crate) async fn renew(
+    redis: &Connection,
+    locks: &[(Str, Str)],
+    lease_ms: u64,
+) -> Result<Vec<bool>> {
     let keys: Vec<Key> = locks.iter().map(|(name, _)| Key::from(name)).collect();
     let mut args = Vec::with_capacity(locks.len() + 1);
     args.push(millis(lease_ms));
     args.extend(locks.iter().map(|(_, field)| Value::String(field.clone())));
-    // The server is named only when there is an error to name it in.
-    let server = || server_name(&redis.client_config().server);
+    let server = || redis.server.to_string();
     let reply = RENEW
-        .run(redis, None, &keys, &args)
+        .run(redis, &keys, &args)
         .await
         .map_err(|e| Error::redis(e, &server()))?;
     let Value::Array(items) = reply else {
@@ -324,7 +323,6 @@ pub(crate) async fn force_release(
     let reply = FORCE_RELEASE
         .run(
             redis,
-            Some(&redis.down),
             &freeing_keys(keys),
             &[text(UNLOCK_MESSAGE), text(publish), millis(claim_window_ms)],
         )
@@ -344,7 +342,6 @@ pub(crate) async fn abandon(
     let reply = ABANDON
         .run(
             redis,
-            Some(&redis.down),
             &freeing_keys(keys),
             &[
                 text(UNLOCK_MESSAGE),
@@ -363,7 +360,6 @@ pub(crate) async fn unclaim(redis: &Connection, keys: &LockKeys, field: &Str) ->
     let reply = UNCLAIM
         .run(
             redis,
-            Some(&redis.down),
             &[Key::from(&keys.claim)],
             &[Value::String(field.clone())],
         )
@@ -392,7 +388,6 @@ pub(crate) async fn inspect(
     let reply = INSPECT
         .run(
             redis,
-            Some(&redis.down),
             &[Key::from(&keys.name)],
             &[Value::String(field.clone())],
         )

@@ -26,11 +26,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fred::bytes_utils::Str;
-use fred::clients::Client as Redis;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use crate::client::Connection;
 use crate::scripts;
 
 /// A lock name and a holder field.
@@ -326,7 +326,7 @@ impl Holds {
 
 /// What the watchdog needs to run.
 pub(crate) struct Watchdog {
-    pub(crate) redis: Redis,
+    pub(crate) redis: Connection,
     pub(crate) holds: Arc<Holds>,
     pub(crate) lease: Duration,
     pub(crate) batch: usize,
