@@ -1,9 +1,11 @@
 -- Drop every hold of one holder at once, as its client shuts down; wake a waiter if that frees
--- the lock.
+-- the lock. Works for every lock type on the lock hash: it wakes the plain lock's waiters on the
+-- lock's channel and, when the lock has a fair queue, the first waiter on its own channel.
 --
 -- KEYS[1]  the lock hash <name>
 -- KEYS[2]  the wake-up channel redisson_lock__channel:{<name>}
 -- KEYS[3]  the hand-off claim relock_claim:{<name>}
+-- KEYS[4]  the fair queue redisson_lock_queue:{<name>} (a LIST of waiter fields; usually absent)
 -- ARGV[1]  the message to publish when the lock is freed ("0")
 -- ARGV[2]  holder field <client-uuid>:<owner>
 -- ARGV[3]  the publish command: PUBLISH (or SPUBLISH)
@@ -22,4 +24,8 @@ if redis.call('pttl', KEYS[3]) > tonumber(ARGV[4]) then
     redis.call('pexpire', KEYS[3], ARGV[4])
 end
 redis.call(ARGV[3], KEYS[2], ARGV[1])
+local first = redis.call('lindex', KEYS[4], 0)
+if first then
+    redis.call(ARGV[3], KEYS[2] .. ':' .. first, ARGV[1])
+end
 return 2

@@ -16,7 +16,8 @@
 -- ARGV[2]  the TTL in ms to set while holds remain: what the owner's remaining holds need (the
 --          client knows each hold's lease; see `src/watchdog.rs`)
 -- ARGV[3]  holder field <client-uuid>:<owner>
--- ARGV[4]  the publish command: PUBLISH (or SPUBLISH on a sharded cluster)
+-- ARGV[4]  the publish command: PUBLISH (or SPUBLISH on a sharded cluster); empty: publish
+--          nothing (a spin lock: its waiters poll)
 -- ARGV[5]  how long a replay key lives, in ms
 -- ARGV[6]  the claim window in ms: on the last release a claim lives at most this much longer,
 --          so a claimant that died delays the others by no more than that
@@ -52,7 +53,10 @@ redis.call('del', KEYS[1])
 if redis.call('pttl', KEYS[4]) > tonumber(ARGV[6]) then
     redis.call('pexpire', KEYS[4], ARGV[6])
 end
-local woken = redis.call(ARGV[4], KEYS[2], ARGV[1])
+local woken = 0
+if ARGV[4] ~= '' then
+    woken = redis.call(ARGV[4], KEYS[2], ARGV[1])
+end
 if ARGV[8] == '1' then
     redis.call('set', KEYS[3], 1, 'px', ARGV[5])
 end

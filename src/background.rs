@@ -20,7 +20,7 @@ use fred::types::Builder;
 use futures::future::BoxFuture;
 use tokio::runtime::{Handle, RuntimeFlavor};
 
-use crate::client::Connection;
+use crate::connection::Connection;
 
 /// A job: given `None` it uses the client's own connections, given `Some` the fresh connection
 /// of a rescue run.

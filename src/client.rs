@@ -5,27 +5,25 @@
 //! writes, and the watchdog task. Dropping the last clone stops the tasks; [`Client::shutdown`]
 //! does it explicitly and closes the connections.
 
-use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
 
-use fred::clients::{Client as Redis, SubscriberClient};
+use fred::clients::Client as Redis;
 use fred::interfaces::ClientLike;
 use fred::types::config::{ReconnectPolicy, ServerConfig};
 use fred::types::Builder;
 use fred::types::InfoKind;
 use tokio::sync::watch;
-use tokio::time::Instant;
 
 use crate::background::Background;
 use crate::config::{millis, Config};
+use crate::connection::Connection;
 use crate::error::{Error, Result};
-use crate::inflight::InFlight;
-use crate::lock::Lock;
+use crate::lock::{FairLock, Lock, SpinLock};
 use crate::names::LockKeys;
 use crate::pubsub::Hub;
 use crate::scripts::{self, PUBLISH, SPUBLISH};
+use crate::shared::{ReplicaSync, Shared};
 use crate::sweeper::Sweeper;
 use crate::watchdog::{Holds, Watchdog};
 
@@ -43,41 +41,7 @@ use crate::watchdog::{Holds, Watchdog};
 /// ```
 #[derive(Clone)]
 pub struct Client {
-    pub(crate) inner: Arc<Inner>,
-}
-
-pub(crate) struct Inner {
-    /// The client id: the first half of every holder field.
-    pub(crate) id: String,
-    pub(crate) redis: Connection,
-    subscriber: SubscriberClient,
-    pub(crate) hub: Hub,
-    pub(crate) sweeper: Sweeper,
-    pub(crate) holds: Arc<Holds>,
-    /// Acquires and releases in flight, per lock and holder field.
-    pub(crate) in_flight: Arc<InFlight>,
-    pub(crate) watchdog_timeout: Duration,
-    pub(crate) watchdog_ms: u64,
-    pub(crate) command_timeout: Duration,
-    /// Whether this client's waiters claim hand-offs.
-    pub(crate) claims: bool,
-    /// The claim window in ms: how long a claim outlives the lease it waits on, and the most a
-    /// claim on a free lock may have left (the default window when this client does not claim).
-    pub(crate) claim_window_ms: u64,
-    /// `PUBLISH`, or `SPUBLISH` on a Redis 7 cluster.
-    pub(crate) publish: &'static str,
-    /// With replica sync on: the connection acquires run on, followed by `WAIT`.
-    pub(crate) replica_sync: Option<ReplicaSync>,
-    /// Where releases from `Drop` run.
-    pub(crate) background: Background,
-    closed: AtomicBool,
-    shutdown: watch::Sender<bool>,
-}
-
-/// A dedicated connection for acquire + `WAIT`, so a slow `WAIT` stalls only acquires.
-pub(crate) struct ReplicaSync {
-    pub(crate) redis: Connection,
-    pub(crate) timeout_ms: u64,
+    pub(crate) shared: Arc<Shared>,
 }
 
 impl Client {
@@ -167,7 +131,7 @@ impl Client {
             shutdown.subscribe(),
         );
         Ok(Client {
-            inner: Arc::new(Inner {
+            shared: Arc::new(Shared {
                 id: uuid::Uuid::new_v4().to_string(),
                 redis: connection,
                 subscriber,
@@ -180,6 +144,7 @@ impl Client {
                 command_timeout: config.command_timeout,
                 claims: config.claims(),
                 claim_window_ms: config.claim_window_ms()?,
+                fair_waiter_ms: millis(config.fair_waiter_timeout, "fair waiter timeout")?,
                 publish: if sharded { SPUBLISH } else { PUBLISH },
                 replica_sync,
                 background,
@@ -192,24 +157,36 @@ impl Client {
     /// A handle on the reentrant lock `name`. No I/O happens until it is used; a bad name is
     /// reported by the first operation.
     pub fn lock(&self, name: impl Into<String>) -> Lock {
-        Lock::new(self.clone(), name.into())
+        Lock::new(self.shared.clone(), name.into())
+    }
+
+    /// A handle on the fair lock `name`: waiters of every process get it in the order they
+    /// asked (Redisson's `RFairLock`). No I/O happens until it is used.
+    pub fn fair_lock(&self, name: impl Into<String>) -> FairLock {
+        FairLock::new(self.shared.clone(), name.into())
+    }
+
+    /// A handle on the spin lock `name`: waiters retry with backoff instead of pub/sub
+    /// (Redisson's `RSpinLock`). No I/O happens until it is used.
+    pub fn spin_lock(&self, name: impl Into<String>) -> SpinLock {
+        SpinLock::new(self.shared.clone(), name.into())
     }
 
     /// This client's id, the `<client-uuid>` half of every holder field it writes.
     pub fn id(&self) -> &str {
-        &self.inner.id
+        &self.shared.id
     }
 
     /// The fred client relock sends its commands on, for commands of your own. It sends each
     /// command once (no re-send after a reconnect) and bounds each by the command timeout.
     pub fn redis(&self) -> &Redis {
-        &self.inner.redis
+        &self.shared.redis
     }
 
     /// Counts of what the client tracks locally, for tests and leak checks.
     pub fn stats(&self) -> ClientStats {
-        let (holds, renewing) = self.inner.holds.counts();
-        let (channels, waiters) = self.inner.hub.counts();
+        let (holds, renewing) = self.shared.holds.counts();
+        let (channels, waiters) = self.shared.hub.counts();
         ClientStats {
             holds,
             renewing,
@@ -262,7 +239,7 @@ impl Client {
     }
 
     async fn close(&self, release: bool) -> Result<()> {
-        if self.inner.closed.swap(true, Ordering::AcqRel) {
+        if self.shared.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
         let released = if release {
@@ -270,15 +247,16 @@ impl Client {
         } else {
             Ok(())
         };
-        self.inner.holds.lose_all("the client shut down");
-        let _ = tokio::time::timeout(self.inner.command_timeout, self.inner.sweeper.flush()).await;
-        self.inner.shutdown.send_replace(true);
-        let subscriber = self.inner.subscriber.quit().await;
-        if let Some(sync) = &self.inner.replica_sync {
+        self.shared.holds.lose_all("the client shut down");
+        let _ =
+            tokio::time::timeout(self.shared.command_timeout, self.shared.sweeper.flush()).await;
+        self.shared.shutdown.send_replace(true);
+        let subscriber = self.shared.subscriber.quit().await;
+        if let Some(sync) = &self.shared.replica_sync {
             let _ = sync.redis.quit().await;
         }
-        let server = &self.inner.redis.server;
-        self.inner
+        let server = &self.shared.redis.server;
+        self.shared
             .redis
             .quit()
             .await
@@ -289,7 +267,7 @@ impl Client {
 
     /// Drops every hold of this client's, one script call per lock, all at once.
     async fn release_all(&self) -> Result<()> {
-        let inner = &self.inner;
+        let inner = &self.shared;
         let releases = inner
             .holds
             .keys()
@@ -311,96 +289,13 @@ impl Client {
             .find_map(Result::err)
             .map_or(Ok(()), Err)
     }
-
-    pub(crate) fn check_open(&self) -> Result<()> {
-        if self.inner.closed.load(Ordering::Acquire) {
-            Err(Error::Closed)
-        } else {
-            Ok(())
-        }
-    }
 }
 
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
-            .field("id", &self.inner.id)
+            .field("id", &self.shared.id)
             .finish()
-    }
-}
-
-impl Drop for Inner {
-    fn drop(&mut self) {
-        self.shutdown.send_replace(true);
-        if !self.closed.load(Ordering::Acquire) {
-            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                let (redis, subscriber) = (self.redis.redis.clone(), self.subscriber.clone());
-                let sync = self.replica_sync.as_ref().map(|s| s.redis.redis.clone());
-                runtime.spawn(async move {
-                    let _ = subscriber.quit().await;
-                    if let Some(sync) = sync {
-                        let _ = sync.quit().await;
-                    }
-                    let _ = redis.quit().await;
-                });
-            }
-        }
-    }
-}
-
-/// A fred client as relock's scripts use it: with the server its errors name, and the clock of
-/// its connection being down.
-#[derive(Clone)]
-pub(crate) struct Connection {
-    redis: Redis,
-    /// The server as errors name it.
-    pub(crate) server: Arc<str>,
-    /// Shared by the clones, which share the connection.
-    pub(crate) down: Arc<DownClock>,
-}
-
-impl Connection {
-    pub(crate) fn new(redis: Redis, server: &str) -> Connection {
-        Connection {
-            redis,
-            server: server.into(),
-            down: Arc::default(),
-        }
-    }
-}
-
-impl Deref for Connection {
-    type Target = Redis;
-
-    fn deref(&self) -> &Redis {
-        &self.redis
-    }
-}
-
-/// Since when a connection has been seen down, so that commands stop waiting for a reconnect
-/// once a whole command timeout went by without one (see the scripts' `run`).
-#[derive(Default)]
-pub(crate) struct DownClock(Mutex<Option<Instant>>);
-
-impl DownClock {
-    /// When the connection was first seen down: now, unless it was seen down before and has
-    /// not been seen up since.
-    pub(crate) fn since(&self) -> Instant {
-        *self.0.lock().unwrap().get_or_insert_with(Instant::now)
-    }
-
-    /// A command sent at `at` met a broken connection: it has been down since then at the
-    /// latest.
-    pub(crate) fn suspect(&self, at: Instant) {
-        let mut since = self.0.lock().unwrap();
-        if since.map_or(true, |since| at < since) {
-            *since = Some(at);
-        }
-    }
-
-    /// The connection is up.
-    pub(crate) fn up(&self) {
-        self.0.lock().unwrap().take();
     }
 }
 

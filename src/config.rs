@@ -21,6 +21,7 @@ pub(crate) const MAX_MILLIS: u128 = (1 << 53) - 1;
 /// | `replica_sync` | off | wait for a replica to acknowledge each acquire, at most this long |
 /// | `handoff_grace` | 2 ms | after a release that woke other processes' waiters, how long this client's tasks let them go first |
 /// | `claim_window` | 10 ms | how long a waiter's claim on a lock's next hand-off outlives the lease it waits on |
+/// | `fair_waiter_timeout` | 30 s | how long a fair lock's waiter that stopped answering keeps its place in the queue |
 ///
 /// # Examples
 ///
@@ -41,6 +42,7 @@ pub struct Config {
     pub(crate) replica_sync: Option<Duration>,
     pub(crate) handoff_grace: Duration,
     pub(crate) claim_window: Duration,
+    pub(crate) fair_waiter_timeout: Duration,
 }
 
 impl Config {
@@ -124,6 +126,7 @@ impl Config {
             replica_sync: None,
             handoff_grace: Duration::from_millis(2),
             claim_window: DEFAULT_CLAIM_WINDOW,
+            fair_waiter_timeout: Duration::from_secs(30),
         }
     }
 
@@ -184,6 +187,16 @@ impl Config {
         self
     }
 
+    /// Sets how long a [`FairLock`](crate::FairLock) waiter that stopped answering (its process
+    /// died, or it was stopped) keeps its place in the lock's queue. A live waiter renews its
+    /// place every third of this (one script call), so it never loses it; a dead waiter at the
+    /// head of the queue holds the others back for at most this long once the lock is free.
+    /// Must be at least 3 ms.
+    pub fn with_fair_waiter_timeout(mut self, timeout: Duration) -> Config {
+        self.fair_waiter_timeout = timeout;
+        self
+    }
+
     /// The lease of locks taken without one.
     pub fn watchdog_timeout(&self) -> Duration {
         self.watchdog_timeout
@@ -221,6 +234,11 @@ impl Config {
             )));
         }
         self.claim_window_ms()?;
+        if millis(self.fair_waiter_timeout, "fair waiter timeout")? < 3 {
+            return Err(Error::invalid(
+                "fair waiter timeout must be at least 3 ms so a waiter can renew its place every third of it",
+            ));
+        }
         Ok(())
     }
 

@@ -2,8 +2,10 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod background;
+mod backoff;
 mod client;
 mod config;
+mod connection;
 mod error;
 mod inflight;
 mod lock;
@@ -11,16 +13,18 @@ mod names;
 mod owner;
 mod pubsub;
 mod scripts;
+mod shared;
 mod sweeper;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 mod watchdog;
 
+pub use backoff::Backoff;
 pub use client::{Client, ClientStats};
 pub use config::Config;
 pub use error::{Error, Result};
-pub use lock::{Lock, LockGuard, Lost, RemainingLease};
+pub use lock::{FairLock, Lock, LockGuard, Lost, RemainingLease, SpinLock};
 pub use owner::Owner;
 
 /// The Redis client relock is built on, re-exported so [`Client::redis`] can be used without

@@ -64,6 +64,28 @@ impl LockKeys {
     }
 }
 
+/// The extra keys of a fair lock: its queue of waiters and their deadlines. Each waiter's wake-up
+/// channel is the lock's channel followed by `:<holder field>`.
+#[derive(Debug)]
+pub(crate) struct FairKeys {
+    /// The LIST of waiting holder fields, first come first.
+    pub(crate) queue: Str,
+    /// The ZSET of waiting holder fields → the moment (server clock, epoch ms) each loses its
+    /// place unless it renews it.
+    pub(crate) timeouts: Str,
+}
+
+impl FairKeys {
+    /// The keys of fair lock `name`, whose [`LockKeys`] were made (and checked) already: the
+    /// same prefix rule puts them in the lock's slot.
+    pub(crate) fn new(name: &str) -> FairKeys {
+        FairKeys {
+            queue: prefixed("redisson_lock_queue", name).into(),
+            timeouts: prefixed("redisson_lock_timeout", name).into(),
+        }
+    }
+}
+
 /// Redisson's `prefixName`: `prefix:{name}`, or `prefix:name` when the name has its own tag.
 fn prefixed(prefix: &str, name: &str) -> String {
     if name.contains('{') {
@@ -82,6 +104,15 @@ mod tests {
         let keys = LockKeys::new("order:42").unwrap();
         assert_eq!(keys.channel, "redisson_lock__channel:{order:42}");
         assert_eq!(keys.latch_prefix, "redisson_unlock_latch:{order:42}");
+    }
+
+    #[test]
+    fn fair_keys_are_redissons() {
+        let keys = FairKeys::new("order:42");
+        assert_eq!(keys.queue, "redisson_lock_queue:{order:42}");
+        assert_eq!(keys.timeouts, "redisson_lock_timeout:{order:42}");
+        let tagged = FairKeys::new("{user:7}:profile");
+        assert_eq!(tagged.queue, "redisson_lock_queue:{user:7}:profile");
     }
 
     #[test]

@@ -16,9 +16,11 @@ use fred::types::{Key, Value};
 use once_cell::sync::Lazy;
 use tokio::time::Instant;
 
-use crate::client::Connection;
+use crate::connection::Connection;
 use crate::error::{Error, Result, Shown};
 use crate::names::LockKeys;
+
+pub(crate) mod fair;
 
 /// The message published on a lock's channel when it is freed: wake one waiter per process.
 pub(crate) const UNLOCK_MESSAGE: &str = "0";
@@ -26,6 +28,8 @@ pub(crate) const UNLOCK_MESSAGE: &str = "0";
 pub(crate) const PUBLISH: &str = "PUBLISH";
 /// The publish command on a Redis 7 cluster: the message stays on the lock's shard.
 pub(crate) const SPUBLISH: &str = "SPUBLISH";
+/// In place of a publish command: publish nothing (a spin lock has no waiters to wake).
+pub(crate) const NO_PUBLISH: &str = "";
 
 /// A Lua script and its SHA1, computed once.
 pub(crate) struct Script {
@@ -223,7 +227,7 @@ pub(crate) struct ReleaseHow<'a> {
     pub(crate) latch: &'a Key,
     /// How long the replay key lives, in ms.
     pub(crate) latch_ttl_ms: u64,
-    /// [`PUBLISH`] or [`SPUBLISH`].
+    /// [`PUBLISH`], [`SPUBLISH`] or [`NO_PUBLISH`].
     pub(crate) publish: &'static str,
     /// How long a claim may outlive the release, in ms.
     pub(crate) claim_window_ms: u64,
@@ -266,9 +270,14 @@ pub(crate) async fn release(
         )
         .await
         .map_err(|e| Error::from_redis(e, &keys.name, &redis.server))?;
+    released(reply, &keys.name, &redis.server)
+}
+
+/// A release script's reply: nil, 0, or 1 + the connections its wake-up reached.
+fn released(reply: Value, name: &str, server: &str) -> Result<Released> {
     match reply {
         Value::Null => Ok(Released::NotHeld),
-        other => match integer(other, &keys.name, &redis.server)? {
+        other => match integer(other, name, server)? {
             0 => Ok(Released::StillHeld),
             n => Ok(Released::Freed {
                 woken: n.saturating_sub(1) as u64,
@@ -331,7 +340,8 @@ pub(crate) async fn force_release(
     Ok(integer(reply, &keys.name, &redis.server)? == 1)
 }
 
-/// Drops every hold of `field` at once (its client shuts down); `true` when it had any.
+/// Drops every hold of `field` at once (its client shuts down), whatever the lock's type; `true`
+/// when it had any.
 pub(crate) async fn abandon(
     redis: &Connection,
     keys: &LockKeys,
@@ -339,10 +349,12 @@ pub(crate) async fn abandon(
     publish: &'static str,
     claim_window_ms: u64,
 ) -> Result<bool> {
+    let fair = crate::names::FairKeys::new(&keys.name);
+    let [name, channel, claim] = freeing_keys(keys);
     let reply = ABANDON
         .run(
             redis,
-            &freeing_keys(keys),
+            &[name, channel, claim, Key::from(&fair.queue)],
             &[
                 text(UNLOCK_MESSAGE),
                 Value::String(field.clone()),

@@ -30,7 +30,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::client::Connection;
+use crate::connection::Connection;
 use crate::scripts;
 
 /// A lock name and a holder field.

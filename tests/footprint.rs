@@ -24,6 +24,7 @@ async fn a_lock_future_stays_small_and_is_send() {
             std::mem::size_of_val(&lock.try_lock_for(Duration::from_secs(1), None)),
         ),
     ] {
+        eprintln!("{what}: {size} bytes");
         assert!(size <= MOST, "a {what} future takes {size} bytes");
     }
     let future = lock.lock();

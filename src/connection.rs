@@ -1,0 +1,65 @@
+//! A connection as relock's scripts use it: a fred client, the server its errors name, and the
+//! clock of its being down (so a command against a server that is gone fails within one command
+//! timeout instead of queueing for a reconnect).
+
+use std::ops::Deref;
+use std::sync::{Arc, Mutex};
+
+use fred::clients::Client as Redis;
+use tokio::time::Instant;
+
+/// A fred client as relock's scripts use it: with the server its errors name, and the clock of
+/// its connection being down.
+#[derive(Clone)]
+pub(crate) struct Connection {
+    redis: Redis,
+    /// The server as errors name it.
+    pub(crate) server: Arc<str>,
+    /// Shared by the clones, which share the connection.
+    pub(crate) down: Arc<DownClock>,
+}
+
+impl Connection {
+    pub(crate) fn new(redis: Redis, server: &str) -> Connection {
+        Connection {
+            redis,
+            server: server.into(),
+            down: Arc::default(),
+        }
+    }
+}
+
+impl Deref for Connection {
+    type Target = Redis;
+
+    fn deref(&self) -> &Redis {
+        &self.redis
+    }
+}
+
+/// Since when a connection has been seen down, so that commands stop waiting for a reconnect
+/// once a whole command timeout went by without one (see the scripts' `run`).
+#[derive(Default)]
+pub(crate) struct DownClock(Mutex<Option<Instant>>);
+
+impl DownClock {
+    /// When the connection was first seen down: now, unless it was seen down before and has
+    /// not been seen up since.
+    pub(crate) fn since(&self) -> Instant {
+        *self.0.lock().unwrap().get_or_insert_with(Instant::now)
+    }
+
+    /// A command sent at `at` met a broken connection: it has been down since then at the
+    /// latest.
+    pub(crate) fn suspect(&self, at: Instant) {
+        let mut since = self.0.lock().unwrap();
+        if since.map_or(true, |since| at < since) {
+            *since = Some(at);
+        }
+    }
+
+    /// The connection is up.
+    pub(crate) fn up(&self) {
+        self.0.lock().unwrap().take();
+    }
+}

@@ -1,0 +1,366 @@
+//! The fair lock, Redisson's `RFairLock` in async Rust: waiters of every process take the lock
+//! in the order they asked for it.
+//!
+//! Beside the lock hash (the plain lock's) live a queue of waiting holder fields
+//! (`redisson_lock_queue:{<name>}`) and each waiter's deadline (`redisson_lock_timeout:{<name>}`,
+//! server clock). A waiter that finds the lock busy joins the queue's tail; only the queue's
+//! head may take a free lock, and a release wakes the head alone, on its own channel
+//! (`redisson_lock__channel:{<name>}:<field>`). A waiter's deadline is when it loses its place
+//! unless it renews it: a live waiter renews it every third of the fair waiter timeout, so only a
+//! waiter that stopped answering is dropped from the head, and the next one goes on. A waiter
+//! that gives up leaves at once, and wakes the next when that makes it first and the lock is free.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::guard::{LockGuard, Lost};
+use super::handle::{Handle, RemainingLease};
+use super::hold::Hold;
+use super::kind::{Ask, Kind};
+use super::wait::{time_left, Turns};
+use crate::connection::Connection;
+use crate::error::Result;
+use crate::names::FairKeys;
+use crate::owner::Owner;
+use crate::pubsub::Waiter;
+use crate::scripts;
+use crate::shared::Shared;
+
+/// A fair (first come, first served) reentrant distributed lock, wire-compatible with Redisson's
+/// `RFairLock`: the waiters of every process get the lock in the order they started waiting.
+///
+/// It has the [`Lock`](crate::Lock)'s API and guarantees (reentrant per owner, watchdog or fixed
+/// leases, [`LockGuard::lost`], cancel safety); only the order of waiters differs. A release
+/// wakes exactly the next waiter in the queue, in whatever process it lives, so a hand-off costs
+/// one wake-up however many wait.
+///
+/// - **Order.** A waiter takes its place in the queue with its first attempt; the lock goes to
+///   the queue's head, never to a newcomer while others wait (`try_lock` included: it fails
+///   rather than jump the queue). A re-entry never waits.
+/// - **Leaving.** A waiter that times out, is cancelled or fails leaves the queue at once (in the
+///   background when dropped), waking the next waiter if it was first and the lock is free.
+/// - **Dead waiters.** A waiter renews its place every third of
+///   [`Config::with_fair_waiter_timeout`](crate::Config::with_fair_waiter_timeout) (30 s by
+///   default). One whose process died loses its place when that timeout has passed since its
+///   last renewal; at the head of the queue it holds the others back that long at most, and
+///   nobody polls meanwhile. Deadlines use the Redis server's clock.
+/// - **Owners.** Tasks that share an owner (such as `join!` branches) share one place in the
+///   queue; give each its own [`Owner`] to queue them apart.
+/// - **Redisson.** Redisson's fair locks on the same name share the queue. Their deadlines come
+///   from each Java client's clock, and Redisson lowers every waiter's deadline when one leaves:
+///   in a queue shared with Redisson, a relock waiter may so lose its place and join the tail
+///   again.
+///
+/// ```no_run
+/// # async fn run(client: relock::Client) -> relock::Result<()> {
+/// let lock = client.fair_lock("payouts");
+/// let guard = lock.lock().await?; // after every waiter that came before
+/// // ... the critical section ...
+/// guard.unlock().await?;          // wakes the next waiter in the queue, and only it
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct FairLock {
+    handle: Handle,
+}
+
+impl FairLock {
+    pub(crate) fn new(shared: Arc<Shared>, name: String) -> FairLock {
+        FairLock {
+            handle: Handle::new(shared, name, |name| {
+                Kind::Fair(Arc::new(FairKeys::new(name)))
+            }),
+        }
+    }
+
+    /// The lock's name, which is also its Redis key.
+    pub fn name(&self) -> &str {
+        self.handle.name()
+    }
+
+    /// The same lock, held and released on behalf of `owner` instead of the current task.
+    pub fn owned_by(self, owner: Owner) -> FairLock {
+        FairLock {
+            handle: self.handle.owned_by(owner),
+        }
+    }
+
+    /// Takes the lock in turn, waiting as long as it takes; the watchdog renews its lease.
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::lock`](crate::Lock::lock).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a dropped call leaves the queue, and leaves no hold and no subscription.
+    pub async fn lock(&self) -> Result<LockGuard> {
+        self.handle
+            .acquire(None, None)
+            .await
+            .map(|guard| guard.expect("an unbounded wait ends only with the lock"))
+    }
+
+    /// Takes the lock in turn with a fixed lease, waiting as long as it takes.
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::lock_with_lease`](crate::Lock::lock_with_lease).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`lock`](Self::lock).
+    pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
+        self.handle
+            .acquire(Some(lease), None)
+            .await
+            .map(|guard| guard.expect("an unbounded wait ends only with the lock"))
+    }
+
+    /// Takes the lock if it is free and nobody is queued for it (or re-enters), in one attempt;
+    /// `Ok(None)` otherwise. It never joins the queue.
+    ///
+    /// # Errors
+    ///
+    /// As [`lock`](Self::lock).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`lock`](Self::lock).
+    pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
+        self.handle.acquire(None, Some(Duration::ZERO)).await
+    }
+
+    /// Takes the lock in turn, waiting at most `wait`; `Ok(None)` when the wait ran out, and the
+    /// waiter has left the queue. With `lease: None` the watchdog renews the lock, else it lasts
+    /// `lease`.
+    ///
+    /// # Errors
+    ///
+    /// As [`lock_with_lease`](Self::lock_with_lease).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`lock`](Self::lock).
+    pub async fn try_lock_for(
+        &self,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<LockGuard>> {
+        self.handle.acquire(lease, Some(wait)).await
+    }
+
+    /// Runs `work` under the lock and releases it afterwards; see
+    /// [`Lock::with`](crate::Lock::with).
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::with`](crate::Lock::with).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the lock is released (or the queue left) in the background.
+    pub async fn with<F, Fut, T>(&self, work: F) -> Result<T>
+    where
+        F: FnOnce(Lost) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        self.handle.with(work).await
+    }
+
+    /// Deletes the lock whoever holds it and wakes the first waiter in the queue. `Ok(true)`
+    /// when there was a lock.
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::force_unlock`](crate::Lock::force_unlock).
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a dropped call may or may not have deleted the lock.
+    pub async fn force_unlock(&self) -> Result<bool> {
+        self.handle.force_unlock().await
+    }
+
+    /// Whether anyone holds the lock.
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::is_locked`](crate::Lock::is_locked).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn is_locked(&self) -> Result<bool> {
+        self.handle.is_locked().await
+    }
+
+    /// Whether this lock's owner holds the lock.
+    ///
+    /// # Errors
+    ///
+    /// As [`is_locked`](Self::is_locked).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn is_held_by_current_owner(&self) -> Result<bool> {
+        Ok(self.handle.hold_count().await? > 0)
+    }
+
+    /// How many holds this lock's owner has (0 when none).
+    ///
+    /// # Errors
+    ///
+    /// As [`is_locked`](Self::is_locked).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn hold_count(&self) -> Result<u64> {
+        self.handle.hold_count().await
+    }
+
+    /// How long the lock has left before it expires, whoever holds it.
+    ///
+    /// # Errors
+    ///
+    /// As [`is_locked`](Self::is_locked).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn remaining_lease(&self) -> Result<RemainingLease> {
+        self.handle.remaining_lease().await
+    }
+}
+
+/// The turns of one fair acquire: a place in the queue on Redis, renewed while it waits, and a
+/// wake-up channel of its own.
+pub(crate) struct FairTurns<'a> {
+    hold: &'a Hold,
+    fair: Arc<FairKeys>,
+    one_shot: bool,
+    waiter: Option<Waiter>,
+    /// Set once an attempt may have queued this waiter: it leaves the queue if dropped.
+    queued: Option<LeaveQueue>,
+}
+
+impl<'a> FairTurns<'a> {
+    pub(crate) fn new(hold: &'a Hold, wait: Option<Duration>) -> FairTurns<'a> {
+        let Kind::Fair(fair) = &hold.kind else {
+            unreachable!("fair turns are made for fair locks only");
+        };
+        FairTurns {
+            hold,
+            fair: fair.clone(),
+            one_shot: wait == Some(Duration::ZERO),
+            waiter: None,
+            queued: None,
+        }
+    }
+
+    /// This waiter's wake-up channel: `redisson_lock__channel:{<name>}:<field>`.
+    fn channel(&self) -> String {
+        [&*self.hold.keys.channel, ":", &*self.hold.field].concat()
+    }
+}
+
+impl Turns for FairTurns<'_> {
+    fn ask(&mut self) -> Ask {
+        if self.one_shot {
+            return Ask::Now;
+        }
+        if self.queued.is_none() {
+            self.queued = Some(LeaveQueue {
+                hold: self.hold.clone(),
+                fair: self.fair.clone(),
+                armed: true,
+            });
+        }
+        Ask::Queue
+    }
+
+    async fn start(&mut self, deadline: Option<Instant>) {
+        let shared = &self.hold.shared;
+        let mut waiter = shared.hub.register(&self.channel());
+        let confirm_by = Instant::now() + shared.command_timeout;
+        waiter
+            .subscribed(deadline.map_or(confirm_by, |d| d.min(confirm_by)))
+            .await;
+        self.waiter = Some(waiter);
+    }
+
+    async fn wait_turn(
+        &mut self,
+        busy: Option<Option<Duration>>,
+        deadline: Option<Instant>,
+    ) -> bool {
+        let Some(remaining) = time_left(deadline) else {
+            return false;
+        };
+        // The first attempt after subscribing goes at once: a release before the subscription
+        // woke nobody.
+        let Some(retry) = busy else {
+            return true;
+        };
+        // Renew the place in the queue every third of the waiter timeout, whatever the hint.
+        let renew = Duration::from_millis((self.hold.shared.fair_waiter_ms / 3).max(1));
+        let bound = retry.map_or(renew, |retry| retry.min(renew)).min(remaining);
+        let waiter = self.waiter.as_ref().expect("started before waiting");
+        waiter.wait(bound.max(Duration::from_millis(1))).await;
+        true
+    }
+
+    fn acquired(mut self) {
+        // The acquire script took this waiter out of the queue with the lock.
+        if let Some(mut queued) = self.queued.take() {
+            queued.armed = false;
+        }
+        if let Some(waiter) = self.waiter.take() {
+            waiter.acquired();
+        }
+    }
+}
+
+/// A waiter's place in a fair lock's queue. Dropped armed (the waiter gave up, ran out of time,
+/// failed or was cancelled), it takes the place out of the queue in the background, after the
+/// attempts sent before it, so the next waiter need not wait out its deadline.
+struct LeaveQueue {
+    hold: Hold,
+    fair: Arc<FairKeys>,
+    armed: bool,
+}
+
+impl Drop for LeaveQueue {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let (hold, fair) = (self.hold.clone(), self.fair.clone());
+        let shared = hold.shared.clone();
+        shared
+            .background
+            .must_run(Arc::new(move |fresh: Option<Arc<Connection>>| {
+                let (hold, fair) = (hold.clone(), fair.clone());
+                Box::pin(async move {
+                    let shared = &hold.shared;
+                    // On the acquires' connection, so it runs after the last of them.
+                    let redis = fresh
+                        .as_deref()
+                        .unwrap_or_else(|| shared.acquire_connection());
+                    let publish = hold.kind.publish(shared);
+                    match scripts::fair::leave(redis, &hold.keys, &fair, &hold.field, publish).await
+                    {
+                        Ok(_) => {}
+                        Err(error) => {
+                            tracing::debug!(lock = %hold.keys.name, %error, "could not leave the fair queue; the place lapses with its deadline");
+                        }
+                    }
+                })
+            }));
+    }
+}

@@ -1,0 +1,260 @@
+//! The guard every lock type hands out, and its [`Lost`] signal.
+//!
+//! A guard stands for one hold. It knows, without a round trip, from when its hold may be gone
+//! (the registry in `watchdog` keeps that moment), and it releases its hold when unlocked or
+//! dropped, through `release`.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use super::hold::{Hold, Lease};
+use super::release::{ReleaseAs, ResumeRelease};
+use crate::error::{Error, Result};
+use crate::owner::Owner;
+use crate::scripts::{self, Released};
+use crate::watchdog::{Leaving, Registration, Standing};
+
+/// One hold of a lock of any type ([`Lock`](crate::Lock), [`FairLock`](crate::FairLock),
+/// [`SpinLock`](crate::SpinLock)). Release it with [`unlock`](LockGuard::unlock); dropping it releases
+/// it in the background.
+///
+/// The guard is `'static` and `Send`: it can move into another task, and it remembers its owner,
+/// so it can be released from anywhere. Dropped where no tokio runtime runs (a plain thread,
+/// after the runtime that ran `main` ended) or while its runtime shuts down, it still releases
+/// the hold: on the client's runtime, or else on a thread of its own that the dropping thread
+/// waits for, a few command timeouts at most.
+#[must_use = "dropping the guard releases the hold at once"]
+pub struct LockGuard {
+    hold: Hold,
+    registration: Registration,
+    released: bool,
+}
+
+impl std::fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("lock", &self.hold.keys.name)
+            .field("owner", &self.hold.owner)
+            .field("lease", &self.hold.lease)
+            .finish()
+    }
+}
+
+impl LockGuard {
+    pub(crate) fn new(hold: Hold, registration: Registration) -> LockGuard {
+        LockGuard {
+            hold,
+            registration,
+            released: false,
+        }
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        &self.hold.keys.name
+    }
+
+    /// The owner this hold belongs to.
+    pub fn owner(&self) -> &Owner {
+        &self.hold.owner
+    }
+
+    /// The fixed lease of this hold, or `None` when the watchdog renews it.
+    pub fn lease(&self) -> Option<Duration> {
+        match self.hold.lease {
+            Lease::Fixed(lease) => Some(lease),
+            Lease::Watchdog => None,
+        }
+    }
+
+    /// A future that completes as soon as this client knows the hold may be gone, so another
+    /// owner may hold the lock:
+    ///
+    /// - the earliest moment the lease can have run out has passed: the send time of the latest
+    ///   acquire or renewal that Redis confirmed, plus its lease. This needs no round trip, so a
+    ///   holder whose process was stopped or whose runtime was blocked past its lease learns it
+    ///   the moment it runs again;
+    /// - the watchdog found the lock deleted, expired or taken over;
+    /// - the client shut down (and released its locks).
+    ///
+    /// For a fixed lease that is its end, unless the same owner holds the lock by a longer
+    /// hold too (the lock then lasts as long as that hold needs). A loss is final: it never
+    /// completes and then un-completes, even if a late renewal shows the lock was still there.
+    /// It completes too once the hold is released.
+    ///
+    /// What it cannot promise: it is a snapshot. Work that checked it (or `is_lost()`) and then
+    /// writes can still be paused between the check and the write, past the lease. Only a write
+    /// that the store itself refuses when the lock has changed hands (a fencing token, coming
+    /// with the fenced lock, or a script that checks the holder field) is safe from that.
+    ///
+    /// ```no_run
+    /// # async fn run(client: relock::Client) -> relock::Result<()> {
+    /// # async fn work() {}
+    /// let guard = client.lock("job").lock().await?;
+    /// tokio::select! {
+    ///     _ = guard.lost() => eprintln!("lease lost: stop writing"),
+    ///     _ = work() => {}
+    /// }
+    /// guard.unlock().await.ok();
+    /// # Ok(()) }
+    /// ```
+    pub fn lost(&self) -> Lost {
+        let mut standing = self.registration.standing.clone();
+        Lost(Box::pin(async move {
+            loop {
+                let known: Standing = *standing.borrow_and_update();
+                if known.is_lost(Instant::now()) {
+                    return;
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep_until(known.lapses_after) => return,
+                    changed = standing.changed() => if changed.is_err() {
+                        return; // the hold was released
+                    },
+                }
+            }
+        }))
+    }
+
+    /// Whether [`lost`](Self::lost) has completed (or would complete at once): true from the
+    /// earliest moment the lease can have run out, checked against the clock without a round
+    /// trip. The same snapshot caveat applies.
+    pub fn is_lost(&self) -> bool {
+        self.registration.standing.borrow().is_lost(Instant::now())
+    }
+
+    /// This owner's hold count on the lock.
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::hold_count`](crate::Lock::hold_count).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn hold_count(&self) -> Result<u64> {
+        self.hold.shared.check_open()?;
+        let shared = &self.hold.shared;
+        let state = scripts::inspect(&shared.redis, &self.hold.keys, &self.hold.field).await?;
+        Ok(state.holds)
+    }
+
+    /// Releases this hold. When it was the owner's last, the lock is deleted and one waiter per
+    /// process is woken. Renewal of the hold stops before the release is sent. When holds of the
+    /// owner remain, the lock's TTL becomes what they need (see the lease rule in the crate
+    /// docs).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseLost`] when the hold was already gone and the guard knew it may have lost
+    /// its lease (see [`lost`](Self::lost)), [`Error::NotHeld`] when it was gone otherwise (say,
+    /// force-unlocked), [`Error::Closed`] after the client shut down (which released it), and
+    /// as [`Lock::lock`](crate::Lock::lock). A release that Redis may or may not have applied is retried with the
+    /// same request id, so it counts once. The owner's own acquires of this lock wait until the
+    /// release has its reply.
+    ///
+    /// A *last* release whose hold cannot lapse before its last retry (a watchdog lease, renewed
+    /// until the release, or a fixed lease with over six command timeouts left) leaves no replay
+    /// key, to spare the server a write and a delete (see `lua/release.lua`): its retry that
+    /// finds the hold gone reports success, as its first send freed the lock. If the lock was
+    /// force-unlocked in the same moment as that reply was lost, the force-unlock goes
+    /// unreported.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the release runs to its end in the background.
+    pub async fn unlock(mut self) -> Result<()> {
+        self.released = true;
+        let was_lost = self.is_lost();
+        let leaving = self.stop_renewal();
+        self.hold.shared.check_open()?;
+        let lost = || Error::LeaseLost {
+            lock: self.hold.keys.name.to_string(),
+            owner: self.hold.field.to_string(),
+        };
+        let Leaving::Release { lapses_after } = leaving else {
+            return Err(lost());
+        };
+        let shared = &self.hold.shared;
+        let latch = self.hold.keys.latch(&shared.id);
+        // Dropped mid-flight, the release is finished in the background under the same
+        // request id, so it still counts exactly once; it stays counted in flight till then.
+        let mut resume = ResumeRelease {
+            pending: Some((&self.hold, self.hold.releasing())),
+            latch: &latch,
+            lapses_after,
+        };
+        let span = tracing::debug_span!("relock.release", lock = %self.hold.keys.name, holder = %self.hold.field);
+        let (_, releasing) = resume.pending.as_ref().expect("set above");
+        let how = ReleaseAs {
+            redis: None,
+            latch: &latch,
+            sent_before: false,
+            lapses_after: Some(lapses_after),
+        };
+        let outcome = self.hold.release_as(how, releasing).instrument(span).await;
+        resume.pending = None;
+        match outcome? {
+            Released::StillHeld | Released::Freed { .. } => Ok(()),
+            Released::NotHeld if was_lost || self.is_lost() => Err(lost()),
+            Released::NotHeld => Err(Error::NotHeld {
+                lock: self.hold.keys.name.to_string(),
+                owner: self.hold.field.to_string(),
+            }),
+        }
+    }
+
+    /// Stops renewal of this hold; called before its release is sent.
+    fn stop_renewal(&self) -> Leaving {
+        self.hold
+            .shared
+            .holds
+            .unregister(&self.hold.hold_key(), &self.registration)
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        self.released = true;
+        let leaving = self.stop_renewal();
+        let Leaving::Release { lapses_after } = leaving else {
+            return; // a release would strike the owner's newer hold
+        };
+        if self.hold.shared.check_open().is_err() {
+            return;
+        }
+        // Counted in flight now, so the owner's next acquire, even right after the drop,
+        // waits for it.
+        let releasing = Arc::new(self.hold.releasing());
+        let latch = self.hold.keys.latch(&self.hold.shared.id);
+        self.hold.resume(latch, false, lapses_after, releasing);
+    }
+}
+
+/// Completes when a hold's lease may be gone; from [`LockGuard::lost`].
+#[must_use = "futures do nothing unless awaited"]
+pub struct Lost(BoxFuture<'static, ()>);
+
+impl Future for Lost {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        self.0.as_mut().poll(cx)
+    }
+}
+
+impl std::fmt::Debug for Lost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Lost")
+    }
+}

@@ -1,0 +1,182 @@
+//! What every lock handle does, whatever its type: a name, a client and an optional explicit
+//! owner, checked and turned into a [`Hold`] when used. The public types (`Lock`, `FairLock`,
+//! `SpinLock`) wrap one and document what is special about them.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fred::bytes_utils::Str;
+
+use super::fair::FairTurns;
+use super::guard::{LockGuard, Lost};
+use super::hold::{Hold, Lease};
+use super::kind::Kind;
+use super::spin::SpinTurns;
+use super::turns::PlainTurns;
+use super::wait;
+use crate::config::millis;
+use crate::error::{Error, Result};
+use crate::inflight::Fingerprint;
+use crate::names::LockKeys;
+use crate::owner::Owner;
+use crate::scripts;
+use crate::shared::Shared;
+
+/// What [`Lock::remaining_lease`](crate::Lock::remaining_lease) found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RemainingLease {
+    /// Nobody holds the lock.
+    Unlocked,
+    /// The lock is held and expires in this long unless renewed.
+    Expires(Duration),
+    /// The lock is held and has no expiry: someone wrote it without a TTL (relock never does).
+    /// It stays until deleted, for example by [`Lock::force_unlock`](crate::Lock::force_unlock).
+    NoExpiry,
+}
+
+impl RemainingLease {
+    /// The time left, for a lock that expires.
+    pub fn expires_in(&self) -> Option<Duration> {
+        match self {
+            RemainingLease::Expires(left) => Some(*left),
+            _ => None,
+        }
+    }
+}
+
+/// A lock handle of any type. Cheap to clone; no I/O until used.
+#[derive(Clone)]
+pub(crate) struct Handle {
+    shared: Arc<Shared>,
+    name: String,
+    keys: std::result::Result<Arc<LockKeys>, Error>,
+    owner: Option<Owner>,
+    kind: Kind,
+}
+
+impl std::fmt::Debug for Handle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lock")
+            .field("name", &self.name)
+            .field("owner", &self.owner)
+            .finish()
+    }
+}
+
+impl Handle {
+    /// A handle on lock `name` of the type `kind` makes of the name.
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        name: String,
+        kind: impl FnOnce(&str) -> Kind,
+    ) -> Handle {
+        let keys = LockKeys::new(&name).map(Arc::new);
+        Handle {
+            kind: kind(&name),
+            shared,
+            name,
+            keys,
+            owner: None,
+        }
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub(crate) fn owned_by(mut self, owner: Owner) -> Handle {
+        self.owner = Some(owner);
+        self
+    }
+
+    pub(crate) fn kind_mut(&mut self) -> &mut Kind {
+        &mut self.kind
+    }
+
+    fn owner(&self) -> Owner {
+        self.owner.clone().unwrap_or_else(Owner::current)
+    }
+
+    /// Takes the lock: with the watchdog's lease (`lease: None`) or a fixed one, waiting at most
+    /// `wait` (`None`: as long as it takes).
+    pub(crate) async fn acquire(
+        &self,
+        lease: Option<Duration>,
+        wait: Option<Duration>,
+    ) -> Result<Option<LockGuard>> {
+        let shared = &self.shared;
+        shared.check_open()?;
+        let keys = self.keys.clone()?;
+        let (lease, lease_ms) = match lease {
+            None => (Lease::Watchdog, shared.watchdog_ms),
+            Some(lease) => (Lease::Fixed(lease), millis(lease, "lease")?),
+        };
+        let owner = self.owner();
+        let field: Str = shared.holder_field(&owner).into();
+        let hold = Hold {
+            shared: shared.clone(),
+            kind: self.kind.clone(),
+            in_flight_key: Fingerprint::of(&keys.name, &field),
+            field,
+            keys,
+            owner,
+            lease,
+            lease_ms,
+        };
+        // The other types' loops are boxed: a lock() future has room for the largest branch,
+        // and the plain lock's should not pay for the others'.
+        match &self.kind {
+            Kind::Reentrant => wait::acquire(&hold, PlainTurns::new(&hold, wait), wait).await,
+            Kind::Fair(_) => {
+                Box::pin(wait::acquire(&hold, FairTurns::new(&hold, wait), wait)).await
+            }
+            Kind::Spin(backoff) => {
+                Box::pin(wait::acquire(&hold, SpinTurns::new(*backoff), wait)).await
+            }
+        }
+    }
+
+    /// Takes the lock (as long as it takes), runs `work`, and releases the lock.
+    pub(crate) async fn with<F, Fut, T>(&self, work: F) -> Result<T>
+    where
+        F: FnOnce(Lost) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        let guard = self.acquire(None, None).await?;
+        let guard = guard.expect("an unbounded wait ends only with the lock");
+        let value = work(guard.lost()).await;
+        guard.unlock().await?;
+        Ok(value)
+    }
+
+    pub(crate) async fn force_unlock(&self) -> Result<bool> {
+        self.shared.check_open()?;
+        let keys = self.keys.clone()?;
+        self.kind.force_release(&self.shared, &keys).await
+    }
+
+    pub(crate) async fn is_locked(&self) -> Result<bool> {
+        Ok(self.inspect().await?.locked)
+    }
+
+    pub(crate) async fn hold_count(&self) -> Result<u64> {
+        Ok(self.inspect().await?.holds)
+    }
+
+    pub(crate) async fn remaining_lease(&self) -> Result<RemainingLease> {
+        let state = self.inspect().await?;
+        Ok(match state.pttl {
+            -2 => RemainingLease::Unlocked,
+            ms if ms < 0 => RemainingLease::NoExpiry,
+            ms => RemainingLease::Expires(Duration::from_millis(ms as u64)),
+        })
+    }
+
+    async fn inspect(&self) -> Result<scripts::Inspection> {
+        self.shared.check_open()?;
+        let keys = self.keys.clone()?;
+        let field = self.shared.holder_field(&self.owner()).into();
+        scripts::inspect(&self.shared.redis, &keys, &field).await
+    }
+}

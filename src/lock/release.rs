@@ -1,0 +1,215 @@
+//! Releasing a hold so that it counts exactly once, whatever happens to the reply, and finishing
+//! releases that their caller left behind (a dropped guard, a dropped `unlock()`, an acquire
+//! cancelled after it took the hold).
+//!
+//! Each release request has a replay key (its request id). A retry after a lost reply reads it
+//! first, so the release is applied once. A release that leaves holds behind sets the lock's TTL
+//! to what the owner's remaining holds need (see the lease rule in `watchdog`). The plain lock's
+//! last release writes no replay key unless a retry could need it (see `inflight`); every other
+//! type writes one on every release, as Redisson does.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fred::types::Key;
+use futures::future::BoxFuture;
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use super::hold::Hold;
+use crate::connection::Connection;
+use crate::error::{Error, Result};
+use crate::inflight::Releasing;
+use crate::scripts::{ReleaseHow, Released};
+
+/// How one release is sent.
+pub(crate) struct ReleaseAs<'a> {
+    /// The connection to send it on, when not the client's own (a rescue run's).
+    pub(crate) redis: Option<&'a Connection>,
+    /// The replay key: the request id.
+    pub(crate) latch: &'a Key,
+    /// Whether the request may have reached the server already (an `unlock()` dropped
+    /// mid-flight), so even its first send here looks for a replay.
+    pub(crate) sent_before: bool,
+    /// The earliest the hold can lapse; `None` when not known.
+    pub(crate) lapses_after: Option<Instant>,
+}
+
+/// Finishes a release in the background when the `unlock()` that sent it was dropped.
+pub(crate) struct ResumeRelease<'a> {
+    /// The hold, and the token that keeps its release counted in flight until the `unlock()`
+    /// or its resumption ends; `None` once the release has ended.
+    pub(crate) pending: Option<(&'a Hold, Releasing)>,
+    pub(crate) latch: &'a Key,
+    pub(crate) lapses_after: Instant,
+}
+
+impl Drop for ResumeRelease<'_> {
+    fn drop(&mut self) {
+        if let Some((hold, releasing)) = self.pending.take() {
+            hold.resume(
+                self.latch.clone(),
+                true,
+                self.lapses_after,
+                Arc::new(releasing),
+            );
+        }
+    }
+}
+
+impl Hold {
+    /// Counts a release of this hold in flight until the token drops.
+    pub(crate) fn releasing(&self) -> Releasing {
+        self.shared.in_flight.releasing(self.in_flight_key)
+    }
+
+    /// Sends (or finishes) a release under the request id `latch` in the background; see
+    /// `background` for what happens when no runtime can run it.
+    pub(crate) fn resume(
+        &self,
+        latch: Key,
+        sent_before: bool,
+        lapses_after: Instant,
+        releasing: Arc<Releasing>,
+    ) {
+        let hold = self.clone();
+        let job = move |fresh: Option<Arc<Connection>>| {
+            let (hold, latch, releasing) = (hold.clone(), latch.clone(), releasing.clone());
+            let span = tracing::debug_span!("relock.release", lock = %hold.keys.name, holder = %hold.field);
+            let release = async move {
+                let how = ReleaseAs {
+                    redis: fresh.as_deref(),
+                    latch: &latch,
+                    // A rescue run may follow a send that reached the server.
+                    sent_before: sent_before || fresh.is_some(),
+                    lapses_after: Some(lapses_after),
+                };
+                if let Err(error) = hold.release_as(how, &releasing).await {
+                    tracing::debug!(lock = %hold.keys.name, %error, "background release failed");
+                }
+            };
+            Box::pin(release.instrument(span)) as BoxFuture<'static, ()>
+        };
+        self.shared.background.must_run(Arc::new(job));
+    }
+
+    /// Releases the hold a cancelled acquire took, which no guard stands for.
+    pub(crate) async fn release_orphan(&self, redis: Option<&Connection>, releasing: &Releasing) {
+        let latch = self.keys.latch(&self.shared.id);
+        let how = ReleaseAs {
+            redis,
+            latch: &latch,
+            sent_before: false,
+            lapses_after: None,
+        };
+        let _ = self.release_as(how, releasing).await;
+    }
+
+    /// Sends one release, retrying a lost reply under the same request id so the release
+    /// applies once.
+    ///
+    /// A release that leaves holds behind sets the lock's TTL to what the owner's remaining
+    /// holds need (and what an acquire of the owner's in flight asks for), and writes a replay
+    /// key, so its retry replays "still held". A plain lock's last release writes one only when
+    /// a retry could not do without it (see `inflight`): when an acquire of the owner's was in
+    /// flight as it started, or when the hold could lapse (`lapses_after`, the earliest it can,
+    /// or unknown) before the last retry. Else a retry that finds the field gone knows its
+    /// earlier send freed the lock: the field was there when that send ran, and no new hold of
+    /// the owner's can have come in between. Should a retry still come after `lapses_after` (a
+    /// stalled process), it cannot tell that from a lapse, and the release ends in
+    /// [`Error::LeaseLost`].
+    pub(crate) async fn release_as(
+        &self,
+        how: ReleaseAs<'_>,
+        releasing: &Releasing,
+    ) -> Result<Released> {
+        const TRIES: u32 = 3;
+        let shared = &self.shared;
+        let redis = how.redis.unwrap_or(&shared.redis);
+        let key = self.hold_key();
+        // Each try may wait a command timeout for the connection and another for the reply, so
+        // the last one is sent within 2 * TRIES - 1 command timeouts: the replay key outlives it.
+        let latch_ttl = shared.command_timeout * (2 * TRIES);
+        let latch_ttl_ms = latch_ttl.as_millis() as u64;
+        let keep_ms = shared
+            .holds
+            .need(&key)
+            .map_or(0, |need| need.as_millis().max(1) as u64)
+            .max(releasing.acquire_lease_ms)
+            .max(1);
+        let mut tries = 1;
+        let mut sent_before = how.sent_before;
+        // Only the plain lock's hand-offs take turns with a grace (see `turns`).
+        let mark = self
+            .kind
+            .hands_off_with_grace()
+            .then(|| shared.hub.mark(&self.keys.channel));
+        let sent_at = Instant::now();
+        let replay_last = self.kind.always_replays()
+            || releasing.beside_acquire
+            || how
+                .lapses_after
+                .map_or(true, |lapse| lapse <= sent_at + latch_ttl);
+        loop {
+            let script = ReleaseHow {
+                latch: how.latch,
+                latch_ttl_ms,
+                publish: self.kind.publish(shared),
+                claim_window_ms: shared.claim_window_ms,
+                sent_before,
+                replay_last,
+            };
+            let outcome = self.kind.release(self, redis, keep_ms, script).await;
+            match outcome {
+                Err(error) if error.is_ambiguous() && tries < TRIES => {
+                    tries += 1;
+                    sent_before = true;
+                }
+                Ok(Released::NotHeld) if sent_before => {
+                    if !how.lapses_after.is_some_and(|lapse| Instant::now() < lapse) {
+                        return Err(Error::LeaseLost {
+                            lock: self.keys.name.to_string(),
+                            owner: self.field.to_string(),
+                        });
+                    }
+                    tracing::debug!(lock = %self.keys.name, "release reply lost; the retry finds the lock freed by it");
+                    if let Some(mark) = &mark {
+                        shared.hub.released(&self.keys.channel, 0, mark);
+                    }
+                    tracing::debug!(lock = %self.keys.name, holder = %self.field, "lock released");
+                    return Ok(Released::Freed { woken: 0 });
+                }
+                Ok(released) => {
+                    let replay_key = match released {
+                        Released::StillHeld => true,
+                        Released::Freed { .. } => replay_last,
+                        Released::NotHeld => false,
+                    };
+                    if replay_key {
+                        // The reply arrived, so no retry will need the replay key any more.
+                        shared.sweeper.delete(how.latch.clone());
+                    }
+                    match released {
+                        Released::StillHeld => {
+                            shared
+                                .holds
+                                .lease_set(&key, sent_at, Duration::from_millis(keep_ms));
+                            tracing::debug!(lock = %self.keys.name, holder = %self.field, keep_ms, "one hold released; the owner still holds the lock");
+                        }
+                        Released::Freed { woken } => {
+                            if let Some(mark) = &mark {
+                                shared.hub.released(&self.keys.channel, woken, mark);
+                            }
+                            tracing::debug!(lock = %self.keys.name, holder = %self.field, woken, "lock released");
+                        }
+                        Released::NotHeld => {
+                            tracing::debug!(lock = %self.keys.name, holder = %self.field, "release found no hold");
+                        }
+                    }
+                    return Ok(released);
+                }
+                Err(error) => return Err(error),
+            }
+        }
+    }
+}

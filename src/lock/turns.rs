@@ -1,0 +1,189 @@
+//! How the plain [`Lock`](crate::Lock)'s waiters take turns: one wake-up channel per lock,
+//! Redisson's, on which a release wakes one waiter in every process.
+//!
+//! Three local rules keep that from starving anyone:
+//!
+//! - **In-process order.** This client's waiters queue in arrival order (the pub/sub hub wakes
+//!   its first waiter), and a newcomer does not barge past them. A re-entry and a one-shot
+//!   `try_lock` do try at once: neither waits behind anyone.
+//! - **Hand-off grace.** When this client's release woke waiters in other processes, its own
+//!   tasks hold back for a short grace or until the lock changes hands (a release not its own is
+//!   heard), so the process that releases and relocks does not keep the lock among its tasks.
+//!   See `Config::with_handoff_grace`.
+//! - **Claims.** This client's first waiter, once it lost a race to another process, claims the
+//!   lock's next hand-off (`relock_claim:{<name>}`): the lock, once free, goes to it alone or to
+//!   a waiter that lost more races. See `Config::with_claim_window`.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::hold::Hold;
+use super::kind::Ask;
+use super::wait::{time_left, Turns};
+use crate::pubsub::{Waiter, Wake};
+use crate::scripts;
+
+/// The turns of one plain acquire.
+pub(crate) struct PlainTurns<'a> {
+    hold: &'a Hold,
+    one_shot: bool,
+    /// Waiting behind this client's waiters or a hand-off grace: the first attempt waits too.
+    queue_first: bool,
+    /// Waiting behind this client's waiters: park on the channel before the first attempt.
+    behind_waiters: bool,
+    waiter: Option<Waiter>,
+    claim: ClaimGuard<'a>,
+}
+
+impl<'a> PlainTurns<'a> {
+    pub(crate) fn new(hold: &'a Hold, wait: Option<Duration>) -> PlainTurns<'a> {
+        let shared = &hold.shared;
+        let channel = &hold.keys.channel;
+        let one_shot = wait == Some(Duration::ZERO);
+        let behind_waiters = shared.hub.waiters(channel) > 0;
+        let queue_first = !one_shot
+            && (behind_waiters || shared.hub.handoff_pending(channel).is_some())
+            && shared.holds.guards(&hold.hold_key()) == 0;
+        PlainTurns {
+            hold,
+            one_shot,
+            queue_first,
+            behind_waiters: queue_first && behind_waiters,
+            waiter: None,
+            claim: ClaimGuard {
+                hold,
+                claimed: false,
+                tries: 0,
+            },
+        }
+    }
+}
+
+impl Turns for PlainTurns<'_> {
+    fn queue_first(&self) -> bool {
+        self.queue_first
+    }
+
+    fn ask(&mut self) -> Ask {
+        let first = self.waiter.as_ref().is_some_and(Waiter::is_first);
+        match self.claim.next(first, self.hold.shared.claims) {
+            Some(priority) if !self.one_shot => Ask::Claim(priority),
+            _ => Ask::Now,
+        }
+    }
+
+    async fn start(&mut self, deadline: Option<Instant>) {
+        let shared = &self.hold.shared;
+        let mut waiter = shared.hub.register(&self.hold.keys.channel);
+        let confirm_by = Instant::now() + shared.command_timeout;
+        waiter
+            .subscribed(deadline.map_or(confirm_by, |d| d.min(confirm_by)))
+            .await;
+        self.waiter = Some(waiter);
+    }
+
+    async fn wait_turn(
+        &mut self,
+        busy: Option<Option<Duration>>,
+        deadline: Option<Instant>,
+    ) -> bool {
+        let shared = &self.hold.shared;
+        let channel = &self.hold.keys.channel;
+        let waiter = self.waiter.as_ref().expect("started before waiting");
+        // A queued newcomer parks first, with no TTL known.
+        let park = busy.or(std::mem::take(&mut self.behind_waiters).then_some(None));
+        if let Some(ttl) = park {
+            let Some(remaining) = time_left(deadline) else {
+                return false;
+            };
+            // Without a known TTL (a lock without expiry, or a queued newcomer), re-check now
+            // and then: pub/sub is only a hint.
+            let bound = ttl
+                .unwrap_or(shared.watchdog_timeout)
+                .max(Duration::from_millis(1))
+                .min(remaining);
+            if waiter.wait(bound).await == Wake::Timeout {
+                tracing::trace!("woke on the holder's TTL, not a message");
+            }
+        }
+        // This client's own release woke other processes' waiters: they go first, for the grace
+        // or until the lock changes hands (a release message not our own). Not before a waiter
+        // that has claimed the hand-off, though: it lost a race already, and the others may be
+        // waiting for it to use its claim. A release of this client's own whose reply is not in
+        // yet may have woken this waiter: whether a grace follows is known only from that reply.
+        loop {
+            while let Some(grace) = shared
+                .hub
+                .handoff_pending(channel)
+                .filter(|_| !self.claim.claimed)
+            {
+                let Some(remaining) = time_left(deadline) else {
+                    return false;
+                };
+                waiter.wait(grace.min(remaining)).await;
+            }
+            let Some(remaining) = time_left(deadline) else {
+                return false;
+            };
+            let bound = remaining.min(shared.command_timeout);
+            if self.claim.claimed || !shared.hub.await_release_reply(channel, bound).await {
+                return true;
+            }
+        }
+    }
+
+    fn acquired(mut self) {
+        // Taking the lock used up any claim of ours.
+        self.claim.claimed = false;
+        if let Some(waiter) = self.waiter.take() {
+            waiter.acquired();
+        }
+    }
+}
+
+/// A waiter's claim on a lock's next hand-off. Dropped while `claimed` (the waiter gave up, ran
+/// out of time or failed), it withdraws the claim in the background, so other waiters need not
+/// sit out the claim window for a waiter that left.
+struct ClaimGuard<'a> {
+    hold: &'a Hold,
+    claimed: bool,
+    /// Attempts made as this client's first waiter.
+    tries: u32,
+}
+
+impl ClaimGuard<'_> {
+    /// The claim priority of the next attempt, if it claims. This client's first waiter claims
+    /// the next hand-off from its second try on (each failed try since it became first was a
+    /// race lost to another process), so it cannot lose race after race; between claimants, the
+    /// one that lost most goes first. Its first try claims nothing: most hand-offs then still go
+    /// to whichever waiter is quickest, and only a waiter that lost one waits for its turn.
+    fn next(&mut self, first: bool, claims: bool) -> Option<u32> {
+        if !first || !claims {
+            return None;
+        }
+        self.tries += 1;
+        if self.tries < 2 {
+            return None;
+        }
+        self.claimed = true;
+        Some(self.tries - 1)
+    }
+}
+
+impl Drop for ClaimGuard<'_> {
+    fn drop(&mut self) {
+        if !self.claimed {
+            return;
+        }
+        let hold = self.hold.clone();
+        let shared = hold.shared.clone();
+        // Without a runtime to run it, the claim lapses with its window.
+        shared.background.spawn(Box::pin(async move {
+            let shared = &hold.shared;
+            if let Err(error) = scripts::unclaim(&shared.redis, &hold.keys, &hold.field).await {
+                tracing::debug!(lock = %hold.keys.name, %error, "could not withdraw a claim; it lapses with its window");
+            }
+        }));
+    }
+}

@@ -1,0 +1,116 @@
+//! The wait loop every lock type shares: try → get ready to wait → try → wait for a turn → try.
+//!
+//! What differs between types is how a waiter waits for its turn and what it asks of each
+//! attempt; each type supplies that as its [`Turns`] (`turns` for the plain lock, `fair`,
+//! `spin`). The loop itself only counts attempts, keeps the deadline and traces the outcome.
+//! An attempt is [`Hold::try_once`].
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tracing::{field::Empty, Instrument};
+
+use super::guard::LockGuard;
+use super::hold::{Attempt, Hold};
+use super::kind::Ask;
+use crate::error::Result;
+
+/// How the waiters of one lock type take turns. One value serves one acquire; dropped before
+/// [`acquired`](Turns::acquired), it undoes what waiting left on Redis (a claim, a place in a
+/// queue), in the background.
+pub(crate) trait Turns {
+    /// Whether the first attempt waits for its turn before it is sent, instead of at once.
+    fn queue_first(&self) -> bool {
+        false
+    }
+
+    /// What the next attempt asks for.
+    fn ask(&mut self) -> Ask;
+
+    /// Gets ready to wait (subscribes to the wake-up, for instance), after a first attempt that
+    /// found the lock busy or instead of one.
+    async fn start(&mut self, deadline: Option<Instant>);
+
+    /// Waits until the next attempt is due. `busy` is what the last attempt found (the most to
+    /// wait before trying again; `None` inside when no bound is known), or `None` for the first
+    /// attempt after [`start`](Turns::start). `false` once the deadline has passed.
+    async fn wait_turn(
+        &mut self,
+        busy: Option<Option<Duration>>,
+        deadline: Option<Instant>,
+    ) -> bool;
+
+    /// The attempt took the lock.
+    fn acquired(self);
+}
+
+/// Takes `hold`, waiting at most `wait` (`None`: as long as it takes; zero: one attempt).
+pub(crate) async fn acquire<T: Turns>(
+    hold: &Hold,
+    mut turns: T,
+    wait: Option<Duration>,
+) -> Result<Option<LockGuard>> {
+    let span = tracing::debug_span!(
+        "relock.acquire",
+        lock = %hold.keys.name,
+        owner = %hold.owner,
+        waited_ms = Empty,
+        attempts = Empty,
+        acquired = Empty,
+    );
+    let started = Instant::now();
+    let deadline = wait.and_then(|wait| started.checked_add(wait));
+    let mut attempts = 0u32;
+    let outcome = async {
+        if !turns.queue_first() {
+            attempts += 1;
+            if let Attempt::Acquired(guard) = hold.try_once(turns.ask()).await? {
+                turns.acquired();
+                return Ok(Some(guard));
+            }
+            if wait == Some(Duration::ZERO) {
+                return Ok(None);
+            }
+        }
+        turns.start(deadline).await;
+        let mut busy = None;
+        loop {
+            if !turns.wait_turn(busy.take(), deadline).await {
+                return Ok(None);
+            }
+            attempts += 1;
+            match hold.try_once(turns.ask()).await? {
+                Attempt::Acquired(guard) => {
+                    turns.acquired();
+                    return Ok(Some(guard));
+                }
+                Attempt::Busy(retry) => busy = Some(retry),
+            }
+        }
+    }
+    .instrument(span.clone())
+    .await;
+    let waited_ms = started.elapsed().as_millis() as u64;
+    span.record("waited_ms", waited_ms);
+    span.record("attempts", attempts);
+    span.record("acquired", matches!(outcome, Ok(Some(_))));
+    let lock = &hold.keys.name;
+    match &outcome {
+        Ok(Some(guard)) => {
+            tracing::debug!(lock = %guard.name(), owner = %guard.owner(), waited_ms, attempts, "lock acquired")
+        }
+        Ok(None) => tracing::debug!(%lock, waited_ms, attempts, "lock not acquired: busy"),
+        Err(error) => tracing::debug!(%lock, waited_ms, attempts, %error, "lock not acquired"),
+    }
+    outcome
+}
+
+/// What is left of a wait until `deadline` (all the time in the world without one); `None`
+/// once it has passed.
+pub(crate) fn time_left(deadline: Option<Instant>) -> Option<Duration> {
+    let Some(deadline) = deadline else {
+        return Some(Duration::MAX);
+    };
+    let now = Instant::now();
+    (deadline > now).then(|| deadline - now)
+}

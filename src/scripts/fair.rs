@@ -1,0 +1,136 @@
+//! The fair lock's scripts: Redisson's queue of waiters and their deadlines beside the lock hash,
+//! and one wake-up channel per waiter (see `lua/fair_*.lua` for each contract).
+
+use fred::bytes_utils::Str;
+use fred::types::{Key, Value};
+use once_cell::sync::Lazy;
+
+use super::{integer, millis, text, ReleaseHow, Released, Script, UNLOCK_MESSAGE};
+use crate::connection::Connection;
+use crate::error::{Error, Result};
+use crate::names::{FairKeys, LockKeys};
+
+static ACQUIRE: Lazy<Script> =
+    Lazy::new(|| Script::new(include_str!("../../lua/fair_acquire.lua")));
+static RELEASE: Lazy<Script> =
+    Lazy::new(|| Script::new(include_str!("../../lua/fair_release.lua")));
+static FORCE_RELEASE: Lazy<Script> =
+    Lazy::new(|| Script::new(include_str!("../../lua/fair_force_release.lua")));
+static LEAVE: Lazy<Script> = Lazy::new(|| Script::new(include_str!("../../lua/fair_leave.lua")));
+
+/// The lock, its queue and its deadlines, as most fair scripts take them.
+fn queue_keys(keys: &LockKeys, fair: &FairKeys) -> [Key; 4] {
+    [
+        Key::from(&keys.name),
+        Key::from(&fair.queue),
+        Key::from(&fair.timeouts),
+        Key::from(&keys.channel),
+    ]
+}
+
+/// Takes a hold if the lock is free and no one is ahead of `field` in the queue (or re-enters).
+/// `Ok(None)` when taken; `Ok(Some(ms))` when not: how long to wait at most before trying again
+/// (-1: no bound known). With `queue`, a busy lock puts `field` at the tail of the queue, or
+/// renews its place there, for `waiter_ms`; without, the queue is left as it is.
+pub(crate) async fn acquire(
+    redis: &Connection,
+    keys: &LockKeys,
+    fair: &FairKeys,
+    lease_ms: u64,
+    field: &Str,
+    waiter_ms: u64,
+    queue: bool,
+) -> Result<Option<i64>> {
+    let reply = ACQUIRE
+        .run(
+            redis,
+            &[
+                Key::from(&keys.name),
+                Key::from(&fair.queue),
+                Key::from(&fair.timeouts),
+            ],
+            &[
+                millis(lease_ms),
+                Value::String(field.clone()),
+                millis(waiter_ms),
+                text(if queue { "wait" } else { "try" }),
+            ],
+        )
+        .await
+        .map_err(|e| Error::from_redis(e, &keys.name, &redis.server))?;
+    match reply {
+        Value::Null => Ok(None),
+        other => Ok(Some(integer(other, &keys.name, &redis.server)?)),
+    }
+}
+
+/// Releases one hold of `field`; the last one wakes the first waiter in the queue. Every
+/// release writes its replay key.
+pub(crate) async fn release(
+    redis: &Connection,
+    keys: &LockKeys,
+    fair: &FairKeys,
+    field: &Str,
+    keep_ms: u64,
+    how: ReleaseHow<'_>,
+) -> Result<Released> {
+    let [name, queue, timeouts, channel] = queue_keys(keys, fair);
+    let reply = RELEASE
+        .run(
+            redis,
+            &[name, queue, timeouts, channel, how.latch.clone()],
+            &[
+                text(UNLOCK_MESSAGE),
+                millis(keep_ms),
+                Value::String(field.clone()),
+                text(how.publish),
+                millis(how.latch_ttl_ms),
+                text(if how.sent_before { "1" } else { "0" }),
+            ],
+        )
+        .await
+        .map_err(|e| Error::from_redis(e, &keys.name, &redis.server))?;
+    super::released(reply, &keys.name, &redis.server)
+}
+
+/// Deletes the lock whoever holds it and wakes the first waiter; `true` when there was one.
+pub(crate) async fn force_release(
+    redis: &Connection,
+    keys: &LockKeys,
+    fair: &FairKeys,
+    publish: &'static str,
+) -> Result<bool> {
+    let reply = FORCE_RELEASE
+        .run(
+            redis,
+            &queue_keys(keys, fair),
+            &[text(UNLOCK_MESSAGE), text(publish)],
+        )
+        .await
+        .map_err(|e| Error::from_redis(e, &keys.name, &redis.server))?;
+    Ok(integer(reply, &keys.name, &redis.server)? == 1)
+}
+
+/// Takes `field` out of the queue (a waiter gave up); wakes the next waiter when that makes it
+/// first and the lock is free. `true` when `field` was queued.
+pub(crate) async fn leave(
+    redis: &Connection,
+    keys: &LockKeys,
+    fair: &FairKeys,
+    field: &Str,
+    publish: &'static str,
+) -> Result<bool> {
+    let reply = LEAVE
+        .run(
+            redis,
+            &queue_keys(keys, fair),
+            &[
+                Value::String(field.clone()),
+                text(publish),
+                text(UNLOCK_MESSAGE),
+            ],
+        )
+        .await
+        .map_err(|e| Error::from_redis(e, &keys.name, &redis.server))?;
+    Ok(integer(reply, &keys.name, &redis.server)? == 1)
+}
