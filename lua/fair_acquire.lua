@@ -1,0 +1,90 @@
+-- Acquire a fair lock, or count one more hold for its owner. A waiter that finds it busy queues
+-- up at the tail, or, queued already, proves it is alive by pushing its deadline on.
+--
+-- KEYS[1]  the lock hash <name>
+-- KEYS[2]  the queue redisson_lock_queue:{<name>}: LIST of waiting holder fields, in FIFO order
+-- KEYS[3]  the deadlines redisson_lock_timeout:{<name>}: ZSET waiting field -> epoch ms after
+--          which it counts as dead (relock waiters: the server clock at their last run + W)
+-- ARGV[1]  lease in ms: a new lock expires after it; a re-entry extends the TTL to it when
+--          shorter and never shortens it (another hold of the owner may need more)
+-- ARGV[2]  holder field <client-uuid>:<owner>
+-- ARGV[3]  W, the waiter timeout in ms: a waiter that has not run this script for W is dead
+-- ARGV[4]  "wait": when busy, queue at the tail with deadline now + W, or, queued already, raise
+--          the deadline to now + W (never lower it); "try": never queue, and leave an entry this
+--          field may have as it is
+--
+-- Reply:   nil when the hold was taken (new hold or re-entry); else the longest the waiter may
+--          sleep before running this again (heartbeats aside), in ms, >= 1 or -1: when this field
+--          heads the queue, or nobody queues, the lock's PTTL (-1: it has no expiry); behind
+--          another waiter, that waiter's deadline - now (when it may be dropped as dead), also
+--          when the lock is free: never 0, so a waiter behind a dead head never busy-polls.
+-- Errors:  WRONGTYPE when <name>, the queue or the deadlines hold another type.
+--
+-- Only the head of the queue is ever dropped: when its deadline has passed, or when it has no
+-- deadline at all (debris). A "wait" raises the caller's deadline before that purge, so a late
+-- but live waiter keeps its place if its own run comes first. Deadlines are never shifted when a
+-- waiter leaves. Redisson's scripts share these keys: its waiters' deadlines are fixed when they
+-- queue (client clock), and a Redisson taker lowers every deadline by its wait; a relock
+-- waiter's next "wait" raises its own again.
+
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local me = ARGV[2]
+
+-- Drop dead heads, as many as there are in a row; return the live head, or nil.
+local function live_head()
+    while true do
+        local head = redis.call('lindex', KEYS[2], 0)
+        if not head then
+            return nil
+        end
+        local deadline = redis.call('zscore', KEYS[3], head)
+        if deadline and tonumber(deadline) > now then
+            return head
+        end
+        redis.call('lpop', KEYS[2])
+        redis.call('zrem', KEYS[3], head)
+    end
+end
+
+local waiting = ARGV[4] == 'wait'
+local score = redis.call('zscore', KEYS[3], me)
+-- A waiter that runs is alive: raise its deadline before the purge, so it never drops itself.
+if waiting and score then
+    redis.call('zadd', KEYS[3], math.max(tonumber(score), now + tonumber(ARGV[3])), me)
+end
+local head = live_head()
+-- Free, and nobody queues ahead of this field: take it.
+if redis.call('exists', KEYS[1]) == 0 and (not head or head == me) then
+    if head then
+        redis.call('lpop', KEYS[2])
+    end
+    redis.call('zrem', KEYS[3], me)
+    redis.call('hset', KEYS[1], me, 1)
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    return nil
+end
+-- Re-entry: one more hold, and a TTL raised to the lease, never lowered.
+if redis.call('hexists', KEYS[1], me) == 1 then
+    redis.call('hincrby', KEYS[1], me, 1)
+    if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
+        redis.call('pexpire', KEYS[1], ARGV[1])
+    end
+    return nil
+end
+-- Busy. A new waiter queues at the tail; one whose list entry is gone (empty queue) re-queues.
+if waiting and not score then
+    redis.call('zadd', KEYS[3], now + tonumber(ARGV[3]), me)
+end
+if waiting and (not score or not head) then
+    redis.call('rpush', KEYS[2], me)
+    head = head or me
+end
+if head and head ~= me then
+    return math.max(1, math.ceil(tonumber(redis.call('zscore', KEYS[3], head)) - now))
+end
+local ttl = redis.call('pttl', KEYS[1])
+if ttl == -1 then
+    return -1
+end
+return math.max(1, ttl)

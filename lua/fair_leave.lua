@@ -1,0 +1,42 @@
+-- A waiter gives up (timed out, cancelled, failed): remove it from the queue, and wake the next
+-- head if it was the head of a free lock's queue.
+--
+-- KEYS[1]  the lock hash <name>
+-- KEYS[2]  the queue redisson_lock_queue:{<name>}
+-- KEYS[3]  the deadlines redisson_lock_timeout:{<name>}
+-- KEYS[4]  the waiters' channel prefix redisson_lock__channel:{<name>}
+-- ARGV[1]  holder field <client-uuid>:<owner> of the waiter
+-- ARGV[2]  the publish command: PUBLISH (or SPUBLISH)
+-- ARGV[3]  the message to publish ("0")
+--
+-- Reply:   1 when the field was queued (in the queue or the deadlines), 0 when it was not.
+--
+-- The others' deadlines are left as they are. Dead heads are dropped as in fair_acquire.lua.
+
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+-- Drop dead heads, as many as there are in a row; return the live head, or nil.
+local function live_head()
+    while true do
+        local head = redis.call('lindex', KEYS[2], 0)
+        if not head then
+            return nil
+        end
+        local deadline = redis.call('zscore', KEYS[3], head)
+        if deadline and tonumber(deadline) > now then
+            return head
+        end
+        redis.call('lpop', KEYS[2])
+        redis.call('zrem', KEYS[3], head)
+    end
+end
+
+local first = redis.call('lindex', KEYS[2], 0)
+local queued = redis.call('lrem', KEYS[2], 0, ARGV[1]) + redis.call('zrem', KEYS[3], ARGV[1])
+local head = live_head()
+-- The leaver headed the queue of a free lock: the new head may take it now.
+if first == ARGV[1] and head and redis.call('exists', KEYS[1]) == 0 then
+    redis.call(ARGV[2], KEYS[4] .. ':' .. head, ARGV[3])
+end
+return math.min(queued, 1)

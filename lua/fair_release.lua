@@ -1,0 +1,76 @@
+-- Release one hold of a fair lock; the last hold deletes the lock and wakes the head of the queue
+-- on its own channel.
+--
+-- Every applied release writes its replay key, the last one too: a retry after a lost reply
+-- then replays the result instead of counting twice or reading another owner's state.
+--
+-- KEYS[1]  the lock hash <name>
+-- KEYS[2]  the queue redisson_lock_queue:{<name>}
+-- KEYS[3]  the deadlines redisson_lock_timeout:{<name>}
+-- KEYS[4]  the waiters' channel prefix redisson_lock__channel:{<name>}: the head is woken on
+--          <prefix>:<its field>
+-- KEYS[5]  the replay key redisson_unlock_latch:{<name>}:<request-id>
+-- ARGV[1]  the message to publish ("0")
+-- ARGV[2]  the TTL in ms to set while holds remain
+-- ARGV[3]  holder field <client-uuid>:<owner>
+-- ARGV[4]  the publish command: PUBLISH (or SPUBLISH)
+-- ARGV[5]  how long a replay key lives, in ms
+-- ARGV[6]  1 when this request may have reached the server before: its replay key is read
+--          first; 0 on the request's first send
+--
+-- Reply:   nil when the field holds nothing, 0 when holds remain, 1 + n when the lock was freed
+--          and the head's wake-up reached n subscribed connections (n = 0 without a queue). A
+--          request whose replay key exists replays 0 or 1.
+-- Errors:  WRONGTYPE when <name>, the queue or the deadlines hold another type.
+--
+-- A field that holds nothing still wakes the head if the lock has gone (it expired): the head
+-- may take it now rather than when its own timer fires. Dead heads are dropped as in
+-- fair_acquire.lua.
+
+if ARGV[6] == '1' then
+    local replay = redis.call('get', KEYS[5])
+    if replay then
+        return tonumber(replay)
+    end
+end
+
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+-- Drop dead heads, as many as there are in a row; return the live head, or nil.
+local function live_head()
+    while true do
+        local head = redis.call('lindex', KEYS[2], 0)
+        if not head then
+            return nil
+        end
+        local deadline = redis.call('zscore', KEYS[3], head)
+        if deadline and tonumber(deadline) > now then
+            return head
+        end
+        redis.call('lpop', KEYS[2])
+        redis.call('zrem', KEYS[3], head)
+    end
+end
+
+local head = live_head()
+if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+    -- Not held by this field; if the lock expired, the head may take it now.
+    if head and redis.call('exists', KEYS[1]) == 0 then
+        redis.call(ARGV[4], KEYS[4] .. ':' .. head, ARGV[1])
+    end
+    return nil
+end
+local holds = redis.call('hincrby', KEYS[1], ARGV[3], -1)
+if holds > 0 then
+    redis.call('pexpire', KEYS[1], ARGV[2])
+    redis.call('set', KEYS[5], 0, 'px', ARGV[5])
+    return 0
+end
+redis.call('del', KEYS[1])
+redis.call('set', KEYS[5], 1, 'px', ARGV[5])
+local woken = 0
+if head then
+    woken = redis.call(ARGV[4], KEYS[4] .. ':' .. head, ARGV[1])
+end
+return 1 + woken
