@@ -21,8 +21,11 @@
 -- Errors:  WRONGTYPE when <name>, the queue or the deadlines hold another type.
 --
 -- Only the head of the queue is ever dropped: when its deadline has passed, or when it has no
--- deadline at all (debris). Deadlines are never shifted when a waiter leaves. Redisson's own
--- scripts share these keys: its waiters' deadlines are fixed at enqueue (client clock).
+-- deadline at all (debris). A "wait" raises the caller's deadline before that purge, so a late
+-- but live waiter keeps its place if its own run comes first. Deadlines are never shifted when a
+-- waiter leaves. Redisson's scripts share these keys: its waiters' deadlines are fixed when they
+-- queue (client clock), and a Redisson taker lowers every deadline by its wait; a relock
+-- waiter's next "wait" raises its own again.
 
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

@@ -209,6 +209,68 @@ pub fn claim_key(name: &str) -> String {
     }
 }
 
+/// A Redisson name for lock `name`'s key with `prefix`: `<prefix>:{<name>}`, or `<prefix>:<name>`
+/// when `name` already holds a hash tag.
+fn braced(prefix: &str, name: &str) -> String {
+    if name.contains('{') {
+        format!("{prefix}:{name}")
+    } else {
+        format!("{prefix}:{{{name}}}")
+    }
+}
+
+/// The fair lock queue of lock `name` (`redisson_lock_queue:{<name>}`: LIST of waiting fields).
+pub fn fair_queue_key(name: &str) -> String {
+    braced("redisson_lock_queue", name)
+}
+
+/// The fair lock deadlines of lock `name` (`redisson_lock_timeout:{<name>}`: ZSET field →
+/// epoch ms).
+pub fn fair_timeout_key(name: &str) -> String {
+    braced("redisson_lock_timeout", name)
+}
+
+/// The wake-up channel of one fair lock waiter: `redisson_lock__channel:{<name>}:<field>`.
+pub fn fair_waiter_channel(name: &str, field: &str) -> String {
+    format!("{}:{field}", lock_channel(name))
+}
+
+/// The server's clock in epoch milliseconds (`TIME`), as the fair lock scripts read it.
+pub fn raw_time_ms(server: &RedisServer) -> i64 {
+    match resp(&server.cmd(&["TIME"])) {
+        Resp::Array(Some(items)) => match items.as_slice() {
+            [Resp::Bulk(Some(secs)), Resp::Bulk(Some(micros))] => {
+                secs.parse::<i64>().unwrap() * 1000 + micros.parse::<i64>().unwrap() / 1000
+            }
+            other => panic!("bad TIME reply {other:?}"),
+        },
+        other => panic!("bad TIME reply {other:?}"),
+    }
+}
+
+/// The fields of the list `key`, head first (`LRANGE 0 -1`), empty when there is no key.
+pub fn raw_lrange(server: &RedisServer, key: &str) -> Vec<String> {
+    match resp(&server.cmd(&["LRANGE", key, "0", "-1"])) {
+        Resp::Array(Some(items)) => items
+            .into_iter()
+            .map(|item| match item {
+                Resp::Bulk(Some(field)) => field,
+                other => panic!("bad LRANGE item {other:?}"),
+            })
+            .collect(),
+        other => panic!("bad LRANGE reply {other:?}"),
+    }
+}
+
+/// The score of `member` in the sorted set `key`, rounded down (`ZSCORE`); `None` when absent.
+pub fn raw_zscore(server: &RedisServer, key: &str, member: &str) -> Option<i64> {
+    match resp(&server.cmd(&["ZSCORE", key, member])) {
+        Resp::Bulk(None) => None,
+        Resp::Bulk(Some(score)) => Some(score.parse::<f64>().expect("a score").floor() as i64),
+        other => panic!("bad ZSCORE reply {other:?}"),
+    }
+}
+
 /// Waits (at most 5 s) until `connections` subscriber connections listen on lock `name`'s
 /// channel: that many clients have a waiter parked on it. False if they never do.
 pub async fn until_subscribed(server: &RedisServer, name: &str, connections: i64) -> bool {
