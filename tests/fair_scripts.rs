@@ -15,7 +15,6 @@ use fred::types::Value;
 const ACQUIRE: &str = include_str!("../lua/fair_acquire.lua");
 const RELEASE: &str = include_str!("../lua/fair_release.lua");
 const FORCE_RELEASE: &str = include_str!("../lua/fair_force_release.lua");
-const ABANDON: &str = include_str!("../lua/fair_abandon.lua");
 const LEAVE: &str = include_str!("../lua/fair_leave.lua");
 
 /// The holder in most tests, and the waiters queued behind it.
@@ -145,15 +144,6 @@ impl Fixture {
             FORCE_RELEASE,
             &[&self.name, &self.queue, &self.deadlines, &self.channels],
             &["0", "PUBLISH"],
-        )
-        .await
-    }
-
-    async fn abandon(&self, field: &str) -> Result<Value, fred::error::Error> {
-        self.eval(
-            ABANDON,
-            &[&self.name, &self.queue, &self.deadlines, &self.channels],
-            &["0", field, "PUBLISH"],
         )
         .await
     }
@@ -539,7 +529,6 @@ async fn every_script_drops_a_dead_head() {
         "acquire try",
         "release",
         "force_release",
-        "abandon",
         "leave",
     ];
     for script in scripts {
@@ -553,7 +542,6 @@ async fn every_script_drops_a_dead_head() {
             "acquire try" => fx.attempt(B).await,
             "release" => fx.release(B, "not-held").await,
             "force_release" => fx.force_release().await,
-            "abandon" => fx.abandon(B).await,
             _ => fx.leave(B).await,
         };
         reply.unwrap_or_else(|e| panic!("{script}: {e:?}"));
@@ -850,81 +838,6 @@ async fn force_release_on_a_string_is_wrongtype_and_keeps_it() {
     );
     assert_eq!(fx.queued(), fields(&[A]));
     sub.assert_quiet(&fx.server, &fx.channel(A)).await;
-}
-
-// ---------------------------------------------------------------- abandon
-
-#[tokio::test]
-async fn abandon_drops_every_hold_of_a_field() {
-    let fx = Fixture::new("fair-abandon").await;
-    let mut sub = fx.subscribe(&[A, B]).await;
-
-    // Held by others only: 0, nothing changes.
-    fx.hold_raw(X, 1);
-    assert!(int(fx.wait(A).await.unwrap()) > 0);
-    assert_eq!(int(fx.abandon(C).await.unwrap()), 0);
-    assert_eq!(fx.hash(), pairs(&[(X, "1")]));
-    assert_eq!(fx.queued(), fields(&[A]));
-
-    // Three holds of C next to X's: all dropped, X keeps the lock, nobody is woken.
-    fx.cmd(&["HSET", &fx.name, C, "3"]);
-    assert_eq!(int(fx.abandon(C).await.unwrap()), 1);
-    assert_eq!(fx.hash(), pairs(&[(X, "1")]));
-    assert_within(fx.pttl(&fx.name), 1, LEASE_MS, "lease untouched");
-    sub.assert_quiet(&fx.server, &fx.channel(A)).await;
-
-    // The only holder: the lock is freed and the head woken.
-    fx.cmd(&["HSET", &fx.name, X, "2"]);
-    assert!(int(fx.wait(B).await.unwrap()) > 0);
-    assert_eq!(int(fx.abandon(X).await.unwrap()), 2);
-    assert!(!fx.exists(&fx.name));
-    assert_eq!(
-        sub.next_message(Duration::from_secs(5)).await,
-        Some((fx.channel(A), "0".to_owned()))
-    );
-    assert_eq!(fx.queued(), fields(&[A, B]));
-    sub.assert_quiet(&fx.server, &fx.channel(B)).await;
-}
-
-#[tokio::test]
-async fn abandon_also_removes_the_fields_place_in_the_queue() {
-    let fx = Fixture::new("fair-abandon-queued").await;
-    let mut sub = fx.subscribe(&[A, B, C]).await;
-    assert_eq!(fx.wait(X).await.unwrap(), Value::Null);
-    for waiter in [A, B, C] {
-        assert!(int(fx.wait(waiter).await.unwrap()) > 0);
-    }
-
-    // B, queued in the middle of a held lock's queue.
-    assert_eq!(int(fx.abandon(B).await.unwrap()), 0);
-    assert_eq!(fx.queued(), fields(&[A, C]));
-    assert_eq!(fx.deadline(B), None);
-    sub.assert_quiet(&fx.server, &fx.channel(A)).await;
-
-    // A, heading the queue of a free lock: C is next, and is woken.
-    fx.cmd(&["DEL", &fx.name]);
-    assert_eq!(int(fx.abandon(A).await.unwrap()), 0);
-    assert_eq!(fx.queued(), fields(&[C]));
-    assert_eq!(fx.deadline(A), None);
-    assert_eq!(
-        sub.next_message(Duration::from_secs(5)).await,
-        Some((fx.channel(C), "0".to_owned()))
-    );
-    sub.assert_quiet(&fx.server, &fx.channel(A)).await;
-}
-
-#[tokio::test]
-async fn abandon_on_a_string_is_wrongtype_and_changes_nothing() {
-    let fx = Fixture::new("fair-abandon-wrongtype").await;
-    fx.enqueue_raw(A, Some(fx.now() + WAITER_TIMEOUT_MS));
-    fx.cmd(&["SET", &fx.name, "user-data"]);
-    assert_wrongtype(fx.abandon(A).await);
-    assert_eq!(
-        resp(&fx.cmd(&["GET", &fx.name])),
-        Resp::Bulk(Some("user-data".into()))
-    );
-    assert_eq!(fx.queued(), fields(&[A]), "A's place is kept");
-    assert!(fx.deadline(A).is_some());
 }
 
 // ---------------------------------------------------------------- leave
