@@ -10,8 +10,8 @@ use common::{
     eventually, fair_queue_key, fair_timeout_key, raw_command_calls, raw_exists, raw_lrange,
     raw_time_ms, RedisServer,
 };
-use relock::Owner;
 use fred::interfaces::ListInterface;
+use relock::Owner;
 use tokio::time::Instant;
 
 /// A client with a short fair waiter timeout, as tests want.
@@ -127,7 +127,12 @@ async fn child_fair_waiters() {
             let owner = Owner::new();
             let me = field(&client, &owner);
             say(format!("WAITING {me}"));
-            let guard = client.fair_lock(&name).owned_by(owner).lock().await.unwrap();
+            let guard = client
+                .fair_lock(&name)
+                .owned_by(owner)
+                .lock()
+                .await
+                .unwrap();
             let _: i64 = client.redis().rpush(&log, &me).await.unwrap();
             guard.unlock().await.unwrap();
         }));
@@ -140,7 +145,12 @@ async fn child_fair_waiters() {
     say("DONE".to_owned());
 }
 
-fn spawn_waiters(server: &RedisServer, name: &str, waiters: usize, waiter_timeout: Duration) -> tokio::process::Child {
+fn spawn_waiters(
+    server: &RedisServer,
+    name: &str,
+    waiters: usize,
+    waiter_timeout: Duration,
+) -> tokio::process::Child {
     common::spawn_child_test(
         "child_fair_waiters",
         &[
@@ -199,7 +209,10 @@ async fn a_killed_waiter_at_the_head_delays_the_next_by_at_most_its_deadline() {
         let guard = lock.lock().await.unwrap();
         (Instant::now(), guard)
     });
-    assert_eq!(until_queued(&server, &name, 2).await, [dead.clone(), next_field]);
+    assert_eq!(
+        until_queued(&server, &name, 2).await,
+        [dead.clone(), next_field]
+    );
 
     child.kill().await.unwrap();
     let killed = Instant::now();
@@ -219,7 +232,10 @@ async fn a_killed_waiter_at_the_head_delays_the_next_by_at_most_its_deadline() {
     // A few renewals (every third of the timeout) and the attempts at the dead head's deadline;
     // a busy poll would be thousands.
     let most = 10 + 4 * (waited.as_millis() as u64 / (waiter_timeout.as_millis() as u64 / 3));
-    assert!(calls <= most, "{calls} script calls in {waited:?}: the waiter polled");
+    assert!(
+        calls <= most,
+        "{calls} script calls in {waited:?}: the waiter polled"
+    );
     assert!(!raw_lrange(&server, &fair_queue_key(&name)).contains(&dead));
     guard.unlock().await.unwrap();
 }
@@ -236,7 +252,10 @@ async fn a_live_waiter_keeps_its_place_past_the_waiter_timeout() {
     let order = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
     for who in ["first", "second", "third"] {
-        let (lock, order) = (client.fair_lock(&name).owned_by(Owner::new()), order.clone());
+        let (lock, order) = (
+            client.fair_lock(&name).owned_by(Owner::new()),
+            order.clone(),
+        );
         tasks.push(tokio::spawn(async move {
             let guard = lock.lock().await.unwrap();
             order.lock().unwrap().push(who);
@@ -354,12 +373,22 @@ async fn try_lock_does_not_jump_the_queue() {
     // A waiter of another (Redisson-style) client at the head of the queue, alive.
     let deadline = raw_time_ms(&server) + 20_000;
     server.cmd(&["RPUSH", &fair_queue_key(&name), "java-uuid:1"]);
-    server.cmd(&["ZADD", &fair_timeout_key(&name), &deadline.to_string(), "java-uuid:1"]);
+    server.cmd(&[
+        "ZADD",
+        &fair_timeout_key(&name),
+        &deadline.to_string(),
+        "java-uuid:1",
+    ]);
     assert!(client.fair_lock(&name).try_lock().await.unwrap().is_none());
     assert!(!raw_exists(&server, &name));
     // Once that waiter leaves, the lock is free for anyone.
     server.cmd(&["DEL", &fair_queue_key(&name), &fair_timeout_key(&name)]);
-    let guard = client.fair_lock(&name).try_lock().await.unwrap().expect("free");
+    let guard = client
+        .fair_lock(&name)
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("free");
     guard.unlock().await.unwrap();
 }
 
@@ -387,7 +416,10 @@ async fn a_waiter_that_fails_leaves_no_entry_behind() {
         .expect("the waiter neither failed nor got the lock")
         .unwrap();
     sleep.woken().await;
-    assert!(outcome.is_err(), "the waiter should fail while the server stalls");
+    assert!(
+        outcome.is_err(),
+        "the waiter should fail while the server stalls"
+    );
     assert!(
         eventually(Duration::from_secs(5), || async {
             // Any script of the lock's purges a dead head; the holder's re-entry runs one.
@@ -407,7 +439,11 @@ async fn shutdown_of_the_holder_wakes_the_next_waiter() {
     let server = RedisServer::start();
     let name = common::prefix("fair-shutdown");
     let holder_client = fair_client(&server, Duration::from_secs(30)).await;
-    let _held = holder_client.fair_lock(&name).lock_with_lease(Duration::from_secs(60)).await.unwrap();
+    let _held = holder_client
+        .fair_lock(&name)
+        .lock_with_lease(Duration::from_secs(60))
+        .await
+        .unwrap();
     let client = fair_client(&server, Duration::from_secs(30)).await;
     let lock = client.fair_lock(&name);
     let waiting = tokio::spawn(async move { lock.lock().await.unwrap() });

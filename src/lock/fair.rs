@@ -20,7 +20,7 @@ use super::guard::{LockGuard, Lost};
 use super::handle::{Handle, RemainingLease};
 use super::hold::Hold;
 use super::kind::{Ask, Kind};
-use super::wait::{time_left, Turns};
+use super::wait::{time_left, TakeTurns, Turns};
 use crate::connection::Connection;
 use crate::error::Result;
 use crate::names::FairKeys;
@@ -99,7 +99,7 @@ impl FairLock {
     /// Cancel safe: a dropped call leaves the queue, and leaves no hold and no subscription.
     pub async fn lock(&self) -> Result<LockGuard> {
         self.handle
-            .acquire(None, None)
+            .acquire(None, None, Queue)
             .await
             .map(|guard| guard.expect("an unbounded wait ends only with the lock"))
     }
@@ -115,7 +115,7 @@ impl FairLock {
     /// As [`lock`](Self::lock).
     pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
         self.handle
-            .acquire(Some(lease), None)
+            .acquire(Some(lease), None, Queue)
             .await
             .map(|guard| guard.expect("an unbounded wait ends only with the lock"))
     }
@@ -131,7 +131,7 @@ impl FairLock {
     ///
     /// As [`lock`](Self::lock).
     pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
-        self.handle.acquire(None, Some(Duration::ZERO)).await
+        self.handle.acquire(None, Some(Duration::ZERO), Queue).await
     }
 
     /// Takes the lock in turn, waiting at most `wait`; `Ok(None)` when the wait ran out, and the
@@ -150,7 +150,7 @@ impl FairLock {
         wait: Duration,
         lease: Option<Duration>,
     ) -> Result<Option<LockGuard>> {
-        self.handle.acquire(lease, Some(wait)).await
+        self.handle.acquire(lease, Some(wait), Queue).await
     }
 
     /// Runs `work` under the lock and releases it afterwards; see
@@ -168,7 +168,7 @@ impl FairLock {
         F: FnOnce(Lost) -> Fut,
         Fut: Future<Output = T>,
     {
-        self.handle.with(work).await
+        self.handle.with(Queue, work).await
     }
 
     /// Deletes the lock whoever holds it and wakes the first waiter in the queue. `Ok(true)`
@@ -238,9 +238,20 @@ impl FairLock {
     }
 }
 
+/// The fair lock's way of taking turns: a queue on Redis.
+struct Queue;
+
+impl TakeTurns for Queue {
+    type Turns<'h> = FairTurns<'h>;
+
+    fn turns<'h>(&self, hold: &'h Hold, wait: Option<Duration>) -> FairTurns<'h> {
+        FairTurns::new(hold, wait)
+    }
+}
+
 /// The turns of one fair acquire: a place in the queue on Redis, renewed while it waits, and a
 /// wake-up channel of its own.
-pub(crate) struct FairTurns<'a> {
+struct FairTurns<'a> {
     hold: &'a Hold,
     fair: Arc<FairKeys>,
     one_shot: bool,
@@ -250,7 +261,7 @@ pub(crate) struct FairTurns<'a> {
 }
 
 impl<'a> FairTurns<'a> {
-    pub(crate) fn new(hold: &'a Hold, wait: Option<Duration>) -> FairTurns<'a> {
+    fn new(hold: &'a Hold, wait: Option<Duration>) -> FairTurns<'a> {
         let Kind::Fair(fair) = &hold.kind else {
             unreachable!("fair turns are made for fair locks only");
         };

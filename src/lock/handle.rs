@@ -8,13 +8,10 @@ use std::time::Duration;
 
 use fred::bytes_utils::Str;
 
-use super::fair::FairTurns;
 use super::guard::{LockGuard, Lost};
 use super::hold::{Hold, Lease};
 use super::kind::Kind;
-use super::spin::SpinTurns;
-use super::turns::PlainTurns;
-use super::wait;
+use super::wait::{self, TakeTurns};
 use crate::config::millis;
 use crate::error::{Error, Result};
 use crate::inflight::Fingerprint;
@@ -99,11 +96,12 @@ impl Handle {
     }
 
     /// Takes the lock: with the watchdog's lease (`lease: None`) or a fixed one, waiting at most
-    /// `wait` (`None`: as long as it takes).
+    /// `wait` (`None`: as long as it takes), taking turns as the type's `turns` make them.
     pub(crate) async fn acquire(
         &self,
         lease: Option<Duration>,
         wait: Option<Duration>,
+        turns: impl TakeTurns,
     ) -> Result<Option<LockGuard>> {
         let shared = &self.shared;
         shared.check_open()?;
@@ -124,26 +122,16 @@ impl Handle {
             lease,
             lease_ms,
         };
-        // The other types' loops are boxed: a lock() future has room for the largest branch,
-        // and the plain lock's should not pay for the others'.
-        match &self.kind {
-            Kind::Reentrant => wait::acquire(&hold, PlainTurns::new(&hold, wait), wait).await,
-            Kind::Fair(_) => {
-                Box::pin(wait::acquire(&hold, FairTurns::new(&hold, wait), wait)).await
-            }
-            Kind::Spin(backoff) => {
-                Box::pin(wait::acquire(&hold, SpinTurns::new(*backoff), wait)).await
-            }
-        }
+        wait::acquire(&hold, turns.turns(&hold, wait), wait).await
     }
 
     /// Takes the lock (as long as it takes), runs `work`, and releases the lock.
-    pub(crate) async fn with<F, Fut, T>(&self, work: F) -> Result<T>
+    pub(crate) async fn with<F, Fut, T>(&self, turns: impl TakeTurns, work: F) -> Result<T>
     where
         F: FnOnce(Lost) -> Fut,
         Fut: Future<Output = T>,
     {
-        let guard = self.acquire(None, None).await?;
+        let guard = self.acquire(None, None, turns).await?;
         let guard = guard.expect("an unbounded wait ends only with the lock");
         let value = work(guard.lost()).await;
         guard.unlock().await?;

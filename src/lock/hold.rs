@@ -1,29 +1,16 @@
-//! A hold as an acquire asks for it and a guard keeps it, and one attempt to take it.
-//!
-//! An attempt is the same for every lock type: wait for the owner's releases of the lock still in
-//! flight (see `inflight`), run the type's acquire script, resolve a lost reply by reading the
-//! lock back, register the hold with the client's registry (which renews it and tells its guards
-//! when it is lost), and with replica sync on, wait for a replica to have it. Only the script
-//! differs, and [`Kind`] picks it.
+//! A hold as an acquire asks for it and a guard keeps it: the lock, its type, the owner and the
+//! lease. Plain data; `attempt` takes it, `release` gives it back.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use fred::bytes_utils::Str;
-use fred::interfaces::{ClientLike, ServerInterface};
-use fred::types::config::Options;
-use fred::types::ClusterHash;
-use tokio::time::Instant;
 
-use super::guard::LockGuard;
-use super::kind::{Ask, Kind};
-use crate::connection::Connection;
-use crate::error::{Error, Result};
+use super::kind::{Holder, Kind};
 use crate::inflight::Fingerprint;
 use crate::names::LockKeys;
 use crate::owner::Owner;
-use crate::scripts;
-use crate::shared::{ReplicaSync, Shared};
+use crate::shared::Shared;
 use crate::watchdog::HoldKey;
 
 /// How long a hold lasts.
@@ -51,158 +38,15 @@ pub(crate) struct Hold {
     pub(crate) lease_ms: u64,
 }
 
-/// What one attempt found.
-pub(crate) enum Attempt {
-    Acquired(LockGuard),
-    /// Held by another owner (or, for a fair lock, not this waiter's turn): how long to wait at
-    /// most before the next attempt (`None`: no bound known, such as a lock without expiry).
-    Busy(Option<Duration>),
-}
-
 impl Hold {
     pub(crate) fn hold_key(&self) -> HoldKey {
         (self.keys.name.clone(), self.field.clone())
     }
 
-    /// One attempt. Cancel safe: dropped between sending the script and making the guard, it
-    /// leaves an [`OrphanCheck`] behind that releases a hold nobody received.
-    pub(crate) async fn try_once(&self, ask: Ask) -> Result<Attempt> {
-        let shared = &self.shared;
-        shared.check_open()?;
-        // With replica sync the acquire goes on the connection its WAIT will go on.
-        let redis = shared.acquire_connection();
-        let key = self.hold_key();
-        // A release of the owner's still in flight may be a last one, which leaves no replay
-        // key: a hold taken now could be the one its retry finds and releases. It goes first.
-        let acquiring = shared
-            .in_flight
-            .acquiring(self.in_flight_key, self.lease_ms)
-            .await;
-        let held_before = shared.holds.guards(&key);
-        let mut orphan = OrphanCheck::arm(self);
-        let sent_at = Instant::now();
-        let outcome = self.kind.acquire(self, redis, ask).await;
-        match outcome {
-            Ok(None) => {}
-            Ok(Some(retry_ms)) => {
-                orphan.disarm();
-                return Ok(Attempt::Busy(
-                    u64::try_from(retry_ms).ok().map(Duration::from_millis),
-                ));
-            }
-            Err(error) if error.is_ambiguous() => {
-                // The script may have run without its reply reaching us: read the state back.
-                // Our field holding more than our live guards means this attempt took a hold.
-                let state = scripts::inspect(redis, &self.keys, &self.field).await;
-                match state {
-                    Ok(state) if state.holds > u64::from(held_before) => {
-                        tracing::debug!(lock = %self.keys.name, "acquire reply lost; the read-back shows the hold");
-                    }
-                    Ok(_) => {
-                        orphan.disarm();
-                        return Err(error);
-                    }
-                    Err(_) => return Err(error),
-                }
-            }
-            Err(error) => {
-                orphan.disarm();
-                return Err(error);
-            }
+    pub(crate) fn holder(&self) -> Holder<'_> {
+        Holder {
+            keys: &self.keys,
+            field: &self.field,
         }
-        // Registered while still counted in flight, so a release that starts from here on
-        // counts this hold among those that remain.
-        let registration = shared.holds.register(
-            key,
-            self.lease == Lease::Watchdog,
-            sent_at,
-            Duration::from_millis(self.lease_ms),
-        );
-        orphan.disarm();
-        drop(acquiring);
-        let guard = LockGuard::new(self.clone(), registration);
-        if let Some(sync) = &shared.replica_sync {
-            // Boxed, like script calls: it holds a fred command future.
-            if let Err(unsynced) = Box::pin(self.await_replica(sync)).await {
-                // Boxed: a release future is large, and every waiting lock() would carry it.
-                if let Err(error) = Box::pin(guard.unlock()).await {
-                    tracing::warn!(lock = %self.keys.name, %error, "could not release an unreplicated hold; it expires with its lease");
-                }
-                return Err(unsynced);
-            }
-        }
-        Ok(Attempt::Acquired(guard))
-    }
-
-    /// Waits for one replica to acknowledge the hold just taken.
-    async fn await_replica(&self, sync: &ReplicaSync) -> Result<()> {
-        let options = Options {
-            cluster_hash: Some(ClusterHash::Custom(fred::util::redis_keyslot(
-                self.keys.name.as_bytes(),
-            ))),
-            timeout: Some(self.shared.command_timeout + Duration::from_millis(sync.timeout_ms)),
-            max_attempts: Some(1),
-            ..Default::default()
-        };
-        let acked: i64 = sync
-            .redis
-            .with_options(&options)
-            .wait(1, sync.timeout_ms as i64)
-            .await
-            .map_err(|e| Error::redis(e, &sync.redis.server))?;
-        if acked >= 1 {
-            Ok(())
-        } else {
-            Err(Error::NotReplicated {
-                lock: self.keys.name.to_string(),
-            })
-        }
-    }
-}
-
-/// Armed while an acquire may have taken a hold that no guard stands for yet. Dropped armed (the
-/// caller gave up mid-flight), it reads the lock back and releases one hold if the owner's field
-/// counts more holds than its live guards. The read goes on the acquire's connection, after it,
-/// so it sees what the acquire did.
-struct OrphanCheck<'a> {
-    hold: Option<&'a Hold>,
-}
-
-impl<'a> OrphanCheck<'a> {
-    fn arm(hold: &'a Hold) -> OrphanCheck<'a> {
-        OrphanCheck { hold: Some(hold) }
-    }
-
-    fn disarm(&mut self) {
-        self.hold = None;
-    }
-}
-
-impl Drop for OrphanCheck<'_> {
-    fn drop(&mut self) {
-        let Some(hold) = self.hold.take().cloned() else {
-            return;
-        };
-        // The owner's next acquire of this lock waits for the check, as for any release.
-        let releasing = Arc::new(hold.releasing());
-        let shared = hold.shared.clone();
-        shared
-            .background
-            .must_run(Arc::new(move |fresh: Option<Arc<Connection>>| {
-                let (hold, releasing) = (hold.clone(), releasing.clone());
-                Box::pin(async move {
-                    let shared = &hold.shared;
-                    let redis = fresh
-                        .as_deref()
-                        .unwrap_or_else(|| shared.acquire_connection());
-                    let Ok(state) = scripts::inspect(redis, &hold.keys, &hold.field).await else {
-                        return; // the hold, if any, expires with its lease
-                    };
-                    if state.holds > u64::from(shared.holds.guards(&hold.hold_key())) {
-                        tracing::debug!(lock = %hold.keys.name, "releasing the hold of a cancelled acquire");
-                        hold.release_orphan(fresh.as_deref(), &releasing).await;
-                    }
-                })
-            }));
     }
 }

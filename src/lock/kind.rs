@@ -7,13 +7,20 @@
 
 use std::sync::Arc;
 
-use super::hold::Hold;
+use fred::bytes_utils::Str;
+
 use crate::backoff::Backoff;
 use crate::connection::Connection;
 use crate::error::Result;
-use crate::names::FairKeys;
+use crate::names::{FairKeys, LockKeys};
 use crate::scripts::{self, Claim, ReleaseHow, Released, NO_PUBLISH};
 use crate::shared::Shared;
+
+/// Who asks: the lock's keys and the holder field.
+pub(crate) struct Holder<'a> {
+    pub(crate) keys: &'a LockKeys,
+    pub(crate) field: &'a Str,
+}
 
 /// A lock type, as the shared core sees it.
 #[derive(Debug, Clone)]
@@ -43,11 +50,12 @@ impl Kind {
     /// at most before the next attempt, in ms (-1: no bound known).
     pub(crate) async fn acquire(
         &self,
-        hold: &Hold,
+        shared: &Shared,
         redis: &Connection,
+        hold: Holder<'_>,
+        lease_ms: u64,
         ask: Ask,
     ) -> Result<Option<i64>> {
-        let shared = &hold.shared;
         match self {
             Kind::Reentrant | Kind::Spin(_) => {
                 let claim = match ask {
@@ -55,12 +63,12 @@ impl Kind {
                     Ask::Now | Ask::Queue => Claim::No,
                 };
                 let window = shared.claim_window_ms;
-                scripts::acquire(redis, &hold.keys, hold.lease_ms, &hold.field, claim, window).await
+                scripts::acquire(redis, hold.keys, lease_ms, hold.field, claim, window).await
             }
             Kind::Fair(fair) => {
                 let queue = ask == Ask::Queue;
-                let (lease, waiter) = (hold.lease_ms, shared.fair_waiter_ms);
-                scripts::fair::acquire(redis, &hold.keys, fair, lease, &hold.field, waiter, queue)
+                let waiter = shared.fair_waiter_ms;
+                scripts::fair::acquire(redis, hold.keys, fair, lease_ms, hold.field, waiter, queue)
                     .await
             }
         }
@@ -70,28 +78,24 @@ impl Kind {
     /// holds need.
     pub(crate) async fn release(
         &self,
-        hold: &Hold,
+        hold: Holder<'_>,
         redis: &Connection,
         keep_ms: u64,
         how: ReleaseHow<'_>,
     ) -> Result<Released> {
         match self {
             Kind::Reentrant | Kind::Spin(_) => {
-                scripts::release(redis, &hold.keys, &hold.field, keep_ms, how).await
+                scripts::release(redis, hold.keys, hold.field, keep_ms, how).await
             }
             Kind::Fair(fair) => {
-                scripts::fair::release(redis, &hold.keys, fair, &hold.field, keep_ms, how).await
+                scripts::fair::release(redis, hold.keys, fair, hold.field, keep_ms, how).await
             }
         }
     }
 
     /// Deletes the lock whoever holds it and wakes whom the type wakes; `true` when there was
     /// one.
-    pub(crate) async fn force_release(
-        &self,
-        shared: &Shared,
-        keys: &crate::names::LockKeys,
-    ) -> Result<bool> {
+    pub(crate) async fn force_release(&self, shared: &Shared, keys: &LockKeys) -> Result<bool> {
         let publish = self.publish(shared);
         match self {
             Kind::Reentrant | Kind::Spin(_) => {

@@ -7,10 +7,11 @@
 //! - `handle`: the handle every type wraps (name, client, owner), which makes a hold;
 //! - `wait`: the wait loop, which asks the type's turns when to try;
 //! - `turns` (the plain lock's), `fair` and `spin`: how waiters take turns;
-//! - `hold`: one attempt: the in-flight gate, the type's acquire script (picked by `kind`),
-//!   the read-back of a lost reply, the hold's registration, the replica sync;
+//! - `hold`: what a hold is; `attempt`: one attempt to take it: the in-flight gate, the type's
+//!   acquire script (picked by `kind`), the read-back of a lost reply, the registration;
 //! - `guard`: the guard and its `Lost` signal; `release`: releases that count once.
 
+mod attempt;
 mod fair;
 mod guard;
 mod handle;

@@ -14,6 +14,7 @@ use std::time::Duration;
 use super::guard::{LockGuard, Lost};
 use super::handle::{Handle, RemainingLease};
 use super::kind::Kind;
+use super::turns::Plain;
 use crate::error::Result;
 use crate::owner::Owner;
 use crate::shared::Shared;
@@ -101,7 +102,7 @@ impl Lock {
     /// acquire had already reached Redis, its hold is released in the background.
     pub async fn lock(&self) -> Result<LockGuard> {
         self.handle
-            .acquire(None, None)
+            .acquire(None, None, Plain)
             .await
             .map(|guard| guard.expect("an unbounded wait ends only with the lock"))
     }
@@ -119,7 +120,7 @@ impl Lock {
     /// As [`lock`](Self::lock).
     pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
         self.handle
-            .acquire(Some(lease), None)
+            .acquire(Some(lease), None, Plain)
             .await
             .map(|guard| guard.expect("an unbounded wait ends only with the lock"))
     }
@@ -135,7 +136,7 @@ impl Lock {
     ///
     /// As [`lock`](Self::lock).
     pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
-        self.handle.acquire(None, Some(Duration::ZERO)).await
+        self.handle.acquire(None, Some(Duration::ZERO), Plain).await
     }
 
     /// Takes the lock, waiting at most `wait`; `Ok(None)` when the wait ran out. With
@@ -153,7 +154,7 @@ impl Lock {
         wait: Duration,
         lease: Option<Duration>,
     ) -> Result<Option<LockGuard>> {
-        self.handle.acquire(lease, Some(wait)).await
+        self.handle.acquire(lease, Some(wait), Plain).await
     }
 
     /// Runs `work` under the lock and releases it afterwards, whatever `work` returned. If `work`
@@ -190,7 +191,7 @@ impl Lock {
         F: FnOnce(Lost) -> Fut,
         Fut: Future<Output = T>,
     {
-        self.handle.with(work).await
+        self.handle.with(Plain, work).await
     }
 
     /// Deletes the lock whoever holds it and wakes a waiter. `Ok(true)` when there was a lock.

@@ -159,7 +159,10 @@ impl Hold {
                 sent_before,
                 replay_last,
             };
-            let outcome = self.kind.release(self, redis, keep_ms, script).await;
+            let outcome = self
+                .kind
+                .release(self.holder(), redis, keep_ms, script)
+                .await;
             match outcome {
                 Err(error) if error.is_ambiguous() && tries < TRIES => {
                     tries += 1;

@@ -9,8 +9,9 @@ use tokio::time::Instant;
 
 use super::guard::{LockGuard, Lost};
 use super::handle::{Handle, RemainingLease};
+use super::hold::Hold;
 use super::kind::{Ask, Kind};
-use super::wait::{time_left, Turns};
+use super::wait::{time_left, TakeTurns, Turns};
 use crate::backoff::{Backoff, Delays};
 use crate::error::Result;
 use crate::owner::Owner;
@@ -82,7 +83,7 @@ impl SpinLock {
     /// Cancel safe: a dropped call leaves no hold behind.
     pub async fn lock(&self) -> Result<LockGuard> {
         self.handle
-            .acquire(None, None)
+            .acquire(None, None, Spin)
             .await
             .map(|guard| guard.expect("an unbounded wait ends only with the lock"))
     }
@@ -98,7 +99,7 @@ impl SpinLock {
     /// As [`lock`](Self::lock).
     pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
         self.handle
-            .acquire(Some(lease), None)
+            .acquire(Some(lease), None, Spin)
             .await
             .map(|guard| guard.expect("an unbounded wait ends only with the lock"))
     }
@@ -113,7 +114,7 @@ impl SpinLock {
     ///
     /// As [`lock`](Self::lock).
     pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
-        self.handle.acquire(None, Some(Duration::ZERO)).await
+        self.handle.acquire(None, Some(Duration::ZERO), Spin).await
     }
 
     /// Takes the lock, retrying for at most `wait`; `Ok(None)` when the wait ran out. With
@@ -131,7 +132,7 @@ impl SpinLock {
         wait: Duration,
         lease: Option<Duration>,
     ) -> Result<Option<LockGuard>> {
-        self.handle.acquire(lease, Some(wait)).await
+        self.handle.acquire(lease, Some(wait), Spin).await
     }
 
     /// Runs `work` under the lock and releases it afterwards; see
@@ -149,7 +150,7 @@ impl SpinLock {
         F: FnOnce(Lost) -> Fut,
         Fut: Future<Output = T>,
     {
-        self.handle.with(work).await
+        self.handle.with(Spin, work).await
     }
 
     /// Deletes the lock whoever holds it (publishing nothing). `Ok(true)` when there was a lock.
@@ -218,18 +219,26 @@ impl SpinLock {
     }
 }
 
-/// The turns of one spin acquire: a pause from the backoff before each retry, never past the
-/// holder's lease.
-pub(crate) struct SpinTurns {
-    delays: Delays,
-}
+/// The spin lock's way of taking turns: none; each waiter retries after its pauses.
+struct Spin;
 
-impl SpinTurns {
-    pub(crate) fn new(backoff: Backoff) -> SpinTurns {
+impl TakeTurns for Spin {
+    type Turns<'h> = SpinTurns;
+
+    fn turns(&self, hold: &Hold, _wait: Option<Duration>) -> SpinTurns {
+        let Kind::Spin(backoff) = &hold.kind else {
+            unreachable!("spin turns are made for spin locks only");
+        };
         SpinTurns {
-            delays: Delays::new(backoff),
+            delays: Delays::new(*backoff),
         }
     }
+}
+
+/// The turns of one spin acquire: a pause from the backoff before each retry, never past the
+/// holder's lease.
+struct SpinTurns {
+    delays: Delays,
 }
 
 impl Turns for SpinTurns {

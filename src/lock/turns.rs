@@ -20,9 +20,20 @@ use tokio::time::Instant;
 
 use super::hold::Hold;
 use super::kind::Ask;
-use super::wait::{time_left, Turns};
+use super::wait::{time_left, TakeTurns, Turns};
 use crate::pubsub::{Waiter, Wake};
 use crate::scripts;
+
+/// The plain lock's way of taking turns.
+pub(crate) struct Plain;
+
+impl TakeTurns for Plain {
+    type Turns<'h> = PlainTurns<'h>;
+
+    fn turns<'h>(&self, hold: &'h Hold, wait: Option<Duration>) -> PlainTurns<'h> {
+        PlainTurns::new(hold, wait)
+    }
+}
 
 /// The turns of one plain acquire.
 pub(crate) struct PlainTurns<'a> {
@@ -37,7 +48,7 @@ pub(crate) struct PlainTurns<'a> {
 }
 
 impl<'a> PlainTurns<'a> {
-    pub(crate) fn new(hold: &'a Hold, wait: Option<Duration>) -> PlainTurns<'a> {
+    fn new(hold: &'a Hold, wait: Option<Duration>) -> PlainTurns<'a> {
         let shared = &hold.shared;
         let channel = &hold.keys.channel;
         let one_shot = wait == Some(Duration::ZERO);

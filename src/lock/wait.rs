@@ -10,10 +10,12 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::{field::Empty, Instrument};
 
+use super::attempt::Attempt;
 use super::guard::LockGuard;
-use super::hold::{Attempt, Hold};
+use super::hold::Hold;
 use super::kind::Ask;
 use crate::error::Result;
+use crate::watchdog::Registration;
 
 /// How the waiters of one lock type take turns. One value serves one acquire; dropped before
 /// [`acquired`](Turns::acquired), it undoes what waiting left on Redis (a claim, a place in a
@@ -44,6 +46,13 @@ pub(crate) trait Turns {
     fn acquired(self);
 }
 
+/// Makes the [`Turns`] of one acquire: each lock type has one.
+pub(crate) trait TakeTurns {
+    type Turns<'h>: Turns;
+
+    fn turns<'h>(&self, hold: &'h Hold, wait: Option<Duration>) -> Self::Turns<'h>;
+}
+
 /// Takes `hold`, waiting at most `wait` (`None`: as long as it takes; zero: one attempt).
 pub(crate) async fn acquire<T: Turns>(
     hold: &Hold,
@@ -64,9 +73,9 @@ pub(crate) async fn acquire<T: Turns>(
     let outcome = async {
         if !turns.queue_first() {
             attempts += 1;
-            if let Attempt::Acquired(guard) = hold.try_once(turns.ask()).await? {
+            if let Attempt::Acquired(registration) = hold.try_once(turns.ask()).await? {
                 turns.acquired();
-                return Ok(Some(guard));
+                return guard(hold, registration).await.map(Some);
             }
             if wait == Some(Duration::ZERO) {
                 return Ok(None);
@@ -80,9 +89,9 @@ pub(crate) async fn acquire<T: Turns>(
             }
             attempts += 1;
             match hold.try_once(turns.ask()).await? {
-                Attempt::Acquired(guard) => {
+                Attempt::Acquired(registration) => {
                     turns.acquired();
-                    return Ok(Some(guard));
+                    return guard(hold, registration).await.map(Some);
                 }
                 Attempt::Busy(retry) => busy = Some(retry),
             }
@@ -103,6 +112,23 @@ pub(crate) async fn acquire<T: Turns>(
         Err(error) => tracing::debug!(%lock, waited_ms, attempts, %error, "lock not acquired"),
     }
     outcome
+}
+
+/// The guard of a hold just taken; with replica sync on, once a replica has the hold (else the
+/// hold is released again and the acquire fails).
+async fn guard(hold: &Hold, registration: Registration) -> Result<LockGuard> {
+    let guard = LockGuard::new(hold.clone(), registration);
+    if let Some(sync) = &hold.shared.replica_sync {
+        // Boxed, like script calls: it holds a fred command future.
+        if let Err(unsynced) = Box::pin(hold.await_replica(sync)).await {
+            // Boxed: a release future is large, and every waiting lock() would carry it.
+            if let Err(error) = Box::pin(guard.unlock()).await {
+                tracing::warn!(lock = %hold.keys.name, %error, "could not release an unreplicated hold; it expires with its lease");
+            }
+            return Err(unsynced);
+        }
+    }
+    Ok(guard)
 }
 
 /// What is left of a wait until `deadline` (all the time in the world without one); `None`
