@@ -19,6 +19,7 @@ use crate::background::Background;
 use crate::config::{millis, Config};
 use crate::connection::Connection;
 use crate::error::{Error, Result};
+use crate::handoff::Handoffs;
 use crate::lock::{FairLock, Lock, SpinLock};
 use crate::names::LockKeys;
 use crate::pubsub::Hub;
@@ -119,12 +120,7 @@ impl Client {
             per_slot: config.redis.server.is_clustered(),
         };
         tokio::spawn(watchdog.run(shutdown.subscribe()));
-        let hub = Hub::start(
-            subscriber.clone(),
-            sharded,
-            config.handoff_grace,
-            shutdown.subscribe(),
-        );
+        let hub = Hub::start(subscriber.clone(), sharded, shutdown.subscribe());
         let sweeper = Sweeper::start(
             redis.clone(),
             config.redis.server.is_clustered(),
@@ -136,6 +132,7 @@ impl Client {
                 redis: connection,
                 subscriber,
                 hub,
+                handoffs: Handoffs::new(config.handoff_grace),
                 sweeper,
                 holds,
                 in_flight: Arc::default(),

@@ -7,6 +7,7 @@ mod client;
 mod config;
 mod connection;
 mod error;
+mod handoff;
 mod inflight;
 mod lock;
 mod names;

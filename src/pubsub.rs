@@ -11,11 +11,9 @@
 //! latency, never a hang. On a Redis 7 cluster the channels are sharded (`SSUBSCRIBE`), so a
 //! lock's messages stay on the shard that holds the lock.
 //!
-//! The hub also keeps the hand-off grace: after this client released a lock whose message reached
-//! other processes, its waiters hold back until the grace ends or another release of the lock is
-//! heard. To tell another release from the echo of its own, the hub numbers the messages it
-//! receives, and a release marks the number before it is sent (the lock is still this client's
-//! then, so no other release can come in between).
+//! The hub numbers the messages it receives, so that the hand-off grace (`handoff`) can tell a
+//! release of another process from the echo of this client's own ([`Hub::position`],
+//! [`Hub::messages_since`]). What to do about them is not the hub's business.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -104,64 +102,18 @@ impl Channels {
 pub(crate) struct Hub {
     channels: Arc<Channels>,
     sync_tx: mpsc::UnboundedSender<Arc<str>>,
-    /// How long a release that woke other processes' waiters leaves them to take the lock.
-    handoff_grace: Duration,
-    handoffs: Arc<Mutex<Handoffs>>,
-    /// Told whenever a release of this client's has its reply (or gave up).
-    verdicts: Arc<Notify>,
 }
 
-/// The hand-offs this client is part of.
-#[derive(Default)]
-struct Handoffs {
-    /// Channels whose lock this client just released to other processes.
-    graces: HashMap<Arc<str>, Handoff>,
-    /// Releases this client sent whose reply has not come back yet, per channel: until it does,
-    /// nobody here knows whether other processes wait, so this client's own woken waiters wait
-    /// for the reply first. (Its release message may well reach them before the reply reaches
-    /// the releasing task.)
-    awaiting_reply: HashMap<Arc<str>, u32>,
-}
-
-/// Where a channel's messages stood when this client sent a release.
+/// Where a channel's messages stood at some moment.
 #[derive(Debug, Clone, Copy)]
-struct MarkAt {
-    /// The message sequence number then.
-    seq: u64,
-    /// Whether this client was subscribed to the channel, so its own release message comes back.
-    subscribed: bool,
-}
-
-/// Taken just before this client sends a release, while the lock is still this client's, so that
-/// no other release can come in between; counts the release as awaiting its reply until dropped.
-pub(crate) struct ReleaseMark {
-    at: MarkAt,
-    channel: Option<Arc<str>>,
-    handoffs: Arc<Mutex<Handoffs>>,
-    verdicts: Arc<Notify>,
-}
-
-impl Drop for ReleaseMark {
-    fn drop(&mut self) {
-        let Some(channel) = self.channel.take() else {
-            return;
-        };
-        let mut handoffs = self.handoffs.lock().unwrap();
-        if let Some(count) = handoffs.awaiting_reply.get_mut(&channel) {
-            *count -= 1;
-            if *count == 0 {
-                handoffs.awaiting_reply.remove(&channel);
-            }
-        }
-        drop(handoffs);
-        self.verdicts.notify_waiters();
-    }
-}
-
-/// A hand-off grace: this client's waiters let other processes take the lock first.
-struct Handoff {
-    until: Instant,
-    mark: MarkAt,
+pub(crate) struct Position {
+    /// The sequence number of the last message received on any channel then.
+    pub(crate) seq: u64,
+    /// Whether this client was subscribed to the channel (so its own publication there comes
+    /// back to it).
+    pub(crate) subscribed: bool,
+    /// Whether any waiter of this client was registered on the channel.
+    pub(crate) waited_on: bool,
 }
 
 impl Hub {
@@ -170,7 +122,6 @@ impl Hub {
     pub(crate) fn start(
         subscriber: SubscriberClient,
         sharded: bool,
-        handoff_grace: Duration,
         shutdown: watch::Receiver<bool>,
     ) -> Hub {
         let channels = Arc::new(Channels::default());
@@ -180,13 +131,7 @@ impl Hub {
             sharded,
         };
         tokio::spawn(run(link, channels.clone(), sync_rx, shutdown));
-        Hub {
-            channels,
-            sync_tx,
-            handoff_grace,
-            handoffs: Arc::default(),
-            verdicts: Arc::default(),
-        }
+        Hub { channels, sync_tx }
     }
 
     /// Registers a waiter on `channel`, subscribing it if this is its first waiter.
@@ -230,100 +175,23 @@ impl Hub {
         }
     }
 
-    /// Marks where `channel`'s messages stand just before this client sends a release of its
-    /// lock; [`released`](Self::released) takes the mark.
-    pub(crate) fn mark(&self, channel: &str) -> ReleaseMark {
-        let (at, waited_on) = {
-            let map = self.channels.map.lock().unwrap();
-            let entry = map.get(channel);
-            let at = MarkAt {
-                seq: self.channels.messages.load(Ordering::Acquire),
-                subscribed: entry.is_some_and(|c| *c.state.borrow() == Subscription::Active),
-            };
-            (at, entry.is_some())
-        };
-        // Only a client with local waiters can have one woken before the reply. (The channels
-        // lock is let go first: `handoff_pending` takes the two locks the other way round.)
-        let counted = (!self.handoff_grace.is_zero() && waited_on).then(|| {
-            let channel: Arc<str> = channel.into();
-            let mut handoffs = self.handoffs.lock().unwrap();
-            *handoffs.awaiting_reply.entry(channel.clone()).or_default() += 1;
-            channel
-        });
-        ReleaseMark {
-            at,
-            channel: counted,
-            handoffs: self.handoffs.clone(),
-            verdicts: self.verdicts.clone(),
+    /// Where `channel`'s messages stand now.
+    pub(crate) fn position(&self, channel: &str) -> Position {
+        let map = self.channels.map.lock().unwrap();
+        let entry = map.get(channel);
+        Position {
+            seq: self.channels.messages.load(Ordering::Acquire),
+            subscribed: entry.is_some_and(|c| *c.state.borrow() == Subscription::Active),
+            waited_on: entry.is_some(),
         }
     }
 
-    /// Waits, at most `bound`, until no release of this client's on `channel` awaits its reply;
-    /// false at once when none does.
-    pub(crate) async fn await_release_reply(&self, channel: &str, bound: Duration) -> bool {
-        let notified = self.verdicts.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        if !self
-            .handoffs
-            .lock()
-            .unwrap()
-            .awaiting_reply
-            .contains_key(channel)
-        {
-            return false;
-        }
-        let _ = tokio::time::timeout(bound, notified).await;
-        true
-    }
-
-    /// Notes that this client freed the lock of `channel` and its wake-up reached `woken`
-    /// subscribed connections. More than this client's own means other processes wait: for the
-    /// hand-off grace, or until the lock changes hands, this client's waiters let them go first.
-    pub(crate) fn released(&self, channel: &str, woken: u64, mark: &ReleaseMark) {
-        if self.handoff_grace.is_zero() {
-            return;
-        }
-        let mark = mark.at;
-        let mut handoffs = self.handoffs.lock().unwrap();
-        let handoffs = &mut handoffs.graces;
-        if woken > u64::from(mark.subscribed) {
-            let now = Instant::now();
-            if handoffs.len() > 1024 {
-                handoffs.retain(|_, h| h.until > now);
-            }
-            let until = now + self.handoff_grace;
-            handoffs.insert(channel.into(), Handoff { until, mark });
-        } else {
-            handoffs.remove(channel);
-        }
-    }
-
-    /// What is left of a hand-off grace on `channel`: `None` once it ran out or another
-    /// process released the lock since (a message came that was not this client's own).
-    pub(crate) fn handoff_pending(&self, channel: &str) -> Option<Duration> {
-        let mut handoffs = self.handoffs.lock().unwrap();
-        let handoffs = &mut handoffs.graces;
-        let handoff = handoffs.get(channel)?;
-        let left = handoff.until.saturating_duration_since(Instant::now());
-        let own = u32::from(handoff.mark.subscribed);
-        let since = self
-            .channels
-            .map
-            .lock()
-            .unwrap()
-            .get(channel)
-            .map_or(0, |c| {
-                c.recent
-                    .iter()
-                    .filter(|&&seq| seq > handoff.mark.seq)
-                    .count() as u32
-            });
-        if left.is_zero() || since > own {
-            handoffs.remove(channel);
-            return None;
-        }
-        Some(left)
+    /// How many of the last two messages on `channel` came after message `seq`.
+    pub(crate) fn messages_since(&self, channel: &str, seq: u64) -> u32 {
+        let map = self.channels.map.lock().unwrap();
+        map.get(channel).map_or(0, |c| {
+            c.recent.iter().filter(|&&recent| recent > seq).count() as u32
+        })
     }
 
     /// How many waiters of this client wait on `channel`.

@@ -14,6 +14,7 @@ use tokio::sync::watch;
 use crate::background::Background;
 use crate::connection::Connection;
 use crate::error::{Error, Result};
+use crate::handoff::Handoffs;
 use crate::inflight::InFlight;
 use crate::owner::Owner;
 use crate::pubsub::Hub;
@@ -28,6 +29,8 @@ pub(crate) struct Shared {
     pub(crate) redis: Connection,
     pub(crate) subscriber: SubscriberClient,
     pub(crate) hub: Hub,
+    /// The plain lock's hand-off graces.
+    pub(crate) handoffs: Handoffs,
     pub(crate) sweeper: Sweeper,
     pub(crate) holds: Arc<Holds>,
     /// Acquires and releases in flight, per lock and holder field.

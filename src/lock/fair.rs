@@ -295,7 +295,7 @@ impl Turns for FairTurns<'_> {
         Ask::Queue
     }
 
-    async fn start(&mut self, deadline: Option<Instant>) {
+    async fn start(&mut self, deadline: Option<Instant>, _first: Option<Option<Duration>>) {
         let shared = &self.hold.shared;
         let mut waiter = shared.hub.register(&self.channel());
         let confirm_by = Instant::now() + shared.command_timeout;

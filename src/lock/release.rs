@@ -143,7 +143,7 @@ impl Hold {
         let mark = self
             .kind
             .hands_off_with_grace()
-            .then(|| shared.hub.mark(&self.keys.channel));
+            .then(|| shared.handoffs.mark(&shared.hub, &self.keys.channel));
         let sent_at = Instant::now();
         let replay_last = self.kind.always_replays()
             || releasing.beside_acquire
@@ -177,7 +177,7 @@ impl Hold {
                     }
                     tracing::debug!(lock = %self.keys.name, "release reply lost; the retry finds the lock freed by it");
                     if let Some(mark) = &mark {
-                        shared.hub.released(&self.keys.channel, 0, mark);
+                        shared.handoffs.released(&self.keys.channel, 0, mark);
                     }
                     tracing::debug!(lock = %self.keys.name, holder = %self.field, "lock released");
                     return Ok(Released::Freed { woken: 0 });
@@ -201,7 +201,7 @@ impl Hold {
                         }
                         Released::Freed { woken } => {
                             if let Some(mark) = &mark {
-                                shared.hub.released(&self.keys.channel, woken, mark);
+                                shared.handoffs.released(&self.keys.channel, woken, mark);
                             }
                             tracing::debug!(lock = %self.keys.name, holder = %self.field, woken, "lock released");
                         }

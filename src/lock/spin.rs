@@ -231,6 +231,7 @@ impl TakeTurns for Spin {
         };
         SpinTurns {
             delays: Delays::new(*backoff),
+            first: None,
         }
     }
 }
@@ -239,6 +240,8 @@ impl TakeTurns for Spin {
 /// holder's lease.
 struct SpinTurns {
     delays: Delays,
+    /// What the first attempt found, for the first pause.
+    first: Option<Option<Duration>>,
 }
 
 impl Turns for SpinTurns {
@@ -246,7 +249,9 @@ impl Turns for SpinTurns {
         Ask::Now
     }
 
-    async fn start(&mut self, _deadline: Option<Instant>) {}
+    async fn start(&mut self, _deadline: Option<Instant>, first: Option<Option<Duration>>) {
+        self.first = first;
+    }
 
     async fn wait_turn(
         &mut self,
@@ -257,7 +262,11 @@ impl Turns for SpinTurns {
             return false;
         };
         let pause = self.delays.next();
-        let lease_left = busy.flatten().unwrap_or(Duration::MAX);
+        // No message comes after subscribing: the first pause follows the first attempt too.
+        let lease_left = busy
+            .or(self.first.take())
+            .flatten()
+            .unwrap_or(Duration::MAX);
         tokio::time::sleep(pause.min(lease_left).min(remaining)).await;
         time_left(deadline).is_some() || deadline.is_none()
     }

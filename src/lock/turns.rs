@@ -9,7 +9,7 @@
 //! - **Hand-off grace.** When this client's release woke waiters in other processes, its own
 //!   tasks hold back for a short grace or until the lock changes hands (a release not its own is
 //!   heard), so the process that releases and relocks does not keep the lock among its tasks.
-//!   See `Config::with_handoff_grace`.
+//!   Kept in `handoff`; see `Config::with_handoff_grace`.
 //! - **Claims.** This client's first waiter, once it lost a race to another process, claims the
 //!   lock's next hand-off (`relock_claim:{<name>}`): the lock, once free, goes to it alone or to
 //!   a waiter that lost more races. See `Config::with_claim_window`.
@@ -54,7 +54,7 @@ impl<'a> PlainTurns<'a> {
         let one_shot = wait == Some(Duration::ZERO);
         let behind_waiters = shared.hub.waiters(channel) > 0;
         let queue_first = !one_shot
-            && (behind_waiters || shared.hub.handoff_pending(channel).is_some())
+            && (behind_waiters || shared.handoffs.pending(&shared.hub, channel).is_some())
             && shared.holds.guards(&hold.hold_key()) == 0;
         PlainTurns {
             hold,
@@ -84,7 +84,7 @@ impl Turns for PlainTurns<'_> {
         }
     }
 
-    async fn start(&mut self, deadline: Option<Instant>) {
+    async fn start(&mut self, deadline: Option<Instant>, _first: Option<Option<Duration>>) {
         let shared = &self.hold.shared;
         let mut waiter = shared.hub.register(&self.hold.keys.channel);
         let confirm_by = Instant::now() + shared.command_timeout;
@@ -125,8 +125,8 @@ impl Turns for PlainTurns<'_> {
         // yet may have woken this waiter: whether a grace follows is known only from that reply.
         loop {
             while let Some(grace) = shared
-                .hub
-                .handoff_pending(channel)
+                .handoffs
+                .pending(&shared.hub, channel)
                 .filter(|_| !self.claim.claimed)
             {
                 let Some(remaining) = time_left(deadline) else {
@@ -138,7 +138,7 @@ impl Turns for PlainTurns<'_> {
                 return false;
             };
             let bound = remaining.min(shared.command_timeout);
-            if self.claim.claimed || !shared.hub.await_release_reply(channel, bound).await {
+            if self.claim.claimed || !shared.handoffs.await_release_reply(channel, bound).await {
                 return true;
             }
         }

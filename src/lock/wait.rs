@@ -30,8 +30,8 @@ pub(crate) trait Turns {
     fn ask(&mut self) -> Ask;
 
     /// Gets ready to wait (subscribes to the wake-up, for instance), after a first attempt that
-    /// found the lock busy or instead of one.
-    async fn start(&mut self, deadline: Option<Instant>);
+    /// found the lock busy (`first`: what it found) or instead of one (`first` is `None`).
+    async fn start(&mut self, deadline: Option<Instant>, first: Option<Option<Duration>>);
 
     /// Waits until the next attempt is due. `busy` is what the last attempt found (the most to
     /// wait before trying again; `None` inside when no bound is known), or `None` for the first
@@ -71,17 +71,19 @@ pub(crate) async fn acquire<T: Turns>(
     let deadline = wait.and_then(|wait| started.checked_add(wait));
     let mut attempts = 0u32;
     let outcome = async {
+        let mut first = None;
         if !turns.queue_first() {
             attempts += 1;
-            if let Attempt::Acquired(registration) = hold.try_once(turns.ask()).await? {
-                turns.acquired();
-                return guard(hold, registration).await.map(Some);
-            }
-            if wait == Some(Duration::ZERO) {
-                return Ok(None);
+            match hold.try_once(turns.ask()).await? {
+                Attempt::Acquired(registration) => {
+                    turns.acquired();
+                    return guard(hold, registration).await.map(Some);
+                }
+                Attempt::Busy(_) if wait == Some(Duration::ZERO) => return Ok(None),
+                Attempt::Busy(retry) => first = Some(retry),
             }
         }
-        turns.start(deadline).await;
+        turns.start(deadline, first).await;
         let mut busy = None;
         loop {
             if !turns.wait_turn(busy.take(), deadline).await {
