@@ -343,6 +343,14 @@ async fn bad_settings_are_refused_before_connecting() {
             base().with_watchdog_timeout(Duration::MAX),
         ),
         (
+            "2 ms fair waiter timeout",
+            base().with_fair_waiter_timeout(Duration::from_millis(2)),
+        ),
+        (
+            "endless fair waiter timeout",
+            base().with_fair_waiter_timeout(Duration::MAX),
+        ),
+        (
             "zero command timeout",
             base().with_command_timeout(Duration::ZERO),
         ),

@@ -49,6 +49,9 @@ use crate::shared::Shared;
 ///   nobody polls meanwhile. Deadlines use the Redis server's clock.
 /// - **Owners.** Tasks that share an owner (such as `join!` branches) share one place in the
 ///   queue; give each its own [`Owner`] to queue them apart.
+/// - **One type per name.** A [`Lock`](crate::Lock) or [`SpinLock`](crate::SpinLock) of the
+///   same name excludes a `FairLock` (they share the hash) but ignores its queue, and its release
+///   wakes none of the fair waiters, who then find the lock free only on their next renewal.
 /// - **Redisson.** Redisson's fair locks on the same name share the queue. Their deadlines come
 ///   from each Java client's clock, and Redisson lowers every waiter's deadline when one leaves:
 ///   in a queue shared with Redisson, a relock waiter may so lose its place and join the tail

@@ -40,9 +40,9 @@ use crate::shared::Shared;
 /// lock to waiters elsewhere holds its own tasks back for a short grace
 /// (`Config::with_handoff_grace`), and a client's first waiter that lost a race claims the next
 /// hand-off (`Config::with_claim_window`): the lock, once free, goes to it alone, or to a waiter
-/// that lost more races. A strict global order is the job of a fair lock. A re-entry never waits
-/// for anyone, and `try_lock()` never waits for another owner, though it finds a freed lock busy
-/// while a claim on it stands.
+/// that lost more races. A strict global order is the job of a [`FairLock`](crate::FairLock). A
+/// re-entry never waits for anyone, and `try_lock()` never waits for another owner, though it
+/// finds a freed lock busy while a claim on it stands.
 ///
 /// Every acquire waits for its owner's own releases of the lock that are still in flight (an
 /// `unlock()` or a dropped guard whose reply has not come back): a round trip as a rule, and
