@@ -196,10 +196,10 @@ pub(crate) async fn acquire(
             redis,
             &[Key::from(&keys.name), Key::from(&keys.claim)],
             &[
-                millis(lease_ms),
+                ms_arg(lease_ms),
                 Value::String(field.clone()),
                 Value::Integer(i64::from(priority)),
-                millis(window),
+                ms_arg(window),
             ],
         )
         .await
@@ -259,11 +259,11 @@ pub(crate) async fn release(
             ],
             &[
                 text(UNLOCK_MESSAGE),
-                millis(lease_ms),
+                ms_arg(lease_ms),
                 Value::String(field.clone()),
                 text(how.publish),
-                millis(how.latch_ttl_ms),
-                millis(how.claim_window_ms),
+                ms_arg(how.latch_ttl_ms),
+                ms_arg(how.claim_window_ms),
                 text(if how.sent_before { "1" } else { "0" }),
                 text(if how.replay_last { "1" } else { "0" }),
             ],
@@ -294,7 +294,7 @@ pub(crate) async fn renew(
 ) -> Result<Vec<bool>> {
     let keys: Vec<Key> = locks.iter().map(|(name, _)| Key::from(name)).collect();
     let mut args = Vec::with_capacity(locks.len() + 1);
-    args.push(millis(lease_ms));
+    args.push(ms_arg(lease_ms));
     args.extend(locks.iter().map(|(_, field)| Value::String(field.clone())));
     let server = || redis.server.to_string();
     let reply = RENEW
@@ -333,7 +333,7 @@ pub(crate) async fn force_release(
         .run(
             redis,
             &freeing_keys(keys),
-            &[text(UNLOCK_MESSAGE), text(publish), millis(claim_window_ms)],
+            &[text(UNLOCK_MESSAGE), text(publish), ms_arg(claim_window_ms)],
         )
         .await
         .map_err(|e| Error::from_redis(e, &keys.name, &redis.server))?;
@@ -359,7 +359,7 @@ pub(crate) async fn abandon(
                 text(UNLOCK_MESSAGE),
                 Value::String(field.clone()),
                 text(publish),
-                millis(claim_window_ms),
+                ms_arg(claim_window_ms),
             ],
         )
         .await
@@ -419,7 +419,7 @@ pub(crate) async fn inspect(
 }
 
 /// A duration in ms as an argument (validated to fit 2^53 by `config::millis`).
-fn millis(ms: u64) -> Value {
+fn ms_arg(ms: u64) -> Value {
     Value::Integer(ms as i64)
 }
 

@@ -21,8 +21,8 @@ use crate::pubsub::Hub;
 use crate::sweeper::Sweeper;
 use crate::watchdog::Holds;
 
-/// What every lock of one client shares: its identity, connections, settings and background
-/// tasks. Locks hold it directly, so no lock module depends on the [`Client`](crate::Client) facade.
+/// What every lock of one client shares: its identity, connections, settings and background tasks.
+/// Locks hold it directly, so no lock module depends on the [`Client`](crate::Client) facade.
 pub(crate) struct Shared {
     /// The client id: the first half of every holder field.
     pub(crate) id: String,

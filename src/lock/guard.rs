@@ -22,8 +22,8 @@ use crate::scripts::{self, Released};
 use crate::watchdog::{Leaving, Registration, Standing};
 
 /// One hold of a lock of any type ([`Lock`](crate::Lock), [`FairLock`](crate::FairLock),
-/// [`SpinLock`](crate::SpinLock)). Release it with [`unlock`](LockGuard::unlock); dropping it releases
-/// it in the background.
+/// [`SpinLock`](crate::SpinLock)). Release it with [`unlock`](LockGuard::unlock); dropping it
+/// releases it in the background.
 ///
 /// The guard is `'static` and `Send`: it can move into another task, and it remembers its owner,
 /// so it can be released from anywhere. Dropped where no tokio runtime runs (a plain thread,
@@ -148,26 +148,28 @@ impl LockGuard {
 
     /// Releases this hold. When it was the owner's last, the lock is deleted and its waiters are
     /// told as its type tells them: a [`Lock`](crate::Lock) wakes one waiter per process, a
-    /// [`FairLock`](crate::FairLock) the first waiter in its queue, a
-    /// [`SpinLock`](crate::SpinLock) nobody (its waiters retry). Renewal of the hold stops before the release is sent. When holds of the
-    /// owner remain, the lock's TTL becomes what they need (see the lease rule in the crate
+    /// [`FairLock`](crate::FairLock) the first waiter in its queue, a [`SpinLock`](crate::SpinLock)
+    /// nobody (its waiters retry). Renewal of the hold stops before the release is sent. When holds
+    /// of the owner remain, the lock's TTL becomes what they need (see the lease rule in the crate
     /// docs).
     ///
     /// # Errors
     ///
-    /// [`Error::LeaseLost`] when the hold was already gone and the guard knew it may have lost
-    /// its lease (see [`lost`](Self::lost)), [`Error::NotHeld`] when it was gone otherwise (say,
-    /// force-unlocked), [`Error::Closed`] after the client shut down (which released it), and
+    /// [`Error::LeaseLost`](crate::Error::LeaseLost) when the hold was already gone and the guard
+    /// knew it may have lost its lease (see [`lost`](Self::lost)),
+    /// [`Error::NotHeld`](crate::Error::NotHeld) when it was gone otherwise (say, force-unlocked),
+    /// [`Error::Closed`](crate::Error::Closed) after the client shut down (which released it), and
     /// as [`Lock::lock`](crate::Lock::lock). A release that Redis may or may not have applied is
-    /// retried with the same request id, so it counts once. The owner's own acquires of this lock wait until the
-    /// release has its reply.
+    /// retried with the same request id, so it counts once. The owner's own acquires of this lock
+    /// wait until the release has its reply.
     ///
-    /// A *last* release of a `Lock` or `SpinLock` whose hold cannot lapse before its last retry (a watchdog lease, renewed
-    /// until the release, or a fixed lease with over six command timeouts left) leaves no replay
-    /// key, to spare the server a write and a delete (see `lua/release.lua`): its retry that
-    /// finds the hold gone reports success, as its first send freed the lock. If the lock was
-    /// force-unlocked in the same moment as that reply was lost, the force-unlock goes
-    /// unreported. A `FairLock`'s release always leaves one, as it moves the queue too.
+    /// A *last* release of a `Lock` or `SpinLock` whose hold cannot lapse before its last retry (a
+    /// watchdog lease, renewed until the release, or a fixed lease with over six command timeouts
+    /// left) leaves no replay key, to spare the server a write and a delete (see
+    /// `lua/release.lua`): its retry that finds the hold gone reports success, as its first send
+    /// freed the lock. If the lock was force-unlocked in the same moment as that reply was lost,
+    /// the force-unlock goes unreported. A `FairLock`'s release always leaves one, as it moves the
+    /// queue too.
     ///
     /// # Cancel safety
     ///

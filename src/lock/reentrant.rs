@@ -91,10 +91,12 @@ impl Lock {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for a bad name, [`Error::WrongType`] when the key holds another
-    /// type, [`Error::Redis`] when Redis fails, [`Error::Closed`] after shutdown. If the
-    /// connection to Redis breaks while it waits, it fails with [`Error::Redis`] within about one
-    /// command timeout, unless the connection is back by then.
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a bad name,
+    /// [`Error::WrongType`](crate::Error::WrongType) when the key holds another type,
+    /// [`Error::Redis`](crate::Error::Redis) when Redis fails,
+    /// [`Error::Closed`](crate::Error::Closed) after shutdown. If the connection to Redis breaks
+    /// while it waits, it fails with [`Error::Redis`](crate::Error::Redis) within about one command
+    /// timeout, unless the connection is back by then.
     ///
     /// # Cancel safety
     ///
@@ -112,8 +114,8 @@ impl Lock {
     ///
     /// # Errors
     ///
-    /// As [`lock`](Self::lock), and [`Error::InvalidArgument`] for a lease under 1 ms or over
-    /// 2^53 ms.
+    /// As [`lock`](Self::lock), and [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a
+    /// lease under 1 ms or over 2^53 ms.
     ///
     /// # Cancel safety
     ///
@@ -181,7 +183,8 @@ impl Lock {
     /// # Errors
     ///
     /// As [`lock`](Self::lock), and any error of the release after `work` (such as
-    /// [`Error::LeaseLost`]: the value is dropped then, as the work ran unprotected).
+    /// [`Error::LeaseLost`](crate::Error::LeaseLost): the value is dropped then, as the work ran
+    /// unprotected).
     ///
     /// # Cancel safety
     ///
@@ -199,8 +202,8 @@ impl Lock {
     ///
     /// # Errors
     ///
-    /// [`Error::WrongType`] when the key holds another type (it is left alone), and as
-    /// [`lock`](Self::lock).
+    /// [`Error::WrongType`](crate::Error::WrongType) when the key holds another type (it is left
+    /// alone), and as [`lock`](Self::lock).
     ///
     /// # Cancel safety
     ///

@@ -117,7 +117,7 @@ impl Hold {
     /// earlier send freed the lock: the field was there when that send ran, and no new hold of
     /// the owner's can have come in between. Should a retry still come after `lapses_after` (a
     /// stalled process), it cannot tell that from a lapse, and the release ends in
-    /// [`Error::LeaseLost`].
+    /// [`Error::LeaseLost`](crate::Error::LeaseLost).
     pub(crate) async fn release_as(
         &self,
         how: ReleaseAs<'_>,

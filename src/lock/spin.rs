@@ -35,9 +35,8 @@ use crate::shared::Shared;
 /// # async fn run(client: relock::Client) -> relock::Result<()> {
 /// use std::time::Duration;
 /// use relock::Backoff;
-/// let lock = client
-///     .spin_lock("cache:refresh")
-///     .with_backoff(Backoff::exponential(Duration::from_millis(2), Duration::from_millis(50), 1.5)?);
+/// let backoff = Backoff::exponential(Duration::from_millis(2), Duration::from_millis(50), 1.5)?;
+/// let lock = client.spin_lock("cache:refresh").with_backoff(backoff);
 /// let guard = lock.lock().await?;
 /// guard.unlock().await?;
 /// # Ok(()) }

@@ -5,7 +5,7 @@ use fred::bytes_utils::Str;
 use fred::types::{Key, Value};
 use once_cell::sync::Lazy;
 
-use super::{integer, millis, text, ReleaseHow, Released, Script, UNLOCK_MESSAGE};
+use super::{integer, ms_arg, text, ReleaseHow, Released, Script, UNLOCK_MESSAGE};
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::names::{FairKeys, LockKeys};
@@ -50,9 +50,9 @@ pub(crate) async fn acquire(
                 Key::from(&fair.timeouts),
             ],
             &[
-                millis(lease_ms),
+                ms_arg(lease_ms),
                 Value::String(field.clone()),
-                millis(waiter_ms),
+                ms_arg(waiter_ms),
                 text(if queue { "wait" } else { "try" }),
             ],
         )
@@ -81,10 +81,10 @@ pub(crate) async fn release(
             &[name, queue, timeouts, channel, how.latch.clone()],
             &[
                 text(UNLOCK_MESSAGE),
-                millis(keep_ms),
+                ms_arg(keep_ms),
                 Value::String(field.clone()),
                 text(how.publish),
-                millis(how.latch_ttl_ms),
+                ms_arg(how.latch_ttl_ms),
                 text(if how.sent_before { "1" } else { "0" }),
             ],
         )
