@@ -499,3 +499,66 @@ async fn watchdog_renews_locks_on_every_master_per_slot() {
     faults::assert_no_leaks_cluster(&cluster, &[&client], &names).await;
     client.shutdown().await.unwrap();
 }
+
+/// (f) The fair lock on a cluster: its scripts keep the lock, queue and deadlines in one slot on
+/// every master, a release `SPUBLISH`es on the first waiter's own shard channel and wakes it
+/// (its renewal timer is 10 s, its holder's lease 20 s), and waiters are served in queue order.
+/// The spin lock takes and releases on every master without subscribing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fair_and_spin_locks_on_every_master() {
+    let cluster = start_cluster();
+    let holder = connect(&cluster, Duration::from_secs(5)).await;
+    let waiting = connect(&cluster, Duration::from_secs(5)).await;
+    let prefix = common::prefix("cluster-fair");
+    for (node, name) in one_per_master(&cluster, &prefix) {
+        let held = holder.fair_lock(&name).lock_with_lease(LONG).await.unwrap();
+        let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut tasks = Vec::new();
+        for i in 0..3 {
+            let lock = waiting.fair_lock(&name).owned_by(relock::Owner::new());
+            let order = order.clone();
+            tasks.push(tokio::spawn(async move {
+                let guard = timeout(Duration::from_secs(15), lock.lock())
+                    .await
+                    .expect("a fair waiter hung")
+                    .unwrap();
+                order.lock().unwrap().push(i);
+                (Instant::now(), guard)
+            }));
+            let queue = common::fair_queue_key(&name);
+            assert!(
+                eventually(Duration::from_secs(10), || async {
+                    common::raw_lrange(node, &queue).len() == i + 1
+                })
+                .await,
+                "waiter {i} never queued on node {}",
+                node.port()
+            );
+        }
+        let released = Instant::now();
+        held.unlock().await.unwrap();
+        for task in tasks {
+            let (acquired, guard) = task.await.unwrap();
+            let waited = acquired.saturating_duration_since(released);
+            assert!(
+                waited < Duration::from_secs(5),
+                "a fair waiter got the lock {waited:?} after the release: no message woke it"
+            );
+            guard.unlock().await.unwrap();
+        }
+        assert_eq!(*order.lock().unwrap(), [0, 1, 2]);
+        assert!(!raw_exists(node, &common::fair_queue_key(&name)));
+        assert!(!raw_exists(node, &common::fair_timeout_key(&name)));
+
+        let spin = waiting.spin_lock(&name);
+        let guard = spin.lock().await.unwrap();
+        assert_eq!(raw_holds(node, &name, &field_of(&waiting, &guard)), 1);
+        assert!(holder.spin_lock(&name).try_lock().await.unwrap().is_none());
+        guard.unlock().await.unwrap();
+        assert!(!raw_exists(node, &name));
+    }
+    let stats = waiting.stats();
+    assert_eq!((stats.holds, stats.waiters), (0, 0));
+    holder.shutdown().await.unwrap();
+    waiting.shutdown().await.unwrap();
+}
