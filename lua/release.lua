@@ -14,7 +14,7 @@
 -- KEYS[4]  the hand-off claim relock_claim:{<name>}
 -- ARGV[1]  the message to publish on the last release ("0": wake one waiter per process)
 -- ARGV[2]  the TTL in ms to set while holds remain: what the owner's remaining holds need (the
---          client knows each hold's lease; see `src/watchdog.rs`)
+--          client knows each hold's lease; see `src/holds.rs`)
 -- ARGV[3]  holder field <client-uuid>:<owner>
 -- ARGV[4]  the publish command: PUBLISH (or SPUBLISH on a sharded cluster); empty: publish
 --          nothing (a spin lock: its waiters poll)

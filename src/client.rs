@@ -20,13 +20,14 @@ use crate::config::{millis, Config};
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::handoff::Handoffs;
+use crate::holds::Holds;
 use crate::lock::{FairLock, Lock, SpinLock};
 use crate::names::LockKeys;
 use crate::pubsub::Hub;
 use crate::scripts::{self, PUBLISH, SPUBLISH};
 use crate::shared::{ReplicaSync, Shared};
 use crate::sweeper::Sweeper;
-use crate::watchdog::{Holds, Watchdog};
+use crate::watchdog::Watchdog;
 
 /// A connection to Redis that hands out locks.
 ///

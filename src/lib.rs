@@ -8,6 +8,7 @@ mod config;
 mod connection;
 mod error;
 mod handoff;
+mod holds;
 mod inflight;
 mod lock;
 mod names;

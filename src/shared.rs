@@ -15,11 +15,11 @@ use crate::background::Background;
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::handoff::Handoffs;
+use crate::holds::Holds;
 use crate::inflight::InFlight;
 use crate::owner::Owner;
 use crate::pubsub::Hub;
 use crate::sweeper::Sweeper;
-use crate::watchdog::Holds;
 
 /// What every lock of one client shares: its identity, connections, settings and background tasks.
 /// Locks hold it directly, so no lock module depends on the [`Client`](crate::Client) facade.

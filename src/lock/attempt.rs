@@ -16,9 +16,9 @@ use super::hold::{Hold, Lease};
 use super::kind::Ask;
 use crate::connection::Connection;
 use crate::error::{Error, Result};
+use crate::holds::Registration;
 use crate::scripts;
 use crate::shared::ReplicaSync;
-use crate::watchdog::Registration;
 
 /// What one attempt found.
 pub(crate) enum Attempt {

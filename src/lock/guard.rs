@@ -1,7 +1,7 @@
 //! The guard every lock type hands out, and its [`Lost`] signal.
 //!
 //! A guard stands for one hold. It knows, without a round trip, from when its hold may be gone
-//! (the registry in `watchdog` keeps that moment), and it releases its hold when unlocked or
+//! (the registry in `holds` keeps that moment), and it releases its hold when unlocked or
 //! dropped, through `release`.
 
 use std::future::Future;
@@ -17,9 +17,9 @@ use tracing::Instrument;
 use super::hold::{Hold, Lease};
 use super::release::{ReleaseAs, ResumeRelease};
 use crate::error::{Error, Result};
+use crate::holds::{Leaving, Registration, Standing};
 use crate::owner::Owner;
 use crate::scripts::{self, Released};
-use crate::watchdog::{Leaving, Registration, Standing};
 
 /// One hold of a lock of any type ([`Lock`](crate::Lock), [`FairLock`](crate::FairLock),
 /// [`SpinLock`](crate::SpinLock)). Release it with [`unlock`](LockGuard::unlock); dropping it

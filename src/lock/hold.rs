@@ -7,11 +7,11 @@ use std::time::Duration;
 use fred::bytes_utils::Str;
 
 use super::kind::{Holder, Kind};
+use crate::holds::HoldKey;
 use crate::inflight::Fingerprint;
 use crate::names::LockKeys;
 use crate::owner::Owner;
 use crate::shared::Shared;
-use crate::watchdog::HoldKey;
 
 /// How long a hold lasts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

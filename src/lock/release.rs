@@ -4,7 +4,7 @@
 //!
 //! Each release request has a replay key (its request id). A retry after a lost reply reads it
 //! first, so the release is applied once. A release that leaves holds behind sets the lock's TTL
-//! to what the owner's remaining holds need (see the lease rule in `watchdog`). The plain lock's
+//! to what the owner's remaining holds need (see the lease rule in `holds`). The plain lock's
 //! last release writes no replay key unless a retry could need it (see `inflight`); every other
 //! type writes one on every release, as Redisson does.
 

@@ -15,7 +15,7 @@ use super::guard::LockGuard;
 use super::hold::Hold;
 use super::kind::Ask;
 use crate::error::Result;
-use crate::watchdog::Registration;
+use crate::holds::Registration;
 
 /// How the waiters of one lock type take turns. One value serves one acquire; dropped before
 /// [`acquired`](Turns::acquired), it undoes what waiting left on Redis (a claim, a place in a
