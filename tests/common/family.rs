@@ -1,0 +1,389 @@
+//! The lock family as one type, so an invariant is written once and checked on every lock type:
+//! [`Family`] names a type (`Lock`, `FairLock`, `SpinLock`), [`AnyLock`] is a handle of any of
+//! them with their common methods, and the helpers here know what each type leaves on Redis
+//! (the fair lock's queue and per-waiter channels, the spin lock's lack of any subscription).
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::future::Future;
+use std::time::Duration;
+
+use relock::{Client, LockGuard, Lost, Owner, RemainingLease, Result};
+use tokio::time::Instant;
+
+use super::{faults, RedisServer, Resp};
+
+/// A lock type of the family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    /// [`relock::Lock`]: waiters woken by a message on the lock's channel.
+    Lock,
+    /// [`relock::FairLock`]: a queue on Redis, each waiter woken on its own channel.
+    Fair,
+    /// [`relock::SpinLock`]: waiters poll with backoff, no pub/sub at all.
+    Spin,
+}
+
+impl Family {
+    /// Every lock type.
+    pub const ALL: [Family; 3] = [Family::Lock, Family::Fair, Family::Spin];
+
+    /// A short name for messages and key prefixes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::Lock => "lock",
+            Family::Fair => "fair",
+            Family::Spin => "spin",
+        }
+    }
+
+    /// A handle of this type on lock `name` (a spin lock with the default backoff).
+    pub fn lock(self, client: &Client, name: impl Into<String>) -> AnyLock {
+        match self {
+            Family::Lock => AnyLock::Lock(client.lock(name)),
+            Family::Fair => AnyLock::Fair(client.fair_lock(name)),
+            Family::Spin => AnyLock::Spin(client.spin_lock(name)),
+        }
+    }
+
+    /// Whether its waiters subscribe (and its releases publish).
+    pub fn subscribes(self) -> bool {
+        !matches!(self, Family::Spin)
+    }
+
+    /// The longest a spin waiter pauses between attempts (the default backoff's), zero for the
+    /// types woken by messages.
+    pub fn poll_pause(self) -> Duration {
+        match self {
+            Family::Spin => relock::Backoff::default().max(),
+            Family::Lock | Family::Fair => Duration::ZERO,
+        }
+    }
+
+    /// How soon after a release a waiter must hold the lock: the type's pause between polls
+    /// plus `slack`. Tests give the holder a lease far longer than this, so a waiter served
+    /// within it was served by the release (its message, or its next poll), not by its timer.
+    pub fn prompt(self, slack: Duration) -> Duration {
+        self.poll_pause() + slack
+    }
+
+    /// The SHA1 of this type's acquire script, as it appears in its `EVALSHA` request.
+    pub fn acquire_sha(self) -> String {
+        fred::util::sha1_hash(match self {
+            Family::Lock | Family::Spin => include_str!("../../lua/acquire.lua"),
+            Family::Fair => include_str!("../../lua/fair_acquire.lua"),
+        })
+    }
+
+    /// The SHA1 of this type's release script, as it appears in its `EVALSHA` request.
+    pub fn release_sha(self) -> String {
+        fred::util::sha1_hash(match self {
+            Family::Lock | Family::Spin => include_str!("../../lua/release.lua"),
+            Family::Fair => include_str!("../../lua/fair_release.lua"),
+        })
+    }
+
+    /// What a watcher of waiters needs to know before waiters start: see
+    /// [`WaitWatch::until_waiting`].
+    pub fn watch_waiters(self, server: &RedisServer) -> WaitWatch {
+        WaitWatch {
+            family: self,
+            evalsha_before: super::raw_command_calls(server, "evalsha"),
+        }
+    }
+
+    /// The end-of-test leak check of [`faults::assert_no_leaks`] (no key without a TTL, no
+    /// subscriber on the lock's channel, nothing tracked by `clients`), and more, polled for up
+    /// to 10 s: no lock hash, no replay key, no claim key, no subscriber on any of the lock's
+    /// channels (a fair waiter's included), and for a fair lock an empty queue and deadline set.
+    pub async fn assert_no_leaks(self, server: &RedisServer, clients: &[&Client], names: &[&str]) {
+        faults::assert_no_leaks(server, clients, names).await;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let found = self.leaks(server, names);
+            if found.is_empty() {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{}: leaks after 10 s: {}",
+                self.name(),
+                found.join("; ")
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// What [`assert_no_leaks`](Self::assert_no_leaks) adds to the fault suite's check.
+    fn leaks(self, server: &RedisServer, names: &[&str]) -> Vec<String> {
+        let mut found = Vec::new();
+        for name in names {
+            let hash = super::raw_hgetall(server, name);
+            if !hash.is_empty() {
+                found.push(format!("lock `{name}` is still held: {hash:?}"));
+            }
+            let claim = super::claim_key(name);
+            if super::raw_exists(server, &claim) {
+                found.push(format!("claim key `{claim}` is left"));
+            }
+            let latches = raw_keys(server, &format!("{}:*", latch_prefix(name)));
+            if !latches.is_empty() {
+                found.push(format!("replay keys left: {latches:?}"));
+            }
+            let channels = raw_channels(server, &format!("{}*", super::lock_channel(name)));
+            if !channels.is_empty() {
+                found.push(format!("channels still subscribed: {channels:?}"));
+            }
+            if self == Family::Fair {
+                let queue = super::raw_lrange(server, &super::fair_queue_key(name));
+                if !queue.is_empty() {
+                    found.push(format!("fair queue of `{name}` is not empty: {queue:?}"));
+                }
+                let timeouts = super::fair_timeout_key(name);
+                if super::raw_exists(server, &timeouts) {
+                    found.push(format!("fair deadlines `{timeouts}` are left"));
+                }
+            }
+        }
+        found
+    }
+}
+
+/// Knows how to tell that waiters of a [`Family`] are parked on a held lock: made by
+/// [`Family::watch_waiters`] before they start.
+pub struct WaitWatch {
+    family: Family,
+    /// `EVALSHA` calls before the waiters started: a spin waiter is seen only by its attempts.
+    evalsha_before: u64,
+}
+
+impl WaitWatch {
+    /// Waits (at most 10 s) until each `(client, n)` of `waiting` has `n` waiters on lock
+    /// `name`:
+    ///
+    /// - `Lock`: the client counts them, and a subscriber listens on the lock's channel;
+    /// - `Fair`: the client counts them, and each is in the queue on Redis with its own channel
+    ///   subscribed;
+    /// - `Spin`: nothing on Redis shows a spin waiter but its attempts: the server ran at least
+    ///   two scripts per waiter since the watch began (a first attempt and a retry). Other
+    ///   scripts count too, so with a holder renewed meanwhile this only says that much.
+    pub async fn until_waiting(
+        &self,
+        server: &RedisServer,
+        name: &str,
+        waiting: &[(&Client, usize)],
+    ) -> bool {
+        let channel = super::lock_channel(name);
+        let queue = super::fair_queue_key(name);
+        let total: usize = waiting.iter().map(|(_, n)| n).sum();
+        super::eventually(Duration::from_secs(10), || async {
+            match self.family {
+                Family::Lock => {
+                    waiting
+                        .iter()
+                        .all(|(client, n)| client.stats().waiters == *n)
+                        && super::raw_numsub(server, &channel) >= 1
+                }
+                Family::Fair => {
+                    let queued = super::raw_lrange(server, &queue);
+                    waiting.iter().all(|(client, n)| {
+                        let mine: Vec<&String> = queued
+                            .iter()
+                            .filter(|field| field.starts_with(client.id()))
+                            .collect();
+                        client.stats().waiters == *n
+                            && mine.len() == *n
+                            && mine.iter().all(|field| {
+                                super::raw_numsub(server, &super::fair_waiter_channel(name, field))
+                                    == 1
+                            })
+                    })
+                }
+                Family::Spin => {
+                    let calls = super::raw_command_calls(server, "evalsha");
+                    calls >= self.evalsha_before + 2 * total as u64
+                }
+            }
+        })
+        .await
+    }
+}
+
+/// The holder field of `owner` on `client`: `<client-id>:<owner-id>`.
+pub fn field(client: &Client, owner: &Owner) -> String {
+    format!("{}:{}", client.id(), owner.id())
+}
+
+/// The holder field of a guard's hold.
+pub fn field_of(client: &Client, guard: &LockGuard) -> String {
+    field(client, guard.owner())
+}
+
+/// A client on `url` with a watchdog timeout, a command timeout, and a long fair waiter
+/// timeout (60 s): a fair waiter renews its place (and tries again) every third of it, so with
+/// a long one a fair waiter served soon after a release was served by its wake-up message, not
+/// by its heartbeat, and a place that lapsed instead of being left would show.
+pub async fn connect(url: &str, watchdog: Duration, command_timeout: Duration) -> Client {
+    let config = relock::Config::from_url(url)
+        .unwrap()
+        .with_watchdog_timeout(watchdog)
+        .with_command_timeout(command_timeout)
+        .with_fair_waiter_timeout(Duration::from_secs(60));
+    Client::new(config).await.expect("connect")
+}
+
+/// Waits (at most 10 s) until `server` stops answering: a `DEBUG SLEEP` sent from another
+/// connection is in effect. A `PING` left unanswered for 50 ms says so.
+pub async fn until_asleep(server: &RedisServer) -> bool {
+    use std::io::{Read, Write};
+    let port = server.port();
+    tokio::task::spawn_blocking(move || {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while std::time::Instant::now() < deadline {
+            let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+                continue;
+            };
+            stream
+                .set_read_timeout(Some(Duration::from_millis(50)))
+                .unwrap();
+            stream.write_all(b"*1\r\n$4\r\nPING\r\n").unwrap();
+            let mut reply = [0u8; 16];
+            match stream.read(&mut reply) {
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    return true;
+                }
+                _ => continue,
+            }
+        }
+        false
+    })
+    .await
+    .unwrap()
+}
+
+/// The prefix of lock `name`'s replay keys.
+fn latch_prefix(name: &str) -> String {
+    if name.contains('{') {
+        format!("redisson_unlock_latch:{name}")
+    } else {
+        format!("redisson_unlock_latch:{{{name}}}")
+    }
+}
+
+/// The keys matching `pattern` (`KEYS`).
+pub fn raw_keys(server: &RedisServer, pattern: &str) -> Vec<String> {
+    bulk_strings(super::resp(&server.cmd(&["KEYS", pattern])))
+}
+
+/// The channels with subscribers matching `pattern` (`PUBSUB CHANNELS`).
+pub fn raw_channels(server: &RedisServer, pattern: &str) -> Vec<String> {
+    bulk_strings(super::resp(&server.cmd(&["PUBSUB", "CHANNELS", pattern])))
+}
+
+fn bulk_strings(reply: Resp) -> Vec<String> {
+    match reply {
+        Resp::Array(Some(items)) => items
+            .into_iter()
+            .filter_map(|item| match item {
+                Resp::Bulk(Some(text)) => Some(text),
+                _ => None,
+            })
+            .collect(),
+        other => panic!("expected an array of strings, got {other:?}"),
+    }
+}
+
+/// A handle of any lock type, with the methods they share.
+#[derive(Clone, Debug)]
+pub enum AnyLock {
+    Lock(relock::Lock),
+    Fair(relock::FairLock),
+    Spin(relock::SpinLock),
+}
+
+/// Runs `$body` with `$lock` bound to the handle inside, whatever its type.
+macro_rules! each {
+    ($any:expr, $lock:ident => $body:expr) => {
+        match $any {
+            AnyLock::Lock($lock) => $body,
+            AnyLock::Fair($lock) => $body,
+            AnyLock::Spin($lock) => $body,
+        }
+    };
+}
+
+impl AnyLock {
+    /// The type of this handle.
+    pub fn family(&self) -> Family {
+        match self {
+            AnyLock::Lock(_) => Family::Lock,
+            AnyLock::Fair(_) => Family::Fair,
+            AnyLock::Spin(_) => Family::Spin,
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        each!(self, lock => lock.name())
+    }
+
+    pub fn owned_by(self, owner: Owner) -> AnyLock {
+        match self {
+            AnyLock::Lock(lock) => AnyLock::Lock(lock.owned_by(owner)),
+            AnyLock::Fair(lock) => AnyLock::Fair(lock.owned_by(owner)),
+            AnyLock::Spin(lock) => AnyLock::Spin(lock.owned_by(owner)),
+        }
+    }
+
+    pub async fn lock(&self) -> Result<LockGuard> {
+        each!(self, lock => lock.lock().await)
+    }
+
+    pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
+        each!(self, lock => lock.lock_with_lease(lease).await)
+    }
+
+    pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
+        each!(self, lock => lock.try_lock().await)
+    }
+
+    pub async fn try_lock_for(
+        &self,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<LockGuard>> {
+        each!(self, lock => lock.try_lock_for(wait, lease).await)
+    }
+
+    pub async fn with<F, Fut, T>(&self, work: F) -> Result<T>
+    where
+        F: FnOnce(Lost) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        each!(self, lock => lock.with(work).await)
+    }
+
+    pub async fn force_unlock(&self) -> Result<bool> {
+        each!(self, lock => lock.force_unlock().await)
+    }
+
+    pub async fn is_locked(&self) -> Result<bool> {
+        each!(self, lock => lock.is_locked().await)
+    }
+
+    pub async fn is_held_by_current_owner(&self) -> Result<bool> {
+        each!(self, lock => lock.is_held_by_current_owner().await)
+    }
+
+    pub async fn hold_count(&self) -> Result<u64> {
+        each!(self, lock => lock.hold_count().await)
+    }
+
+    pub async fn remaining_lease(&self) -> Result<RemainingLease> {
+        each!(self, lock => lock.remaining_lease().await)
+    }
+}
