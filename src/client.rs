@@ -22,8 +22,9 @@ use crate::error::{Error, Result};
 use crate::handoff::Handoffs;
 use crate::holds::Holds;
 use crate::lock::{FairLock, Lock, SpinLock};
-use crate::names::LockKeys;
+use crate::names::{FairKeys, LockKeys};
 use crate::pubsub::Hub;
+use crate::queued::Queued;
 use crate::scripts::{self, PUBLISH, SPUBLISH};
 use crate::shared::{ReplicaSync, Shared};
 use crate::sweeper::Sweeper;
@@ -134,6 +135,7 @@ impl Client {
                 subscriber,
                 hub,
                 handoffs: Handoffs::new(config.handoff_grace),
+                queued: Queued::default(),
                 sweeper,
                 holds,
                 in_flight: Arc::default(),
@@ -240,6 +242,9 @@ impl Client {
         if self.shared.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
+        // Waiters fail with `Closed` from here on; their places in fair queues go first, so a
+        // lock this client frees below wakes a live waiter, not one of this client's own.
+        self.leave_queues().await;
         let released = if release {
             self.release_all().await
         } else {
@@ -261,6 +266,23 @@ impl Client {
             .map_err(|e| Error::redis(e, server))?;
         subscriber.map_err(|e| Error::redis(e, server))?;
         released
+    }
+
+    /// Gives up every place this client's waiters hold in fair queues, all at once, within a
+    /// command timeout; a place left behind lapses with its deadline.
+    async fn leave_queues(&self) {
+        let shared = &self.shared;
+        let leaves = shared.queued.all().into_iter().map(|(name, field)| async move {
+            let keys = LockKeys::new(&name)?;
+            let fair = FairKeys::new(&name);
+            scripts::fair::leave(&shared.redis, &keys, &fair, &field, shared.publish).await
+        });
+        let all = futures::future::join_all(leaves);
+        if let Ok(outcomes) = tokio::time::timeout(shared.command_timeout, all).await {
+            for error in outcomes.into_iter().filter_map(Result::err) {
+                tracing::debug!(%error, "could not leave a fair queue at shutdown; the place lapses with its deadline");
+            }
+        }
     }
 
     /// Drops every hold of this client's, one script call per lock, all at once.

@@ -14,6 +14,7 @@ mod lock;
 mod names;
 mod owner;
 mod pubsub;
+mod queued;
 mod scripts;
 mod shared;
 mod sweeper;

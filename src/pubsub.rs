@@ -283,8 +283,10 @@ impl Drop for Waiter {
             entry.wake_one();
         }
         entry.waiters -= 1;
-        if entry.waiters == 0 {
-            let _ = self.sync_tx.send(self.channel.clone());
+        if entry.waiters == 0 && self.sync_tx.send(self.channel.clone()).is_err() {
+            // The hub task has stopped (the client shut down): nobody will unsubscribe the
+            // channel, and its connection is closed anyway; forget the channel here.
+            map.remove(&self.channel);
         }
     }
 }

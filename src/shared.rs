@@ -19,6 +19,7 @@ use crate::holds::Holds;
 use crate::inflight::InFlight;
 use crate::owner::Owner;
 use crate::pubsub::Hub;
+use crate::queued::Queued;
 use crate::sweeper::Sweeper;
 
 /// What every lock of one client shares: its identity, connections, settings and background tasks.
@@ -31,6 +32,8 @@ pub(crate) struct Shared {
     pub(crate) hub: Hub,
     /// The plain lock's hand-off graces.
     pub(crate) handoffs: Handoffs,
+    /// This client's waiters' places in fair queues.
+    pub(crate) queued: Queued,
     pub(crate) sweeper: Sweeper,
     pub(crate) holds: Arc<Holds>,
     /// Acquires and releases in flight, per lock and holder field.

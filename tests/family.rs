@@ -78,22 +78,8 @@ family_tests!(
     cancelled_acquires_leave_nothing_behind,
     force_unlock_frees_the_lock_for_a_waiter,
     shutdown_releases_held_locks_to_a_waiter,
-    shutdown_lets_other_clients_waiters_past_its_own {
-        lock: [],
-        fair: [#[ignore = "bug: a closing client's queued fair waiter keeps its place (the leave \
-            races Client::close quitting the connection), holding the next waiter back for the \
-            fair waiter timeout"]],
-        spin: [],
-    },
-    shutdown_while_waiting_leaves_no_waiter_behind {
-        lock: [#[ignore = "bug: Client::stats() of a closed client keeps the channel of a waiter \
-            that failed after the pub/sub hub stopped (Waiter::drop leaves its removal to the \
-            stopped hub)"]],
-        fair: [#[ignore = "bug: a closing client's queued fair waiter keeps its place (the leave \
-            races Client::close quitting the connection); and its channel stays in \
-            Client::stats()"]],
-        spin: [],
-    },
+    shutdown_lets_other_clients_waiters_past_its_own,
+    shutdown_while_waiting_leaves_no_waiter_behind,
     restart_while_held_and_while_waiting,
     debug_sleep_shorter_than_the_lease_loses_nothing,
     debug_sleep_longer_than_the_lease_loses_the_lock,

@@ -289,8 +289,10 @@ impl Turns for FairTurns<'_> {
             return Ask::Now;
         }
         if self.queued.is_none() {
+            let hold = self.hold;
+            hold.shared.queued.enter(&hold.keys.name, &hold.field);
             self.queued = Some(LeaveQueue {
-                hold: self.hold.clone(),
+                hold: hold.clone(),
                 fair: self.fair.clone(),
                 armed: true,
             });
@@ -351,6 +353,13 @@ struct LeaveQueue {
 
 impl Drop for LeaveQueue {
     fn drop(&mut self) {
+        let shared = &self.hold.shared;
+        if shared.check_open().is_err() {
+            // The client gives up every place in its queues as it shuts down (see
+            // `Client::shutdown`): the place stays listed for it.
+            return;
+        }
+        shared.queued.leave(&self.hold.keys.name, &self.hold.field);
         if !self.armed {
             return;
         }
