@@ -272,11 +272,15 @@ impl Client {
     /// command timeout; a place left behind lapses with its deadline.
     async fn leave_queues(&self) {
         let shared = &self.shared;
-        let leaves = shared.queued.all().into_iter().map(|(name, field)| async move {
-            let keys = LockKeys::new(&name)?;
-            let fair = FairKeys::new(&name);
-            scripts::fair::leave(&shared.redis, &keys, &fair, &field, shared.publish).await
-        });
+        let leaves = shared
+            .queued
+            .all()
+            .into_iter()
+            .map(|(name, field)| async move {
+                let keys = LockKeys::new(&name)?;
+                let fair = FairKeys::new(&name);
+                scripts::fair::leave(&shared.redis, &keys, &fair, &field, shared.publish).await
+            });
         let all = futures::future::join_all(leaves);
         if let Ok(outcomes) = tokio::time::timeout(shared.command_timeout, all).await {
             for error in outcomes.into_iter().filter_map(Result::err) {

@@ -83,17 +83,7 @@ family_tests!(
     restart_while_held_and_while_waiting,
     debug_sleep_shorter_than_the_lease_loses_nothing,
     debug_sleep_longer_than_the_lease_loses_the_lock,
-    acquire_answered_after_its_lease_keeps_its_lock {
-        lock: [#[ignore = "bug: a hold whose acquire reply came after its lease could have run \
-            out is registered lost; its watchdog drops a successful renewal and stops, and the \
-            lock expires under a live guard"]],
-        fair: [#[ignore = "bug: a hold whose acquire reply came after its lease could have run \
-            out is registered lost; its watchdog drops a successful renewal and stops, and the \
-            lock expires under a live guard"]],
-        spin: [#[ignore = "bug: a hold whose acquire reply came after its lease could have run \
-            out is registered lost; its watchdog drops a successful renewal and stops, and the \
-            lock expires under a live guard"]],
-    },
+    acquire_answered_after_its_lease_keeps_its_lock,
     client_kill_keeps_waiters_waking_and_the_watchdog_renewing,
     script_flush_mid_run_keeps_every_operation_working,
     lost_acquire_reply_never_counts_a_hold_twice,

@@ -79,14 +79,22 @@ impl Hold {
                 return Err(error);
             }
         }
+        let lease = Duration::from_millis(self.lease_ms);
+        if Instant::now() >= sent_at + lease {
+            // Answered after the hold could have lapsed (a stall longer than the lease): the lock
+            // may be another owner's by now, and a guard would be lost on arrival. The orphan
+            // check gives the hold back (and the owner's next attempt waits for it); the caller
+            // tries again.
+            tracing::debug!(lock = %self.keys.name, "acquire answered after its lease could have run out; giving the hold back");
+            drop(orphan);
+            return Ok(Attempt::Busy(Some(Duration::ZERO)));
+        }
         // Registered while still counted in flight, so a release that starts from here on
         // counts this hold among those that remain.
-        let registration = shared.holds.register(
-            key,
-            self.lease == Lease::Watchdog,
-            sent_at,
-            Duration::from_millis(self.lease_ms),
-        );
+        let registration =
+            shared
+                .holds
+                .register(key, self.lease == Lease::Watchdog, sent_at, lease);
         orphan.disarm();
         drop(acquiring);
         Ok(Attempt::Acquired(registration))

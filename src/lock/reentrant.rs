@@ -49,6 +49,11 @@ use crate::shared::Shared;
 /// until the release's retries end when its reply was lost. That is what lets the last release
 /// leave no replay key behind (see [`LockGuard::unlock`]).
 ///
+/// An acquire answered only after its lease could have run out (the server or the network
+/// stalled longer than the lease) gives the hold back and tries again within its wait, so no call
+/// returns a guard that is lost on arrival; `try_lock()` then finds the lock busy. The same holds
+/// for every lock type.
+///
 /// # Examples
 ///
 /// ```no_run
