@@ -376,12 +376,9 @@ impl Drop for LeaveQueue {
                         .as_deref()
                         .unwrap_or_else(|| shared.acquire_connection());
                     let publish = hold.kind.publish(shared);
-                    match scripts::fair::leave(redis, &hold.keys, &fair, &hold.field, publish).await
-                    {
-                        Ok(_) => {}
-                        Err(error) => {
-                            tracing::debug!(lock = %hold.keys.name, %error, "could not leave the fair queue; the place lapses with its deadline");
-                        }
+                    let left = scripts::fair::leave(redis, &hold.keys, &fair, &hold.field, publish);
+                    if let Err(error) = left.await {
+                        tracing::debug!(lock = %hold.keys.name, %error, "could not leave the fair queue; the place lapses with its deadline");
                     }
                 })
             }));
