@@ -27,25 +27,8 @@
 -- queue (client clock), and a Redisson taker lowers every deadline by its wait; a relock
 -- waiter's next "wait" raises its own again.
 
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- `now` and `live_head()` come from fair_queue.lua, which is prepended to this script.
 local me = ARGV[2]
-
--- Drop dead heads, as many as there are in a row; return the live head, or nil.
-local function live_head()
-    while true do
-        local head = redis.call('lindex', KEYS[2], 0)
-        if not head then
-            return nil
-        end
-        local deadline = redis.call('zscore', KEYS[3], head)
-        if deadline and tonumber(deadline) > now then
-            return head
-        end
-        redis.call('lpop', KEYS[2])
-        redis.call('zrem', KEYS[3], head)
-    end
-end
 
 local waiting = ARGV[4] == 'wait'
 local score = redis.call('zscore', KEYS[3], me)

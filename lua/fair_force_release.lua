@@ -10,26 +10,9 @@
 -- Reply:   1 when a lock was deleted, 0 when there was none.
 -- Errors:  WRONGTYPE when <name> holds another type: a user's string is never deleted.
 --
--- The queue keeps its waiters; dead heads are dropped as in fair_acquire.lua.
+-- The queue keeps its waiters; dead heads are dropped as fair_queue.lua says.
 
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-
--- Drop dead heads, as many as there are in a row; return the live head, or nil.
-local function live_head()
-    while true do
-        local head = redis.call('lindex', KEYS[2], 0)
-        if not head then
-            return nil
-        end
-        local deadline = redis.call('zscore', KEYS[3], head)
-        if deadline and tonumber(deadline) > now then
-            return head
-        end
-        redis.call('lpop', KEYS[2])
-        redis.call('zrem', KEYS[3], head)
-    end
-end
+-- `now` and `live_head()` come from fair_queue.lua, which is prepended to this script.
 
 local head = live_head()
 local kind = redis.call('type', KEYS[1])['ok']

@@ -11,26 +11,9 @@
 --
 -- Reply:   1 when the field was queued (in the queue or the deadlines), 0 when it was not.
 --
--- The others' deadlines are left as they are. Dead heads are dropped as in fair_acquire.lua.
+-- The others' deadlines are left as they are. Dead heads are dropped as fair_queue.lua says.
 
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-
--- Drop dead heads, as many as there are in a row; return the live head, or nil.
-local function live_head()
-    while true do
-        local head = redis.call('lindex', KEYS[2], 0)
-        if not head then
-            return nil
-        end
-        local deadline = redis.call('zscore', KEYS[3], head)
-        if deadline and tonumber(deadline) > now then
-            return head
-        end
-        redis.call('lpop', KEYS[2])
-        redis.call('zrem', KEYS[3], head)
-    end
-end
+-- `now` and `live_head()` come from fair_queue.lua, which is prepended to this script.
 
 local first = redis.call('lindex', KEYS[2], 0)
 local queued = redis.call('lrem', KEYS[2], 0, ARGV[1]) + redis.call('zrem', KEYS[3], ARGV[1])

@@ -24,8 +24,8 @@
 -- Errors:  WRONGTYPE when <name>, the queue or the deadlines hold another type.
 --
 -- A field that holds nothing still wakes the head if the lock has gone (it expired): the head
--- may take it now rather than when its own timer fires. Dead heads are dropped as in
--- fair_acquire.lua.
+-- may take it now rather than when its own timer fires. Dead heads are dropped as
+-- fair_queue.lua says.
 
 if ARGV[6] == '1' then
     local replay = redis.call('get', KEYS[5])
@@ -34,24 +34,7 @@ if ARGV[6] == '1' then
     end
 end
 
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-
--- Drop dead heads, as many as there are in a row; return the live head, or nil.
-local function live_head()
-    while true do
-        local head = redis.call('lindex', KEYS[2], 0)
-        if not head then
-            return nil
-        end
-        local deadline = redis.call('zscore', KEYS[3], head)
-        if deadline and tonumber(deadline) > now then
-            return head
-        end
-        redis.call('lpop', KEYS[2])
-        redis.call('zrem', KEYS[3], head)
-    end
-end
+-- `now` and `live_head()` come from fair_queue.lua, which is prepended to this script.
 
 local head = live_head()
 if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then

@@ -12,10 +12,22 @@ use fred::clients::Client as Redis;
 use fred::interfaces::LuaInterface;
 use fred::types::Value;
 
-const ACQUIRE: &str = include_str!("../lua/fair_acquire.lua");
-const RELEASE: &str = include_str!("../lua/fair_release.lua");
-const FORCE_RELEASE: &str = include_str!("../lua/fair_force_release.lua");
-const LEAVE: &str = include_str!("../lua/fair_leave.lua");
+const ACQUIRE: &str = concat!(
+    include_str!("../lua/fair_queue.lua"),
+    include_str!("../lua/fair_acquire.lua")
+);
+const RELEASE: &str = concat!(
+    include_str!("../lua/fair_queue.lua"),
+    include_str!("../lua/fair_release.lua")
+);
+const FORCE_RELEASE: &str = concat!(
+    include_str!("../lua/fair_queue.lua"),
+    include_str!("../lua/fair_force_release.lua")
+);
+const LEAVE: &str = concat!(
+    include_str!("../lua/fair_queue.lua"),
+    include_str!("../lua/fair_leave.lua")
+);
 
 /// The holder in most tests, and the waiters queued behind it.
 const X: &str = "0a0a0a0a-0000-4000-8000-00000000000x:holder";

@@ -10,13 +10,20 @@ use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::names::{FairKeys, LockKeys};
 
-static ACQUIRE: Lazy<Script> =
-    Lazy::new(|| Script::new(include_str!("../../lua/fair_acquire.lua")));
-static RELEASE: Lazy<Script> =
-    Lazy::new(|| Script::new(include_str!("../../lua/fair_release.lua")));
-static FORCE_RELEASE: Lazy<Script> =
-    Lazy::new(|| Script::new(include_str!("../../lua/fair_force_release.lua")));
-static LEAVE: Lazy<Script> = Lazy::new(|| Script::new(include_str!("../../lua/fair_leave.lua")));
+/// A fair script's text: the queue's common part (`lua/fair_queue.lua`), then the script's own.
+macro_rules! fair_lua {
+    ($name:literal) => {
+        concat!(
+            include_str!("../../lua/fair_queue.lua"),
+            include_str!(concat!("../../lua/", $name, ".lua"))
+        )
+    };
+}
+
+static ACQUIRE: Lazy<Script> = Lazy::new(|| Script::new(fair_lua!("fair_acquire")));
+static RELEASE: Lazy<Script> = Lazy::new(|| Script::new(fair_lua!("fair_release")));
+static FORCE_RELEASE: Lazy<Script> = Lazy::new(|| Script::new(fair_lua!("fair_force_release")));
+static LEAVE: Lazy<Script> = Lazy::new(|| Script::new(fair_lua!("fair_leave")));
 
 /// The lock, its queue and its deadlines, as most fair scripts take them.
 fn queue_keys(keys: &LockKeys, fair: &FairKeys) -> [Key; 4] {

@@ -71,7 +71,10 @@ impl Family {
     pub fn acquire_sha(self) -> String {
         fred::util::sha1_hash(match self {
             Family::Lock | Family::Spin => include_str!("../../lua/acquire.lua"),
-            Family::Fair => include_str!("../../lua/fair_acquire.lua"),
+            Family::Fair => concat!(
+                include_str!("../../lua/fair_queue.lua"),
+                include_str!("../../lua/fair_acquire.lua")
+            ),
         })
     }
 
@@ -79,7 +82,10 @@ impl Family {
     pub fn release_sha(self) -> String {
         fred::util::sha1_hash(match self {
             Family::Lock | Family::Spin => include_str!("../../lua/release.lua"),
-            Family::Fair => include_str!("../../lua/fair_release.lua"),
+            Family::Fair => concat!(
+                include_str!("../../lua/fair_queue.lua"),
+                include_str!("../../lua/fair_release.lua")
+            ),
         })
     }
 
