@@ -10,21 +10,18 @@
 //! waiter that stopped answering is dropped from the head, and the next one goes on. A waiter
 //! that gives up leaves at once, and wakes the next when that makes it first and the lock is free.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::guard::{LockGuard, Lost};
-use super::handle::{Handle, RemainingLease};
+use super::api::lock_api;
+use super::handle::Handle;
 use super::hold::Hold;
 use super::kind::{Ask, Kind};
 use super::wait::{time_left, TakeTurns, Turns};
 use crate::connection::Connection;
-use crate::error::Result;
 use crate::names::FairKeys;
-use crate::owner::Owner;
 use crate::pubsub::Waiter;
 use crate::scripts;
 use crate::shared::Shared;
@@ -33,9 +30,9 @@ use crate::shared::Shared;
 /// `RFairLock`: the waiters of every process get the lock in the order they started waiting.
 ///
 /// It has the [`Lock`](crate::Lock)'s API and guarantees (reentrant per owner, watchdog or fixed
-/// leases, [`LockGuard::lost`], cancel safety); only the order of waiters differs. A release
-/// wakes exactly the next waiter in the queue, in whatever process it lives, so a hand-off costs
-/// one wake-up however many wait.
+/// leases, [`LockGuard::lost`](crate::LockGuard::lost), cancel safety); only the order of waiters
+/// differs. A release wakes exactly the next waiter in the queue, in whatever process it lives, so
+/// a hand-off costs one wake-up however many wait.
 ///
 /// - **Order.** A waiter takes its place in the queue with its first attempt; the lock goes to
 ///   the queue's head, never to a newcomer while others wait (`try_lock` included: it fails
@@ -48,7 +45,7 @@ use crate::shared::Shared;
 ///   last renewal; at the head of the queue it holds the others back that long at most, and
 ///   nobody polls meanwhile. Deadlines use the Redis server's clock.
 /// - **Owners.** Tasks that share an owner (such as `join!` branches) share one place in the
-///   queue; give each its own [`Owner`] to queue them apart.
+///   queue; give each its own [`Owner`](crate::Owner) to queue them apart.
 /// - **One type per name.** A [`Lock`](crate::Lock) or [`SpinLock`](crate::SpinLock) of the
 ///   same name excludes a `FairLock` (they share the hash) but ignores its queue, and its release
 ///   wakes none of the fair waiters, who then find the lock free only on their next renewal.
@@ -78,168 +75,9 @@ impl FairLock {
             }),
         }
     }
-
-    /// The lock's name, which is also its Redis key.
-    pub fn name(&self) -> &str {
-        self.handle.name()
-    }
-
-    /// The same lock, held and released on behalf of `owner` instead of the current task.
-    pub fn owned_by(self, owner: Owner) -> FairLock {
-        FairLock {
-            handle: self.handle.owned_by(owner),
-        }
-    }
-
-    /// Takes the lock in turn, waiting as long as it takes; the watchdog renews its lease.
-    ///
-    /// # Errors
-    ///
-    /// As [`Lock::lock`](crate::Lock::lock).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: a dropped call leaves the queue, and leaves no hold and no subscription.
-    pub async fn lock(&self) -> Result<LockGuard> {
-        self.handle
-            .acquire(None, None, Queue)
-            .await
-            .map(|guard| guard.expect("an unbounded wait ends only with the lock"))
-    }
-
-    /// Takes the lock in turn with a fixed lease, waiting as long as it takes.
-    ///
-    /// # Errors
-    ///
-    /// As [`Lock::lock_with_lease`](crate::Lock::lock_with_lease).
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`lock`](Self::lock).
-    pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
-        self.handle
-            .acquire(Some(lease), None, Queue)
-            .await
-            .map(|guard| guard.expect("an unbounded wait ends only with the lock"))
-    }
-
-    /// Takes the lock if it is free and nobody is queued for it (or re-enters), in one attempt;
-    /// `Ok(None)` otherwise. It never joins the queue.
-    ///
-    /// # Errors
-    ///
-    /// As [`lock`](Self::lock).
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`lock`](Self::lock).
-    pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
-        self.handle.acquire(None, Some(Duration::ZERO), Queue).await
-    }
-
-    /// Takes the lock in turn, waiting at most `wait`; `Ok(None)` when the wait ran out, and the
-    /// waiter has left the queue. With `lease: None` the watchdog renews the lock, else it lasts
-    /// `lease`.
-    ///
-    /// # Errors
-    ///
-    /// As [`lock_with_lease`](Self::lock_with_lease).
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`lock`](Self::lock).
-    pub async fn try_lock_for(
-        &self,
-        wait: Duration,
-        lease: Option<Duration>,
-    ) -> Result<Option<LockGuard>> {
-        self.handle.acquire(lease, Some(wait), Queue).await
-    }
-
-    /// Runs `work` under the lock and releases it afterwards; see
-    /// [`Lock::with`](crate::Lock::with).
-    ///
-    /// # Errors
-    ///
-    /// As [`Lock::with`](crate::Lock::with).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: the lock is released (or the queue left) in the background.
-    pub async fn with<F, Fut, T>(&self, work: F) -> Result<T>
-    where
-        F: FnOnce(Lost) -> Fut,
-        Fut: Future<Output = T>,
-    {
-        self.handle.with(Queue, work).await
-    }
-
-    /// Deletes the lock whoever holds it and wakes the first waiter in the queue. `Ok(true)`
-    /// when there was a lock.
-    ///
-    /// # Errors
-    ///
-    /// As [`Lock::force_unlock`](crate::Lock::force_unlock).
-    ///
-    /// # Cancel safety
-    ///
-    /// Not cancel safe: a dropped call may or may not have deleted the lock.
-    pub async fn force_unlock(&self) -> Result<bool> {
-        self.handle.force_unlock().await
-    }
-
-    /// Whether anyone holds the lock.
-    ///
-    /// # Errors
-    ///
-    /// As [`Lock::is_locked`](crate::Lock::is_locked).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: it only reads.
-    pub async fn is_locked(&self) -> Result<bool> {
-        self.handle.is_locked().await
-    }
-
-    /// Whether this lock's owner holds the lock.
-    ///
-    /// # Errors
-    ///
-    /// As [`is_locked`](Self::is_locked).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: it only reads.
-    pub async fn is_held_by_current_owner(&self) -> Result<bool> {
-        Ok(self.handle.hold_count().await? > 0)
-    }
-
-    /// How many holds this lock's owner has (0 when none).
-    ///
-    /// # Errors
-    ///
-    /// As [`is_locked`](Self::is_locked).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: it only reads.
-    pub async fn hold_count(&self) -> Result<u64> {
-        self.handle.hold_count().await
-    }
-
-    /// How long the lock has left before it expires, whoever holds it.
-    ///
-    /// # Errors
-    ///
-    /// As [`is_locked`](Self::is_locked).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: it only reads.
-    pub async fn remaining_lease(&self) -> Result<RemainingLease> {
-        self.handle.remaining_lease().await
-    }
 }
+
+lock_api!(FairLock, Queue, "fair_lock");
 
 /// The fair lock's way of taking turns: a queue on Redis.
 struct Queue;

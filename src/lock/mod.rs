@@ -11,6 +11,7 @@
 //!   acquire script (picked by `kind`), the read-back of a lost reply, the registration;
 //! - `guard`: the guard and its `Lost` signal; `release`: releases that count once.
 
+mod api;
 mod attempt;
 mod fair;
 mod guard;

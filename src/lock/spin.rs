@@ -1,20 +1,17 @@
 //! The spin lock, Redisson's `RSpinLock` in async Rust: the plain lock's data on Redis, with
 //! waiters that retry after growing, jittered pauses instead of listening for a release.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::guard::{LockGuard, Lost};
-use super::handle::{Handle, RemainingLease};
+use super::api::lock_api;
+use super::handle::Handle;
 use super::hold::Hold;
 use super::kind::{Ask, Kind};
 use super::wait::{time_left, TakeTurns, Turns};
 use crate::backoff::{Backoff, Delays};
-use crate::error::Result;
-use crate::owner::Owner;
 use crate::shared::Shared;
 
 /// A reentrant distributed lock whose waiters poll with exponential backoff instead of pub/sub,
@@ -22,8 +19,8 @@ use crate::shared::Shared;
 /// many short-lived locks, or a cluster where each subscription costs every node).
 ///
 /// It has the [`Lock`](crate::Lock)'s data on Redis, API and guarantees (reentrant per owner,
-/// watchdog or fixed leases, [`LockGuard::lost`], cancel safety), and excludes a `Lock` or a
-/// Redisson `RLock` of the same name. What differs:
+/// watchdog or fixed leases, [`LockGuard::lost`](crate::LockGuard::lost), cancel safety), and
+/// excludes a `Lock` or a Redisson `RLock` of the same name. What differs:
 ///
 /// - it never subscribes, and its release publishes nothing;
 /// - a waiter retries after a pause drawn from its [`Backoff`] (by default 1 ms, doubling up to
@@ -58,165 +55,9 @@ impl SpinLock {
         *self.handle.kind_mut() = Kind::Spin(backoff);
         self
     }
-
-    /// The lock's name, which is also its Redis key.
-    pub fn name(&self) -> &str {
-        self.handle.name()
-    }
-
-    /// The same lock, held and released on behalf of `owner` instead of the current task.
-    pub fn owned_by(self, owner: Owner) -> SpinLock {
-        SpinLock {
-            handle: self.handle.owned_by(owner),
-        }
-    }
-
-    /// Takes the lock, retrying as long as it takes; the watchdog renews its lease.
-    ///
-    /// # Errors
-    ///
-    /// As [`Lock::lock`](crate::Lock::lock).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: a dropped call leaves no hold behind.
-    pub async fn lock(&self) -> Result<LockGuard> {
-        self.handle
-            .acquire(None, None, Spin)
-            .await
-            .map(|guard| guard.expect("an unbounded wait ends only with the lock"))
-    }
-
-    /// Takes the lock with a fixed lease, retrying as long as it takes.
-    ///
-    /// # Errors
-    ///
-    /// As [`Lock::lock_with_lease`](crate::Lock::lock_with_lease).
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`lock`](Self::lock).
-    pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
-        self.handle
-            .acquire(Some(lease), None, Spin)
-            .await
-            .map(|guard| guard.expect("an unbounded wait ends only with the lock"))
-    }
-
-    /// Takes the lock if it is free (or re-enters), in one attempt; `Ok(None)` otherwise.
-    ///
-    /// # Errors
-    ///
-    /// As [`lock`](Self::lock).
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`lock`](Self::lock).
-    pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
-        self.handle.acquire(None, Some(Duration::ZERO), Spin).await
-    }
-
-    /// Takes the lock, retrying for at most `wait`; `Ok(None)` when the wait ran out. With
-    /// `lease: None` the watchdog renews the lock, else it lasts `lease`.
-    ///
-    /// # Errors
-    ///
-    /// As [`lock_with_lease`](Self::lock_with_lease).
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`lock`](Self::lock).
-    pub async fn try_lock_for(
-        &self,
-        wait: Duration,
-        lease: Option<Duration>,
-    ) -> Result<Option<LockGuard>> {
-        self.handle.acquire(lease, Some(wait), Spin).await
-    }
-
-    /// Runs `work` under the lock and releases it afterwards; see
-    /// [`Lock::with`](crate::Lock::with).
-    ///
-    /// # Errors
-    ///
-    /// As [`Lock::with`](crate::Lock::with).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: the lock is released in the background.
-    pub async fn with<F, Fut, T>(&self, work: F) -> Result<T>
-    where
-        F: FnOnce(Lost) -> Fut,
-        Fut: Future<Output = T>,
-    {
-        self.handle.with(Spin, work).await
-    }
-
-    /// Deletes the lock whoever holds it (publishing nothing). `Ok(true)` when there was a lock.
-    ///
-    /// # Errors
-    ///
-    /// As [`Lock::force_unlock`](crate::Lock::force_unlock).
-    ///
-    /// # Cancel safety
-    ///
-    /// Not cancel safe: a dropped call may or may not have deleted the lock.
-    pub async fn force_unlock(&self) -> Result<bool> {
-        self.handle.force_unlock().await
-    }
-
-    /// Whether anyone holds the lock.
-    ///
-    /// # Errors
-    ///
-    /// As [`Lock::is_locked`](crate::Lock::is_locked).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: it only reads.
-    pub async fn is_locked(&self) -> Result<bool> {
-        self.handle.is_locked().await
-    }
-
-    /// Whether this lock's owner holds the lock.
-    ///
-    /// # Errors
-    ///
-    /// As [`is_locked`](Self::is_locked).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: it only reads.
-    pub async fn is_held_by_current_owner(&self) -> Result<bool> {
-        Ok(self.handle.hold_count().await? > 0)
-    }
-
-    /// How many holds this lock's owner has (0 when none).
-    ///
-    /// # Errors
-    ///
-    /// As [`is_locked`](Self::is_locked).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: it only reads.
-    pub async fn hold_count(&self) -> Result<u64> {
-        self.handle.hold_count().await
-    }
-
-    /// How long the lock has left before it expires, whoever holds it.
-    ///
-    /// # Errors
-    ///
-    /// As [`is_locked`](Self::is_locked).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: it only reads.
-    pub async fn remaining_lease(&self) -> Result<RemainingLease> {
-        self.handle.remaining_lease().await
-    }
 }
+
+lock_api!(SpinLock, Spin, "spin_lock");
 
 /// The spin lock's way of taking turns: none; each waiter retries after its pauses.
 struct Spin;

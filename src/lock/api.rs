@@ -1,0 +1,229 @@
+//! The methods every lock type has, written once: each type's file says `lock_api!` with its
+//! name, its way of taking turns and the client method that makes it, and documents what is
+//! special about it on the type itself.
+
+/// Implements the shared lock API on `$Type` (a struct with a `handle: Handle` field), taking
+/// turns with `$turns`; `$make` is the `Client` method that makes one, for the examples.
+macro_rules! lock_api {
+    ($Type:ident, $turns:expr, $make:literal) => {
+        impl $Type {
+            /// The lock's name, which is also its Redis key.
+            pub fn name(&self) -> &str {
+                self.handle.name()
+            }
+
+            /// The same lock, held and released on behalf of `owner` instead of the current
+            /// task.
+            pub fn owned_by(self, owner: $crate::Owner) -> $Type {
+                $Type {
+                    handle: self.handle.owned_by(owner),
+                }
+            }
+
+            /// Takes the lock, waiting as long as it takes. The watchdog renews its lease until
+            /// the guard is released or dropped.
+            ///
+            /// # Errors
+            ///
+            /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a bad name,
+            /// [`Error::WrongType`](crate::Error::WrongType) when the key holds another type,
+            /// [`Error::Redis`](crate::Error::Redis) when Redis fails,
+            /// [`Error::Closed`](crate::Error::Closed) after shutdown. If the connection to Redis
+            /// breaks while it waits, it fails with [`Error::Redis`](crate::Error::Redis) within
+            /// about one command timeout, unless the connection is back by then.
+            ///
+            /// # Cancel safety
+            ///
+            /// Cancel safe: a dropped call leaves no hold, no subscription, no waiter and no
+            /// place in a fair lock's queue behind. If the acquire had already reached Redis, its
+            /// hold is released (and its place given up) in the background.
+            pub async fn lock(&self) -> $crate::Result<$crate::LockGuard> {
+                self.handle
+                    .acquire(None, None, $turns)
+                    .await
+                    .map(|guard| guard.expect("an unbounded wait ends only with the lock"))
+            }
+
+            /// Takes the lock with a fixed lease, waiting as long as it takes. Nobody renews the
+            /// lease: the lock frees itself when it ends, guard or no guard.
+            ///
+            /// # Errors
+            ///
+            /// As [`lock`](Self::lock), and
+            /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a lease under 1 ms
+            /// or over 2^53 ms.
+            ///
+            /// # Cancel safety
+            ///
+            /// As [`lock`](Self::lock).
+            pub async fn lock_with_lease(
+                &self,
+                lease: std::time::Duration,
+            ) -> $crate::Result<$crate::LockGuard> {
+                self.handle
+                    .acquire(Some(lease), None, $turns)
+                    .await
+                    .map(|guard| guard.expect("an unbounded wait ends only with the lock"))
+            }
+
+            /// Takes the lock if this owner can have it now (it is free, or this owner holds it
+            /// already), in one attempt; `Ok(None)` when another owner holds it, or, for a
+            /// [`FairLock`](crate::FairLock), when others queue for it (a one-shot attempt never
+            /// joins the queue). The watchdog renews a lock taken here.
+            ///
+            /// # Errors
+            ///
+            /// As [`lock`](Self::lock).
+            ///
+            /// # Cancel safety
+            ///
+            /// As [`lock`](Self::lock).
+            pub async fn try_lock(&self) -> $crate::Result<Option<$crate::LockGuard>> {
+                self.handle
+                    .acquire(None, Some(std::time::Duration::ZERO), $turns)
+                    .await
+            }
+
+            /// Takes the lock, waiting at most `wait`; `Ok(None)` when the wait ran out (a fair
+            /// lock's waiter has left the queue then). With `lease: None` the watchdog renews the
+            /// lock, else it lasts `lease`.
+            ///
+            /// # Errors
+            ///
+            /// As [`lock_with_lease`](Self::lock_with_lease).
+            ///
+            /// # Cancel safety
+            ///
+            /// As [`lock`](Self::lock).
+            pub async fn try_lock_for(
+                &self,
+                wait: std::time::Duration,
+                lease: Option<std::time::Duration>,
+            ) -> $crate::Result<Option<$crate::LockGuard>> {
+                self.handle.acquire(lease, Some(wait), $turns).await
+            }
+
+            /// Runs `work` under the lock and releases it afterwards, whatever `work` returned.
+            /// If `work` panics or the call is dropped, the guard's drop releases the lock in the
+            /// background.
+            ///
+            /// `work` gets the hold's [`Lost`](crate::Lost) signal (see
+            /// [`LockGuard::lost`](crate::LockGuard::lost)), so it can stop when the lease is
+            /// lost; ignore it with `|_|` when the work is short.
+            ///
+            /// ```no_run
+            /// # async fn run(client: relock::Client) -> relock::Result<()> {
+            /// # async fn copy_rows() -> u64 { 42 }
+            #[doc = concat!("let copied = client\n    .", $make, "(\"stock:7\")")]
+            ///     .with(|lost| async move {
+            ///         tokio::select! {
+            ///             _ = lost => None,             // the lease is gone: stop writing
+            ///             rows = copy_rows() => Some(rows),
+            ///         }
+            ///     })
+            ///     .await?;
+            /// # Ok(()) }
+            /// ```
+            ///
+            /// # Errors
+            ///
+            /// As [`lock`](Self::lock), and any error of the release after `work` (such as
+            /// [`Error::LeaseLost`](crate::Error::LeaseLost): the value is dropped then, as the
+            /// work ran unprotected).
+            ///
+            /// # Cancel safety
+            ///
+            /// Cancel safe: the lock is released in the background.
+            pub async fn with<F, Fut, T>(&self, work: F) -> $crate::Result<T>
+            where
+                F: FnOnce($crate::Lost) -> Fut,
+                Fut: std::future::Future<Output = T>,
+            {
+                self.handle.with($turns, work).await
+            }
+
+            /// Deletes the lock whoever holds it, and tells its waiters as a last release does
+            /// (see [`LockGuard::unlock`](crate::LockGuard::unlock)). `Ok(true)` when there was
+            /// a lock. Holders find out through their watchdog (`lost()`) or when they release
+            /// (`NotHeld`).
+            ///
+            /// # Errors
+            ///
+            /// [`Error::WrongType`](crate::Error::WrongType) when the key holds another type (it
+            /// is left alone), and as [`lock`](Self::lock).
+            ///
+            /// # Cancel safety
+            ///
+            /// Not cancel safe: a dropped call may or may not have deleted the lock.
+            pub async fn force_unlock(&self) -> $crate::Result<bool> {
+                self.handle.force_unlock().await
+            }
+
+            /// Whether anyone holds the lock.
+            ///
+            /// # Errors
+            ///
+            /// As [`force_unlock`](Self::force_unlock).
+            ///
+            /// # Cancel safety
+            ///
+            /// Cancel safe: it only reads.
+            pub async fn is_locked(&self) -> $crate::Result<bool> {
+                self.handle.is_locked().await
+            }
+
+            /// Whether this lock's owner (the current task unless [`owned_by`](Self::owned_by)
+            /// set one) holds the lock.
+            ///
+            /// # Errors
+            ///
+            /// As [`is_locked`](Self::is_locked).
+            ///
+            /// # Cancel safety
+            ///
+            /// Cancel safe: it only reads.
+            pub async fn is_held_by_current_owner(&self) -> $crate::Result<bool> {
+                Ok(self.handle.hold_count().await? > 0)
+            }
+
+            /// How many holds this lock's owner has (0 when none).
+            ///
+            /// # Errors
+            ///
+            /// As [`is_locked`](Self::is_locked).
+            ///
+            /// # Cancel safety
+            ///
+            /// Cancel safe: it only reads.
+            pub async fn hold_count(&self) -> $crate::Result<u64> {
+                self.handle.hold_count().await
+            }
+
+            /// How long the lock has left before it expires, whoever holds it.
+            ///
+            /// ```no_run
+            /// # async fn run(client: relock::Client) -> relock::Result<()> {
+            /// use relock::RemainingLease;
+            #[doc = concat!("match client.", $make, "(\"job\").remaining_lease().await? {")]
+            ///     RemainingLease::Unlocked => println!("free"),
+            ///     RemainingLease::Expires(left) => println!("held, {left:?} left"),
+            ///     RemainingLease::NoExpiry => println!("held with no expiry (not written by relock)"),
+            /// }
+            /// # Ok(()) }
+            /// ```
+            ///
+            /// # Errors
+            ///
+            /// As [`is_locked`](Self::is_locked).
+            ///
+            /// # Cancel safety
+            ///
+            /// Cancel safe: it only reads.
+            pub async fn remaining_lease(&self) -> $crate::Result<$crate::RemainingLease> {
+                self.handle.remaining_lease().await
+            }
+        }
+    };
+}
+
+pub(crate) use lock_api;
