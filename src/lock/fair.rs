@@ -19,7 +19,7 @@ use super::api::lock_api;
 use super::handle::Handle;
 use super::hold::Hold;
 use super::kind::{Ask, Kind};
-use super::wait::{time_left, TakeTurns, Turns};
+use super::wait::{subscribe, time_left, TakeTurns, Turns};
 use crate::connection::Connection;
 use crate::names::FairKeys;
 use crate::pubsub::Waiter;
@@ -139,13 +139,7 @@ impl Turns for FairTurns<'_> {
     }
 
     async fn start(&mut self, deadline: Option<Instant>, _first: Option<Option<Duration>>) {
-        let shared = &self.hold.shared;
-        let mut waiter = shared.hub.register(&self.channel());
-        let confirm_by = Instant::now() + shared.command_timeout;
-        waiter
-            .subscribed(deadline.map_or(confirm_by, |d| d.min(confirm_by)))
-            .await;
-        self.waiter = Some(waiter);
+        self.waiter = Some(subscribe(&self.hold.shared, &self.channel(), deadline).await);
     }
 
     async fn wait_turn(

@@ -20,7 +20,7 @@ use tokio::time::Instant;
 
 use super::hold::Hold;
 use super::kind::Ask;
-use super::wait::{time_left, TakeTurns, Turns};
+use super::wait::{subscribe, time_left, TakeTurns, Turns};
 use crate::pubsub::{Waiter, Wake};
 use crate::scripts;
 
@@ -85,13 +85,7 @@ impl Turns for PlainTurns<'_> {
     }
 
     async fn start(&mut self, deadline: Option<Instant>, _first: Option<Option<Duration>>) {
-        let shared = &self.hold.shared;
-        let mut waiter = shared.hub.register(&self.hold.keys.channel);
-        let confirm_by = Instant::now() + shared.command_timeout;
-        waiter
-            .subscribed(deadline.map_or(confirm_by, |d| d.min(confirm_by)))
-            .await;
-        self.waiter = Some(waiter);
+        self.waiter = Some(subscribe(&self.hold.shared, &self.hold.keys.channel, deadline).await);
     }
 
     async fn wait_turn(

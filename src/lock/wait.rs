@@ -16,6 +16,8 @@ use super::hold::Hold;
 use super::kind::Ask;
 use crate::error::Result;
 use crate::holds::Registration;
+use crate::pubsub::Waiter;
+use crate::shared::Shared;
 
 /// How the waiters of one lock type take turns. One value serves one acquire; dropped before
 /// [`acquired`](Turns::acquired), it undoes what waiting left on Redis (a claim, a place in a
@@ -131,6 +133,18 @@ async fn guard(hold: &Hold, registration: Registration) -> Result<LockGuard> {
         }
     }
     Ok(guard)
+}
+
+/// Registers a waiter on `channel` and waits until its subscription is confirmed, at most a
+/// command timeout and never past `deadline` (a wait that starts unconfirmed still ends: every
+/// wait is bounded).
+pub(crate) async fn subscribe(shared: &Shared, channel: &str, deadline: Option<Instant>) -> Waiter {
+    let mut waiter = shared.hub.register(channel);
+    let confirm_by = Instant::now() + shared.command_timeout;
+    waiter
+        .subscribed(deadline.map_or(confirm_by, |d| d.min(confirm_by)))
+        .await;
+    waiter
 }
 
 /// What is left of a wait until `deadline` (all the time in the world without one); `None`
