@@ -176,7 +176,9 @@ pub(crate) struct Delays {
     /// k: how many delays were drawn since the start. It stops counting once
     /// the ceiling reaches `max`.
     retry: u32,
-    rng: SplitMix64,
+    /// Seeded at the first draw: most acquires never pause, and seeding reads the system's
+    /// random source.
+    rng: Option<SplitMix64>,
 }
 
 impl Delays {
@@ -184,7 +186,7 @@ impl Delays {
         Delays {
             backoff,
             retry: 0,
-            rng: SplitMix64::seeded(),
+            rng: None,
         }
     }
 
@@ -200,7 +202,8 @@ impl Delays {
         let span = hi - lo + 1;
         // The high half of a 64 × 64-bit product maps a uniform u64 onto 0..span, without the
         // division of `%` (its bias, span / 2^64, is below 1e-7 either way).
-        let offset = ((u128::from(self.rng.next()) * u128::from(span)) >> 64) as u64;
+        let draw = self.rng.get_or_insert_with(SplitMix64::seeded).next();
+        let offset = ((u128::from(draw) * u128::from(span)) >> 64) as u64;
         Duration::from_nanos(lo + offset)
     }
 

@@ -21,7 +21,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fred::clients::SubscriberClient;
-use fred::interfaces::{EventInterface, PubsubInterface};
+use fred::interfaces::{ClientLike, EventInterface, PubsubInterface};
+use fred::types::Value;
 use tokio::sync::{mpsc, watch, Notify};
 use tokio::time::Instant;
 
@@ -307,7 +308,13 @@ impl Link {
             let result = if self.sharded {
                 self.subscriber.ssubscribe(list).await
             } else {
-                self.subscriber.subscribe(list).await
+                // fred answers a SUBSCRIBE as soon as it is queued, before the server has run
+                // it (it waits for SSUBSCRIBE's reply). A PING behind it on the same connection
+                // is answered only after it: a release published from then on reaches us.
+                match self.subscriber.subscribe(list).await {
+                    Ok(()) => self.subscriber.ping::<Value>(None).await.map(drop),
+                    failed => failed,
+                }
             };
             if let Err(error) = &result {
                 tracing::warn!(%error, "subscribe failed; waiters fall back to lease-bounded retries");

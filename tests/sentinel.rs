@@ -52,8 +52,14 @@ impl PttlProbe {
             move || {
                 let mut lowest = i64::MAX;
                 while !stop.load(Ordering::Relaxed) {
+                    // A server in the middle of a failover may answer with an error (or a cut
+                    // reply): only integer replies count.
                     if let Ok(reply) = common::server::raw_command(port, &["PTTL", &key]) {
-                        lowest = lowest.min(common::resp_int(&reply));
+                        if let Some((common::Resp::Int(pttl), _)) =
+                            common::parse_resp(reply.as_bytes())
+                        {
+                            lowest = lowest.min(pttl);
+                        }
                     }
                     std::thread::sleep(Duration::from_millis(20));
                 }
