@@ -7,8 +7,14 @@
 //! time per pair shows whether relock's pair costs the server more than the ceiling's. relock
 //! runs on a runtime with one worker fewer than the machine has cores (at least one), leaving
 //! redis-server its core as the one-thread `redis-benchmark` does; the 32-task loop is also run
-//! on the default runtime (a worker per core). `cargo bench --bench uncontended` (env `RUNS`,
-//! default 3).
+//! on the default runtime (a worker per core).
+//!
+//! The same loops run with `SpinLock` and `FairLock` handles in the same run, each trial of
+//! `Lock` followed by one of each (so a drift of the machine weighs on all alike). `SpinLock`
+//! runs the plain lock's acquire script and its release publishes nothing, so its pairs/s must
+//! be at least `Lock`'s (target ≥ 1.0× `Lock`'s, same run); `FairLock` runs its own scripts (the
+//! queue and deadline keys are read on every acquire and release), and is printed for
+//! information. `cargo bench --bench uncontended` (env `RUNS`, default 3).
 
 mod common;
 
@@ -20,17 +26,57 @@ use common::server::RedisServer;
 /// Pairs per task in the 32-task loops.
 const PAIRS_PER_TASK: usize = 1_000;
 
+/// The lock types, as this bench takes them.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Lock,
+    Spin,
+    Fair,
+}
+
+/// A handle of one of the types (made once per task, as `Lock`'s always was).
+enum Handle {
+    Lock(relock::Lock),
+    Spin(relock::SpinLock),
+    Fair(relock::FairLock),
+}
+
+impl Handle {
+    fn new(client: &relock::Client, kind: Kind, name: String) -> Handle {
+        match kind {
+            Kind::Lock => Handle::Lock(client.lock(name)),
+            Kind::Spin => Handle::Spin(client.spin_lock(name)),
+            Kind::Fair => Handle::Fair(client.fair_lock(name)),
+        }
+    }
+
+    /// One lock + unlock pair.
+    async fn pair(&self) {
+        let guard = match self {
+            Handle::Lock(lock) => lock.lock().await,
+            Handle::Spin(lock) => lock.lock().await,
+            Handle::Fair(lock) => lock.lock().await,
+        };
+        guard.unwrap().unlock().await.unwrap();
+    }
+}
+
 /// `tasks` tasks each take and release their own lock `pairs` times: (pairs/s, pair p50 ms, p99).
-async fn relock_pairs(client: &relock::Client, tasks: usize, pairs: usize) -> (f64, f64, f64) {
+async fn relock_pairs(
+    client: &relock::Client,
+    kind: Kind,
+    tasks: usize,
+    pairs: usize,
+) -> (f64, f64, f64) {
     let started = Instant::now();
     let handles: Vec<_> = (0..tasks)
         .map(|t| {
-            let lock = client.lock(format!("bench:own:{t}"));
+            let lock = Handle::new(client, kind, format!("bench:own:{t}"));
             tokio::spawn(async move {
                 let mut times = Vec::with_capacity(pairs);
                 for _ in 0..pairs {
                     let t0 = Instant::now();
-                    lock.lock().await.unwrap().unlock().await.unwrap();
+                    lock.pair().await;
                     times.push(common::ms(t0.elapsed()));
                 }
                 times
@@ -64,23 +110,47 @@ fn best_of_three(
     server: &RedisServer,
     runtime: &tokio::runtime::Runtime,
     client: &relock::Client,
+    kind: Kind,
     tasks: usize,
     pairs: usize,
 ) -> BestOfThree {
-    let cpu_before = common::server_cpu(server);
-    let trials: Vec<_> = (0..3)
-        .map(|_| runtime.block_on(relock_pairs(client, tasks, pairs)))
-        .collect();
-    let cpu = common::server_cpu(server) - cpu_before;
-    let best = |pick: fn(&(f64, f64, f64)) -> f64, better: fn(f64, f64) -> f64| {
-        trials.iter().map(pick).reduce(better).unwrap()
-    };
-    BestOfThree {
-        per_sec: best(|t| t.0, f64::max),
-        p50: best(|t| t.1, f64::min),
-        p99: best(|t| t.2, f64::min),
-        server_us_per_pair: cpu.as_secs_f64() * 1e6 / (3 * tasks * pairs) as f64,
+    best_of_three_each(server, runtime, client, &[kind], tasks, pairs).remove(0)
+}
+
+/// [`best_of_three`] for each of `kinds`, their trials interleaved (one trial of each kind, three
+/// times over), so that a drift of the machine during the run weighs on every type alike.
+fn best_of_three_each(
+    server: &RedisServer,
+    runtime: &tokio::runtime::Runtime,
+    client: &relock::Client,
+    kinds: &[Kind],
+    tasks: usize,
+    pairs: usize,
+) -> Vec<BestOfThree> {
+    let mut trials = vec![Vec::new(); kinds.len()];
+    let mut cpu = vec![std::time::Duration::ZERO; kinds.len()];
+    for _ in 0..3 {
+        for (k, &kind) in kinds.iter().enumerate() {
+            let cpu_before = common::server_cpu(server);
+            trials[k].push(runtime.block_on(relock_pairs(client, kind, tasks, pairs)));
+            cpu[k] += common::server_cpu(server) - cpu_before;
+        }
     }
+    trials
+        .iter()
+        .zip(cpu)
+        .map(|(trials, cpu)| {
+            let best = |pick: fn(&(f64, f64, f64)) -> f64, better: fn(f64, f64) -> f64| {
+                trials.iter().map(pick).reduce(better).unwrap()
+            };
+            BestOfThree {
+                per_sec: best(|t| t.0, f64::max),
+                p50: best(|t| t.1, f64::min),
+                p99: best(|t| t.2, f64::min),
+                server_us_per_pair: cpu.as_secs_f64() * 1e6 / (3 * tasks * pairs) as f64,
+            }
+        })
+        .collect()
 }
 
 /// A multi-threaded runtime with `workers` worker threads, and a client on it.
@@ -92,7 +162,9 @@ fn runtime_and_client(
     let client = runtime
         .block_on(relock::Client::connect(&server.url()))
         .unwrap();
-    runtime.block_on(relock_pairs(&client, 4, 200)); // warm-up
+    for kind in [Kind::Lock, Kind::Spin, Kind::Fair] {
+        runtime.block_on(relock_pairs(&client, kind, 4, 200)); // warm-up: scripts loaded
+    }
     (runtime, client)
 }
 
@@ -116,12 +188,16 @@ fn main() {
         eprintln!("uncontended: run {run}/{runs}");
         let c1 = common::ceiling::measure(&server, 1, 10_000);
         let c32 = common::ceiling::measure(&server, 32, 100_000);
-        let one = best_of_three(&server, &runtime, &client, 1, 5_000);
-        let many = best_of_three(&server, &runtime, &client, 32, PAIRS_PER_TASK);
+        // Lock's trials interleaved with SpinLock's and FairLock's, on the same runtime and client.
+        let kinds = [Kind::Lock, Kind::Spin, Kind::Fair];
+        let ones = best_of_three_each(&server, &runtime, &client, &kinds, 1, 5_000);
+        let manys = best_of_three_each(&server, &runtime, &client, &kinds, 32, PAIRS_PER_TASK);
+        let (one, many) = (&ones[0], &manys[0]);
         let many_default = best_of_three(
             &server,
             &default_runtime,
             &default_client,
+            Kind::Lock,
             32,
             PAIRS_PER_TASK,
         );
@@ -171,10 +247,45 @@ fn main() {
             many_default.per_sec / c32.pairs_per_sec,
             "-P 32 pairs/s",
         );
+        for (k, name) in [(1, "SpinLock"), (2, "FairLock")] {
+            let (one_k, many_k) = (&ones[k], &manys[k]);
+            table.add_ratio(
+                &format!("{name} 1 task pairs/s"),
+                "/s",
+                one_k.per_sec,
+                one_k.per_sec / one.per_sec,
+                "Lock's 1 task pairs/s",
+            );
+            table.add_ratio(
+                &format!("{name} 1 task pair p50"),
+                "ms",
+                one_k.p50,
+                one_k.p50 / c1.pair_p50_ms,
+                "-P 1 pair p50",
+            );
+            table.add_ratio(
+                &format!("{name} 32 tasks pairs/s"),
+                "/s",
+                many_k.per_sec,
+                many_k.per_sec / many.per_sec,
+                "Lock's 32 tasks pairs/s",
+            );
+            table.add_ratio(
+                &format!("{name} 32 tasks server CPU per pair"),
+                "µs",
+                many_k.server_us_per_pair,
+                many_k.server_us_per_pair / many.server_us_per_pair,
+                "Lock's server CPU",
+            );
+        }
     }
     let met = table.ratio("32 tasks pairs/s") >= 0.9;
     table.target("32 tasks pairs/s", "≥ 0.9× -P 32 ceiling", met);
     let met = table.ratio("1 task pair p50") <= 1.3;
     table.target("1 task pair p50", "≤ 1.3× -P 1 ceiling", met);
+    for figure in ["SpinLock 1 task pairs/s", "SpinLock 32 tasks pairs/s"] {
+        let met = table.ratio(figure) >= 1.0;
+        table.target(figure, "≥ Lock's (1.0×, same run)", met);
+    }
     table.print();
 }

@@ -1,5 +1,6 @@
 //! Tasks in one or more worker processes contending for one lock, with mutual exclusion checked
-//! while they run. Used by the `contended` and `herd` benches.
+//! while they run. Used by the `contended` and `herd` benches, for each lock type ([`LockKind`]:
+//! `Lock`, `FairLock`, `SpinLock`; env `KINDS` picks a subset).
 //!
 //! Every task loops over the normal blocking `lock()` for a window: it stamps the wall clock when
 //! it calls `lock()`, when it gets the lock and just before it calls `unlock()`. Inside the lock it
@@ -8,6 +9,8 @@
 //! machine's wall clock) and checks that no two holds overlap. Either check failing panics, so the
 //! bench exits non-zero.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::io::Write;
 use std::time::Duration;
 
@@ -22,9 +25,121 @@ pub const KEY: &str = "bench:contended";
 /// The Redis-side overlap check: how many tasks are inside the lock (must never exceed 1).
 pub const INSIDE: &str = "bench:inside";
 
+/// The lock types the benches contend with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LockKind {
+    /// `client.lock(name)`: woken by pub/sub, one waiter per process per release.
+    Lock,
+    /// `client.fair_lock(name)`: a queue on Redis; a release wakes its head alone.
+    Fair,
+    /// `client.spin_lock(name)`: no pub/sub; waiters retry after the backoff's pauses.
+    Spin,
+}
+
+impl LockKind {
+    pub const ALL: [LockKind; 3] = [LockKind::Lock, LockKind::Fair, LockKind::Spin];
+
+    /// The name in `KINDS` and in worker arguments.
+    pub fn arg(self) -> &'static str {
+        match self {
+            LockKind::Lock => "lock",
+            LockKind::Fair => "fair",
+            LockKind::Spin => "spin",
+        }
+    }
+
+    /// The type's name, as the tables print it.
+    pub fn type_name(self) -> &'static str {
+        match self {
+            LockKind::Lock => "Lock",
+            LockKind::Fair => "FairLock",
+            LockKind::Spin => "SpinLock",
+        }
+    }
+
+    /// What the figures of this type start with: nothing for `Lock` (its rows keep the names
+    /// they had before the other types were benched), the type's name otherwise.
+    pub fn prefix(self) -> &'static str {
+        match self {
+            LockKind::Lock => "",
+            LockKind::Fair => "FairLock ",
+            LockKind::Spin => "SpinLock ",
+        }
+    }
+
+    pub fn parse(arg: &str) -> LockKind {
+        match arg.trim().to_ascii_lowercase().as_str() {
+            "lock" => LockKind::Lock,
+            "fair" | "fairlock" | "fair_lock" => LockKind::Fair,
+            "spin" | "spinlock" | "spin_lock" => LockKind::Spin,
+            other => panic!("unknown lock kind {other:?}: KINDS takes lock, fair, spin"),
+        }
+    }
+
+    /// `KINDS` from the environment (comma-separated, say `KINDS=fair,spin`), else all three.
+    pub fn from_env() -> Vec<LockKind> {
+        match std::env::var("KINDS") {
+            Ok(list) if !list.trim().is_empty() => {
+                let mut kinds: Vec<LockKind> = list.split(',').map(LockKind::parse).collect();
+                kinds.dedup();
+                kinds
+            }
+            _ => LockKind::ALL.to_vec(),
+        }
+    }
+}
+
+/// The spin lock's backoff: `SPIN_BACKOFF_MS=<initial>,<max>` (multiplier 2) from the
+/// environment, else `Backoff::default()` (1 ms, 128 ms, ×2). Workers inherit the environment,
+/// so parent and workers agree.
+pub fn spin_backoff() -> relock::Backoff {
+    match std::env::var("SPIN_BACKOFF_MS") {
+        Ok(v) => {
+            let ms: Vec<u64> = v.split(',').map(|x| x.trim().parse().unwrap()).collect();
+            let [initial, max] = ms[..] else {
+                panic!("SPIN_BACKOFF_MS takes <initial>,<max> in ms")
+            };
+            relock::Backoff::exponential(
+                Duration::from_millis(initial),
+                Duration::from_millis(max),
+                2.0,
+            )
+            .expect("a valid backoff")
+        }
+        Err(_) => relock::Backoff::default(),
+    }
+}
+
+/// One handle of any of the types: they share `lock()` and `LockGuard`.
+#[derive(Clone)]
+enum AnyLock {
+    Lock(relock::Lock),
+    Fair(relock::FairLock),
+    Spin(relock::SpinLock),
+}
+
+impl AnyLock {
+    fn new(client: &relock::Client, kind: LockKind, name: impl Into<String>) -> AnyLock {
+        match kind {
+            LockKind::Lock => AnyLock::Lock(client.lock(name)),
+            LockKind::Fair => AnyLock::Fair(client.fair_lock(name)),
+            LockKind::Spin => AnyLock::Spin(client.spin_lock(name).with_backoff(spin_backoff())),
+        }
+    }
+
+    async fn lock(&self) -> relock::Result<relock::LockGuard> {
+        match self {
+            AnyLock::Lock(lock) => lock.lock().await,
+            AnyLock::Fair(lock) => lock.lock().await,
+            AnyLock::Spin(lock) => lock.lock().await,
+        }
+    }
+}
+
 /// What to run.
 #[derive(Clone, Copy, Debug)]
 pub struct Spec {
+    pub kind: LockKind,
     pub tasks: usize,
     /// Worker processes to spread the tasks over (at most one per task).
     pub procs: usize,
@@ -33,13 +148,35 @@ pub struct Spec {
     pub window: Duration,
 }
 
-/// One hold: wall-clock µs when its owner called `lock()`, got it, and called `unlock()`.
+/// One hold: wall-clock µs when its owner called `lock()`, got it, called `unlock()`, and
+/// `unlock()` returned.
 #[derive(Clone, Copy, Debug)]
 pub struct Hold {
     pub owner: u64,
     pub called: u64,
     pub acquired: u64,
     pub released: u64,
+    /// When its `unlock()` returned.
+    pub unlocked: u64,
+}
+
+/// A wait still open when the window closed.
+#[derive(Clone, Copy, Debug)]
+pub struct OpenWait {
+    pub owner: u64,
+    /// Wall-clock µs when its owner called `lock()`.
+    pub called: u64,
+    /// How long it had waited, µs (a lower bound of the whole wait).
+    pub waited: u64,
+}
+
+/// Acquisitions that overtook an earlier waiter (see [`Outcome::order`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Order {
+    /// Acquisitions made while a task whose wait began more than the slack earlier still waited.
+    pub violations: usize,
+    /// The largest of those head starts, µs: how much earlier the overtaken waiter began.
+    pub worst_us: u64,
 }
 
 /// Everything the workers saw, merged.
@@ -51,10 +188,12 @@ pub struct Outcome {
     pub procs: usize,
     /// Tasks that never got the lock in the window.
     pub starved: usize,
-    /// Waits still open when the window closed, µs (a lower bound of those waits).
-    pub open_waits: Vec<u64>,
+    /// Waits still open when the window closed.
+    pub open_waits: Vec<OpenWait>,
     pub start_us: u64,
     pub end_us: u64,
+    /// Each task's holder field (`<client id>:<owner id>`) on Redis.
+    pub fields: std::collections::HashMap<u64, String>,
 }
 
 /// Figures over the holds acquired in a span of the window.
@@ -68,6 +207,8 @@ pub struct Stats {
     /// From calling `lock()` to getting it, open waits included, ms.
     pub longest_wait_ms: f64,
     pub mean_hold_ms: f64,
+    /// How long each `unlock()` call took, ms.
+    pub unlock_ms: Vec<f64>,
 }
 
 impl Stats {
@@ -83,7 +224,10 @@ impl Stats {
 /// Runs `spec` against `server`. `during(start_us, end_us)` runs in the parent once the window
 /// is set (for probes taken while the tasks contend). Panics on any mutual exclusion violation.
 pub fn run(server: &RedisServer, spec: Spec, during: impl FnOnce(u64, u64)) -> Outcome {
-    server.cmd(&["DEL", KEY]);
+    // The fair lock's queue and deadlines too: a worker that exits as its waits time out may
+    // leave places behind, which would hold the next configuration's waiters back for the
+    // whole waiter timeout.
+    server.cmd(&["DEL", KEY, &fair_key("queue"), &fair_key("timeout")]);
     server.cmd(&["SET", INSIDE, "0"]);
     let procs = spec.procs.clamp(1, spec.tasks);
     let mut workers: Vec<Worker> = (0..procs)
@@ -95,6 +239,7 @@ pub fn run(server: &RedisServer, spec: Spec, during: impl FnOnce(u64, u64)) -> O
                 tasks.to_string(),
                 spec.hold.as_micros().to_string(),
                 p.to_string(),
+                spec.kind.arg().into(),
             ])
         })
         .collect();
@@ -116,10 +261,18 @@ pub fn run(server: &RedisServer, spec: Spec, during: impl FnOnce(u64, u64)) -> O
         open_waits: Vec::new(),
         start_us,
         end_us,
+        fields: Default::default(),
     };
     let mut violations = 0;
     for w in workers {
         for line in w.finish() {
+            if let Some(rest) = line.strip_prefix("f ") {
+                let (owner, field) = rest.split_once(' ').expect("f <owner> <field>");
+                outcome
+                    .fields
+                    .insert(owner.parse().unwrap(), field.to_owned());
+                continue;
+            }
             let f: Vec<u64> = line
                 .split(' ')
                 .skip(1)
@@ -131,8 +284,13 @@ pub fn run(server: &RedisServer, spec: Spec, during: impl FnOnce(u64, u64)) -> O
                     called: f[1],
                     acquired: f[2],
                     released: f[3],
+                    unlocked: f[4],
                 }),
-                Some("o") => outcome.open_waits.push(f[1]),
+                Some("o") => outcome.open_waits.push(OpenWait {
+                    owner: f[0],
+                    waited: f[1],
+                    called: f[2],
+                }),
                 Some("s") => outcome.starved += 1,
                 Some("v") => violations += f[0],
                 _ => {}
@@ -180,7 +338,7 @@ impl Outcome {
         let longest_us = holds
             .iter()
             .map(|h| h.acquired - h.called)
-            .chain(self.open_waits.iter().copied())
+            .chain(self.open_waits.iter().map(|w| w.waited))
             .max()
             .unwrap_or(0);
         let held_us: u64 = holds.iter().map(|h| h.released - h.acquired).sum();
@@ -191,17 +349,27 @@ impl Outcome {
             retakes,
             longest_wait_ms: longest_us as f64 / 1e3,
             mean_hold_ms: held_us as f64 / 1e3 / holds.len().max(1) as f64,
+            unlock_ms: holds
+                .iter()
+                .map(|h| (h.unlocked - h.released) as f64 / 1e3)
+                .collect(),
         }
     }
 }
 
-/// The worker side: `contend <url> <tasks> <hold µs> <process index>`. Says `ready`, waits for
-/// `go <start µs> <end µs>`, contends until the end, then prints its stamps and exits.
+/// `redisson_lock_<what>:{bench:contended}`: the fair lock's queue or deadlines.
+fn fair_key(what: &str) -> String {
+    format!("redisson_lock_{what}:{{{KEY}}}")
+}
+
+/// The worker side: `contend <url> <tasks> <hold µs> <process index> <kind>`. Says `ready`,
+/// waits for `go <start µs> <end µs>`, contends until the end, then prints its stamps and exits.
 pub fn worker_main(args: &[String]) {
-    let [mode, url, tasks, hold_us, proc] = args else {
-        panic!("worker arguments: contend <url> <tasks> <hold µs> <process>")
+    let [mode, url, tasks, hold_us, proc, kind] = args else {
+        panic!("worker arguments: contend <url> <tasks> <hold µs> <process> <kind>")
     };
     assert_eq!(mode, "contend");
+    let kind = LockKind::parse(kind);
     let (tasks, proc): (u64, u64) = (tasks.parse().unwrap(), proc.parse().unwrap());
     let hold = Duration::from_micros(hold_us.parse().unwrap());
     let parent = worker::parent_lines();
@@ -209,7 +377,7 @@ pub fn worker_main(args: &[String]) {
     let logs = runtime.block_on(async {
         let client = relock::Client::connect(url).await.unwrap();
         // Warm up: scripts loaded, both connections used once.
-        let warm = client.lock(format!("{KEY}:warm:{proc}"));
+        let warm = AnyLock::new(&client, kind, format!("{KEY}:warm:{proc}"));
         warm.lock().await.unwrap().unlock().await.unwrap();
         println!("ready");
         let go = tokio::task::spawn_blocking(move || parent.recv().unwrap())
@@ -219,7 +387,10 @@ pub fn worker_main(args: &[String]) {
         let handles: Vec<_> = (0..tasks)
             .map(|t| {
                 let owner = proc * 1_000_000 + t;
-                tokio::spawn(contend(client.clone(), owner, hold, window[0], window[1]))
+                let lock = AnyLock::new(&client, kind, KEY);
+                let redis = client.redis().clone();
+                let id = client.id().to_owned();
+                tokio::spawn(contend(lock, redis, id, owner, hold, window[0], window[1]))
             })
             .collect();
         let mut logs = Vec::new();
@@ -230,16 +401,17 @@ pub fn worker_main(args: &[String]) {
     });
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     for log in logs {
+        writeln!(out, "f {} {}", log.owner, log.field).unwrap();
         for h in &log.holds {
             writeln!(
                 out,
-                "h {} {} {} {}",
-                h.owner, h.called, h.acquired, h.released
+                "h {} {} {} {} {}",
+                h.owner, h.called, h.acquired, h.released, h.unlocked
             )
             .unwrap();
         }
-        if let Some(wait) = log.open_wait {
-            writeln!(out, "o {} {wait}", log.owner).unwrap();
+        if let Some((called, wait)) = log.open_wait {
+            writeln!(out, "o {} {wait} {called}", log.owner).unwrap();
         }
         if log.holds.is_empty() {
             writeln!(out, "s {}", log.owner).unwrap();
@@ -251,26 +423,33 @@ pub fn worker_main(args: &[String]) {
 
 struct TaskLog {
     owner: u64,
+    /// The task's holder field on Redis.
+    field: String,
     holds: Vec<Hold>,
-    open_wait: Option<u64>,
+    /// (called, waited) of a wait the window's end cut short.
+    open_wait: Option<(u64, u64)>,
     violations: u64,
 }
 
 async fn contend(
-    client: relock::Client,
+    lock: AnyLock,
+    redis: fred::clients::Client,
+    client_id: String,
     owner: u64,
     hold: Duration,
     start: u64,
     end: u64,
 ) -> TaskLog {
-    let lock = client.lock(KEY);
-    let redis = client.redis().clone();
     let mut log = TaskLog {
         owner,
+        field: format!("{client_id}:{}", relock::Owner::current()),
         holds: Vec::new(),
         open_wait: None,
         violations: 0,
     };
+    // Diagnostic: a pause between `unlock()` and the next `lock()` (env `THINK_MS`, default 0),
+    // so that a releaser's next request does not run alongside the hand-off it started.
+    let think = Duration::from_millis(super::env_or("THINK_MS", 0));
     tokio::time::sleep_until(instant_at(start)).await;
     let deadline = instant_at(end);
     loop {
@@ -281,7 +460,7 @@ async fn contend(
         let guard = match tokio::time::timeout_at(deadline, lock.lock()).await {
             Ok(guard) => guard.expect("lock()"),
             Err(_) => {
-                log.open_wait = Some(now_us() - called);
+                log.open_wait = Some((called, now_us() - called));
                 break;
             }
         };
@@ -301,12 +480,128 @@ async fn contend(
             called,
             acquired,
             released,
+            unlocked: now_us(),
         });
+        if !think.is_zero() {
+            tokio::time::sleep(think).await;
+        }
     }
     log
 }
 
 impl Outcome {
+    /// Order: the acquisitions in [`from_us`, `to_us`) that overtook an earlier waiter. An
+    /// acquisition by task B, whose `lock()` call began at `called_B`, is a violation when, at
+    /// the moment B got the lock (`acquired_B`), some other task A was still waiting (it called
+    /// `lock()` before and got the lock only after B, or never within the window) and A's call
+    /// began more than `slack_us` before B's: `called_A + slack_us < called_B`. All stamps are
+    /// the wall clock of one machine (µs since the epoch), shared by every process. The slack
+    /// covers the time between a task's stamp and its first attempt reaching Redis, where the
+    /// fair lock's queue orders waiters. With `DEBUG_ORDER=1` the first few are printed to
+    /// stderr.
+    pub fn order(&self, from_us: u64, to_us: u64, slack_us: u64) -> Order {
+        self.order_by(from_us, to_us, slack_us, |_, called| Some(called))
+    }
+
+    /// [`order`](Self::order) with each wait's start taken from the server: the first fair
+    /// acquire asking to wait that `MONITOR` saw for the task's holder field at or after its
+    /// `called` stamp (see `common/monitor.rs`), and no slack. Waits whose arrival was not seen
+    /// are left out.
+    pub fn order_by_arrival(
+        &self,
+        from_us: u64,
+        to_us: u64,
+        arrivals: &std::collections::HashMap<String, Vec<u64>>,
+    ) -> Order {
+        self.order_by(from_us, to_us, 0, |owner, called| {
+            let times = arrivals.get(self.fields.get(&owner)?)?;
+            let first = times.partition_point(|&t| t < called);
+            times.get(first).copied()
+        })
+    }
+
+    /// For each wait whose arrival `MONITOR` saw: from its `called` stamp to that arrival, ms.
+    pub fn arrival_delays_ms(
+        &self,
+        arrivals: &std::collections::HashMap<String, Vec<u64>>,
+    ) -> Vec<f64> {
+        self.holds
+            .iter()
+            .filter_map(|h| {
+                let times = arrivals.get(self.fields.get(&h.owner)?)?;
+                let first = times.partition_point(|&t| t < h.called);
+                Some((times.get(first)? - h.called) as f64 / 1e3)
+            })
+            .collect()
+    }
+
+    /// Order violations with each wait starting at `start(owner, called)` (waits without a start
+    /// are left out).
+    fn order_by(
+        &self,
+        from_us: u64,
+        to_us: u64,
+        slack_us: u64,
+        start: impl Fn(u64, u64) -> Option<u64>,
+    ) -> Order {
+        // Every wait: (start, acquired, owner), open waits never acquired.
+        let starts: Vec<Option<u64>> = self
+            .holds
+            .iter()
+            .map(|h| start(h.owner, h.called))
+            .collect();
+        let mut waits: Vec<(u64, u64, u64)> = self
+            .holds
+            .iter()
+            .zip(&starts)
+            .filter_map(|(h, s)| Some((*s.as_ref()?, h.acquired, h.owner)))
+            .chain(
+                self.open_waits
+                    .iter()
+                    .filter_map(|w| Some((start(w.owner, w.called)?, u64::MAX, w.owner))),
+            )
+            .collect();
+        waits.sort_unstable();
+        let debug = std::env::var("DEBUG_ORDER").is_ok();
+        let mut order = Order::default();
+        // Waits begun so far, earliest first; those acquired by now are dropped lazily.
+        let mut waiting = BinaryHeap::new();
+        let mut next = 0;
+        for (b, b_start) in self.holds.iter().zip(&starts) {
+            while next < waits.len() && waits[next].0 <= b.acquired {
+                waiting.push(Reverse(waits[next]));
+                next += 1;
+            }
+            while waiting
+                .peek()
+                .is_some_and(|Reverse((_, acquired, _))| *acquired <= b.acquired)
+            {
+                waiting.pop();
+            }
+            let Some(b_start) = *b_start else { continue };
+            if !(from_us..to_us).contains(&b.acquired) {
+                continue;
+            }
+            let Some(Reverse((a_start, _, owner_a))) = waiting.peek() else {
+                continue;
+            };
+            if a_start + slack_us < b_start {
+                order.violations += 1;
+                order.worst_us = order.worst_us.max(b_start - a_start);
+                if debug && order.violations <= 5 {
+                    eprintln!(
+                        "order: {} (started +{} µs) acquired at +{} µs while {owner_a} (started +{} µs) waited",
+                        b.owner,
+                        b_start.saturating_sub(self.start_us),
+                        b.acquired.saturating_sub(self.start_us),
+                        a_start.saturating_sub(self.start_us),
+                    );
+                }
+            }
+        }
+        order
+    }
+
     /// With `DEBUG_WAITS=1`: the five longest waits, each with where in the window it began, how
     /// many holds of others it sat through, and the longest hold and gap among them (stderr).
     pub fn debug_waits(&self) {
@@ -348,6 +643,7 @@ impl Outcome {
                 longest_gap
             );
         }
-        eprintln!("open waits (µs): {:?}", self.open_waits);
+        let open: Vec<u64> = self.open_waits.iter().map(|w| w.waited).collect();
+        eprintln!("open waits (µs): {open:?}");
     }
 }

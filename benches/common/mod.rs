@@ -8,6 +8,7 @@ pub mod server;
 
 pub mod ceiling;
 pub mod contend;
+pub mod monitor;
 pub mod report;
 pub mod wake;
 pub mod worker;
@@ -195,4 +196,24 @@ pub fn longest_ping_ms(port: u16, window: Duration) -> f64 {
         longest = longest.max(sent.elapsed());
     }
     ms(longest)
+}
+
+/// The p50 round trip of `count` sequential `PING`s sent by fred (one client on a tokio
+/// runtime, as relock sends its commands), in ms.
+pub fn fred_ping_p50_ms(url: &str, count: usize) -> f64 {
+    use fred::interfaces::ClientLike;
+    let runtime = runtime(0);
+    runtime.block_on(async {
+        let config = fred::types::config::Config::from_url(url).unwrap();
+        let client = fred::clients::Client::new(config, None, None, None);
+        client.init().await.unwrap();
+        let mut trips = Vec::with_capacity(count);
+        for _ in 0..count {
+            let sent = std::time::Instant::now();
+            let _: String = client.ping(None).await.unwrap();
+            trips.push(ms(sent.elapsed()));
+        }
+        client.quit().await.unwrap();
+        percentile(&trips, 50.0)
+    })
 }

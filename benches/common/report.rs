@@ -15,7 +15,7 @@ pub struct Row {
     pub values: Vec<f64>,
     /// One ratio per run, and what it is a ratio to.
     pub ratios: Vec<f64>,
-    pub ratio_to: &'static str,
+    pub ratio_to: String,
     pub target: Option<Target>,
 }
 
@@ -43,7 +43,7 @@ impl Table {
                     unit,
                     values: Vec::new(),
                     ratios: Vec::new(),
-                    ratio_to: "",
+                    ratio_to: String::new(),
                     target: None,
                 });
                 self.rows.last_mut().unwrap()
@@ -63,12 +63,12 @@ impl Table {
         unit: &'static str,
         value: f64,
         ratio: f64,
-        to: &'static str,
+        to: impl Into<String>,
     ) {
         let row = self.row(figure, unit);
         row.values.push(value);
         row.ratios.push(ratio);
-        row.ratio_to = to;
+        row.ratio_to = to.into();
     }
 
     /// The median of `figure` over the runs so far.
@@ -77,6 +77,20 @@ impl Table {
             .iter()
             .find(|r| r.figure == figure)
             .map_or(f64::NAN, |r| super::median(&r.values))
+    }
+
+    /// The latest run's value of `figure`.
+    pub fn last(&self, figure: &str) -> f64 {
+        self.rows
+            .iter()
+            .find(|r| r.figure == figure)
+            .and_then(|r| r.values.last().copied())
+            .unwrap_or(f64::NAN)
+    }
+
+    /// Whether the table has a row `figure`.
+    pub fn has(&self, figure: &str) -> bool {
+        self.rows.iter().any(|r| r.figure == figure)
     }
 
     /// The worst (largest) value of `figure` over the runs.
@@ -158,7 +172,7 @@ impl Table {
             line += &format!(
                 ",\"ratio\":{},\"ratio_to\":\"{}\"",
                 json_number(super::median(&row.ratios)),
-                escape(row.ratio_to)
+                escape(&row.ratio_to)
             );
         }
         if let Some(t) = &row.target {
