@@ -6,6 +6,12 @@
 /// turns with `$turns`; `$make` is the `Client` method that makes one, for the examples.
 macro_rules! lock_api {
     ($Type:ident, $turns:expr, $make:literal) => {
+        impl std::fmt::Debug for $Type {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                self.handle.debug_as(stringify!($Type), f)
+            }
+        }
+
         impl $Type {
             /// The lock's name, which is also its Redis key.
             pub fn name(&self) -> &str {

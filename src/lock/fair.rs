@@ -62,7 +62,7 @@ use crate::shared::Shared;
 /// guard.unlock().await?;          // wakes the next waiter in the queue, and only it
 /// # Ok(()) }
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct FairLock {
     handle: Handle,
 }

@@ -52,9 +52,14 @@ pub(crate) struct Handle {
     kind: Kind,
 }
 
-impl std::fmt::Debug for Handle {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Lock")
+impl Handle {
+    /// Formats the handle as the public type `type_name`: its name and explicit owner.
+    pub(crate) fn debug_as(
+        &self,
+        type_name: &str,
+        f: &mut std::fmt::Formatter<'_>,
+    ) -> std::fmt::Result {
+        f.debug_struct(type_name)
             .field("name", &self.name)
             .field("owner", &self.owner)
             .finish()

@@ -63,7 +63,7 @@ use crate::shared::Shared;
 /// assert!(!lock.is_locked().await?);
 /// # Ok(()) }
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Lock {
     handle: Handle,
 }

@@ -38,7 +38,7 @@ use crate::shared::Shared;
 /// guard.unlock().await?;
 /// # Ok(()) }
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct SpinLock {
     handle: Handle,
 }
