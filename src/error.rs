@@ -45,6 +45,25 @@ pub enum Error {
         /// The lock's name.
         lock: String,
     },
+    /// The owner holds the read lock of an [`RwLock`](crate::RwLock) and asked for its write
+    /// lock. The write lock waits for every reader to leave, this owner included, so the request
+    /// would wait for itself forever; it fails at once instead. Release the read holds first (the
+    /// other way round, a writer taking read holds, is allowed).
+    UpgradeWouldDeadlock {
+        /// The lock's name.
+        lock: String,
+    },
+    /// A fenced operation presented a token older than the newest one the resource has seen: a
+    /// newer holder of the lock has used it since, so this holder's lease is over and its write
+    /// was refused, applied nowhere.
+    StaleToken {
+        /// The fence key of the resource.
+        resource: String,
+        /// The highest token the resource has seen.
+        seen: u64,
+        /// The token this operation presented.
+        presented: u64,
+    },
     /// Redis failed, timed out or could not be reached.
     Redis {
         /// The server relock was talking to, as `host:port` (a cluster or Sentinel deployment
@@ -81,6 +100,16 @@ impl Error {
     /// True when no replica acknowledged an acquire in time (replica sync).
     pub fn is_not_replicated(&self) -> bool {
         matches!(self, Error::NotReplicated { .. })
+    }
+
+    /// True when an owner holding a read lock asked for the write lock of the same lock.
+    pub fn is_upgrade_would_deadlock(&self) -> bool {
+        matches!(self, Error::UpgradeWouldDeadlock { .. })
+    }
+
+    /// True when a fenced operation was refused for a token older than one already seen.
+    pub fn is_stale_token(&self) -> bool {
+        matches!(self, Error::StaleToken { .. })
     }
 
     /// True when Redis failed or could not be reached.
@@ -159,6 +188,22 @@ impl fmt::Display for Error {
                 f,
                 "lock `{}` was taken but no replica acknowledged it in time, so it was released",
                 Shown(lock)
+            ),
+            Error::UpgradeWouldDeadlock { lock } => write!(
+                f,
+                "the owner holds the read lock of `{}` and asked for its write lock, which would \
+                 wait for itself forever; release the read holds first",
+                Shown(lock)
+            ),
+            Error::StaleToken {
+                resource,
+                seen,
+                presented,
+            } => write!(
+                f,
+                "fencing token {presented} refused by `{}`, which has seen token {seen}: a newer \
+                 holder of the lock has written since",
+                Shown(resource)
             ),
             Error::Redis { server, source } => {
                 let at = server
