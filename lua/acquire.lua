@@ -3,6 +3,8 @@
 -- KEYS[1]  the lock hash <name>
 -- KEYS[2]  the hand-off claim relock_claim:{<name>}: "<priority>:<holder field>" of the waiter
 --          that the lock's next free moment is promised to
+-- KEYS[3]  (a fenced lock only) the fencing token counter redisson_lock_token:{<name>}: a new
+--          owner's hold increments it; the reply then carries the token
 -- ARGV[1]  lease in milliseconds: a new lock expires after it; a re-entry extends the TTL to
 --          it when shorter and never shortens it (another hold of the owner may need more)
 -- ARGV[2]  holder field <client-uuid>:<owner>
@@ -14,7 +16,9 @@
 --          window itself, but an expiry, a DEL, an eviction or another library's unlock does not:
 --          a claimant that died would otherwise hold a free lock back for a whole lease)
 --
--- Reply:   nil when the hold was taken (new hold or re-entry), else how long to wait at most
+-- Reply:   nil when the hold was taken (new hold or re-entry), or, with KEYS[3], {token}: the
+--          counter after its increment for a new owner, as it stands for a re-entry (the
+--          owner's token, since nobody else took the lock meanwhile); else how long to wait at most
 --          before trying again, in ms: the lock's remaining TTL (PTTL: -1 if it has none), or,
 --          when the lock is free but claimed by another waiter, the claim's.
 -- Errors:  WRONGTYPE when <name> exists but is not a hash.
@@ -52,12 +56,19 @@ if redis.call('exists', KEYS[1]) == 0 then
     end
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
+    if KEYS[3] then
+        return {redis.call('incr', KEYS[3])}
+    end
     return nil
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
         redis.call('pexpire', KEYS[1], ARGV[1])
+    end
+    if KEYS[3] then
+        local token = tonumber(redis.call('get', KEYS[3]))
+        return {token or redis.call('incr', KEYS[3])}
     end
     return nil
 end

@@ -1,11 +1,14 @@
 -- Read a lock's state in one consistent step.
 --
 -- KEYS[1]  the lock hash <name>
--- ARGV[1]  holder field <client-uuid>:<owner>
+-- ARGV[1]  holder field <client-uuid>:<owner> (a read-write lock's writer: ...:<owner>:write)
+-- ARGV[2]  what counts as locked: "" the lock exists; "read" a read-write lock's read lock is
+--          taken (read-locked, or write-locked by a writer that also reads, as Redisson says);
+--          "write" its write lock is taken
 --
--- Reply:   {locked, pttl, holds}: locked is 1 when the hash exists, else 0; pttl is the
---          remaining lease in ms (-2 when unlocked, -1 without expiry); holds is this
---          owner's hold count (0 when it holds nothing).
+-- Reply:   {locked, pttl, holds}: locked is 1 when locked as ARGV[2] says, else 0; pttl is the
+--          remaining lease in ms of the lock hash (-2 when there is none, -1 without expiry);
+--          holds is this holder's hold count (0 when it holds nothing).
 -- Errors:  WRONGTYPE when <name> exists but is not a hash.
 local kind = redis.call('type', KEYS[1])['ok']
 if kind == 'none' then
@@ -14,5 +17,14 @@ end
 if kind ~= 'hash' then
     return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')
 end
-local holds = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
-return {1, redis.call('pttl', KEYS[1]), holds}
+local holds = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0') or 0
+local locked = 1
+if ARGV[2] ~= '' then
+    local mode = redis.call('hget', KEYS[1], 'mode')
+    if ARGV[2] == 'write' then
+        locked = mode == 'write' and 1 or 0
+    else
+        locked = (mode == 'read' or (mode == 'write' and redis.call('hlen', KEYS[1]) > 2)) and 1 or 0
+    end
+end
+return {locked, redis.call('pttl', KEYS[1]), holds}

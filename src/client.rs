@@ -21,7 +21,7 @@ use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::handoff::Handoffs;
 use crate::holds::Holds;
-use crate::lock::{FairLock, Lock, SpinLock};
+use crate::lock::{FairLock, FencedLock, Lock, RwLock, SpinLock};
 use crate::names::{FairKeys, LockKeys};
 use crate::pubsub::Hub;
 use crate::queued::Queued;
@@ -170,6 +170,18 @@ impl Client {
     /// (Redisson's `RSpinLock`). No I/O happens until it is used.
     pub fn spin_lock(&self, name: impl Into<String>) -> SpinLock {
         SpinLock::new(self.shared.clone(), name.into())
+    }
+
+    /// A handle on the read-write lock `name`: many readers or one writer (Redisson's
+    /// `RReadWriteLock`). No I/O happens until it is used.
+    pub fn rw_lock(&self, name: impl Into<String>) -> RwLock {
+        RwLock::new(self.shared.clone(), name.into())
+    }
+
+    /// A handle on the fenced lock `name`: a [`Lock`] whose holders get a fencing token that
+    /// grows with every new owner (Redisson's `RFencedLock`). No I/O happens until it is used.
+    pub fn fenced_lock(&self, name: impl Into<String>) -> FencedLock {
+        FencedLock::new(self.shared.clone(), name.into())
     }
 
     /// This client's id, the `<client-uuid>` half of every holder field it writes.

@@ -32,6 +32,18 @@ use tokio::time::Instant;
 /// A lock name and a holder field.
 pub(crate) type HoldKey = (Str, Str);
 
+/// Whether and how the watchdog renews a hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Renew {
+    /// A fixed lease: nobody renews it.
+    No,
+    /// The watchdog extends the lock while the holder field is there.
+    Field,
+    /// A read-write lock's reader: the watchdog extends the reader's own timeout keys (and the
+    /// lock with them) while one of them lives.
+    Reader,
+}
+
 /// What the guards of one field know of their hold.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Standing {
@@ -57,6 +69,8 @@ struct Entry {
     fixed: Vec<(u64, Instant)>,
     /// Tells an older generation's guards and renewals from this one's.
     generation: u64,
+    /// Whether the field is a read-write lock's reader (see [`Renew::Reader`]).
+    reader: bool,
     standing: watch::Sender<Standing>,
     /// When the latest release that set the TTL outright was sent: a command sent before it
     /// was overridden by it.
@@ -139,15 +153,17 @@ impl Holds {
             .map_or(0, |e| e.renewing + e.fixed.len() as u32)
     }
 
-    /// Counts a new guard; its acquire was sent at `sent_at` and asked for `lease` (renewed by
-    /// the watchdog when `renew`).
+    /// Counts a new guard; its acquire was sent at `sent_at` and asked for `lease`, renewed by
+    /// the watchdog as `renew` says.
     pub(crate) fn register(
         &self,
         key: HoldKey,
-        renew: bool,
+        renew: Renew,
         sent_at: Instant,
         lease: Duration,
     ) -> Registration {
+        let reader = renew == Renew::Reader;
+        let renew = renew != Renew::No;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let now = Instant::now();
         let mut map = self.map.lock().unwrap();
@@ -156,6 +172,7 @@ impl Holds {
             renewing: 0,
             fixed: Vec::new(),
             generation: 0,
+            reader,
             standing: watch::Sender::new(Standing {
                 lost: true,
                 lapses_after: sent_at,
@@ -254,12 +271,13 @@ impl Holds {
         }
     }
 
-    /// The locks to renew now, with the generation of their entry.
-    pub(crate) fn due(&self) -> Vec<(HoldKey, u64)> {
+    /// The locks to renew now, with the generation of their entry and whether the field is a
+    /// reader's.
+    pub(crate) fn due(&self) -> Vec<(HoldKey, u64, bool)> {
         let map = self.map.lock().unwrap();
         map.iter()
             .filter(|(_, e)| e.renewing > 0 && !e.standing.borrow().lost)
-            .map(|(k, e)| (k.clone(), e.generation))
+            .map(|(k, e)| (k.clone(), e.generation, e.reader))
             .collect()
     }
 

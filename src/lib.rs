@@ -27,7 +27,10 @@ pub use backoff::Backoff;
 pub use client::{Client, ClientStats};
 pub use config::Config;
 pub use error::{Error, Result};
-pub use lock::{FairLock, Lock, LockGuard, Lost, RemainingLease, SpinLock};
+pub use lock::{
+    FairLock, FencedGuard, FencedLock, Lock, LockGuard, Lost, ReadLock, RemainingLease, RwLock,
+    SpinLock, WriteLock,
+};
 pub use owner::Owner;
 
 /// The Redis client relock is built on, re-exported so [`Client::redis`] can be used without

@@ -51,6 +51,14 @@ impl LockKeys {
         Ok(keys)
     }
 
+    /// The keys of read-write lock `name`: the lock's, with Redisson's read-write channel
+    /// `redisson_rwlock:{<name>}`, which readers and writers share.
+    pub(crate) fn rw(name: &str) -> Result<LockKeys> {
+        let mut keys = LockKeys::new(name)?;
+        keys.channel = prefixed("redisson_rwlock", name).into();
+        Ok(keys)
+    }
+
     /// A fresh replay key for one release request of client `client_id`: unique because the
     /// client id is, and cheap because it needs no randomness per request.
     pub(crate) fn latch(&self, client_id: &str) -> Key {
@@ -87,7 +95,7 @@ impl FairKeys {
 }
 
 /// Redisson's `prefixName`: `prefix:{name}`, or `prefix:name` when the name has its own tag.
-fn prefixed(prefix: &str, name: &str) -> String {
+pub(crate) fn prefixed(prefix: &str, name: &str) -> String {
     if name.contains('{') {
         format!("{prefix}:{name}")
     } else {

@@ -57,6 +57,8 @@ struct Channel {
     queue: VecDeque<(u64, Arc<Slot>)>,
     /// Sequence numbers (see [`Channels::messages`]) of the last two messages received.
     recent: [u64; 2],
+    /// Every message wakes every waiter (a read-write lock's channel), not one per "0".
+    broadcast: bool,
 }
 
 impl Channel {
@@ -135,8 +137,9 @@ impl Hub {
         Hub { channels, sync_tx }
     }
 
-    /// Registers a waiter on `channel`, subscribing it if this is its first waiter.
-    pub(crate) fn register(&self, channel: &str) -> Waiter {
+    /// Registers a waiter on `channel`, subscribing it if this is its first waiter. On a
+    /// `broadcast` channel every message wakes every waiter.
+    pub(crate) fn register(&self, channel: &str, broadcast: bool) -> Waiter {
         let id = self.channels.next_id.fetch_add(1, Ordering::Relaxed);
         let slot = Arc::new(Slot::default());
         let mut map = self.channels.map.lock().unwrap();
@@ -156,6 +159,7 @@ impl Hub {
                         state: watch::Sender::new(Subscription::Pending),
                         queue: VecDeque::new(),
                         recent: [0; 2],
+                        broadcast,
                     },
                 );
                 let _ = self.sync_tx.send(name.clone());
@@ -374,7 +378,9 @@ async fn run(
                     if let Some(channel) = map.get_mut(&*message.channel) {
                         let seq = channels.messages.fetch_add(1, Ordering::AcqRel) + 1;
                         channel.recent = [seq, channel.recent[0]];
-                        if message.value.as_str().as_deref() == Some(UNLOCK_MESSAGE) {
+                        if !channel.broadcast
+                            && message.value.as_str().as_deref() == Some(UNLOCK_MESSAGE)
+                        {
                             channel.wake_one();
                         } else {
                             channel.wake_all();

@@ -21,6 +21,7 @@ use crate::error::{Error, Result, Shown};
 use crate::names::LockKeys;
 
 pub(crate) mod fair;
+pub(crate) mod rw;
 
 /// The message published on a lock's channel when it is freed: wake one waiter per process.
 pub(crate) const UNLOCK_MESSAGE: &str = "0";
@@ -157,7 +158,7 @@ static RENEW: Lazy<Script> = Lazy::new(|| Script::new(include_str!("../lua/renew
 static FORCE_RELEASE: Lazy<Script> =
     Lazy::new(|| Script::new(include_str!("../lua/force_release.lua")));
 static INSPECT: Lazy<Script> = Lazy::new(|| Script::new(include_str!("../lua/inspect.lua")));
-static ABANDON: Lazy<Script> = Lazy::new(|| Script::new(include_str!("../lua/abandon.lua")));
+static ABANDON: Lazy<Script> = Lazy::new(|| Script::new(rw::rw_lua!("abandon")));
 static UNCLAIM: Lazy<Script> = Lazy::new(|| Script::new(include_str!("../lua/unclaim.lua")));
 
 /// A static argument, sent without a copy.
@@ -175,10 +176,26 @@ pub(crate) enum Claim {
     For { priority: u32 },
 }
 
-/// Takes a hold. `Ok(None)` when taken, `Ok(Some(ms))` when it was not: how long to wait at
-/// most before trying again (the holder's PTTL, -1 for a lock without expiry; or what is left
-/// of another waiter's claim on a free lock). `window` is the claim window in ms: how long a
-/// claim made here outlives the lease, and the most a claim on a free lock may have left.
+/// What an acquire script answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Answer {
+    /// The hold was taken; a fenced lock's acquire also gives the owner's fencing token.
+    Taken { token: Option<u64> },
+    /// Not taken: how long to wait at most before trying again, in ms (-1: no bound known).
+    Busy(i64),
+}
+
+impl From<Option<i64>> for Answer {
+    fn from(reply: Option<i64>) -> Answer {
+        reply.map_or(Answer::Taken { token: None }, Answer::Busy)
+    }
+}
+
+/// Takes a hold. [`Answer::Busy`] when it was not taken: how long to wait at most before trying
+/// again (the holder's PTTL, -1 for a lock without expiry; or what is left of another waiter's
+/// claim on a free lock). `window` is the claim window in ms: how long a claim made here
+/// outlives the lease, and the most a claim on a free lock may have left. With a `token` counter
+/// (a fenced lock), a new owner's hold increments it and the answer carries the token.
 pub(crate) async fn acquire(
     redis: &Connection,
     keys: &LockKeys,
@@ -186,15 +203,18 @@ pub(crate) async fn acquire(
     field: &Str,
     claim: Claim,
     window: u64,
-) -> Result<Option<i64>> {
+    token: Option<&Str>,
+) -> Result<Answer> {
     let priority = match claim {
         Claim::No => 0,
         Claim::For { priority } => priority.max(1),
     };
+    let mut lock_keys = vec![Key::from(&keys.name), Key::from(&keys.claim)];
+    lock_keys.extend(token.map(Key::from));
     let reply = ACQUIRE
         .run(
             redis,
-            &[Key::from(&keys.name), Key::from(&keys.claim)],
+            &lock_keys,
             &[
                 ms_arg(lease_ms),
                 Value::String(field.clone()),
@@ -205,8 +225,14 @@ pub(crate) async fn acquire(
         .await
         .map_err(|e| Error::from_redis(e, &keys.name, &redis.server))?;
     match reply {
-        Value::Null => Ok(None),
-        other => Ok(Some(integer(other, &keys.name, &redis.server)?)),
+        Value::Null => Ok(Answer::Taken { token: None }),
+        Value::Array(mut items) if items.len() == 1 => {
+            let token = integer(items.remove(0), &keys.name, &redis.server)?;
+            Ok(Answer::Taken {
+                token: Some(token.max(0) as u64),
+            })
+        }
+        other => Ok(Answer::Busy(integer(other, &keys.name, &redis.server)?)),
     }
 }
 
@@ -286,18 +312,21 @@ fn released(reply: Value, name: &str, server: &str) -> Result<Released> {
     }
 }
 
-/// Extends each lock whose field is still there; `true` per renewed lock, in order.
+/// Extends each lock whose field is still there (`readers`: each read-write lock whose reader
+/// still lives, with its own timeout keys); `true` per renewed lock, in order.
 pub(crate) async fn renew(
     redis: &Connection,
     locks: &[(Str, Str)],
     lease_ms: u64,
+    readers: bool,
 ) -> Result<Vec<bool>> {
     let keys: Vec<Key> = locks.iter().map(|(name, _)| Key::from(name)).collect();
     let mut args = Vec::with_capacity(locks.len() + 1);
     args.push(ms_arg(lease_ms));
     args.extend(locks.iter().map(|(_, field)| Value::String(field.clone())));
     let server = || redis.server.to_string();
-    let reply = RENEW
+    let script: &Script = if readers { &rw::RENEW_READ } else { &RENEW };
+    let reply = script
         .run(redis, &keys, &args)
         .await
         .map_err(|e| Error::redis(e, &server()))?;
@@ -351,10 +380,17 @@ pub(crate) async fn abandon(
 ) -> Result<bool> {
     let fair = crate::names::FairKeys::new(&keys.name);
     let [name, channel, claim] = freeing_keys(keys);
+    let rw_channel = crate::names::prefixed("redisson_rwlock", &keys.name);
     let reply = ABANDON
         .run(
             redis,
-            &[name, channel, claim, Key::from(&fair.queue)],
+            &[
+                name,
+                channel,
+                claim,
+                Key::from(&fair.queue),
+                Key::from(rw_channel),
+            ],
             &[
                 text(UNLOCK_MESSAGE),
                 Value::String(field.clone()),
@@ -390,18 +426,20 @@ pub(crate) struct Inspection {
     pub(crate) holds: u64,
 }
 
-/// Reads whether the lock exists, its remaining lease and one field's hold count.
+/// Reads whether the lock is taken (as `view` says: see `lua/inspect.lua`), its remaining lease
+/// and one field's hold count.
 pub(crate) async fn inspect(
     redis: &Connection,
     keys: &LockKeys,
     field: &Str,
+    view: &'static str,
 ) -> Result<Inspection> {
     let name = &*keys.name;
     let reply = INSPECT
         .run(
             redis,
             &[Key::from(&keys.name)],
-            &[Value::String(field.clone())],
+            &[Value::String(field.clone()), text(view)],
         )
         .await
         .map_err(|e| Error::from_redis(e, name, &redis.server))?;

@@ -43,23 +43,26 @@ impl Watchdog {
         let due = self.holds.due();
         let count = due.len();
         let lease_ms = self.lease.as_millis() as u64;
-        let groups: Vec<Vec<(HoldKey, u64)>> = if self.per_slot {
-            let mut by_slot: HashMap<u16, Vec<(HoldKey, u64)>> = HashMap::new();
-            for hold in due {
-                let slot = fred::util::redis_keyslot(hold.0 .0.as_bytes());
-                by_slot.entry(slot).or_default().push(hold);
-            }
-            by_slot.into_values().collect()
-        } else {
-            vec![due]
-        };
+        // One script renews one kind of hold (plain fields, or readers), on one slot.
+        let mut groups: HashMap<(bool, u16), Vec<(HoldKey, u64)>> = HashMap::new();
+        for (key, generation, reader) in due {
+            let slot = if self.per_slot {
+                fred::util::redis_keyslot(key.0.as_bytes())
+            } else {
+                0
+            };
+            groups
+                .entry((reader, slot))
+                .or_default()
+                .push((key, generation));
+        }
         let batches = groups
             .iter()
-            .flat_map(|group| group.chunks(self.batch))
-            .map(|batch| async move {
+            .flat_map(|(&(reader, _), group)| group.chunks(self.batch).map(move |b| (reader, b)))
+            .map(|(reader, batch)| async move {
             let locks: Vec<HoldKey> = batch.iter().map(|(k, _)| k.clone()).collect();
             let sent_at = Instant::now();
-            match scripts::renew(&self.redis, &locks, lease_ms).await {
+            match scripts::renew(&self.redis, &locks, lease_ms, reader).await {
                 Ok(renewed) => {
                     for ((key, generation), ok) in batch.iter().zip(renewed) {
                         if ok {

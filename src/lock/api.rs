@@ -3,9 +3,14 @@
 //! special about it on the type itself.
 
 /// Implements the shared lock API on `$Type` (a struct with a `handle: Handle` field), taking
-/// turns with `$turns`; `$make` is the `Client` method that makes one, for the examples.
+/// turns with `$turns`; `$make` is the `Client` method that makes one, for the examples, and
+/// `$then` what follows its call there (`.read()` for a read lock). The guards are `$Guard`s,
+/// made from a [`LockGuard`](crate::LockGuard) (by default, the `LockGuard` itself).
 macro_rules! lock_api {
     ($Type:ident, $turns:expr, $make:literal) => {
+        $crate::lock::api::lock_api!($Type, $turns, $make, "", $crate::LockGuard);
+    };
+    ($Type:ident, $turns:expr, $make:literal, $then:literal, $Guard:ty) => {
         impl std::fmt::Debug for $Type {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 self.handle.debug_as(stringify!($Type), f)
@@ -43,11 +48,12 @@ macro_rules! lock_api {
             /// Cancel safe: a dropped call leaves no hold, no subscription, no waiter and no
             /// place in a fair lock's queue behind. If the acquire had already reached Redis, its
             /// hold is released (and its place given up) in the background.
-            pub async fn lock(&self) -> $crate::Result<$crate::LockGuard> {
+            #[allow(clippy::useless_conversion)]
+            pub async fn lock(&self) -> $crate::Result<$Guard> {
                 self.handle
                     .acquire(None, None, $turns)
                     .await
-                    .map(|guard| guard.expect("an unbounded wait ends only with the lock"))
+                    .map(|guard| guard.expect("an unbounded wait ends only with the lock").into())
             }
 
             /// Takes the lock with a fixed lease, waiting as long as it takes. Nobody renews the
@@ -62,14 +68,15 @@ macro_rules! lock_api {
             /// # Cancel safety
             ///
             /// As [`lock`](Self::lock).
+            #[allow(clippy::useless_conversion)]
             pub async fn lock_with_lease(
                 &self,
                 lease: std::time::Duration,
-            ) -> $crate::Result<$crate::LockGuard> {
+            ) -> $crate::Result<$Guard> {
                 self.handle
                     .acquire(Some(lease), None, $turns)
                     .await
-                    .map(|guard| guard.expect("an unbounded wait ends only with the lock"))
+                    .map(|guard| guard.expect("an unbounded wait ends only with the lock").into())
             }
 
             /// Takes the lock if this owner can have it now (it is free, or this owner holds it
@@ -84,10 +91,12 @@ macro_rules! lock_api {
             /// # Cancel safety
             ///
             /// As [`lock`](Self::lock).
-            pub async fn try_lock(&self) -> $crate::Result<Option<$crate::LockGuard>> {
+            #[allow(clippy::useless_conversion)]
+            pub async fn try_lock(&self) -> $crate::Result<Option<$Guard>> {
                 self.handle
                     .acquire(None, Some(std::time::Duration::ZERO), $turns)
                     .await
+                    .map(|guard| guard.map(Into::into))
             }
 
             /// Takes the lock, waiting at most `wait`; `Ok(None)` when the wait ran out (a fair
@@ -101,12 +110,16 @@ macro_rules! lock_api {
             /// # Cancel safety
             ///
             /// As [`lock`](Self::lock).
+            #[allow(clippy::useless_conversion)]
             pub async fn try_lock_for(
                 &self,
                 wait: std::time::Duration,
                 lease: Option<std::time::Duration>,
-            ) -> $crate::Result<Option<$crate::LockGuard>> {
-                self.handle.acquire(lease, Some(wait), $turns).await
+            ) -> $crate::Result<Option<$Guard>> {
+                self.handle
+                    .acquire(lease, Some(wait), $turns)
+                    .await
+                    .map(|guard| guard.map(Into::into))
             }
 
             /// Runs `work` under the lock and releases it afterwards, whatever `work` returned.
@@ -120,7 +133,7 @@ macro_rules! lock_api {
             /// ```no_run
             /// # async fn run(client: relock::Client) -> relock::Result<()> {
             /// # async fn copy_rows() -> u64 { 42 }
-            #[doc = concat!("let copied = client\n    .", $make, "(\"stock:7\")")]
+            #[doc = concat!("let copied = client\n    .", $make, "(\"stock:7\")", $then)]
             ///     .with(|lost| async move {
             ///         tokio::select! {
             ///             _ = lost => None,             // the lease is gone: stop writing
@@ -210,7 +223,7 @@ macro_rules! lock_api {
             /// ```no_run
             /// # async fn run(client: relock::Client) -> relock::Result<()> {
             /// use relock::RemainingLease;
-            #[doc = concat!("match client.", $make, "(\"job\").remaining_lease().await? {")]
+            #[doc = concat!("match client.", $make, "(\"job\")", $then, ".remaining_lease().await? {")]
             ///     RemainingLease::Unlocked => println!("free"),
             ///     RemainingLease::Expires(left) => println!("held, {left:?} left"),
             ///     RemainingLease::NoExpiry => println!("held with no expiry (not written by relock)"),

@@ -16,14 +16,14 @@ use super::hold::{Hold, Lease};
 use super::kind::Ask;
 use crate::connection::Connection;
 use crate::error::{Error, Result};
-use crate::holds::Registration;
-use crate::scripts;
+use crate::holds::{Registration, Renew};
+use crate::scripts::{self, Answer};
 use crate::shared::ReplicaSync;
 
 /// What one attempt found.
 pub(crate) enum Attempt {
-    /// Taken: the hold's registration, for its guard.
-    Acquired(Registration),
+    /// Taken: the hold's registration, for its guard, and a fenced lock's token.
+    Acquired(Registration, Option<u64>),
     /// Held by another owner (or, for a fair lock, not this waiter's turn): how long to wait at
     /// most before the next attempt (`None`: no bound known, such as a lock without expiry).
     Busy(Option<Duration>),
@@ -51,9 +51,9 @@ impl Hold {
             .kind
             .acquire(shared, redis, self.holder(), self.lease_ms, ask)
             .await;
-        match outcome {
-            Ok(None) => {}
-            Ok(Some(retry_ms)) => {
+        let token = match outcome {
+            Ok(Answer::Taken { token }) => token,
+            Ok(Answer::Busy(retry_ms)) => {
                 orphan.disarm();
                 return Ok(Attempt::Busy(
                     u64::try_from(retry_ms).ok().map(Duration::from_millis),
@@ -62,10 +62,13 @@ impl Hold {
             Err(error) if error.is_ambiguous() => {
                 // The script may have run without its reply reaching us: read the state back.
                 // Our field holding more than our live guards means this attempt took a hold.
-                let state = scripts::inspect(redis, &self.keys, &self.field).await;
+                let state = scripts::inspect(redis, &self.keys, &self.field, "").await;
                 match state {
                     Ok(state) if state.holds > u64::from(held_before) => {
                         tracing::debug!(lock = %self.keys.name, "acquire reply lost; the read-back shows the hold");
+                        // The owner holds the lock, so the counter still has its token. On an
+                        // error the orphan check gives the hold back.
+                        self.kind.token(redis, &self.keys).await?
                     }
                     Ok(_) => {
                         orphan.disarm();
@@ -78,7 +81,7 @@ impl Hold {
                 orphan.disarm();
                 return Err(error);
             }
-        }
+        };
         let lease = Duration::from_millis(self.lease_ms);
         if Instant::now() >= sent_at + lease {
             // Answered after the hold could have lapsed (a stall longer than the lease): the lock
@@ -91,13 +94,15 @@ impl Hold {
         }
         // Registered while still counted in flight, so a release that starts from here on
         // counts this hold among those that remain.
-        let registration =
-            shared
-                .holds
-                .register(key, self.lease == Lease::Watchdog, sent_at, lease);
+        let renew = match self.lease {
+            Lease::Fixed(_) => Renew::No,
+            Lease::Watchdog if self.kind.renews_readers() => Renew::Reader,
+            Lease::Watchdog => Renew::Field,
+        };
+        let registration = shared.holds.register(key, renew, sent_at, lease);
         orphan.disarm();
         drop(acquiring);
-        Ok(Attempt::Acquired(registration))
+        Ok(Attempt::Acquired(registration, token))
     }
 
     /// Waits for one replica to acknowledge the hold just taken.
@@ -161,7 +166,7 @@ impl Drop for OrphanCheck<'_> {
                     let redis = fresh
                         .as_deref()
                         .unwrap_or_else(|| shared.acquire_connection());
-                    let Ok(state) = scripts::inspect(redis, &hold.keys, &hold.field).await else {
+                    let Ok(state) = scripts::inspect(redis, &hold.keys, &hold.field, "").await else {
                         return; // the hold, if any, expires with its lease
                     };
                     if state.holds > u64::from(shared.holds.guards(&hold.hold_key())) {

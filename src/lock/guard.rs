@@ -35,6 +35,8 @@ pub struct LockGuard {
     hold: Hold,
     registration: Registration,
     released: bool,
+    /// A fenced lock's token.
+    token: Option<u64>,
 }
 
 impl std::fmt::Debug for LockGuard {
@@ -48,12 +50,18 @@ impl std::fmt::Debug for LockGuard {
 }
 
 impl LockGuard {
-    pub(crate) fn new(hold: Hold, registration: Registration) -> LockGuard {
+    pub(crate) fn new(hold: Hold, registration: Registration, token: Option<u64>) -> LockGuard {
         LockGuard {
             hold,
             registration,
             released: false,
+            token,
         }
+    }
+
+    /// A fenced lock's token (see [`FencedGuard`](crate::FencedGuard)).
+    pub(crate) fn token(&self) -> Option<u64> {
+        self.token
     }
 
     /// The lock's name.
@@ -142,7 +150,9 @@ impl LockGuard {
     pub async fn hold_count(&self) -> Result<u64> {
         self.hold.shared.check_open()?;
         let shared = &self.hold.shared;
-        let state = scripts::inspect(&shared.redis, &self.hold.keys, &self.hold.field).await?;
+        let hold = &self.hold;
+        let state = scripts::inspect(&shared.redis, &hold.keys, &hold.field, hold.kind.view());
+        let state = state.await?;
         Ok(state.holds)
     }
 

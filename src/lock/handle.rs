@@ -73,9 +73,14 @@ impl Handle {
         name: String,
         kind: impl FnOnce(&str) -> Kind,
     ) -> Handle {
-        let keys = LockKeys::new(&name).map(Arc::new);
+        let kind = kind(&name);
+        let keys = match kind {
+            Kind::Read | Kind::Write => LockKeys::rw(&name),
+            _ => LockKeys::new(&name),
+        };
+        let keys = keys.map(Arc::new);
         Handle {
-            kind: kind(&name),
+            kind,
             shared,
             name,
             keys,
@@ -85,6 +90,15 @@ impl Handle {
 
     pub(crate) fn name(&self) -> &str {
         &self.name
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// The lock's keys, or the error its name gets.
+    pub(crate) fn keys(&self) -> Result<Arc<LockKeys>> {
+        self.keys.clone()
     }
 
     pub(crate) fn owned_by(mut self, owner: Owner) -> Handle {
@@ -116,7 +130,7 @@ impl Handle {
             Some(lease) => (Lease::Fixed(lease), millis(lease, "lease")?),
         };
         let owner = self.owner();
-        let field: Str = shared.holder_field(&owner).into();
+        let field: Str = self.kind.field(shared.holder_field(&owner));
         let hold = Hold {
             shared: shared.clone(),
             kind: self.kind.clone(),
@@ -169,7 +183,7 @@ impl Handle {
     async fn inspect(&self) -> Result<scripts::Inspection> {
         self.shared.check_open()?;
         let keys = self.keys.clone()?;
-        let field = self.shared.holder_field(&self.owner()).into();
-        scripts::inspect(&self.shared.redis, &keys, &field).await
+        let field = self.kind.field(self.shared.holder_field(&self.owner()));
+        scripts::inspect(&self.shared.redis, &keys, &field, self.kind.view()).await
     }
 }

@@ -8,12 +8,13 @@
 use std::sync::Arc;
 
 use fred::bytes_utils::Str;
+use fred::interfaces::KeysInterface;
 
 use crate::backoff::Backoff;
 use crate::connection::Connection;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::names::{FairKeys, LockKeys};
-use crate::scripts::{self, Claim, ReleaseHow, Released, NO_PUBLISH};
+use crate::scripts::{self, Answer, Claim, ReleaseHow, Released, NO_PUBLISH};
 use crate::shared::Shared;
 
 /// Who asks: the lock's keys and the holder field.
@@ -31,6 +32,13 @@ pub(crate) enum Kind {
     Fair(Arc<FairKeys>),
     /// [`SpinLock`](crate::SpinLock): no messages; waiters retry after growing pauses.
     Spin(Backoff),
+    /// [`FencedLock`](crate::FencedLock): the plain lock, whose new owners also take a token
+    /// from this counter.
+    Fenced(Str),
+    /// The read lock of an [`RwLock`](crate::RwLock): many readers, each with its own lease.
+    Read,
+    /// The write lock of an [`RwLock`](crate::RwLock): one writer, which may also read.
+    Write,
 }
 
 /// What one acquire attempt asks the script for, beyond the hold.
@@ -38,7 +46,8 @@ pub(crate) enum Kind {
 pub(crate) enum Ask {
     /// The hold if free, and nothing else.
     Now,
-    /// The plain lock: the hold, or else a claim on its next hand-off with this priority.
+    /// The plain lock (and a read-write lock's writer): the hold, or else a claim on its next
+    /// hand-off with this priority.
     Claim(u32),
     /// The fair lock: the hold if it is this waiter's turn, or else a place in the queue (a
     /// new one at its tail, or the one it has, renewed).
@@ -46,8 +55,16 @@ pub(crate) enum Ask {
 }
 
 impl Kind {
-    /// Runs the type's acquire script: `Ok(None)` when the hold was taken, else how long to wait
-    /// at most before the next attempt, in ms (-1: no bound known).
+    /// The holder field of `owner_field` (`<client-uuid>:<owner>`) for this type: a read-write
+    /// lock's writer appends `:write`, as Redisson's does.
+    pub(crate) fn field(&self, owner_field: String) -> Str {
+        match self {
+            Kind::Write => scripts::rw::writer_field(&owner_field),
+            _ => owner_field.into(),
+        }
+    }
+
+    /// Runs the type's acquire script.
     pub(crate) async fn acquire(
         &self,
         shared: &Shared,
@@ -55,23 +72,65 @@ impl Kind {
         hold: Holder<'_>,
         lease_ms: u64,
         ask: Ask,
-    ) -> Result<Option<i64>> {
-        match self {
+    ) -> Result<Answer> {
+        let window = shared.claim_window_ms;
+        let (keys, field) = (hold.keys, hold.field);
+        let claim = match ask {
+            Ask::Claim(priority) => Claim::For { priority },
+            Ask::Now | Ask::Queue => Claim::No,
+        };
+        Ok(match self {
             Kind::Reentrant | Kind::Spin(_) => {
-                let claim = match ask {
-                    Ask::Claim(priority) => Claim::For { priority },
-                    Ask::Now | Ask::Queue => Claim::No,
-                };
-                let window = shared.claim_window_ms;
-                scripts::acquire(redis, hold.keys, lease_ms, hold.field, claim, window).await
+                scripts::acquire(redis, keys, lease_ms, field, claim, window, None).await?
+            }
+            Kind::Fenced(token) => {
+                scripts::acquire(redis, keys, lease_ms, field, claim, window, Some(token)).await?
             }
             Kind::Fair(fair) => {
                 let queue = ask == Ask::Queue;
                 let waiter = shared.fair_waiter_ms;
-                scripts::fair::acquire(redis, hold.keys, fair, lease_ms, hold.field, waiter, queue)
-                    .await
+                scripts::fair::acquire(redis, keys, fair, lease_ms, field, waiter, queue)
+                    .await?
+                    .into()
             }
+            Kind::Read => scripts::rw::read_acquire(redis, keys, lease_ms, field, window)
+                .await?
+                .into(),
+            Kind::Write => {
+                let claim = claim != Claim::No;
+                scripts::rw::write_acquire(redis, keys, lease_ms, field, claim, window)
+                    .await?
+                    .into()
+            }
+        })
+    }
+
+    /// The owner's fencing token, read back after an acquire whose reply was lost but which the
+    /// read-back showed took the hold (`None` for the types without tokens).
+    pub(crate) async fn token(&self, redis: &Connection, keys: &LockKeys) -> Result<Option<u64>> {
+        let Kind::Fenced(token) = self else {
+            return Ok(None);
+        };
+        let value: Option<u64> = redis
+            .get(token.clone())
+            .await
+            .map_err(|e| Error::from_redis(e, &keys.name, &redis.server))?;
+        Ok(value)
+    }
+
+    /// What [`inspect`](scripts::inspect) counts as locked for this type (see `lua/inspect.lua`).
+    pub(crate) fn view(&self) -> &'static str {
+        match self {
+            Kind::Read => "read",
+            Kind::Write => "write",
+            _ => "",
         }
+    }
+
+    /// Whether the watchdog renews this type's holds as a read-write lock's readers (each with
+    /// its own timeout keys).
+    pub(crate) fn renews_readers(&self) -> bool {
+        matches!(self, Kind::Read)
     }
 
     /// Runs the type's release script for one hold; `keep_ms` is the TTL the owner's remaining
@@ -84,11 +143,15 @@ impl Kind {
         how: ReleaseHow<'_>,
     ) -> Result<Released> {
         match self {
-            Kind::Reentrant | Kind::Spin(_) => {
+            Kind::Reentrant | Kind::Spin(_) | Kind::Fenced(_) => {
                 scripts::release(redis, hold.keys, hold.field, keep_ms, how).await
             }
             Kind::Fair(fair) => {
                 scripts::fair::release(redis, hold.keys, fair, hold.field, keep_ms, how).await
+            }
+            Kind::Read | Kind::Write => {
+                let write = matches!(self, Kind::Write);
+                scripts::rw::release(redis, hold.keys, hold.field, write, keep_ms, how).await
             }
         }
     }
@@ -97,12 +160,17 @@ impl Kind {
     /// one.
     pub(crate) async fn force_release(&self, shared: &Shared, keys: &LockKeys) -> Result<bool> {
         let publish = self.publish(shared);
+        let window = shared.claim_window_ms;
         match self {
-            Kind::Reentrant | Kind::Spin(_) => {
-                scripts::force_release(&shared.redis, keys, publish, shared.claim_window_ms).await
+            Kind::Reentrant | Kind::Spin(_) | Kind::Fenced(_) => {
+                scripts::force_release(&shared.redis, keys, publish, window).await
             }
             Kind::Fair(fair) => {
                 scripts::fair::force_release(&shared.redis, keys, fair, publish).await
+            }
+            Kind::Read | Kind::Write => {
+                let mode = self.view();
+                scripts::rw::force_release(&shared.redis, keys, mode, publish, window).await
             }
         }
     }
@@ -111,20 +179,21 @@ impl Kind {
     pub(crate) fn publish(&self, shared: &Shared) -> &'static str {
         match self {
             Kind::Spin(_) => NO_PUBLISH,
-            Kind::Reentrant | Kind::Fair(_) => shared.publish,
+            _ => shared.publish,
         }
     }
 
     /// Whether this client's release of the lock leaves other processes' waiters a hand-off
     /// grace (the plain lock's turn-taking; see `turns`).
     pub(crate) fn hands_off_with_grace(&self) -> bool {
-        matches!(self, Kind::Reentrant)
+        matches!(self, Kind::Reentrant | Kind::Fenced(_))
     }
 
     /// Whether every release writes a replay key. The plain and spin locks skip it on a last
-    /// release when no retry can need it (see `inflight`); the fair lock's release also moves
-    /// its queue, so it always keeps one, as Redisson does.
+    /// release when no retry can need it (see `inflight`); the fair and read-write locks'
+    /// releases move more than the hash (a queue, readers' timeout keys), so they always keep
+    /// one, as Redisson does.
     pub(crate) fn always_replays(&self) -> bool {
-        matches!(self, Kind::Fair(_))
+        matches!(self, Kind::Fair(_) | Kind::Read | Kind::Write)
     }
 }

@@ -1,12 +1,12 @@
 //! The lock family on one core.
 //!
 //! Each lock type is a small file that says what is special about it: [`Lock`] (`reentrant`),
-//! [`FairLock`] (`fair`), [`SpinLock`] (`spin`). The rest is shared, and an acquire goes down
+//! [`FairLock`] (`fair`), [`SpinLock`] (`spin`), [`FencedLock`] (`fenced`), [`RwLock`] (`rw`). The rest is shared, and an acquire goes down
 //! through it once:
 //!
 //! - `handle`: the handle every type wraps (name, client, owner), which makes a hold;
 //! - `wait`: the wait loop, which asks the type's turns when to try;
-//! - `turns` (the plain lock's), `fair` and `spin`: how waiters take turns;
+//! - `turns` (the plain lock's), `fair`, `spin` and `rw`: how waiters take turns;
 //! - `hold`: what a hold is; `attempt`: one attempt to take it: the in-flight gate, the type's
 //!   acquire script (picked by `kind`), the read-back of a lost reply, the registration;
 //! - `guard`: the guard and its `Lost` signal; `release`: releases that count once.
@@ -14,18 +14,22 @@
 mod api;
 mod attempt;
 mod fair;
+mod fenced;
 mod guard;
 mod handle;
 mod hold;
 mod kind;
 mod reentrant;
 mod release;
+mod rw;
 mod spin;
 mod turns;
 mod wait;
 
 pub use fair::FairLock;
+pub use fenced::{FencedGuard, FencedLock};
 pub use guard::{LockGuard, Lost};
 pub use handle::RemainingLease;
 pub use reentrant::Lock;
+pub use rw::{ReadLock, RwLock, WriteLock};
 pub use spin::SpinLock;

@@ -62,11 +62,7 @@ impl<'a> PlainTurns<'a> {
             queue_first,
             behind_waiters: queue_first && behind_waiters,
             waiter: None,
-            claim: ClaimGuard {
-                hold,
-                claimed: false,
-                tries: 0,
-            },
+            claim: ClaimGuard::new(hold),
         }
     }
 }
@@ -149,15 +145,25 @@ impl Turns for PlainTurns<'_> {
 
 /// A waiter's claim on a lock's next hand-off. Dropped while `claimed` (the waiter gave up, ran
 /// out of time or failed), it withdraws the claim in the background, so other waiters need not
-/// sit out the claim window for a waiter that left.
-struct ClaimGuard<'a> {
+/// sit out the claim window for a waiter that left. (A read-write lock's waiting writer claims
+/// too; see `rw`.)
+pub(super) struct ClaimGuard<'a> {
     hold: &'a Hold,
-    claimed: bool,
+    /// Whether an attempt may have left a claim of this waiter's.
+    pub(super) claimed: bool,
     /// Attempts made as this client's first waiter.
     tries: u32,
 }
 
-impl ClaimGuard<'_> {
+impl<'a> ClaimGuard<'a> {
+    pub(super) fn new(hold: &'a Hold) -> ClaimGuard<'a> {
+        ClaimGuard {
+            hold,
+            claimed: false,
+            tries: 0,
+        }
+    }
+
     /// The claim priority of the next attempt, if it claims. This client's first waiter claims
     /// the next hand-off from its second try on (each failed try since it became first was a
     /// race lost to another process), so it cannot lose race after race; between claimants, the

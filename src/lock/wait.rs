@@ -77,9 +77,9 @@ pub(crate) async fn acquire<T: Turns>(
         if !turns.queue_first() {
             attempts += 1;
             match hold.try_once(turns.ask()).await? {
-                Attempt::Acquired(registration) => {
+                Attempt::Acquired(registration, token) => {
                     turns.acquired();
-                    return guard(hold, registration).await.map(Some);
+                    return guard(hold, registration, token).await.map(Some);
                 }
                 Attempt::Busy(_) if wait == Some(Duration::ZERO) => return Ok(None),
                 Attempt::Busy(retry) => first = Some(retry),
@@ -93,9 +93,9 @@ pub(crate) async fn acquire<T: Turns>(
             }
             attempts += 1;
             match hold.try_once(turns.ask()).await? {
-                Attempt::Acquired(registration) => {
+                Attempt::Acquired(registration, token) => {
                     turns.acquired();
-                    return guard(hold, registration).await.map(Some);
+                    return guard(hold, registration, token).await.map(Some);
                 }
                 Attempt::Busy(retry) => busy = Some(retry),
             }
@@ -120,8 +120,8 @@ pub(crate) async fn acquire<T: Turns>(
 
 /// The guard of a hold just taken; with replica sync on, once a replica has the hold (else the
 /// hold is released again and the acquire fails).
-async fn guard(hold: &Hold, registration: Registration) -> Result<LockGuard> {
-    let guard = LockGuard::new(hold.clone(), registration);
+async fn guard(hold: &Hold, registration: Registration, token: Option<u64>) -> Result<LockGuard> {
+    let guard = LockGuard::new(hold.clone(), registration, token);
     if let Some(sync) = &hold.shared.replica_sync {
         // Boxed, like script calls: it holds a fred command future.
         if let Err(unsynced) = Box::pin(hold.await_replica(sync)).await {
@@ -139,7 +139,18 @@ async fn guard(hold: &Hold, registration: Registration) -> Result<LockGuard> {
 /// command timeout and never past `deadline` (a wait that starts unconfirmed still ends: every
 /// wait is bounded).
 pub(crate) async fn subscribe(shared: &Shared, channel: &str, deadline: Option<Instant>) -> Waiter {
-    let mut waiter = shared.hub.register(channel);
+    subscribe_as(shared, channel, false, deadline).await
+}
+
+/// [`subscribe`], on a channel whose every message wakes all of this client's waiters when
+/// `broadcast` (a read-write lock's: readers come in together), else one per message "0".
+pub(crate) async fn subscribe_as(
+    shared: &Shared,
+    channel: &str,
+    broadcast: bool,
+    deadline: Option<Instant>,
+) -> Waiter {
+    let mut waiter = shared.hub.register(channel, broadcast);
     let confirm_by = Instant::now() + shared.command_timeout;
     waiter
         .subscribed(deadline.map_or(confirm_by, |d| d.min(confirm_by)))

@@ -1,0 +1,28 @@
+-- Delete a read-write lock whoever holds it, when it is in the asked-for mode, and wake its
+-- waiters (Redisson's forceUnlock of the read or the write lock).
+--
+-- KEYS[1]  the lock hash <name>
+-- KEYS[2]  the wake-up channel redisson_rwlock:{<name>}
+-- KEYS[3]  the hand-off claim relock_claim:{<name>}
+-- ARGV[1]  the mode to force: "read" or "write"
+-- ARGV[2]  the publish command: PUBLISH or SPUBLISH
+-- ARGV[3]  the claim window in ms: a claim lives at most this much longer
+--
+-- Reply:   1 when the lock was deleted, 0 when it was not in that mode (or not there).
+-- Errors:  WRONGTYPE when <name> holds another type.
+local kind = redis.call('type', KEYS[1])['ok']
+if kind == 'none' then
+    return 0
+end
+if kind ~= 'hash' then
+    return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')
+end
+if redis.call('hget', KEYS[1], 'mode') ~= ARGV[1] then
+    return 0
+end
+rw_delete(KEYS[1])
+if redis.call('pttl', KEYS[3]) > tonumber(ARGV[3]) then
+    redis.call('pexpire', KEYS[3], ARGV[3])
+end
+redis.call(ARGV[2], KEYS[2], ARGV[1] == 'read' and '0' or '1')
+return 1

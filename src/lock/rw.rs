@@ -1,0 +1,189 @@
+//! The read-write lock, Redisson's `RReadWriteLock` in async Rust: many readers or one writer,
+//! each side reentrant per owner, on Redisson's data (see `lua/rw_readers.lua`).
+//!
+//! Waiters of both sides listen on the lock's one channel, `redisson_rwlock:{<name>}`, and every
+//! message wakes all of this client's waiters: a freed lock may take many readers at once. A
+//! waiting writer claims the lock's next turn (`relock_claim:{<name>}`), which keeps new readers
+//! out until it has had it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::api::lock_api;
+use super::handle::Handle;
+use super::hold::Hold;
+use super::kind::{Ask, Kind};
+use super::turns::ClaimGuard;
+use super::wait::{subscribe_as, time_left, TakeTurns, Turns};
+use crate::pubsub::Waiter;
+use crate::shared::Shared;
+
+/// A distributed read-write lock, wire-compatible with Redisson's `RReadWriteLock`: many readers
+/// or one writer at a time.
+///
+/// [`read`](RwLock::read) and [`write`](RwLock::write) give the two sides, each a lock with the
+/// full API of [`Lock`](crate::Lock) (`lock`, `lock_with_lease`, `try_lock`, `try_lock_for`,
+/// guards, [`lost`](crate::LockGuard::lost), cancel safety), reentrant per owner.
+///
+/// - **Readers** share the lock; a writer excludes readers and other writers.
+/// - **Downgrade.** The writer may take read holds; when it releases its write holds the lock
+///   stays read-locked by them (and other readers may come in).
+/// - **No upgrade.** An owner holding the read lock that asks for the write lock gets
+///   [`Error::UpgradeWouldDeadlock`](crate::Error::UpgradeWouldDeadlock) at once: the write lock
+///   waits for every reader to leave, this one included. (Redisson's waits forever.)
+/// - **Leases are per reader.** Each read hold has its own timeout key on Redis (Redisson's
+///   layout), and the lock lasts as long as the longest of them: a reader that leaves takes its
+///   lease with it, a reader whose lease ran out keeps nothing alive, and one reader's renewal
+///   extends no other's. The watchdog renews every reader of the client in one script call per
+///   batch, as it does [`Lock`](crate::Lock)s.
+/// - **Writers are not starved.** A writer that has to wait for readers claims the lock's next
+///   turn: from then on no *new* reader comes in (a reader that holds the lock already may still
+///   re-enter), so the writer waits only for the readers that hold it now. Once the lock is
+///   free it is the claimant's for the claim window
+///   ([`Config::with_claim_window`](crate::Config::with_claim_window)) at most; a claim of a
+///   writer that died lapses by itself. A writer's release wakes every waiter, and readers and
+///   writers then race for the lock: no side is preferred after a write. A one-shot
+///   `try_lock` of the write lock claims nothing.
+/// - **Redisson.** The data and messages are Redisson's: a relock reader and a Redisson writer
+///   exclude each other, and each side's releases wake the other's waiters. Redisson's readers
+///   do not look at a relock writer's claim, so they may still come in while it waits.
+///
+/// ```no_run
+/// # async fn run(client: relock::Client) -> relock::Result<()> {
+/// let prices = client.rw_lock("prices");
+/// let read = prices.read().lock().await?;   // many readers at once
+/// read.unlock().await?;
+/// let write = prices.write().lock().await?; // one writer, no readers
+/// let read = prices.read().lock().await?;   // the writer may read too (downgrade)
+/// write.unlock().await?;                    // ...and keeps the lock as a reader
+/// read.unlock().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct RwLock {
+    shared: Arc<Shared>,
+    name: String,
+}
+
+impl std::fmt::Debug for RwLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RwLock").field("name", &self.name).finish()
+    }
+}
+
+impl RwLock {
+    pub(crate) fn new(shared: Arc<Shared>, name: String) -> RwLock {
+        RwLock { shared, name }
+    }
+
+    /// The lock's name, which is also its Redis key.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The read side: shared by many readers.
+    pub fn read(&self) -> ReadLock {
+        ReadLock {
+            handle: Handle::new(self.shared.clone(), self.name.clone(), |_| Kind::Read),
+        }
+    }
+
+    /// The write side: one writer, no readers but its own.
+    pub fn write(&self) -> WriteLock {
+        WriteLock {
+            handle: Handle::new(self.shared.clone(), self.name.clone(), |_| Kind::Write),
+        }
+    }
+}
+
+/// The read side of an [`RwLock`]: held by many owners at once, never with another owner's
+/// write hold. `is_locked()` is true while anyone reads (Redisson's rule: read-locked, or
+/// write-locked by a writer that also reads).
+#[derive(Clone)]
+pub struct ReadLock {
+    handle: Handle,
+}
+
+/// The write side of an [`RwLock`]: one owner at a time, with no other owner reading.
+/// `is_locked()` is true while someone writes.
+#[derive(Clone)]
+pub struct WriteLock {
+    handle: Handle,
+}
+
+lock_api!(ReadLock, Rw, "rw_lock", ".read()", crate::LockGuard);
+lock_api!(WriteLock, Rw, "rw_lock", ".write()", crate::LockGuard);
+
+/// The read-write lock's way of taking turns.
+struct Rw;
+
+impl TakeTurns for Rw {
+    type Turns<'h> = RwTurns<'h>;
+
+    fn turns<'h>(&self, hold: &'h Hold, wait: Option<Duration>) -> RwTurns<'h> {
+        RwTurns {
+            hold,
+            one_shot: wait == Some(Duration::ZERO),
+            waiter: None,
+            claim: ClaimGuard::new(hold),
+        }
+    }
+}
+
+/// The turns of one read or write acquire: wait for any message on the lock's channel, or for
+/// the holders' lease; a waiting writer claims the lock's next turn.
+struct RwTurns<'a> {
+    hold: &'a Hold,
+    one_shot: bool,
+    waiter: Option<Waiter>,
+    /// A writer's claim, withdrawn if it gives up.
+    claim: ClaimGuard<'a>,
+}
+
+impl Turns for RwTurns<'_> {
+    fn ask(&mut self) -> Ask {
+        if self.one_shot || !matches!(self.hold.kind, Kind::Write) {
+            return Ask::Now;
+        }
+        self.claim.claimed = true;
+        Ask::Claim(1)
+    }
+
+    async fn start(&mut self, deadline: Option<Instant>, _first: Option<Option<Duration>>) {
+        let (shared, channel) = (&self.hold.shared, &self.hold.keys.channel);
+        self.waiter = Some(subscribe_as(shared, channel, true, deadline).await);
+    }
+
+    async fn wait_turn(
+        &mut self,
+        busy: Option<Option<Duration>>,
+        deadline: Option<Instant>,
+    ) -> bool {
+        let Some(remaining) = time_left(deadline) else {
+            return false;
+        };
+        // The first attempt after subscribing goes at once: a release before the subscription
+        // woke nobody.
+        let Some(ttl) = busy else {
+            return true;
+        };
+        // Without a known TTL (a lock without expiry), re-check now and then.
+        let bound = ttl
+            .unwrap_or(self.hold.shared.watchdog_timeout)
+            .max(Duration::from_millis(1))
+            .min(remaining);
+        let waiter = self.waiter.as_ref().expect("started before waiting");
+        waiter.wait(bound).await;
+        true
+    }
+
+    fn acquired(mut self) {
+        // Taking the lock used up the claim.
+        self.claim.claimed = false;
+        if let Some(waiter) = self.waiter.take() {
+            waiter.acquired();
+        }
+    }
+}

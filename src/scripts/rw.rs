@@ -1,0 +1,177 @@
+//! The read-write lock's scripts: Redisson's `RReadWriteLock` layout (the hash with `mode`, reader
+//! and writer fields, one timeout key per read hold) and its channel (see `lua/rw_*.lua` for each
+//! contract, and `lua/rw_readers.lua` for the rules every one of them shares).
+
+use fred::bytes_utils::Str;
+use fred::types::{Key, Value};
+use once_cell::sync::Lazy;
+
+use super::{integer, ms_arg, text, ReleaseHow, Released, Script};
+use crate::connection::Connection;
+use crate::error::{Error, Result};
+use crate::names::LockKeys;
+
+/// A script that works on readers: the readers' common part (`lua/rw_readers.lua`), then its own.
+macro_rules! rw_lua {
+    ($name:literal) => {
+        concat!(
+            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/rw_readers.lua")),
+            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/", $name, ".lua"))
+        )
+    };
+}
+pub(crate) use rw_lua;
+
+static READ_ACQUIRE: Lazy<Script> = Lazy::new(|| Script::new(rw_lua!("rw_read_acquire")));
+static WRITE_ACQUIRE: Lazy<Script> = Lazy::new(|| Script::new(rw_lua!("rw_write_acquire")));
+static READ_RELEASE: Lazy<Script> = Lazy::new(|| Script::new(rw_lua!("rw_read_release")));
+static WRITE_RELEASE: Lazy<Script> = Lazy::new(|| Script::new(rw_lua!("rw_write_release")));
+static FORCE_RELEASE: Lazy<Script> = Lazy::new(|| Script::new(rw_lua!("rw_force_release")));
+pub(super) static RENEW_READ: Lazy<Script> = Lazy::new(|| Script::new(rw_lua!("renew_read")));
+
+/// Redisson's read unlock message: wakes one waiter per process (relock's own waiters on a
+/// read-write lock all wake on any message).
+pub(crate) const READ_UNLOCK: &str = "0";
+/// Redisson's write unlock message: wakes every waiter.
+pub(crate) const WRITE_UNLOCK: &str = "1";
+
+/// The writer field of the owner whose reader field is `reader`, and back.
+pub(crate) fn writer_field(reader: &str) -> Str {
+    [reader, ":write"].concat().into()
+}
+
+fn reader_field(writer: &str) -> Str {
+    writer.strip_suffix(":write").unwrap_or(writer).into()
+}
+
+/// Maps an acquire's reply: `Ok(None)` taken, `Ok(Some(ms))` busy, the upgrade refusal typed.
+fn acquired(
+    reply: std::result::Result<Value, fred::error::Error>,
+    keys: &LockKeys,
+    server: &str,
+) -> Result<Option<i64>> {
+    let reply = reply.map_err(|e| {
+        if e.details().contains("RELOCK_UPGRADE") {
+            Error::UpgradeWouldDeadlock {
+                lock: keys.name.to_string(),
+            }
+        } else {
+            Error::from_redis(e, &keys.name, server)
+        }
+    })?;
+    match reply {
+        Value::Null => Ok(None),
+        other => Ok(Some(integer(other, &keys.name, server)?)),
+    }
+}
+
+/// Takes a read hold for reader `field`. `Ok(None)` when taken, else how long to wait at most.
+pub(crate) async fn read_acquire(
+    redis: &Connection,
+    keys: &LockKeys,
+    lease_ms: u64,
+    field: &Str,
+    window_ms: u64,
+) -> Result<Option<i64>> {
+    let reply = READ_ACQUIRE
+        .run(
+            redis,
+            &[Key::from(&keys.name), Key::from(&keys.claim)],
+            &[
+                ms_arg(lease_ms),
+                Value::String(field.clone()),
+                Value::String(writer_field(field)),
+                ms_arg(window_ms),
+            ],
+        )
+        .await;
+    acquired(reply, keys, &redis.server)
+}
+
+/// Takes a write hold for writer `field`; with `claim`, a read-locked lock is claimed for it so
+/// that new readers stay out. [`Error::UpgradeWouldDeadlock`] when the owner holds the read lock.
+pub(crate) async fn write_acquire(
+    redis: &Connection,
+    keys: &LockKeys,
+    lease_ms: u64,
+    field: &Str,
+    claim: bool,
+    window_ms: u64,
+) -> Result<Option<i64>> {
+    let reply = WRITE_ACQUIRE
+        .run(
+            redis,
+            &[Key::from(&keys.name), Key::from(&keys.claim)],
+            &[
+                ms_arg(lease_ms),
+                Value::String(field.clone()),
+                Value::String(reader_field(field)),
+                Value::Integer(i64::from(claim)),
+                ms_arg(window_ms),
+            ],
+        )
+        .await;
+    acquired(reply, keys, &redis.server)
+}
+
+/// Releases one hold of reader (`write: false`) or writer `field`. Every release writes its
+/// replay key.
+pub(crate) async fn release(
+    redis: &Connection,
+    keys: &LockKeys,
+    field: &Str,
+    write: bool,
+    keep_ms: u64,
+    how: ReleaseHow<'_>,
+) -> Result<Released> {
+    let (script, message) = if write {
+        (&WRITE_RELEASE, WRITE_UNLOCK)
+    } else {
+        (&READ_RELEASE, READ_UNLOCK)
+    };
+    let reply = script
+        .run(
+            redis,
+            &[
+                Key::from(&keys.name),
+                Key::from(&keys.channel),
+                how.latch.clone(),
+                Key::from(&keys.claim),
+            ],
+            &[
+                text(message),
+                ms_arg(keep_ms),
+                Value::String(field.clone()),
+                text(how.publish),
+                ms_arg(how.latch_ttl_ms),
+                ms_arg(how.claim_window_ms),
+                text(if how.sent_before { "1" } else { "0" }),
+            ],
+        )
+        .await
+        .map_err(|e| Error::from_redis(e, &keys.name, &redis.server))?;
+    super::released(reply, &keys.name, &redis.server)
+}
+
+/// Deletes the lock whoever holds it, if it is in `mode` ("read" or "write"); `true` when it was.
+pub(crate) async fn force_release(
+    redis: &Connection,
+    keys: &LockKeys,
+    mode: &'static str,
+    publish: &'static str,
+    window_ms: u64,
+) -> Result<bool> {
+    let reply = FORCE_RELEASE
+        .run(
+            redis,
+            &[
+                Key::from(&keys.name),
+                Key::from(&keys.channel),
+                Key::from(&keys.claim),
+            ],
+            &[text(mode), text(publish), ms_arg(window_ms)],
+        )
+        .await
+        .map_err(|e| Error::from_redis(e, &keys.name, &redis.server))?;
+    Ok(integer(reply, &keys.name, &redis.server)? == 1)
+}
