@@ -562,3 +562,65 @@ async fn fair_and_spin_locks_on_every_master() {
     holder.shutdown().await.unwrap();
     waiting.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rw_and_fenced_locks_on_every_master() {
+    let cluster = start_cluster();
+    let watchdog = Duration::from_millis(900);
+    let reader = connect(&cluster, watchdog).await;
+    let writer = connect(&cluster, watchdog).await;
+    let prefix = common::prefix("cluster-rw");
+    // A name with its own tag keeps every reader timeout key on the tag's slot too.
+    let mut names = one_per_master(&cluster, &prefix);
+    let tagged = format!("{{{prefix}-tag}}:rw");
+    let tagged_node = cluster.node_for_key(&tagged);
+    names.push((tagged_node, tagged));
+    for (node, name) in names {
+        let read = reader.rw_lock(&name).read().lock().await.unwrap();
+        let field = field_of(&reader, &read);
+        let timeout_key = if name.contains('{') {
+            format!("{name}:{field}:rwlock_timeout:1")
+        } else {
+            format!("{{{name}}}:{field}:rwlock_timeout:1")
+        };
+        assert!(raw_exists(node, &timeout_key), "no timeout key on node {}", node.port());
+        let waiting = {
+            let lock = writer.rw_lock(&name).write();
+            tokio::spawn(async move { timeout(Duration::from_secs(20), lock.lock()).await })
+        };
+        // The reader outlives its watchdog timeout twice: renewed per slot, timeout key and all.
+        tokio::time::sleep(watchdog * 2).await;
+        assert!(!read.is_lost(), "the reader's lease was not renewed");
+        assert!(raw_exists(node, &timeout_key));
+        assert!(!waiting.is_finished(), "the writer got in past a live reader");
+        let released = Instant::now();
+        read.unlock().await.unwrap();
+        let write = waiting.await.unwrap().expect("the writer hung").unwrap();
+        let waited = released.elapsed();
+        assert!(
+            waited < Duration::from_secs(5),
+            "the writer got the lock {waited:?} after the reader left: no message woke it"
+        );
+        assert!(!raw_exists(node, &timeout_key));
+        write.unlock().await.unwrap();
+        assert!(!raw_exists(node, &name));
+
+        let fenced = reader.fenced_lock(&name);
+        let first = fenced.lock().await.unwrap().token();
+        let second = writer.fenced_lock(&name).lock().await.unwrap();
+        assert!(second.token() > first);
+        let token_key = if name.contains('{') {
+            format!("redisson_lock_token:{name}")
+        } else {
+            format!("redisson_lock_token:{{{name}}}")
+        };
+        assert!(raw_exists(node, &token_key), "the token counter is not on the lock's node");
+        second.unlock().await.unwrap();
+    }
+    for client in [&reader, &writer] {
+        let stats = client.stats();
+        assert_eq!((stats.holds, stats.waiters), (0, 0));
+    }
+    reader.shutdown().await.unwrap();
+    writer.shutdown().await.unwrap();
+}

@@ -22,8 +22,9 @@ use crate::owner::Owner;
 use crate::scripts::{self, Released};
 
 /// One hold of a lock of any type ([`Lock`](crate::Lock), [`FairLock`](crate::FairLock),
-/// [`SpinLock`](crate::SpinLock)). Release it with [`unlock`](LockGuard::unlock); dropping it
-/// releases it in the background.
+/// [`SpinLock`](crate::SpinLock), either side of an [`RwLock`](crate::RwLock); a
+/// [`FencedLock`](crate::FencedLock)'s wraps one in a [`FencedGuard`](crate::FencedGuard)).
+/// Release it with [`unlock`](LockGuard::unlock); dropping it releases it in the background.
 ///
 /// The guard is `'static` and `Send`: it can move into another task, and it remembers its owner,
 /// so it can be released from anywhere. Dropped where no tokio runtime runs (a plain thread,
@@ -99,8 +100,9 @@ impl LockGuard {
     ///
     /// What it cannot promise: it is a snapshot. Work that checked it (or `is_lost()`) and then
     /// writes can still be paused between the check and the write, past the lease. Only a write
-    /// that the store itself refuses when the lock has changed hands (a fencing token, coming
-    /// with the fenced lock, or a script that checks the holder field) is safe from that.
+    /// that the store itself refuses when the lock has changed hands (a
+    /// [`FencedLock`](crate::FencedLock)'s token checked by a [`Fence`](crate::Fence), or a
+    /// script that checks the holder field) is safe from that.
     ///
     /// ```no_run
     /// # async fn run(client: relock::Client) -> relock::Result<()> {
@@ -157,9 +159,11 @@ impl LockGuard {
     }
 
     /// Releases this hold. When it was the owner's last, the lock is deleted and its waiters are
-    /// told as its type tells them: a [`Lock`](crate::Lock) wakes one waiter per process, a
-    /// [`FairLock`](crate::FairLock) the first waiter in its queue, a [`SpinLock`](crate::SpinLock)
-    /// nobody (its waiters retry). Renewal of the hold stops before the release is sent. When holds
+    /// told as its type tells them: a [`Lock`](crate::Lock) (or fenced lock) wakes one waiter per
+    /// process, a [`FairLock`](crate::FairLock) the first waiter in its queue, a
+    /// [`SpinLock`](crate::SpinLock) nobody (its waiters retry), an [`RwLock`](crate::RwLock)
+    /// every waiter (a reader's release only once the last reader has left; a writer's also when
+    /// it keeps read holds, a downgrade). Renewal of the hold stops before the release is sent. When holds
     /// of the owner remain, the lock's TTL becomes what they need (see the lease rule in the crate
     /// docs).
     ///
@@ -173,13 +177,13 @@ impl LockGuard {
     /// retried with the same request id, so it counts once. The owner's own acquires of this lock
     /// wait until the release has its reply.
     ///
-    /// A *last* release of a `Lock` or `SpinLock` whose hold cannot lapse before its last retry (a
+    /// A *last* release of a `Lock`, `FencedLock` or `SpinLock` whose hold cannot lapse before its last retry (a
     /// watchdog lease, renewed until the release, or a fixed lease with over six command timeouts
     /// left) leaves no replay key, to spare the server a write and a delete (see
     /// `lua/release.lua`): its retry that finds the hold gone reports success, as its first send
     /// freed the lock. If the lock was force-unlocked in the same moment as that reply was lost,
-    /// the force-unlock goes unreported. A `FairLock`'s release always leaves one, as it moves the
-    /// queue too.
+    /// the force-unlock goes unreported. A `FairLock`'s or `RwLock`'s release always leaves one,
+    /// as it moves more than the hash (the queue, the readers' timeout keys).
     ///
     /// # Cancel safety
     ///
