@@ -111,8 +111,8 @@ impl Kind {
         let Kind::Fenced(token) = self else {
             return Ok(None);
         };
-        let value: Option<u64> = redis
-            .get(token.clone())
+        // Boxed: fred's command future is large, and every waiting lock() would carry it.
+        let value: Option<u64> = Box::pin(redis.get(token.clone()))
             .await
             .map_err(|e| Error::from_redis(e, &keys.name, &redis.server))?;
         Ok(value)
