@@ -2,7 +2,7 @@
 --
 -- KEYS[1]  the lock hash <name>
 -- ARGV[1]  holder field <client-uuid>:<owner> (a read-write lock's writer: ...:<owner>:write)
--- ARGV[2]  what counts as locked: "" the lock exists; "read" a read-write lock's read lock is
+-- ARGV[2]  what counts as locked: "" (or absent) the lock exists; "read" a read-write lock's read lock is
 --          taken (read-locked, or write-locked by a writer that also reads, as Redisson says);
 --          "write" its write lock is taken
 --
@@ -18,10 +18,11 @@ if kind ~= 'hash' then
     return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')
 end
 local holds = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0') or 0
+local view = ARGV[2] or ''
 local locked = 1
-if ARGV[2] ~= '' then
+if view ~= '' then
     local mode = redis.call('hget', KEYS[1], 'mode')
-    if ARGV[2] == 'write' then
+    if view == 'write' then
         locked = mode == 'write' and 1 or 0
     else
         locked = (mode == 'read' or (mode == 'write' and redis.call('hlen', KEYS[1]) > 2)) and 1 or 0
