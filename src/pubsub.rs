@@ -59,6 +59,9 @@ struct Channel {
     recent: [u64; 2],
     /// Every message wakes every waiter (a read-write lock's channel), not one per "0".
     broadcast: bool,
+    /// The latest moment this client learned the lock may be busy until: its holder's lease
+    /// end, as an attempt's reply or this client's own acquire told it.
+    busy_until: Option<Instant>,
 }
 
 impl Channel {
@@ -160,6 +163,7 @@ impl Hub {
                         queue: VecDeque::new(),
                         recent: [0; 2],
                         broadcast,
+                        busy_until: None,
                     },
                 );
                 let _ = self.sync_tx.send(name.clone());
@@ -197,6 +201,20 @@ impl Hub {
         map.get(channel).map_or(0, |c| {
             c.recent.iter().filter(|&&recent| recent > seq).count() as u32
         })
+    }
+
+    /// Notes that the lock of `channel` may be busy until `until` (the latest note wins: the
+    /// lock may have changed hands). Kept while the channel has waiters.
+    pub(crate) fn note_busy_until(&self, channel: &str, until: Instant) {
+        if let Some(entry) = self.channels.map.lock().unwrap().get_mut(channel) {
+            entry.busy_until = Some(until);
+        }
+    }
+
+    /// The latest [`note_busy_until`](Self::note_busy_until) of `channel`'s lock, if any.
+    pub(crate) fn busy_until(&self, channel: &str) -> Option<Instant> {
+        let map = self.channels.map.lock().unwrap();
+        map.get(channel).and_then(|entry| entry.busy_until)
     }
 
     /// How many waiters of this client wait on `channel`.

@@ -583,7 +583,11 @@ async fn rw_and_fenced_locks_on_every_master() {
         } else {
             format!("{{{name}}}:{field}:rwlock_timeout:1")
         };
-        assert!(raw_exists(node, &timeout_key), "no timeout key on node {}", node.port());
+        assert!(
+            raw_exists(node, &timeout_key),
+            "no timeout key on node {}",
+            node.port()
+        );
         let waiting = {
             let lock = writer.rw_lock(&name).write();
             tokio::spawn(async move { timeout(Duration::from_secs(20), lock.lock()).await })
@@ -592,7 +596,10 @@ async fn rw_and_fenced_locks_on_every_master() {
         tokio::time::sleep(watchdog * 2).await;
         assert!(!read.is_lost(), "the reader's lease was not renewed");
         assert!(raw_exists(node, &timeout_key));
-        assert!(!waiting.is_finished(), "the writer got in past a live reader");
+        assert!(
+            !waiting.is_finished(),
+            "the writer got in past a live reader"
+        );
         let released = Instant::now();
         read.unlock().await.unwrap();
         let write = waiting.await.unwrap().expect("the writer hung").unwrap();
@@ -614,7 +621,10 @@ async fn rw_and_fenced_locks_on_every_master() {
         } else {
             format!("redisson_lock_token:{{{name}}}")
         };
-        assert!(raw_exists(node, &token_key), "the token counter is not on the lock's node");
+        assert!(
+            raw_exists(node, &token_key),
+            "the token counter is not on the lock's node"
+        );
         second.unlock().await.unwrap();
     }
     for client in [&reader, &writer] {

@@ -173,7 +173,10 @@ async fn tokens_stay_monotonic_across_a_crash_only_with_the_aof_synced() {
         if kept {
             assert_eq!(after, before + 1, "the AOF lost the counter");
         } else {
-            assert_eq!(after, 1, "a server without persistence starts counting again");
+            assert_eq!(
+                after, 1,
+                "a server without persistence starts counting again"
+            );
         }
         client.shutdown().await.unwrap();
     }

@@ -506,3 +506,54 @@ async fn a_release_wakes_only_the_waiters_of_its_own_lock() {
     assert_no_waiter_left(&server, &client, &first).await;
     assert_no_waiter_left(&server, &client, &second).await;
 }
+
+/// A newcomer queued behind a waiter of its own client parks without an attempt of its own. When
+/// that waiter then takes the lock and lets its lease run out (no release, so no message), the
+/// newcomer still gets the lock once the lease has ended, long before the holder wakes up, and
+/// long before its client's watchdog timeout (30 s) would end a blind wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_newcomer_gets_a_lock_whose_holder_outlived_its_lease() {
+    let server = common::RedisServer::start();
+    let client = common::client(&server, Duration::from_secs(30)).await;
+    let name = common::prefix("newcomer-lapse");
+    let lease = Duration::from_millis(200);
+    let stall = Duration::from_secs(4);
+    let lock = client.lock(&name);
+    let first = lock.lock_with_lease(lease).await.unwrap();
+    // A waiter that takes the lock when the first lease ends, then stalls past its own lease.
+    let stalled_holder = {
+        let lock = lock.clone();
+        tokio::spawn(async move {
+            let guard = lock.lock_with_lease(lease).await.unwrap();
+            let acquired = Instant::now();
+            tokio::time::sleep(stall).await;
+            let woke = Instant::now();
+            assert!(guard.unlock().await.unwrap_err().is_lease_lost());
+            (acquired, woke)
+        })
+    };
+    until_waiting(&server, &client, &lock, 1).await;
+    let newcomer = {
+        let lock = lock.clone();
+        tokio::spawn(async move {
+            let guard = tokio::time::timeout(HANG, lock.lock_with_lease(LONG))
+                .await
+                .expect("the newcomer never got the lock")
+                .unwrap();
+            (Instant::now(), guard)
+        })
+    };
+    until_waiting(&server, &client, &lock, 2).await;
+    let (served, guard) = newcomer.await.unwrap();
+    let (acquired, woke) = stalled_holder.await.unwrap();
+    assert!(
+        acquired < served,
+        "the newcomer went ahead of the waiter it queued behind"
+    );
+    assert!(
+        served < woke,
+        "the newcomer got the lock only after the stalled holder woke up: it slept past the lease"
+    );
+    drop(first);
+    guard.unlock().await.unwrap();
+}

@@ -80,8 +80,12 @@ impl Turns for PlainTurns<'_> {
         }
     }
 
-    async fn start(&mut self, deadline: Option<Instant>, _first: Option<Option<Duration>>) {
-        self.waiter = Some(subscribe(&self.hold.shared, &self.hold.keys.channel, deadline).await);
+    async fn start(&mut self, deadline: Option<Instant>, first: Option<Option<Duration>>) {
+        let (shared, channel) = (&self.hold.shared, &self.hold.keys.channel);
+        self.waiter = Some(subscribe(shared, channel, deadline).await);
+        if let Some(Some(ttl)) = first {
+            shared.hub.note_busy_until(channel, Instant::now() + ttl);
+        }
     }
 
     async fn wait_turn(
@@ -92,20 +96,46 @@ impl Turns for PlainTurns<'_> {
         let shared = &self.hold.shared;
         let channel = &self.hold.keys.channel;
         let waiter = self.waiter.as_ref().expect("started before waiting");
-        // A queued newcomer parks first, with no TTL known.
-        let park = busy.or(std::mem::take(&mut self.behind_waiters).then_some(None));
-        if let Some(ttl) = park {
+        if let Some(Some(ttl)) = busy {
+            shared.hub.note_busy_until(channel, Instant::now() + ttl);
+        }
+        if let Some(ttl) = busy {
             let Some(remaining) = time_left(deadline) else {
                 return false;
             };
-            // Without a known TTL (a lock without expiry, or a queued newcomer), re-check now
-            // and then: pub/sub is only a hint.
+            // Without a known TTL (a lock without expiry), re-check now and then: pub/sub is
+            // only a hint.
             let bound = ttl
                 .unwrap_or(shared.watchdog_timeout)
                 .max(Duration::from_millis(1))
                 .min(remaining);
             if waiter.wait(bound).await == Wake::Timeout {
                 tracing::trace!("woke on the holder's TTL, not a message");
+            }
+        } else if std::mem::take(&mut self.behind_waiters) {
+            // A queued newcomer parks first, without an attempt of its own, until a message
+            // wakes it or the lock's holder may be gone, as this client last learned it (a
+            // lease that runs out publishes nothing), a little later than the waiters ahead of
+            // it wake for that; when one of them took the lock meanwhile, it parks again until
+            // that hold may end.
+            let slack = Duration::from_millis(shared.claim_window_ms.max(1));
+            let mut known = true;
+            while known {
+                let Some(remaining) = time_left(deadline) else {
+                    return false;
+                };
+                let now = Instant::now();
+                let bound = match shared.hub.busy_until(channel) {
+                    Some(until) if until + slack > now => until + slack - now,
+                    Some(_) => break,
+                    None => {
+                        known = false;
+                        slack
+                    }
+                };
+                if waiter.wait(bound.min(remaining)).await == Wake::Message {
+                    break;
+                }
             }
         }
         // This client's own release woke other processes' waiters: they go first, for the grace
@@ -138,6 +168,13 @@ impl Turns for PlainTurns<'_> {
         // Taking the lock used up any claim of ours.
         self.claim.claimed = false;
         if let Some(waiter) = self.waiter.take() {
+            // The waiters behind this one park until this hold may end, at the latest: if it
+            // ends by its lease running out, no message comes.
+            let lease = Duration::from_millis(self.hold.lease_ms);
+            let shared = &self.hold.shared;
+            shared
+                .hub
+                .note_busy_until(&self.hold.keys.channel, Instant::now() + lease);
             waiter.acquired();
         }
     }
