@@ -87,7 +87,7 @@ impl FairKeys {
 }
 
 /// Redisson's `prefixName`: `prefix:{name}`, or `prefix:name` when the name has its own tag.
-fn prefixed(prefix: &str, name: &str) -> String {
+pub(crate) fn prefixed(prefix: &str, name: &str) -> String {
     if name.contains('{') {
         format!("{prefix}:{name}")
     } else {
