@@ -2,7 +2,7 @@
 //!
 //! Contention is not an error: a lock that is busy gives `Ok(None)` from the `try_*` methods.
 //! Errors are what the caller has to act on: a hold that is not there, a lease that was lost, bad
-//! input, a key that is not a lock, or Redis itself failing.
+//! input, a key of another type, or Redis itself failing.
 
 use std::fmt;
 
@@ -34,7 +34,9 @@ pub enum Error {
         /// The holder field, `<client-uuid>:<owner>`.
         owner: String,
     },
-    /// The key exists but is not a lock (someone stored another type under the lock's name).
+    /// The key exists but holds another type than the operation works on: a lock's key that is
+    /// not a lock (someone stored another type under the lock's name), or a
+    /// [`Fence`](crate::Fence)'s data or fence key of another type.
     WrongType {
         /// The key that holds the wrong type.
         key: String,
@@ -92,7 +94,7 @@ impl Error {
         matches!(self, Error::InvalidArgument { .. })
     }
 
-    /// True when the lock's key holds a value of another type.
+    /// True when a key holds a value of another type than the operation works on.
     pub fn is_wrong_type(&self) -> bool {
         matches!(self, Error::WrongType { .. })
     }
@@ -181,7 +183,7 @@ impl fmt::Display for Error {
             ),
             Error::WrongType { key } => write!(
                 f,
-                "key `{}` holds a value of another type, not a lock",
+                "key `{}` holds a value of another type than the operation works on",
                 Shown(key)
             ),
             Error::NotReplicated { lock } => write!(
@@ -202,7 +204,7 @@ impl fmt::Display for Error {
             } => write!(
                 f,
                 "fencing token {presented} refused by `{}`, which has seen token {seen}: a newer \
-                 holder of the lock has written since",
+                 holder of the lock has used it since",
                 Shown(resource)
             ),
             Error::Redis { server, source } => {

@@ -7,6 +7,7 @@ mod client;
 mod config;
 mod connection;
 mod error;
+mod fence;
 mod handoff;
 mod holds;
 mod inflight;
@@ -27,6 +28,7 @@ pub use backoff::Backoff;
 pub use client::{Client, ClientStats};
 pub use config::Config;
 pub use error::{Error, Result};
+pub use fence::Fence;
 pub use lock::{
     FairLock, FencedGuard, FencedLock, Lock, LockGuard, Lost, ReadLock, RemainingLease, RwLock,
     SpinLock, WriteLock,

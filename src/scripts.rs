@@ -21,6 +21,7 @@ use crate::error::{Error, Result, Shown};
 use crate::names::LockKeys;
 
 pub(crate) mod fair;
+pub(crate) mod fence;
 pub(crate) mod rw;
 
 /// The message published on a lock's channel when it is freed: wake one waiter per process.
@@ -34,15 +35,21 @@ pub(crate) const NO_PUBLISH: &str = "";
 
 /// A Lua script and its SHA1, computed once.
 pub(crate) struct Script {
-    lua: &'static str,
+    lua: Str,
     sha: Str,
 }
 
 impl Script {
     fn new(lua: &'static str) -> Script {
+        Script::from_text(Str::from_static(lua))
+    }
+
+    /// A script made at run time (a fenced user script): the server caches it by its SHA1 as
+    /// it caches relock's own.
+    fn from_text(lua: Str) -> Script {
         Script {
+            sha: fred::util::sha1_hash(&lua).into(),
             lua,
-            sha: fred::util::sha1_hash(lua).into(),
         }
     }
 
@@ -131,7 +138,7 @@ impl Script {
             Err(e) if e.details().starts_with("NOSCRIPT") => {
                 redis
                     .with_options(&within(timeout))
-                    .script_load_cluster::<(), _>(self.lua)
+                    .script_load_cluster::<(), _>(self.lua.clone())
                     .await?;
                 redis
                     .with_options(&within(timeout))
