@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::RedisServer;
+use common::{faults, RedisServer};
 use relock::Owner;
 
 const WATCHDOG: Duration = Duration::from_secs(5);
@@ -180,4 +180,186 @@ async fn tokens_stay_monotonic_across_a_crash_only_with_the_aof_synced() {
         }
         client.shutdown().await.unwrap();
     }
+}
+
+/// A holder in a process of its own, for the pause tests: `ROUNDS` times, takes the fenced lock
+/// with a fixed lease of `LEASE_MS`, reads the counter `COUNTER` (fenced when `FENCED` is 1),
+/// checks that its lease is not lost, prints `HOLD <token>` (the parent may stop the process
+/// right there, between the check and the write), waits a moment, and writes the counter + 1
+/// (fenced, or a plain `SET`). A write that went through counts in `<name>:done`, a refused
+/// one in `<name>:stale`. Without its settings it does nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "helper process, run by the pause tests"]
+async fn child_fenced_counter() {
+    use fred::interfaces::KeysInterface;
+    use std::io::Write;
+    let (Ok(url), Ok(name), Ok(counter), Ok(rounds), Ok(fenced), Ok(lease_ms)) = (
+        std::env::var("REDIS_URL"),
+        std::env::var("LOCK_NAME"),
+        std::env::var("COUNTER"),
+        std::env::var("ROUNDS"),
+        std::env::var("FENCED"),
+        std::env::var("LEASE_MS"),
+    ) else {
+        return;
+    };
+    let config = relock::Config::from_url(&url)
+        .unwrap()
+        .with_watchdog_timeout(Duration::from_secs(5))
+        .with_command_timeout(Duration::from_secs(2));
+    let client = relock::Client::new(config).await.expect("connect");
+    let redis = client.redis().clone();
+    let fence = client.fence(&counter);
+    let fenced = fenced == "1";
+    let lease = Duration::from_millis(lease_ms.parse().unwrap());
+    for _ in 0..rounds.parse::<usize>().unwrap() {
+        let guard = client.fenced_lock(&name).lock_with_lease(lease).await.unwrap();
+        let token = guard.token();
+        let read: std::result::Result<Option<i64>, relock::Error> = if fenced {
+            fence.get(token, &counter).await
+        } else {
+            Ok(redis.get(&counter).await.unwrap())
+        };
+        let value = match read {
+            Ok(value) => value.unwrap_or(0),
+            Err(error) if error.is_stale_token() => {
+                let _: i64 = redis.incr(format!("{name}:stale")).await.unwrap();
+                continue;
+            }
+            Err(error) => panic!("{error}"),
+        };
+        if guard.is_lost() {
+            continue; // the honest check: this holder knows its lease is gone
+        }
+        println!("HOLD {token}");
+        std::io::stdout().flush().unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let written = if fenced {
+            fence.set(token, &counter, value + 1).await
+        } else {
+            let _: () = redis.set(&counter, value + 1, None, None, false).await.unwrap();
+            Ok(())
+        };
+        match written {
+            Ok(()) => {
+                let _: i64 = redis.incr(format!("{name}:done")).await.unwrap();
+            }
+            Err(error) if error.is_stale_token() => {
+                let _: i64 = redis.incr(format!("{name}:stale")).await.unwrap();
+            }
+            Err(error) => panic!("{error}"),
+        }
+        let _ = guard.unlock().await; // LeaseLost after a pause
+    }
+    client.shutdown().await.unwrap();
+}
+
+/// The integer at `key`, 0 when absent.
+fn raw_int(server: &RedisServer, key: &str) -> i64 {
+    match common::resp(&server.cmd(&["GET", key])) {
+        common::Resp::Bulk(Some(value)) => value.parse().unwrap(),
+        _ => 0,
+    }
+}
+
+/// Runs 4 holder processes on one counter and stops (`SIGSTOP`) a holder every few holds right
+/// after it checked its lease and before it writes, until its lease has run out, another
+/// process has taken the lock and written the counter; then resumes it. Returns (counter,
+/// writes that went through, writes refused, pauses).
+async fn paused_holders(fenced: bool) -> (i64, i64, i64, usize) {
+    use tokio::io::AsyncBufReadExt;
+    let server = RedisServer::start();
+    let name = common::prefix(if fenced { "fenced-pauses" } else { "unfenced-pauses" });
+    let counter = format!("{name}:counter");
+    let (lines_tx, mut lines) = tokio::sync::mpsc::unbounded_channel::<(u32, u64)>();
+    let mut children = Vec::new();
+    for _ in 0..4 {
+        let mut child = common::spawn_child_test(
+            "child_fenced_counter",
+            &[
+                ("REDIS_URL", server.url()),
+                ("LOCK_NAME", name.clone()),
+                ("COUNTER", counter.clone()),
+                ("ROUNDS", "40".to_owned()),
+                ("FENCED", if fenced { "1" } else { "0" }.to_owned()),
+                ("LEASE_MS", "150".to_owned()),
+            ],
+        );
+        let pid = child.id().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let lines_tx = lines_tx.clone();
+        tokio::spawn(async move {
+            let mut stdout = tokio::io::BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = stdout.next_line().await {
+                if let Some(token) = line.strip_prefix("HOLD ") {
+                    let _ = lines_tx.send((pid, token.parse().unwrap()));
+                }
+            }
+        });
+        children.push(child);
+    }
+    drop(lines_tx);
+    let mut pauses = 0;
+    let mut holds = 0;
+    while let Some((pid, token)) = lines.recv().await {
+        holds += 1;
+        if holds % 6 != 0 {
+            continue;
+        }
+        faults::stop(pid);
+        let done_before = raw_int(&server, &format!("{name}:done"));
+        // Until a newer owner holds a token and has written the counter since.
+        let overtaken = common::eventually(Duration::from_secs(20), || async {
+            raw_token(&server, &name) > token as i64
+                && raw_int(&server, &format!("{name}:done")) > done_before
+        })
+        .await;
+        faults::resume(pid);
+        assert!(overtaken, "no other holder wrote while one was stopped");
+        pauses += 1;
+    }
+    for child in &mut children {
+        let status = tokio::time::timeout(Duration::from_secs(60), child.wait())
+            .await
+            .expect("a child hung")
+            .unwrap();
+        assert!(status.success(), "a child failed: {status}");
+    }
+    (
+        raw_int(&server, &counter),
+        raw_int(&server, &format!("{name}:done")),
+        raw_int(&server, &format!("{name}:stale")),
+        pauses,
+    )
+}
+
+/// The fencing token's promise: holders stopped past their lease between their last check of it
+/// and their write lose no update of a counter that every holder reads and writes fenced. Each
+/// stopped holder's write is refused (the newer owner's fenced read raised the fence), and the
+/// counter equals the writes that went through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn holders_stopped_past_their_lease_lose_no_update_with_a_fence() {
+    let (counter, done, stale, pauses) = paused_holders(true).await;
+    eprintln!("fenced: counter {counter}, writes {done}, refused {stale}, pauses {pauses}");
+    assert!(pauses >= 5, "too few pauses to tell: {pauses}");
+    assert_eq!(counter, done, "{} updates lost", done - counter);
+    assert!(
+        stale >= pauses as i64,
+        "{stale} writes refused for {pauses} stopped holders: a stale write went through"
+    );
+}
+
+/// The same run without the fence: the stopped holders' late writes go through and overwrite
+/// newer ones, so updates are lost even though every holder checked its lease before writing.
+/// (The control that shows the fenced test can fail.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn holders_stopped_past_their_lease_lose_updates_without_a_fence() {
+    let (counter, done, stale, pauses) = paused_holders(false).await;
+    eprintln!("unfenced: counter {counter}, writes {done}, refused {stale}, pauses {pauses}");
+    assert!(pauses >= 5, "too few pauses to tell: {pauses}");
+    assert_eq!(stale, 0);
+    assert!(
+        counter < done,
+        "no update was lost without the fence: the pauses did not overlap another holder"
+    );
 }
