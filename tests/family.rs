@@ -1,7 +1,12 @@
-//! The invariants every lock type keeps, checked on each of them: `Lock`, `FairLock` and
-//! `SpinLock` share one core and one API, so each invariant is one function of the [`Family`],
-//! and `family_tests!` makes a test of it per type (`<invariant>::lock`, `::fair`, `::spin`), so
-//! a failure names the type.
+//! The invariants every lock type keeps, checked on each of them: `Lock`, `FairLock`,
+//! `SpinLock`, `FencedLock` and an `RwLock`'s write and read sides share one core and one API, so
+//! each invariant is one function of the [`Family`], and `family_tests!` makes a test of it per
+//! type (`<invariant>::lock`, `::fair`, `::spin`, `::fenced`, `::write`, `::read`), so a failure
+//! names the type.
+//!
+//! A read hold is shared: where an invariant needs someone excluded or waiting, that is the
+//! hold's *contender* ([`Family::contender`]), a writer for a reader and a handle of the same type
+//! otherwise, and crowds of contending tasks mix readers with writers ([`Family::crowd`]).
 //!
 //! Mutual exclusion across clients, reentrancy per owner, busy and timed-out attempts, fixed and
 //! watchdog leases, waiters served by a release, cancellation at random points, force-unlock and
@@ -16,52 +21,48 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::family::{connect, field, field_of, AnyLock, Family};
-use common::faults::{self, critical_section, Overlaps, Register};
+use common::family::{assert_fenced, connect, AnyGuard, AnyLock, Family};
+use common::faults::{self, critical_section, shared_section, Overlaps, Register};
 use common::proxy::{Mode, Proxy};
-use common::{
-    eventually, raw_exists, raw_hexists, raw_hgetall, raw_holds, raw_pttl, RawSubscriber,
-    RedisServer,
-};
+use common::{eventually, raw_exists, raw_hexists, raw_pttl, RawSubscriber, RedisServer};
 use rand::Rng;
-use relock::{Client, LockGuard, Owner, RemainingLease};
+use relock::{Client, Owner, RemainingLease};
 use tokio::time::{timeout, Instant};
 
 /// Makes one test per lock type of each invariant `fn <invariant>(family: Family)`: a module
-/// named after it with the tests `lock`, `fair` and `spin`. An invariant may be followed by
-/// `{ lock: [#[attr]...], fair: [...], spin: [...] }`: attributes of each test (an `#[ignore]`
-/// naming a bug of that type).
+/// named after it with the tests `lock`, `fair`, `spin`, `fenced`, `write` and `read`. An
+/// invariant may be followed by `{ <type>: [#[attr]...], ... }` for some of the types, in that
+/// order: attributes of those tests (an `#[ignore]` naming a bug of that type).
 macro_rules! family_tests {
     ($(
         $invariant:ident $({
-            lock: [$(#[$lock:meta])*],
-            fair: [$(#[$fair:meta])*],
-            spin: [$(#[$spin:meta])*] $(,)?
+            $(lock: [$(#[$lock:meta])*],)?
+            $(fair: [$(#[$fair:meta])*],)?
+            $(spin: [$(#[$spin:meta])*],)?
+            $(fenced: [$(#[$fenced:meta])*],)?
+            $(write: [$(#[$write:meta])*],)?
+            $(read: [$(#[$read:meta])*],)?
         })?
     ),* $(,)?) => {
         $(
             mod $invariant {
                 use super::Family;
 
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                $($(#[$lock])*)?
-                async fn lock() {
-                    super::$invariant(Family::Lock).await;
-                }
-
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                $($(#[$fair])*)?
-                async fn fair() {
-                    super::$invariant(Family::Fair).await;
-                }
-
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                $($(#[$spin])*)?
-                async fn spin() {
-                    super::$invariant(Family::Spin).await;
-                }
+                family_tests!(@test $invariant, lock, Lock $($($(#[$lock])*)?)?);
+                family_tests!(@test $invariant, fair, Fair $($($(#[$fair])*)?)?);
+                family_tests!(@test $invariant, spin, Spin $($($(#[$spin])*)?)?);
+                family_tests!(@test $invariant, fenced, Fenced $($($(#[$fenced])*)?)?);
+                family_tests!(@test $invariant, write, Write $($($(#[$write])*)?)?);
+                family_tests!(@test $invariant, read, Read $($($(#[$read])*)?)?);
             }
         )*
+    };
+    (@test $invariant:ident, $test:ident, $family:ident $(#[$attr:meta])*) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        $(#[$attr])*
+        async fn $test() {
+            super::$invariant(Family::$family).await;
+        }
     };
 }
 
@@ -109,7 +110,7 @@ fn lock_name(family: Family, test: &str) -> String {
 
 /// Spawns a task that takes `lock` with `lock()` (at most 60 s) and returns when it got it, with
 /// its guard.
-fn spawn_waiter(lock: AnyLock) -> tokio::task::JoinHandle<(Instant, LockGuard)> {
+fn spawn_waiter(lock: AnyLock) -> tokio::task::JoinHandle<(Instant, AnyGuard)> {
     tokio::spawn(async move {
         let guard = timeout(Duration::from_secs(60), lock.lock())
             .await
@@ -122,10 +123,10 @@ fn spawn_waiter(lock: AnyLock) -> tokio::task::JoinHandle<(Instant, LockGuard)> 
 /// Checks that `waiter` got its lock within `family.prompt(SLACK)` of `released`; its guard.
 async fn served_promptly(
     family: Family,
-    waiter: tokio::task::JoinHandle<(Instant, LockGuard)>,
+    waiter: tokio::task::JoinHandle<(Instant, AnyGuard)>,
     released: Instant,
     what: &str,
-) -> LockGuard {
+) -> AnyGuard {
     let bound = family.prompt(SLACK);
     let (acquired, guard) = tokio::time::timeout_at(released + bound, waiter)
         .await
@@ -137,6 +138,16 @@ async fn served_promptly(
         "{what}: the waiter got the lock {waited:?} after the release (bound {bound:?})"
     );
     guard
+}
+
+/// One critical section under a hold of `lock`: it bumps the register, or under a shared hold
+/// reads it and finds it unchanged (see [`shared_section`]).
+async fn section(lock: &AnyLock, register: &Register, overlaps: &Overlaps, who: &str) {
+    if lock.family().shared() {
+        shared_section(register, overlaps, who, THINK).await;
+    } else {
+        critical_section(register, overlaps, who, THINK).await;
+    }
 }
 
 /// Takes `lock` and runs one critical section `rounds` times, through `lock()` and `unlock()`
@@ -151,12 +162,12 @@ async fn rounds(
 ) {
     for _ in 0..rounds {
         if scoped {
-            lock.with(|_| critical_section(&register, &overlaps, &who, THINK))
+            lock.with(|_| section(&lock, &register, &overlaps, &who))
                 .await
                 .unwrap();
         } else {
             let guard = lock.lock().await.unwrap();
-            critical_section(&register, &overlaps, &who, THINK).await;
+            section(&lock, &register, &overlaps, &who).await;
             guard.unlock().await.unwrap();
         }
     }
@@ -173,14 +184,15 @@ async fn worker(
     let mut sections = 0;
     while !stop.load(Ordering::Relaxed) {
         let guard = lock.lock().await.unwrap();
-        critical_section(&register, &overlaps, &who, THINK).await;
+        section(&lock, &register, &overlaps, &who).await;
         guard.unlock().await.unwrap();
         sections += 1;
     }
     sections
 }
 
-/// Starts `count` workers on lock `name`, alternating between `clients`.
+/// Starts `count` workers on lock `name`, alternating between `clients`, a crowd of `family`
+/// (see [`Family::crowd`]).
 fn start_workers(
     family: Family,
     clients: &[Client],
@@ -193,7 +205,7 @@ fn start_workers(
     (0..count)
         .map(|i| {
             tokio::spawn(worker(
-                family.lock(&clients[i % clients.len()], name),
+                family.crowd(&clients[i % clients.len()], name, i),
                 format!("worker-{i}"),
                 register.clone(),
                 overlaps.clone(),
@@ -230,21 +242,34 @@ fn idle(client: &Client) -> bool {
     (stats.holds, stats.renewing, stats.waiters, stats.channels) == (0, 0, 0, 0)
 }
 
+/// The channels of lock `name` with subscribers (a fair waiter's own included).
+fn subscribed(family: Family, server: &RedisServer, name: &str) -> Vec<String> {
+    common::family::raw_channels(server, &format!("{}*", family.channel(name)))
+}
+
 /// Whether nothing of a waiter is left on Redis for lock `name`: no subscription on its
-/// channels and, for a fair lock, no queue and no deadlines.
+/// channels, no claim on its next turn and, for a fair lock, no queue and no deadlines.
 fn no_waiter_on_redis(family: Family, server: &RedisServer, name: &str) -> bool {
-    let channels =
-        common::family::raw_channels(server, &format!("{}*", common::lock_channel(name)));
-    channels.is_empty()
+    subscribed(family, server, name).is_empty()
+        && !raw_exists(server, &common::claim_key(name))
         && (family != Family::Fair
             || (!raw_exists(server, &common::fair_queue_key(name))
                 && !raw_exists(server, &common::fair_timeout_key(name))))
 }
 
+/// The claim on lock `name`'s next turn (`<priority>:<field>`), if there is one.
+fn claimant(server: &RedisServer, name: &str) -> Option<String> {
+    match common::resp(&server.cmd(&["GET", &common::claim_key(name)])) {
+        common::Resp::Bulk(claim) => claim,
+        other => panic!("unexpected GET reply {other:?}"),
+    }
+}
+
 // ---- Mutual exclusion ----
 
-/// Six tasks on two clients each run five critical sections under the lock (half through
-/// `with`): the register counts every one, and no two overlap.
+/// Six tasks on two clients each run five critical sections under the lock (a third through
+/// `with`): the register counts every one, and no two overlap. For readers, a crowd of readers
+/// and writers: no section overlaps a writer's, and the register counts the writers'.
 async fn mutual_exclusion_across_clients(family: Family) {
     const TASKS: usize = 6;
     const ROUNDS: usize = 5;
@@ -260,7 +285,7 @@ async fn mutual_exclusion_across_clients(family: Family) {
     let tasks: Vec<_> = (0..TASKS)
         .map(|i| {
             tokio::spawn(rounds(
-                family.lock(&clients[i % 2], &name),
+                family.crowd(&clients[i % 2], &name, i),
                 format!("task-{i}"),
                 ROUNDS,
                 i % 3 == 0,
@@ -275,7 +300,7 @@ async fn mutual_exclusion_across_clients(family: Family) {
             .expect("the tasks finish")
             .unwrap();
     }
-    register.assert_exact((TASKS * ROUNDS) as u64);
+    register.assert_exact(overlaps.exclusive() as u64);
     assert_eq!(overlaps.len(), TASKS * ROUNDS);
     overlaps.assert_none();
     family
@@ -286,8 +311,8 @@ async fn mutual_exclusion_across_clients(family: Family) {
 // ---- Reentrancy ----
 
 /// One task locks twice: two holds in one field, counted by the lock and the guard. Another
-/// owner (in another client) is refused and waits until the last of them is released, and only
-/// then gets the lock.
+/// owner (in another client; a writer, for a reader) is refused and waits until the last of
+/// them is released, and only then gets the lock.
 async fn reentrancy_counts_holds_per_owner(family: Family) {
     let server = Arc::new(RedisServer::start());
     let client = connect(&server.url(), LONG, CMD).await;
@@ -295,14 +320,15 @@ async fn reentrancy_counts_holds_per_owner(family: Family) {
     let name = lock_name(family, "reenter");
 
     let lock = family.lock(&client, &name);
-    let other_lock = family.lock(&other, &name);
+    let other_lock = family.contender(&other, &name);
     let task = tokio::spawn({
         let (server, client, other, name) =
             (server.clone(), client.clone(), other.clone(), name.clone());
         async move {
-            let owner_field = field(&client, &Owner::current());
+            let owner_field = family.field(&client, &Owner::current());
             assert_eq!(lock.hold_count().await.unwrap(), 0);
             let outer = lock.lock().await.unwrap();
+            let outer_token = outer.token();
             let inner = timeout(Duration::from_secs(5), lock.lock())
                 .await
                 .expect("a re-entry must not wait")
@@ -311,10 +337,11 @@ async fn reentrancy_counts_holds_per_owner(family: Family) {
             assert_eq!(inner.hold_count().await.unwrap(), 2);
             assert!(lock.is_held_by_current_owner().await.unwrap());
             assert_eq!(
-                raw_hgetall(&server, &name),
+                family.holders(&server, &name),
                 vec![(owner_field.clone(), "2".to_owned())],
                 "a re-entry counts in the owner's field"
             );
+            assert_eq!(family.holds(&server, &name, &owner_field), 2);
 
             // Another owner is refused, and waits.
             assert!(other_lock.try_lock().await.unwrap().is_none());
@@ -338,7 +365,7 @@ async fn reentrancy_counts_holds_per_owner(family: Family) {
                 .await
                 .unwrap()
                 .expect("a try_lock re-entry was refused while another owner waits");
-            assert_eq!(raw_holds(&server, &name, &owner_field), 4);
+            assert_eq!(family.holds(&server, &name, &owner_field), 4);
             fourth.unlock().await.unwrap();
             third.unlock().await.unwrap();
             assert!(!waiter.is_finished(), "the other owner got a held lock");
@@ -346,7 +373,7 @@ async fn reentrancy_counts_holds_per_owner(family: Family) {
             inner.unlock().await.unwrap();
             assert_eq!(lock.hold_count().await.unwrap(), 1);
             assert!(lock.is_locked().await.unwrap());
-            assert_eq!(raw_holds(&server, &name, &owner_field), 1);
+            assert_eq!(family.holds(&server, &name, &owner_field), 1);
             assert!(other_lock.try_lock().await.unwrap().is_none());
             assert!(!waiter.is_finished(), "the other owner got a held lock");
 
@@ -355,9 +382,10 @@ async fn reentrancy_counts_holds_per_owner(family: Family) {
             assert_eq!(lock.hold_count().await.unwrap(), 0);
             let taken = served_promptly(family, waiter, released, "after the last release").await;
             assert_eq!(
-                raw_hgetall(&server, &name),
-                vec![(field_of(&other, &taken), "1".to_owned())]
+                family.holders(&server, &name),
+                vec![(family.rival().field_of(&other, &taken), "1".to_owned())]
             );
+            assert_fenced(outer_token, taken.token());
             assert!(!lock.is_held_by_current_owner().await.unwrap());
             taken.unlock().await.unwrap();
         }
@@ -373,17 +401,26 @@ async fn reentrancy_counts_holds_per_owner(family: Family) {
 }
 
 /// Two explicit owners on one client and one task exclude each other; an owner's hold is
-/// re-entered from another task that acts for it.
+/// re-entered from another task that acts for it. A third owner of the first one's type is
+/// refused too, but for readers: two reader owners hold the lock at once, while a writer owner
+/// is refused and waits until both have left.
 async fn owned_by_owners_exclude_each_other(family: Family) {
     let server = RedisServer::start();
     let client = connect(&server.url(), LONG, CMD).await;
     let name = lock_name(family, "owners");
-    let (one, two) = (Owner::new(), Owner::new());
+    let (one, two, three) = (Owner::new(), Owner::new(), Owner::new());
     let first = family.lock(&client, &name).owned_by(one.clone());
-    let second = family.lock(&client, &name).owned_by(two.clone());
+    let second = family.contender(&client, &name).owned_by(two.clone());
+    let third = family.lock(&client, &name).owned_by(three.clone());
 
     let held = first.lock().await.unwrap();
     assert_eq!(held.owner().id(), one.id());
+    let sharer = third.try_lock().await.unwrap();
+    assert_eq!(
+        sharer.is_some(),
+        family.shared(),
+        "a third owner's try_lock got {sharer:?}"
+    );
     assert!(second.try_lock().await.unwrap().is_none());
     assert!(second
         .try_lock_for(Duration::from_millis(100), None)
@@ -392,6 +429,10 @@ async fn owned_by_owners_exclude_each_other(family: Family) {
         .is_none());
     assert_eq!(second.hold_count().await.unwrap(), 0);
     assert_eq!(first.hold_count().await.unwrap(), 1);
+    assert_eq!(
+        third.hold_count().await.unwrap(),
+        u64::from(family.shared())
+    );
 
     // Another task acting for the first owner re-enters its hold.
     let again = tokio::spawn({
@@ -402,45 +443,63 @@ async fn owned_by_owners_exclude_each_other(family: Family) {
     .unwrap()
     .unwrap()
     .expect("the owner's hold is re-entered from another task");
-    assert_eq!(
-        raw_hgetall(&server, &name),
-        vec![(field(&client, &one), "2".to_owned())]
-    );
+    let mut holders = vec![(family.field(&client, &one), "2".to_owned())];
+    if sharer.is_some() {
+        holders.push((family.field(&client, &three), "1".to_owned()));
+        holders.sort();
+    }
+    assert_eq!(family.holders(&server, &name), holders);
 
-    // The second owner waits until the first one's last release.
+    // The second owner waits until the lock's last release: the first owner's, or that of the
+    // reader sharing the lock with it.
     let watch = family.watch_waiters(&server);
     let waiter = spawn_waiter(second.clone());
     assert!(watch.until_waiting(&server, &name, &[(&client, 1)]).await);
     again.unlock().await.unwrap();
     assert!(!waiter.is_finished(), "the second owner got a held lock");
+    let last = match sharer {
+        Some(sharer) => {
+            held.unlock().await.unwrap();
+            assert_eq!(
+                family.holders(&server, &name),
+                vec![(family.field(&client, &three), "1".to_owned())]
+            );
+            assert!(!waiter.is_finished(), "a writer got a lock a reader holds");
+            sharer
+        }
+        None => held,
+    };
     let released = Instant::now();
-    held.unlock().await.unwrap();
+    last.unlock().await.unwrap();
     let taken = served_promptly(family, waiter, released, "the second owner").await;
     assert_eq!(taken.owner().id(), two.id());
     assert_eq!(
-        raw_hgetall(&server, &name),
-        vec![(field(&client, &two), "1".to_owned())]
+        family.holders(&server, &name),
+        vec![(family.rival().field(&client, &two), "1".to_owned())]
     );
     assert!(first.try_lock().await.unwrap().is_none());
+    assert!(third.try_lock().await.unwrap().is_none());
     taken.unlock().await.unwrap();
     family.assert_no_leaks(&server, &[&client], &[&name]).await;
 }
 
 // ---- Busy and timed-out attempts ----
 
-/// A `try_lock` of a held lock is one attempt: `None` within a command timeout. A
-/// `try_lock_for` waits its whole wait, not much more, and leaves no waiter behind.
+/// A `try_lock` of a held lock (by a contender) is one attempt: `None` within a command timeout.
+/// A `try_lock_for` waits its whole wait, not much more, and leaves no waiter behind (nor a
+/// writer's claim on a read lock's next turn).
 async fn busy_try_lock_fails_at_once_and_try_lock_for_times_out(family: Family) {
     let server = RedisServer::start();
     let holder = connect(&server.url(), LONG, CMD).await;
     let client = connect(&server.url(), LONG, CMD).await;
     let name = lock_name(family, "try");
-    let lock = family.lock(&client, &name);
+    let lock = family.contender(&client, &name);
 
     let held = family.lock(&holder, &name).lock().await.unwrap();
-    // A round trip of this client, measured here: the floor of any attempt.
+    // A round trip of this client, measured here: the floor of any attempt. (A write lock is
+    // not locked while only readers hold it: ask the holder's side.)
     let started = Instant::now();
-    assert!(lock.is_locked().await.unwrap());
+    assert!(family.lock(&client, &name).is_locked().await.unwrap());
     let round_trip = started.elapsed();
 
     let started = Instant::now();
@@ -476,8 +535,8 @@ async fn busy_try_lock_fails_at_once_and_try_lock_for_times_out(family: Family) 
         client.stats()
     );
     assert_eq!(
-        raw_hgetall(&server, &name),
-        vec![(field_of(&holder, &held), "1".to_owned())]
+        family.holders(&server, &name),
+        vec![(family.field_of(&holder, &held), "1".to_owned())]
     );
 
     held.unlock().await.unwrap();
@@ -490,8 +549,8 @@ async fn busy_try_lock_fails_at_once_and_try_lock_for_times_out(family: Family) 
 
 // ---- Leases ----
 
-/// A fixed lease that nobody releases ends: another owner gets the lock, not before the lease
-/// ended, and the old guard's unlock reports the loss and spares the new holder.
+/// A fixed lease that nobody releases ends: another owner (a contender) gets the lock, not
+/// before the lease ended, and the old guard's unlock reports the loss and spares the new holder.
 async fn fixed_lease_expiry_frees_the_lock(family: Family) {
     let server = RedisServer::start();
     let holder = connect(&server.url(), LONG, CMD).await;
@@ -514,7 +573,7 @@ async fn fixed_lease_expiry_frees_the_lock(family: Family) {
     let lease_end = read_at + Duration::from_millis(pttl as u64);
 
     let taken = family
-        .lock(&other, &name)
+        .contender(&other, &name)
         .try_lock_for(Duration::from_secs(10), None)
         .await
         .unwrap()
@@ -526,9 +585,10 @@ async fn fixed_lease_expiry_frees_the_lock(family: Family) {
         lease_end - taken_at
     );
     assert_eq!(
-        raw_hgetall(&server, &name),
-        vec![(field_of(&other, &taken), "1".to_owned())]
+        family.holders(&server, &name),
+        vec![(family.rival().field_of(&other, &taken), "1".to_owned())]
     );
+    assert_fenced(held.token(), taken.token());
     assert!(held.is_lost(), "the guard of an ended lease is not lost");
     let err = held.unlock().await.unwrap_err();
     assert!(err.is_lease_lost(), "unlock of an ended lease: {err:?}");
@@ -540,7 +600,7 @@ async fn fixed_lease_expiry_frees_the_lock(family: Family) {
 }
 
 /// A lock taken without a lease outlives its watchdog timeout twice over while its guard
-/// lives: renewed, never lost, never free for another owner.
+/// lives: renewed (a reader's own timeout key too), never lost, never free for a contender.
 async fn watchdog_keeps_the_lock_past_its_timeout(family: Family) {
     let server = RedisServer::start();
     let watchdog = Duration::from_millis(900);
@@ -552,11 +612,12 @@ async fn watchdog_keeps_the_lock_past_its_timeout(family: Family) {
     let held = lock.lock().await.unwrap();
     let taken_at = Instant::now();
     assert_eq!(held.lease(), None);
-    let holder_field = field_of(&holder, &held);
+    let holder_field = family.field_of(&holder, &held);
     while taken_at.elapsed() < watchdog * 2 {
         assert!(!held.is_lost(), "lost {:?} after", taken_at.elapsed());
-        assert!(
-            raw_hexists(&server, &name, &holder_field),
+        assert_eq!(
+            family.holds(&server, &name, &holder_field),
+            1,
             "the lock lapsed"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -566,7 +627,7 @@ async fn watchdog_keeps_the_lock_past_its_timeout(family: Family) {
         other => panic!("a renewed lock has {other:?}"),
     }
     assert!(family
-        .lock(&other, &name)
+        .contender(&other, &name)
         .try_lock()
         .await
         .unwrap()
@@ -607,7 +668,7 @@ async fn reentrant_leases_never_cut_each_other(family: Family) {
     tokio::time::sleep_until(taken + short + Duration::from_millis(100)).await;
     assert!(
         family
-            .lock(&rival, &name)
+            .contender(&rival, &name)
             .try_lock()
             .await
             .unwrap()
@@ -644,11 +705,12 @@ async fn reentrant_leases_never_cut_each_other(family: Family) {
         "the partial release left {pttl} ms for a hold with at most {lease:?} left"
     );
     let took = family
-        .lock(&rival, &fixed_first)
+        .contender(&rival, &fixed_first)
         .try_lock_for(LONG, None)
         .await
         .unwrap()
         .expect("the lock outlived its only remaining hold");
+    assert_fenced(fixed.token(), took.token());
     assert!(fixed.is_lost());
     assert!(fixed.unlock().await.unwrap_err().is_lease_lost());
     took.unlock().await.unwrap();
@@ -659,9 +721,9 @@ async fn reentrant_leases_never_cut_each_other(family: Family) {
 
 // ---- Waiting ----
 
-/// Waiters in two clients wait for a lock held with a long fixed lease; each release serves
-/// exactly one of them, promptly: by its message (Lock, Fair) or the next poll (Spin, which
-/// subscribes to nothing and publishes nothing).
+/// Waiters in two clients (contenders) wait for a lock held with a long fixed lease; each
+/// release serves exactly one of them, promptly: by its message (every type but Spin) or the
+/// next poll (Spin, which subscribes to nothing and publishes nothing).
 async fn waiters_are_served_once_the_holder_releases(family: Family) {
     let server = RedisServer::start();
     let holder = connect(&server.url(), LONG, CMD).await;
@@ -670,7 +732,7 @@ async fn waiters_are_served_once_the_holder_releases(family: Family) {
         connect(&server.url(), LONG, CMD).await,
     ];
     let name = lock_name(family, "served");
-    let channel = common::lock_channel(&name);
+    let channel = family.channel(&name);
 
     let held = family
         .lock(&holder, &name)
@@ -682,7 +744,7 @@ async fn waiters_are_served_once_the_holder_releases(family: Family) {
     let waiters: Vec<_> = waiting
         .iter()
         .map(|client| {
-            let (lock, tx) = (family.lock(client, &name), tx.clone());
+            let (lock, tx) = (family.contender(client, &name), tx.clone());
             tokio::spawn(async move {
                 let guard = timeout(Duration::from_secs(60), lock.lock())
                     .await
@@ -703,7 +765,7 @@ async fn waiters_are_served_once_the_holder_releases(family: Family) {
     );
     let mut quiet = None;
     if !family.subscribes() {
-        let subscribed = common::family::raw_channels(&server, &format!("{channel}*"));
+        let subscribed = subscribed(family, &server, &name);
         assert!(
             subscribed.is_empty(),
             "a spin waiter subscribed: {subscribed:?}"
@@ -729,7 +791,7 @@ async fn waiters_are_served_once_the_holder_releases(family: Family) {
             "round {round}: served {waited:?} after the release (bound {bound:?})"
         );
         assert!(served.try_recv().is_err(), "two waiters hold the lock");
-        assert_eq!(raw_hgetall(&server, &name).len(), 1, "one holder");
+        assert_eq!(family.holders(&server, &name).len(), 1, "one holder");
         // The served waiter's release serves the next one.
         released = Instant::now();
         release.send(()).unwrap();
@@ -749,7 +811,7 @@ async fn waiters_are_served_once_the_holder_releases(family: Family) {
 }
 
 /// A guard dropped without `unlock()` releases its hold in the background: the owner's hold
-/// count goes back to zero and a waiter in another client is served promptly.
+/// count goes back to zero and a waiter in another client (a contender) is served promptly.
 async fn a_dropped_guard_releases_and_serves_a_waiter(family: Family) {
     let server = RedisServer::start();
     let holder = connect(&server.url(), LONG, CMD).await;
@@ -760,26 +822,26 @@ async fn a_dropped_guard_releases_and_serves_a_waiter(family: Family) {
     let outer = lock.lock_with_lease(LONG).await.unwrap();
     let inner = lock.lock_with_lease(LONG).await.unwrap();
     let watch = family.watch_waiters(&server);
-    let waiter = spawn_waiter(family.lock(&waiting, &name));
+    let waiter = spawn_waiter(family.contender(&waiting, &name));
     assert!(watch.until_waiting(&server, &name, &[(&waiting, 1)]).await);
-    let holder_field = field_of(&holder, &outer);
+    let holder_field = family.field_of(&holder, &outer);
 
     drop(inner);
     assert!(
         eventually(Duration::from_secs(5), || async {
-            raw_holds(&server, &name, &holder_field) == 1
+            family.holds(&server, &name, &holder_field) == 1
         })
         .await,
         "the dropped guard did not release its hold: {:?}",
-        raw_hgetall(&server, &name)
+        family.holders(&server, &name)
     );
     assert!(!waiter.is_finished(), "a waiter got a lock still held");
     let released = Instant::now();
     drop(outer);
     let taken = served_promptly(family, waiter, released, "after the drop").await;
     assert_eq!(
-        raw_hgetall(&server, &name),
-        vec![(field_of(&waiting, &taken), "1".to_owned())]
+        family.holders(&server, &name),
+        vec![(family.rival().field_of(&waiting, &taken), "1".to_owned())]
     );
     assert_eq!(lock.hold_count().await.unwrap(), 0);
     taken.unlock().await.unwrap();
@@ -838,31 +900,33 @@ async fn cancelled_acquires(lock: &AnyLock, count: usize) -> (usize, usize) {
     totals
 }
 
-/// Acquires dropped at random points, first while the lock is held throughout, then racing the
-/// holder's release: none takes a held lock, and afterwards nothing is left: no hold, no waiter,
-/// no subscription, no place in a fair queue (left in the background, so eventually).
+/// Acquires (of contenders) dropped at random points, first while the lock is held throughout,
+/// then racing the holder's release: none takes a held lock, and afterwards nothing is left: no
+/// hold, no waiter, no subscription, no claim, no place in a fair queue (left in the
+/// background, so eventually).
 async fn cancelled_acquires_leave_nothing_behind(family: Family) {
     const DROPS: usize = 30;
     let server = RedisServer::start();
     let holder = connect(&server.url(), LONG, CMD).await;
     let canceller = connect(&server.url(), LONG, CMD).await;
     let name = lock_name(family, "cancel");
-    let lock = family.lock(&canceller, &name);
+    let lock = family.contender(&canceller, &name);
     let clean = || async { idle(&canceller) && no_waiter_on_redis(family, &server, &name) };
 
     // 1. Held throughout: every acquire is dropped while waiting or mid-attempt.
     let guard = family.lock(&holder, &name).lock().await.unwrap();
-    let only_holder = vec![(field_of(&holder, &guard), "1".to_owned())];
+    let only_holder = vec![(family.field_of(&holder, &guard), "1".to_owned())];
     let (acquired, cancelled) = cancelled_acquires(&lock, DROPS).await;
     assert_eq!((acquired, cancelled), (0, DROPS), "took a held lock");
     assert!(
         eventually(Duration::from_secs(10), clean).await,
-        "left behind: {:?}, channels {:?}, queue {:?}",
+        "left behind: {:?}, channels {:?}, claim {}, queue {:?}",
         canceller.stats(),
-        common::family::raw_channels(&server, &format!("{}*", common::lock_channel(&name))),
+        subscribed(family, &server, &name),
+        raw_exists(&server, &common::claim_key(&name)),
         common::raw_lrange(&server, &common::fair_queue_key(&name))
     );
-    assert_eq!(raw_hgetall(&server, &name), only_holder);
+    assert_eq!(family.holders(&server, &name), only_holder);
 
     // 2. Racing the holder's release: some are dropped mid-acquire, some win.
     let mut guard = Some(guard);
@@ -889,10 +953,11 @@ async fn cancelled_acquires_leave_nothing_behind(family: Family) {
                 clean().await && !raw_exists(&server, &name)
             })
             .await,
-            "round {round} left behind: {:?}, lock {:?}, channels {:?}, queue {:?}",
+            "round {round} left behind: {:?}, lock {:?}, channels {:?}, claim {}, queue {:?}",
             canceller.stats(),
-            raw_hgetall(&server, &name),
-            common::family::raw_channels(&server, &format!("{}*", common::lock_channel(&name))),
+            common::raw_hgetall(&server, &name),
+            subscribed(family, &server, &name),
+            raw_exists(&server, &common::claim_key(&name)),
             common::raw_lrange(&server, &common::fair_queue_key(&name))
         );
     }
@@ -906,7 +971,7 @@ async fn cancelled_acquires_leave_nothing_behind(family: Family) {
     );
     let fresh = connect(&server.url(), LONG, CMD).await;
     family
-        .lock(&fresh, &name)
+        .contender(&fresh, &name)
         .try_lock()
         .await
         .unwrap()
@@ -921,8 +986,8 @@ async fn cancelled_acquires_leave_nothing_behind(family: Family) {
 
 // ---- Force-unlock and shutdown ----
 
-/// `force_unlock` deletes a held lock and a waiter gets it promptly; the old holder's unlock
-/// fails and leaves the new hold alone.
+/// `force_unlock` deletes a held lock and a waiter (a contender) gets it promptly; the old
+/// holder's unlock fails and leaves the new hold alone.
 async fn force_unlock_frees_the_lock_for_a_waiter(family: Family) {
     let server = RedisServer::start();
     let holder = connect(&server.url(), LONG, CMD).await;
@@ -932,7 +997,7 @@ async fn force_unlock_frees_the_lock_for_a_waiter(family: Family) {
 
     let held = holder_lock.lock().await.unwrap();
     let watch = family.watch_waiters(&server);
-    let waiter = spawn_waiter(family.lock(&waiting, &name));
+    let waiter = spawn_waiter(family.contender(&waiting, &name));
     assert!(watch.until_waiting(&server, &name, &[(&waiting, 1)]).await);
     assert!(!waiter.is_finished());
 
@@ -943,9 +1008,10 @@ async fn force_unlock_frees_the_lock_for_a_waiter(family: Family) {
     );
     let taken = served_promptly(family, waiter, forced, "after force_unlock").await;
     assert_eq!(
-        raw_hgetall(&server, &name),
-        vec![(field_of(&waiting, &taken), "1".to_owned())]
+        family.holders(&server, &name),
+        vec![(family.rival().field_of(&waiting, &taken), "1".to_owned())]
     );
+    assert_fenced(held.token(), taken.token());
     let err = held.unlock().await.unwrap_err();
     assert!(err.is_not_held() || err.is_lease_lost(), "{err:?}");
     assert_eq!(taken.hold_count().await.unwrap(), 1, "the new hold was hit");
@@ -960,7 +1026,7 @@ async fn force_unlock_frees_the_lock_for_a_waiter(family: Family) {
 }
 
 /// `Client::shutdown` releases every lock the client holds, whatever the hold count, and a
-/// waiter in another client gets it promptly; the guards report the loss.
+/// waiter in another client (a contender) gets it promptly; the guards report the loss.
 async fn shutdown_releases_held_locks_to_a_waiter(family: Family) {
     let server = RedisServer::start();
     let holder = connect(&server.url(), LONG, CMD).await;
@@ -977,7 +1043,7 @@ async fn shutdown_releases_held_locks_to_a_waiter(family: Family) {
         .await
         .unwrap();
     let watch = family.watch_waiters(&server);
-    let waiter = spawn_waiter(family.lock(&waiting, &name));
+    let waiter = spawn_waiter(family.contender(&waiting, &name));
     assert!(watch.until_waiting(&server, &name, &[(&waiting, 1)]).await);
 
     let shut = Instant::now();
@@ -985,8 +1051,8 @@ async fn shutdown_releases_held_locks_to_a_waiter(family: Family) {
     assert!(!raw_exists(&server, &fixed), "shutdown left a lock held");
     let taken = served_promptly(family, waiter, shut, "after the holder's shutdown").await;
     assert_eq!(
-        raw_hgetall(&server, &name),
-        vec![(field_of(&waiting, &taken), "1".to_owned())]
+        family.holders(&server, &name),
+        vec![(family.rival().field_of(&waiting, &taken), "1".to_owned())]
     );
     for guard in [outer, inner, other] {
         assert!(guard.is_lost(), "a guard of a closed client is not lost");
@@ -1002,8 +1068,9 @@ async fn shutdown_releases_held_locks_to_a_waiter(family: Family) {
 
 /// A client that holds a lock and also has a waiter of its own queued for it shuts down: its
 /// waiter fails, and a waiter of another client that came after it gets the lock promptly: the
-/// closed client's waiter neither takes the lock nor keeps its turn. The fair waiter timeout is
-/// long here, so a place in a fair queue that lapsed instead of being left would show.
+/// closed client's waiter neither takes the lock nor keeps its turn (its place in a fair queue,
+/// or a writer's claim on a read lock's next turn). The waiters are contenders. The fair waiter
+/// timeout is long here, so a place in a fair queue that lapsed instead of being left would show.
 async fn shutdown_lets_other_clients_waiters_past_its_own(family: Family) {
     let server = RedisServer::start();
     let holder = connect(&server.url(), LONG, CMD).await;
@@ -1014,7 +1081,7 @@ async fn shutdown_lets_other_clients_waiters_past_its_own(family: Family) {
     let held = lock.lock().await.unwrap();
     let watch = family.watch_waiters(&server);
     let own = tokio::spawn({
-        let lock = lock.clone();
+        let lock = family.contender(&holder, &name);
         async move { timeout(Duration::from_secs(60), lock.lock()).await }
     });
     assert!(
@@ -1022,7 +1089,7 @@ async fn shutdown_lets_other_clients_waiters_past_its_own(family: Family) {
         "the holder's own waiter never waited"
     );
     let watch = family.watch_waiters(&server);
-    let waiter = spawn_waiter(family.lock(&waiting, &name));
+    let waiter = spawn_waiter(family.contender(&waiting, &name));
     assert!(
         watch
             .until_waiting(&server, &name, &[(&holder, 1), (&waiting, 1)])
@@ -1042,8 +1109,8 @@ async fn shutdown_lets_other_clients_waiters_past_its_own(family: Family) {
     assert!(err.is_closed(), "{err:?}");
     let taken = served_promptly(family, waiter, shut, "after the holder's shutdown").await;
     assert_eq!(
-        raw_hgetall(&server, &name),
-        vec![(field_of(&waiting, &taken), "1".to_owned())]
+        family.holders(&server, &name),
+        vec![(family.rival().field_of(&waiting, &taken), "1".to_owned())]
     );
     assert!(held.unlock().await.unwrap_err().is_closed());
     taken.unlock().await.unwrap();
@@ -1054,10 +1121,11 @@ async fn shutdown_lets_other_clients_waiters_past_its_own(family: Family) {
 }
 
 /// A client shuts down while one of its tasks waits for a lock another client holds, with a
-/// waiter of a third client behind it: its waiter fails at once, the client tracks nothing any
-/// more, nothing of its waiter stays on Redis, and the holder's release serves the third
-/// client's waiter promptly. The fair waiter timeout is long, so a place in a fair queue that
-/// lapsed instead of being left would show.
+/// waiter of a third client behind it (both contenders): its waiter fails at once, the client
+/// tracks nothing any more, nothing of its waiter stays on Redis, and the holder's release
+/// serves the third client's waiter promptly. The fair waiter timeout is long, so a place in a
+/// fair queue that lapsed instead of being left would show; so is the holder's lease, so would a
+/// claim of the closed client's on the lock's next turn.
 async fn shutdown_while_waiting_leaves_no_waiter_behind(family: Family) {
     let server = RedisServer::start();
     let holder = connect(&server.url(), LONG, CMD).await;
@@ -1068,7 +1136,7 @@ async fn shutdown_while_waiting_leaves_no_waiter_behind(family: Family) {
     let held = family.lock(&holder, &name).lock().await.unwrap();
     let watch = family.watch_waiters(&server);
     let gone = tokio::spawn({
-        let lock = family.lock(&closing, &name);
+        let lock = family.contender(&closing, &name);
         async move { timeout(Duration::from_secs(60), lock.lock()).await }
     });
     assert!(
@@ -1076,7 +1144,7 @@ async fn shutdown_while_waiting_leaves_no_waiter_behind(family: Family) {
         "the closing client's waiter never waited"
     );
     let watch = family.watch_waiters(&server);
-    let waiter = spawn_waiter(family.lock(&waiting, &name));
+    let waiter = spawn_waiter(family.contender(&waiting, &name));
     assert!(
         watch
             .until_waiting(&server, &name, &[(&closing, 1), (&waiting, 1)])
@@ -1105,6 +1173,14 @@ async fn shutdown_while_waiting_leaves_no_waiter_behind(family: Family) {
             common::raw_lrange(&server, &queue)
         );
     }
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            !claimant(&server, &name).is_some_and(|claim| claim.contains(closing.id()))
+        })
+        .await,
+        "the closed client's waiter kept its claim: {:?}",
+        claimant(&server, &name)
+    );
 
     let released = Instant::now();
     held.unlock().await.unwrap();
@@ -1141,9 +1217,9 @@ where
     }
 }
 
-/// The server is killed and restarted (empty) while a lock is held and three waiters wait for
-/// it: no waiter hangs (each takes the lock or fails), they never overlap, the holder learns its
-/// loss, and afterwards locks and wake-ups work again.
+/// The server is killed and restarted (empty) while a lock is held and three waiters
+/// (contenders) wait for it: no waiter hangs (each takes the lock or fails), they never overlap,
+/// the holder learns its loss, and afterwards locks and wake-ups work again.
 async fn restart_while_held_and_while_waiting(family: Family) {
     let mut server = RedisServer::start();
     let lease = Duration::from_millis(1500);
@@ -1158,7 +1234,7 @@ async fn restart_while_held_and_while_waiting(family: Family) {
     let watch = family.watch_waiters(&server);
     let waiters: Vec<_> = (0..3)
         .map(|i| {
-            let lock = family.lock(&waiting, &name);
+            let lock = family.contender(&waiting, &name);
             let (register, overlaps) = (register.clone(), overlaps.clone());
             tokio::spawn(async move {
                 let guard = lock.lock().await?;
@@ -1207,7 +1283,7 @@ async fn restart_while_held_and_while_waiting(family: Family) {
     let later_lock = family.lock(&holder, &later);
     let blocker = once_reconnected(|| later_lock.lock_with_lease(LONG)).await;
     let watch = family.watch_waiters(&server);
-    let waiter = spawn_waiter(family.lock(&waiting, &later));
+    let waiter = spawn_waiter(family.contender(&waiting, &later));
     assert!(
         watch.until_waiting(&server, &later, &[(&waiting, 1)]).await,
         "no waiter after the restart: {:?}",
@@ -1227,8 +1303,8 @@ async fn restart_while_held_and_while_waiting(family: Family) {
 
 // ---- Faults: DEBUG SLEEP ----
 
-/// The server stalls for less than the lease while workers contend and a lock is held: no
-/// update is lost, no sections overlap, and the held lock outlives the stall by a lease.
+/// The server stalls for less than the lease while workers (a crowd) contend and a lock is held:
+/// no update is lost, no sections overlap, and the held lock outlives the stall by a lease.
 async fn debug_sleep_shorter_than_the_lease_loses_nothing(family: Family) {
     let server = RedisServer::start();
     let lease = Duration::from_millis(1500);
@@ -1244,7 +1320,7 @@ async fn debug_sleep_shorter_than_the_lease_loses_nothing(family: Family) {
     let stop = Arc::new(AtomicBool::new(false));
 
     let held = family.lock(&holder, &held_name).lock().await.unwrap();
-    let held_field = field_of(&holder, &held);
+    let held_field = family.field_of(&holder, &held);
     let workers = start_workers(
         family,
         &clients,
@@ -1269,13 +1345,14 @@ async fn debug_sleep_shorter_than_the_lease_loses_nothing(family: Family) {
     );
     stop.store(true, Ordering::Relaxed);
     let sections = join_workers(workers, Duration::from_secs(30)).await;
-    register.assert_exact(sections);
+    assert_eq!(overlaps.len() as u64, sections);
+    register.assert_exact(overlaps.exclusive() as u64);
     overlaps.assert_none();
 
-    assert!(raw_hexists(&server, &held_name, &held_field));
+    assert_eq!(family.holds(&server, &held_name, &held_field), 1);
     assert!(raw_pttl(&server, &held_name) > 0);
     assert!(family
-        .lock(&clients[0], &held_name)
+        .contender(&clients[0], &held_name)
         .try_lock()
         .await
         .unwrap()
@@ -1292,7 +1369,7 @@ async fn debug_sleep_shorter_than_the_lease_loses_nothing(family: Family) {
 
 /// The server stalls for longer than the lease: the holder's lock expires, it learns so, a
 /// contender takes the lock after the lease ended, and the old holder's renewals and unlock
-/// never touch the new hold.
+/// never touch the new hold (nor bring back a reader's timeout key).
 async fn debug_sleep_longer_than_the_lease_loses_the_lock(family: Family) {
     let server = RedisServer::start();
     let lease = Duration::from_millis(800);
@@ -1305,9 +1382,9 @@ async fn debug_sleep_longer_than_the_lease_loses_the_lock(family: Family) {
     let name = lock_name(family, "long-sleep");
 
     let held = family.lock(&holder, &name).lock().await.unwrap();
-    let old_field = field_of(&holder, &held);
+    let old_field = family.field_of(&holder, &held);
     assert!(family
-        .lock(&other, &name)
+        .contender(&other, &name)
         .try_lock()
         .await
         .unwrap()
@@ -1319,7 +1396,7 @@ async fn debug_sleep_longer_than_the_lease_loses_the_lock(family: Family) {
 
     let sleep = faults::debug_sleep(&server, stall.as_secs_f64());
     let contender = tokio::spawn({
-        let lock = family.lock(&other, &name);
+        let lock = family.contender(&other, &name);
         async move {
             let guard = lock.try_lock_for(Duration::from_secs(15), None).await;
             (guard, Instant::now())
@@ -1341,17 +1418,19 @@ async fn debug_sleep_longer_than_the_lease_loses_the_lock(family: Family) {
         "taken {:?} before the lease ended",
         lease_end - taken_at
     );
-    let new_field = field_of(&other, &taken);
+    let new_field = family.rival().field_of(&other, &taken);
     assert_eq!(
-        raw_hgetall(&server, &name),
+        family.holders(&server, &name),
         vec![(new_field.clone(), "1".to_owned())]
     );
+    assert_fenced(held.token(), taken.token());
 
     // The old holder's renewals never bring its field back.
     let end = Instant::now() + lease;
     while Instant::now() < end {
         assert!(
-            !raw_hexists(&server, &name, &old_field),
+            !raw_hexists(&server, &name, &old_field)
+                && family.holds(&server, &name, &old_field) == 0,
             "the lost hold came back"
         );
         tokio::time::sleep(Duration::from_millis(25)).await;
@@ -1359,7 +1438,7 @@ async fn debug_sleep_longer_than_the_lease_loses_the_lock(family: Family) {
     let err = held.unlock().await.unwrap_err();
     assert!(err.is_lease_lost(), "unlock of the lost hold: {err:?}");
     assert_eq!(
-        raw_hgetall(&server, &name),
+        family.holders(&server, &name),
         vec![(new_field, "1".to_owned())],
         "the old unlock touched the new holder's lock"
     );
@@ -1391,7 +1470,7 @@ async fn acquire_answered_after_its_lease_keeps_its_lock(family: Family) {
     );
     let guard = lock.lock().await.unwrap();
     let woke = sleep.woken().await;
-    let held_field = field_of(&client, &guard);
+    let held_field = family.field_of(&client, &guard);
     println!(
         "{}: lost on arrival: {}, PTTL {} ms",
         family.name(),
@@ -1400,7 +1479,7 @@ async fn acquire_answered_after_its_lease_keeps_its_lock(family: Family) {
     );
     while woke.elapsed() < watchdog * 4 {
         assert!(
-            raw_hexists(&server, &name, &held_field),
+            family.holds(&server, &name, &held_field) == 1,
             "the lock expired {:?} after it was taken, its guard alive (lost() says {})",
             woke.elapsed(),
             guard.is_lost()
@@ -1413,8 +1492,8 @@ async fn acquire_answered_after_its_lease_keeps_its_lock(family: Family) {
 
 // ---- Faults: CLIENT KILL ----
 
-/// Every connection of the clients is cut while waiters wait for a lock held with a long lease
-/// and another lock is renewed by the watchdog: the watchdog renews on the new connections, the
+/// Every connection of the clients is cut while waiters (contenders) wait for a lock held with a
+/// long lease and another lock is renewed by the watchdog: the watchdog renews on the new connections, the
 /// waiters (re-subscribed, or still polling) are served once the lock is released, one at a time.
 async fn client_kill_keeps_waiters_waking_and_the_watchdog_renewing(family: Family) {
     let server = RedisServer::start();
@@ -1432,11 +1511,11 @@ async fn client_kill_keeps_waiters_waking_and_the_watchdog_renewing(family: Fami
         .await
         .unwrap();
     let kept = family.lock(&holder, &renewed).lock().await.unwrap();
-    let kept_field = field_of(&holder, &kept);
+    let kept_field = family.field_of(&holder, &kept);
     let watch = family.watch_waiters(&server);
     let waiters: Vec<_> = (0..3)
         .map(|i| {
-            let lock = family.lock(&waiting, &waited);
+            let lock = family.contender(&waiting, &waited);
             let (register, overlaps) = (register.clone(), overlaps.clone());
             tokio::spawn(async move {
                 // A cut connection may fail an attempt in flight: wait again.
@@ -1482,8 +1561,9 @@ async fn client_kill_keeps_waiters_waking_and_the_watchdog_renewing(family: Fami
             "lost() fired {:?} after the cut",
             cut_at.elapsed()
         );
-        assert!(
-            raw_hexists(&server, &renewed, &kept_field),
+        assert_eq!(
+            family.holds(&server, &renewed, &kept_field),
+            1,
             "the renewed lock lapsed"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -1529,8 +1609,8 @@ fn error_count(server: &RedisServer, prefix: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// The script cache is flushed again and again under contending workers: every script is
-/// loaded again on `NOSCRIPT`, and no operation fails, no update is lost.
+/// The script cache is flushed again and again under contending workers (a crowd): every script
+/// is loaded again on `NOSCRIPT`, and no operation fails, no update is lost.
 async fn script_flush_mid_run_keeps_every_operation_working(family: Family) {
     const FLUSHES: usize = 4;
     let server = RedisServer::start();
@@ -1560,7 +1640,8 @@ async fn script_flush_mid_run_keeps_every_operation_working(family: Family) {
         family.name()
     );
     assert!(noscript >= 1, "the flushes never made a script reload");
-    register.assert_exact(sections);
+    assert_eq!(overlaps.len() as u64, sections);
+    register.assert_exact(overlaps.exclusive() as u64);
     overlaps.assert_none();
     family
         .assert_no_leaks(&server, &[&clients[0], &clients[1]], &[&name])
@@ -1569,8 +1650,8 @@ async fn script_flush_mid_run_keeps_every_operation_working(family: Family) {
 
 // ---- Faults: lost replies ----
 
-/// A server, a proxy in front of it and a client through the proxy whose `family` scripts are
-/// loaded (so no lost reply is a `NOSCRIPT` one).
+/// A server, a proxy in front of it and a client through the proxy whose `family` scripts (and
+/// its rival's) are loaded (so no lost reply is a `NOSCRIPT` one).
 async fn proxied(family: Family, lease: Duration, warm: &str) -> (RedisServer, Proxy, Client) {
     let server = RedisServer::start();
     let proxy = Proxy::start(server.port()).await;
@@ -1581,34 +1662,50 @@ async fn proxied(family: Family, lease: Duration, warm: &str) -> (RedisServer, P
     assert_eq!(lock.hold_count().await.unwrap(), 2);
     inner.unlock().await.unwrap();
     outer.unlock().await.unwrap();
+    if family.rival() != family {
+        let contender = family.contender(&client, warm);
+        contender.lock().await.unwrap().unlock().await.unwrap();
+    }
     (server, proxy, client)
 }
 
 /// Judges an acquire whose reply was lost. With a guard, the hold counts once: one unlock frees
 /// the lock. With an error, the hold is not counted, or it expires by its lease.
 async fn settle_lost_acquire(
+    family: Family,
     server: &RedisServer,
     client: &Client,
     name: &str,
-    outcome: relock::Result<Option<LockGuard>>,
+    outcome: relock::Result<Option<AnyGuard>>,
     lease: Duration,
 ) {
-    let owner_field = field(client, &Owner::current());
+    let owner_field = family.field(client, &Owner::current());
     match outcome {
         Ok(Some(guard)) => {
-            assert_eq!(field_of(client, &guard), owner_field);
+            assert_eq!(family.field_of(client, &guard), owner_field);
             assert_eq!(
-                raw_hgetall(server, name),
-                vec![(owner_field, "1".to_owned())],
+                family.holders(server, name),
+                vec![(owner_field.clone(), "1".to_owned())],
                 "counted twice"
             );
+            assert_eq!(family.holds(server, name, &owner_field), 1);
+            if let Some(token) = guard.token() {
+                assert_eq!(
+                    (token, common::family::raw_token(server, name)),
+                    (1, Some(1)),
+                    "a new owner took more than one token"
+                );
+            }
             guard.unlock().await.unwrap();
             assert!(!raw_exists(server, name), "one unlock must free the lock");
         }
         Ok(None) => panic!("a free lock was reported busy after a lost reply"),
         Err(error) => {
             println!("an acquire with a lost reply failed: {error}");
-            assert!(raw_holds(server, name, &owner_field) <= 1, "counted twice");
+            assert!(
+                family.holds(server, name, &owner_field) <= 1,
+                "counted twice"
+            );
             let ttl = raw_pttl(server, name);
             assert!(
                 ttl == -2 || (ttl > 0 && ttl <= lease.as_millis() as i64),
@@ -1641,7 +1738,7 @@ async fn lost_acquire_reply_never_counts_a_hold_twice(family: Family) {
         .await
         .expect("try_lock hung after a lost reply");
     assert_eq!(proxy.swallowed(), 1, "the fault did not happen");
-    settle_lost_acquire(&server, &client, &name("try"), outcome, lease).await;
+    settle_lost_acquire(family, &server, &client, &name("try"), outcome, lease).await;
 
     let lock = family.lock(&client, name("lock"));
     proxy.swallow_next_reply(&[&acquire, &name("lock")]);
@@ -1649,13 +1746,14 @@ async fn lost_acquire_reply_never_counts_a_hold_twice(family: Family) {
         .await
         .expect("lock hung after a lost reply");
     assert_eq!(proxy.swallowed(), 2, "the fault did not happen");
-    settle_lost_acquire(&server, &client, &name("lock"), outcome.map(Some), lease).await;
+    let outcome = outcome.map(Some);
+    settle_lost_acquire(family, &server, &client, &name("lock"), outcome, lease).await;
 
     // A re-entry whose reply was lost: two holds, two unlocks.
     let reenter = name("reenter");
     let lock = family.lock(&client, &reenter);
     let first = lock.lock().await.unwrap();
-    let owner_field = field_of(&client, &first);
+    let owner_field = family.field_of(&client, &first);
     proxy.swallow_next_reply(&[&acquire, &reenter]);
     let outcome = timeout(Duration::from_secs(15), lock.lock())
         .await
@@ -1663,16 +1761,21 @@ async fn lost_acquire_reply_never_counts_a_hold_twice(family: Family) {
     assert_eq!(proxy.swallowed(), 3, "the fault did not happen");
     match outcome {
         Ok(second) => {
-            assert_eq!(raw_holds(&server, &reenter, &owner_field), 2, "miscounted");
+            assert_eq!(
+                family.holds(&server, &reenter, &owner_field),
+                2,
+                "miscounted"
+            );
+            assert_eq!(second.token(), first.token(), "a re-entry took a new token");
             second.unlock().await.unwrap();
-            assert_eq!(raw_holds(&server, &reenter, &owner_field), 1);
+            assert_eq!(family.holds(&server, &reenter, &owner_field), 1);
             first.unlock().await.unwrap();
             assert!(!raw_exists(&server, &reenter), "two unlocks must free it");
         }
         Err(error) => {
             println!("a re-entry with a lost reply failed: {error}");
             assert!(
-                raw_holds(&server, &reenter, &owner_field) <= 2,
+                family.holds(&server, &reenter, &owner_field) <= 2,
                 "counted twice"
             );
             first.unlock().await.unwrap();
@@ -1685,13 +1788,14 @@ async fn lost_acquire_reply_never_counts_a_hold_twice(family: Family) {
             );
         }
     }
-    // A waiter's attempt on a busy lock, reply lost: whether it fails or waits on, it takes no
-    // hold while another client holds the lock, and leaves nothing of its wait behind.
+    // A waiter's (a contender's) attempt on a busy lock, reply lost: whether it fails or waits
+    // on, it takes no hold while another client holds the lock, and leaves nothing of its wait
+    // behind.
     let busy = name("busy");
     let other = connect(&server.url(), LONG, CMD).await;
     let held = family.lock(&other, &busy).lock().await.unwrap();
-    let lock = family.lock(&client, &busy);
-    proxy.swallow_next_reply(&[&acquire, &busy]);
+    let lock = family.contender(&client, &busy);
+    proxy.swallow_next_reply(&[&family.rival().acquire_sha(), &busy]);
     let outcome = timeout(
         Duration::from_secs(15),
         lock.try_lock_for(Duration::from_secs(1), None),
@@ -1705,8 +1809,8 @@ async fn lost_acquire_reply_never_counts_a_hold_twice(family: Family) {
         Err(error) => println!("a wait with a lost reply failed: {error}"),
     }
     assert_eq!(
-        raw_hgetall(&server, &busy),
-        vec![(field_of(&other, &held), "1".to_owned())]
+        family.holders(&server, &busy),
+        vec![(family.field_of(&other, &held), "1".to_owned())]
     );
     assert!(
         eventually(Duration::from_secs(10), || async {
@@ -1741,8 +1845,8 @@ async fn lost_release_reply_is_retried_and_counts_once(family: Family) {
     let lock = family.lock(&client, &held);
     let first = lock.lock().await.unwrap();
     let second = lock.lock().await.unwrap();
-    let owner_field = field_of(&client, &first);
-    assert_eq!(raw_holds(&server, &held, &owner_field), 2);
+    let owner_field = family.field_of(&client, &first);
+    assert_eq!(family.holds(&server, &held, &owner_field), 2);
     proxy.swallow_next_reply(&[&release, &held]);
     timeout(Duration::from_secs(15), second.unlock())
         .await
@@ -1750,7 +1854,7 @@ async fn lost_release_reply_is_retried_and_counts_once(family: Family) {
         .expect("a retried release succeeds");
     assert_eq!(proxy.swallowed(), 1, "the fault did not happen");
     assert_eq!(
-        raw_holds(&server, &held, &owner_field),
+        family.holds(&server, &held, &owner_field),
         1,
         "the retried release counted twice"
     );

@@ -1,14 +1,20 @@
 //! The lock family as one type, so an invariant is written once and checked on every lock type:
-//! [`Family`] names a type (`Lock`, `FairLock`, `SpinLock`), [`AnyLock`] is a handle of any of
-//! them with their common methods, and the helpers here know what each type leaves on Redis
-//! (the fair lock's queue and per-waiter channels, the spin lock's lack of any subscription).
+//! [`Family`] names a type (`Lock`, `FairLock`, `SpinLock`, `FencedLock`, and an `RwLock`'s
+//! write and read sides), [`AnyLock`] is a handle of any of them with their common methods, and
+//! the helpers here know what each type leaves on Redis (the fair lock's queue and per-waiter
+//! channels, the spin lock's lack of any subscription, the read-write lock's `mode`, writer
+//! field, readers' timeout keys and channel).
+//!
+//! A read hold shares the lock with other readers: for it, whoever must be excluded or must wait
+//! is a writer of another owner, its [`rival`](Family::rival).
 
 #![allow(dead_code, unreachable_pub)]
 
 use std::future::Future;
+use std::ops::Deref;
 use std::time::Duration;
 
-use relock::{Client, LockGuard, Lost, Owner, RemainingLease, Result};
+use relock::{Client, FencedGuard, LockGuard, Lost, Owner, RemainingLease, Result};
 use tokio::time::Instant;
 
 use super::{faults, RedisServer, Resp};
@@ -22,11 +28,25 @@ pub enum Family {
     Fair,
     /// [`relock::SpinLock`]: waiters poll with backoff, no pub/sub at all.
     Spin,
+    /// [`relock::FencedLock`]: the plain lock, and a token counter its new owners increment.
+    Fenced,
+    /// [`relock::WriteLock`]: an `RwLock`'s exclusive side, its waiters woken by every message
+    /// on the read-write lock's channel.
+    Write,
+    /// [`relock::ReadLock`]: an `RwLock`'s shared side; a writer is its rival.
+    Read,
 }
 
 impl Family {
     /// Every lock type.
-    pub const ALL: [Family; 3] = [Family::Lock, Family::Fair, Family::Spin];
+    pub const ALL: [Family; 6] = [
+        Family::Lock,
+        Family::Fair,
+        Family::Spin,
+        Family::Fenced,
+        Family::Write,
+        Family::Read,
+    ];
 
     /// A short name for messages and key prefixes.
     pub fn name(self) -> &'static str {
@@ -34,6 +54,9 @@ impl Family {
             Family::Lock => "lock",
             Family::Fair => "fair",
             Family::Spin => "spin",
+            Family::Fenced => "fenced",
+            Family::Write => "write",
+            Family::Read => "read",
         }
     }
 
@@ -43,6 +66,39 @@ impl Family {
             Family::Lock => AnyLock::Lock(client.lock(name)),
             Family::Fair => AnyLock::Fair(client.fair_lock(name)),
             Family::Spin => AnyLock::Spin(client.spin_lock(name)),
+            Family::Fenced => AnyLock::Fenced(client.fenced_lock(name)),
+            Family::Write => AnyLock::Write(client.rw_lock(name).write()),
+            Family::Read => AnyLock::Read(client.rw_lock(name).read()),
+        }
+    }
+
+    /// Whether this type's holds of different owners share the lock (a read lock's).
+    pub fn shared(self) -> bool {
+        matches!(self, Family::Read)
+    }
+
+    /// The type whose holds exclude a hold of this type by another owner, and wait for it: the
+    /// type itself, but a writer for a reader.
+    pub fn rival(self) -> Family {
+        match self {
+            Family::Read => Family::Write,
+            other => other,
+        }
+    }
+
+    /// A handle that contends with this type's holds on lock `name`: one of its
+    /// [`rival`](Self::rival).
+    pub fn contender(self, client: &Client, name: impl Into<String>) -> AnyLock {
+        self.rival().lock(client, name)
+    }
+
+    /// The `i`-th of a crowd of handles on lock `name`: of this type, and for a shared type every
+    /// other pair of them its rival's, so that shared holds meet exclusive ones.
+    pub fn crowd(self, client: &Client, name: impl Into<String>, i: usize) -> AnyLock {
+        if self.shared() && (i / 2) % 2 == 1 {
+            self.contender(client, name)
+        } else {
+            self.lock(client, name)
         }
     }
 
@@ -56,7 +112,7 @@ impl Family {
     pub fn poll_pause(self) -> Duration {
         match self {
             Family::Spin => relock::Backoff::default().max(),
-            Family::Lock | Family::Fair => Duration::ZERO,
+            _ => Duration::ZERO,
         }
     }
 
@@ -70,10 +126,18 @@ impl Family {
     /// The SHA1 of this type's acquire script, as it appears in its `EVALSHA` request.
     pub fn acquire_sha(self) -> String {
         fred::util::sha1_hash(match self {
-            Family::Lock | Family::Spin => include_str!("../../lua/acquire.lua"),
+            Family::Lock | Family::Spin | Family::Fenced => include_str!("../../lua/acquire.lua"),
             Family::Fair => concat!(
                 include_str!("../../lua/fair_queue.lua"),
                 include_str!("../../lua/fair_acquire.lua")
+            ),
+            Family::Write => concat!(
+                include_str!("../../lua/rw_readers.lua"),
+                include_str!("../../lua/rw_write_acquire.lua")
+            ),
+            Family::Read => concat!(
+                include_str!("../../lua/rw_readers.lua"),
+                include_str!("../../lua/rw_read_acquire.lua")
             ),
         })
     }
@@ -81,12 +145,89 @@ impl Family {
     /// The SHA1 of this type's release script, as it appears in its `EVALSHA` request.
     pub fn release_sha(self) -> String {
         fred::util::sha1_hash(match self {
-            Family::Lock | Family::Spin => include_str!("../../lua/release.lua"),
+            Family::Lock | Family::Spin | Family::Fenced => include_str!("../../lua/release.lua"),
             Family::Fair => concat!(
                 include_str!("../../lua/fair_queue.lua"),
                 include_str!("../../lua/fair_release.lua")
             ),
+            Family::Write => concat!(
+                include_str!("../../lua/rw_readers.lua"),
+                include_str!("../../lua/rw_write_release.lua")
+            ),
+            Family::Read => concat!(
+                include_str!("../../lua/rw_readers.lua"),
+                include_str!("../../lua/rw_read_release.lua")
+            ),
         })
+    }
+
+    /// Whether this is a side of an `RwLock`: Redisson's read-write layout and channel.
+    fn read_write(self) -> bool {
+        matches!(self, Family::Write | Family::Read)
+    }
+
+    /// The channel lock `name`'s releases publish on and its waiters listen to (a fair waiter
+    /// listens on its own, under it).
+    pub fn channel(self, name: &str) -> String {
+        if self.read_write() {
+            super::braced("redisson_rwlock", name)
+        } else {
+            super::lock_channel(name)
+        }
+    }
+
+    /// The holder field of `owner` on `client` for this type: `<client-id>:<owner-id>`, and a
+    /// writer's `:write` after it.
+    pub fn field(self, client: &Client, owner: &Owner) -> String {
+        let field = field(client, owner);
+        match self {
+            Family::Write => format!("{field}:write"),
+            _ => field,
+        }
+    }
+
+    /// The holder field of a guard of this type.
+    pub fn field_of(self, client: &Client, guard: &LockGuard) -> String {
+        self.field(client, guard.owner())
+    }
+
+    /// The holders of lock `name` as sorted (field, count) pairs, empty when there is no lock.
+    /// A read-write lock's `mode` is checked (`write` with a writer, else `read`) and left out.
+    pub fn holders(self, server: &RedisServer, name: &str) -> Vec<(String, String)> {
+        let mut hash = super::raw_hgetall(server, name);
+        if !self.read_write() || hash.is_empty() {
+            return hash;
+        }
+        let mode = hash.iter().position(|(field, _)| field == "mode");
+        let mode = hash.remove(mode.unwrap_or_else(|| panic!("no mode in {name}: {hash:?}")));
+        let writing = hash.iter().any(|(field, _)| field.ends_with(":write"));
+        let expected = if writing { "write" } else { "read" };
+        assert_eq!(mode.1, expected, "the mode of {name}, held by {hash:?}");
+        hash
+    }
+
+    /// How many holds `field` has on lock `name`, 0 when none. A reader holds only while one of
+    /// its timeout keys lives (see `lua/rw_readers.lua`): a field whose keys are all gone holds
+    /// nothing, and no key outlives the holds counted.
+    pub fn holds(self, server: &RedisServer, name: &str, field: &str) -> u64 {
+        let count = super::raw_holds(server, name, field);
+        if !self.read_write() || field.ends_with(":write") {
+            return count;
+        }
+        let keys = raw_keys(server, &format!("{}:*", read_timeouts(name, field)));
+        let numbers: Vec<u64> = keys
+            .iter()
+            .map(|key| key.rsplit(':').next().unwrap().parse().unwrap())
+            .collect();
+        assert!(
+            numbers.iter().all(|n| (1..=count).contains(n)),
+            "reader {field} of {name} counts {count} holds, has timeout keys {keys:?}"
+        );
+        if numbers.is_empty() {
+            0
+        } else {
+            count
+        }
     }
 
     /// What a watcher of waiters needs to know before waiters start: see
@@ -101,7 +242,8 @@ impl Family {
     /// The end-of-test leak check of [`faults::assert_no_leaks`] (no key without a TTL, no
     /// subscriber on the lock's channel, nothing tracked by `clients`), and more, polled for up
     /// to 10 s: no lock hash, no replay key, no claim key, no subscriber on any of the lock's
-    /// channels (a fair waiter's included), and for a fair lock an empty queue and deadline set.
+    /// channels (a fair waiter's included), for a fair lock an empty queue and deadline set, and
+    /// for a read-write lock no reader's timeout key.
     pub async fn assert_no_leaks(self, server: &RedisServer, clients: &[&Client], names: &[&str]) {
         faults::assert_no_leaks(server, clients, names).await;
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -120,7 +262,8 @@ impl Family {
         }
     }
 
-    /// What [`assert_no_leaks`](Self::assert_no_leaks) adds to the fault suite's check.
+    /// What [`assert_no_leaks`](Self::assert_no_leaks) adds to the fault suite's check. A
+    /// fenced lock's token counter stays, by design: it has no expiry (see `FencedLock`).
     fn leaks(self, server: &RedisServer, names: &[&str]) -> Vec<String> {
         let mut found = Vec::new();
         for name in names {
@@ -136,9 +279,15 @@ impl Family {
             if !latches.is_empty() {
                 found.push(format!("replay keys left: {latches:?}"));
             }
-            let channels = raw_channels(server, &format!("{}*", super::lock_channel(name)));
+            let channels = raw_channels(server, &format!("{}*", self.channel(name)));
             if !channels.is_empty() {
                 found.push(format!("channels still subscribed: {channels:?}"));
+            }
+            if self.read_write() {
+                let timeouts = raw_keys(server, &format!("{}:*", read_timeouts(name, "*")));
+                if !timeouts.is_empty() {
+                    found.push(format!("readers' timeout keys left: {timeouts:?}"));
+                }
             }
             if self == Family::Fair {
                 let queue = super::raw_lrange(server, &super::fair_queue_key(name));
@@ -167,7 +316,8 @@ impl WaitWatch {
     /// Waits (at most 10 s) until each `(client, n)` of `waiting` has `n` waiters on lock
     /// `name`:
     ///
-    /// - `Lock`: the client counts them, and a subscriber listens on the lock's channel;
+    /// - `Lock`, `Fenced`, `Write`, `Read`: the client counts them, and a subscriber listens on
+    ///   the lock's channel;
     /// - `Fair`: the client counts them, and each is in the queue on Redis with its own channel
     ///   subscribed;
     /// - `Spin`: nothing on Redis shows a spin waiter but its attempts: the server ran at least
@@ -179,12 +329,12 @@ impl WaitWatch {
         name: &str,
         waiting: &[(&Client, usize)],
     ) -> bool {
-        let channel = super::lock_channel(name);
+        let channel = self.family.channel(name);
         let queue = super::fair_queue_key(name);
         let total: usize = waiting.iter().map(|(_, n)| n).sum();
         super::eventually(Duration::from_secs(10), || async {
             match self.family {
-                Family::Lock => {
+                Family::Lock | Family::Fenced | Family::Write | Family::Read => {
                     waiting
                         .iter()
                         .all(|(client, n)| client.stats().waiters == *n)
@@ -215,14 +365,10 @@ impl WaitWatch {
     }
 }
 
-/// The holder field of `owner` on `client`: `<client-id>:<owner-id>`.
+/// The owner field of `owner` on `client`: `<client-id>:<owner-id>` (see [`Family::field`] for
+/// a holder's).
 pub fn field(client: &Client, owner: &Owner) -> String {
     format!("{}:{}", client.id(), owner.id())
-}
-
-/// The holder field of a guard's hold.
-pub fn field_of(client: &Client, guard: &LockGuard) -> String {
-    field(client, guard.owner())
 }
 
 /// A client on `url` with a watchdog timeout, a command timeout, and a long fair waiter
@@ -272,6 +418,25 @@ pub async fn until_asleep(server: &RedisServer) -> bool {
     .unwrap()
 }
 
+/// The fencing token counter of lock `name` (`redisson_lock_token:{<name>}`), if there is one.
+pub fn raw_token(server: &RedisServer, name: &str) -> Option<u64> {
+    let key = super::braced("redisson_lock_token", name);
+    match super::resp(&server.cmd(&["GET", &key])) {
+        Resp::Bulk(token) => token.map(|token| token.parse().expect("a numeric token")),
+        other => panic!("unexpected GET reply {other:?}"),
+    }
+}
+
+/// The prefix of reader `field`'s timeout keys on read-write lock `name` (Redisson's
+/// `suffixName`): `{<name>}:<field>:rwlock_timeout`, each followed by `:<n>`.
+fn read_timeouts(name: &str, field: &str) -> String {
+    if name.contains('{') {
+        format!("{name}:{field}:rwlock_timeout")
+    } else {
+        format!("{{{name}}}:{field}:rwlock_timeout")
+    }
+}
+
 /// The prefix of lock `name`'s replay keys.
 fn latch_prefix(name: &str) -> String {
     if name.contains('{') {
@@ -304,12 +469,67 @@ fn bulk_strings(reply: Resp) -> Vec<String> {
     }
 }
 
+/// A fenced lock's owners follow each other: the `later` one's token is higher than the
+/// `earlier` one's. Guards without tokens (the other types) pass.
+pub fn assert_fenced(earlier: Option<u64>, later: Option<u64>) {
+    if let (Some(earlier), Some(later)) = (earlier, later) {
+        assert!(later > earlier, "token {later} after token {earlier}");
+    }
+}
+
+/// A guard of any lock type: a [`LockGuard`] (a [`FencedGuard`]'s own), and a fenced lock's
+/// token.
+#[must_use = "dropping the guard releases the hold at once"]
+#[derive(Debug)]
+pub struct AnyGuard {
+    guard: LockGuard,
+    token: Option<u64>,
+}
+
+impl From<LockGuard> for AnyGuard {
+    fn from(guard: LockGuard) -> AnyGuard {
+        AnyGuard { guard, token: None }
+    }
+}
+
+impl From<FencedGuard> for AnyGuard {
+    fn from(guard: FencedGuard) -> AnyGuard {
+        let token = Some(guard.token());
+        AnyGuard {
+            guard: guard.into_guard(),
+            token,
+        }
+    }
+}
+
+impl Deref for AnyGuard {
+    type Target = LockGuard;
+
+    fn deref(&self) -> &LockGuard {
+        &self.guard
+    }
+}
+
+impl AnyGuard {
+    /// A fenced lock's token, `None` for the other types.
+    pub fn token(&self) -> Option<u64> {
+        self.token
+    }
+
+    pub async fn unlock(self) -> Result<()> {
+        self.guard.unlock().await
+    }
+}
+
 /// A handle of any lock type, with the methods they share.
 #[derive(Clone, Debug)]
 pub enum AnyLock {
     Lock(relock::Lock),
     Fair(relock::FairLock),
     Spin(relock::SpinLock),
+    Fenced(relock::FencedLock),
+    Write(relock::WriteLock),
+    Read(relock::ReadLock),
 }
 
 /// Runs `$body` with `$lock` bound to the handle inside, whatever its type.
@@ -319,6 +539,9 @@ macro_rules! each {
             AnyLock::Lock($lock) => $body,
             AnyLock::Fair($lock) => $body,
             AnyLock::Spin($lock) => $body,
+            AnyLock::Fenced($lock) => $body,
+            AnyLock::Write($lock) => $body,
+            AnyLock::Read($lock) => $body,
         }
     };
 }
@@ -330,6 +553,9 @@ impl AnyLock {
             AnyLock::Lock(_) => Family::Lock,
             AnyLock::Fair(_) => Family::Fair,
             AnyLock::Spin(_) => Family::Spin,
+            AnyLock::Fenced(_) => Family::Fenced,
+            AnyLock::Write(_) => Family::Write,
+            AnyLock::Read(_) => Family::Read,
         }
     }
 
@@ -342,27 +568,33 @@ impl AnyLock {
             AnyLock::Lock(lock) => AnyLock::Lock(lock.owned_by(owner)),
             AnyLock::Fair(lock) => AnyLock::Fair(lock.owned_by(owner)),
             AnyLock::Spin(lock) => AnyLock::Spin(lock.owned_by(owner)),
+            AnyLock::Fenced(lock) => AnyLock::Fenced(lock.owned_by(owner)),
+            AnyLock::Write(lock) => AnyLock::Write(lock.owned_by(owner)),
+            AnyLock::Read(lock) => AnyLock::Read(lock.owned_by(owner)),
         }
     }
 
-    pub async fn lock(&self) -> Result<LockGuard> {
-        each!(self, lock => lock.lock().await)
+    pub async fn lock(&self) -> Result<AnyGuard> {
+        each!(self, lock => lock.lock().await.map(AnyGuard::from))
     }
 
-    pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
-        each!(self, lock => lock.lock_with_lease(lease).await)
+    pub async fn lock_with_lease(&self, lease: Duration) -> Result<AnyGuard> {
+        each!(self, lock => lock.lock_with_lease(lease).await.map(AnyGuard::from))
     }
 
-    pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
-        each!(self, lock => lock.try_lock().await)
+    pub async fn try_lock(&self) -> Result<Option<AnyGuard>> {
+        each!(self, lock => lock.try_lock().await.map(|guard| guard.map(AnyGuard::from)))
     }
 
     pub async fn try_lock_for(
         &self,
         wait: Duration,
         lease: Option<Duration>,
-    ) -> Result<Option<LockGuard>> {
-        each!(self, lock => lock.try_lock_for(wait, lease).await)
+    ) -> Result<Option<AnyGuard>> {
+        each!(self, lock => lock
+            .try_lock_for(wait, lease)
+            .await
+            .map(|guard| guard.map(AnyGuard::from)))
     }
 
     pub async fn with<F, Fut, T>(&self, work: F) -> Result<T>

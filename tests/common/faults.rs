@@ -110,13 +110,14 @@ impl Register {
 
 // ---- Checker 2: overlapping critical sections ----
 
-/// One critical section: when it was entered and left (one process, one monotonic clock) and
-/// who ran it.
+/// One critical section: when it was entered and left (one process, one monotonic clock), who
+/// ran it, and whether under a shared hold (a read lock's), which may overlap other shared ones.
 #[derive(Debug, Clone)]
 pub struct Interval {
     pub enter: Instant,
     pub exit: Instant,
     pub who: String,
+    pub shared: bool,
 }
 
 /// Records critical sections and finds the ones that overlapped.
@@ -128,11 +129,22 @@ pub struct Overlaps {
 impl Overlaps {
     /// Records a section that ran from `enter` until now.
     pub fn record(&self, who: impl Into<String>, enter: Instant) {
+        self.push(who.into(), enter, false);
+    }
+
+    /// Records a section that ran from `enter` until now under a shared hold: it may overlap
+    /// other shared sections, no exclusive one.
+    pub fn record_shared(&self, who: impl Into<String>, enter: Instant) {
+        self.push(who.into(), enter, true);
+    }
+
+    fn push(&self, who: String, enter: Instant, shared: bool) {
         let exit = Instant::now();
         self.sections.lock().unwrap().push(Interval {
             enter,
             exit,
-            who: who.into(),
+            who,
+            shared,
         });
     }
 
@@ -141,7 +153,13 @@ impl Overlaps {
         self.sections.lock().unwrap().len()
     }
 
-    /// Every pair of sections that overlapped in time.
+    /// How many of them were exclusive.
+    pub fn exclusive(&self) -> usize {
+        let sections = self.sections.lock().unwrap();
+        sections.iter().filter(|s| !s.shared).count()
+    }
+
+    /// Every pair of sections that overlapped in time, but for two shared ones.
     pub fn overlapping(&self) -> Vec<(Interval, Interval)> {
         let mut sections = self.sections.lock().unwrap().clone();
         sections.sort_by_key(|s| s.enter);
@@ -151,7 +169,9 @@ impl Overlaps {
                 if b.enter >= a.exit {
                     break; // sorted by enter: no later section overlaps `a` either
                 }
-                pairs.push((a.clone(), b.clone()));
+                if !(a.shared && b.shared) {
+                    pairs.push((a.clone(), b.clone()));
+                }
             }
         }
         pairs
@@ -181,6 +201,20 @@ pub async fn critical_section(
     let enter = Instant::now();
     register.increment(think).await;
     overlaps.record(who, enter);
+}
+
+/// One critical section under a shared hold: enters, reads the register, waits `think`, reads
+/// it again and finds it unchanged (no exclusive section ran meanwhile), leaves.
+pub async fn shared_section(register: &Register, overlaps: &Overlaps, who: &str, think: Duration) {
+    let enter = Instant::now();
+    let before = register.value();
+    tokio::time::sleep(think).await;
+    assert_eq!(
+        register.value(),
+        before,
+        "{who}: the register changed under a shared hold"
+    );
+    overlaps.record_shared(who, enter);
 }
 
 // ---- Checker 3: leaks ----
