@@ -115,7 +115,15 @@ impl Kind {
         let value: Option<u64> = Box::pin(redis.get(token.clone()))
             .await
             .map_err(|e| Error::from_redis(e, &keys.name, &redis.server))?;
-        Ok(value)
+        // The acquire wrote it; gone since (deleted by hand), the hold has no token to give.
+        let gone = || {
+            let why = format!("the fencing token counter `{token}` is gone");
+            Error::redis(
+                fred::error::Error::new(fred::error::ErrorKind::NotFound, why),
+                &redis.server,
+            )
+        };
+        value.map(Some).ok_or_else(gone)
     }
 
     /// What [`inspect`](scripts::inspect) counts as locked for this type (see `lua/inspect.lua`).
