@@ -1397,6 +1397,50 @@ async fn shutdown_releases_readers_and_the_last_ones_out_wake_a_waiting_writer()
     }
 }
 
+/// A client whose writer waits on a read-locked lock (and so claims it) shuts down: the claim
+/// goes with it, so new readers of other clients are not kept out for a writer that is gone.
+/// The waiter withdraws its claim itself when it gives up, but in the background, on a
+/// connection the shutdown is closing: the shutdown withdraws it first. Ten rounds, as the
+/// waiter's own withdrawal wins the race with the closing connection most of the time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_withdraws_a_waiting_writers_claim() {
+    let server = RedisServer::start();
+    let name = common::prefix("rw-shutdown-claim");
+    let other = common::client(&server, LONG).await;
+    let claim = common::claim_key(&name);
+    let read = other.rw_lock(&name).read().lock().await.unwrap();
+    for round in 0..10 {
+        let closing = common::client(&server, LONG).await;
+        let waiter = {
+            let lock = closing.rw_lock(&name).write();
+            tokio::spawn(async move { lock.lock().await })
+        };
+        assert!(
+            common::eventually(Duration::from_secs(5), || async {
+                common::raw_exists(&server, &claim)
+            })
+            .await,
+            "round {round}: the writer never claimed"
+        );
+        closing.shutdown().await.unwrap();
+        assert!(
+            !common::raw_exists(&server, &claim),
+            "round {round}: the claim outlived its client"
+        );
+        let error = waiter.await.unwrap().unwrap_err();
+        assert!(error.is_closed(), "{error}");
+        let newcomer = other.rw_lock(&name).read().owned_by(Owner::new());
+        let guard = newcomer.try_lock().await.unwrap();
+        guard
+            .expect("a new reader is kept out")
+            .unlock()
+            .await
+            .unwrap();
+    }
+    read.unlock().await.unwrap();
+    until_clean(&server, &name, &[&other], &[], &[], "the end").await;
+}
+
 // ---------------------------------------------------------------- wake-ups
 
 /// Eight readers of one client wait while a writer of another holds the lock with a 60 s lease.
