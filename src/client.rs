@@ -314,8 +314,14 @@ impl Client {
             .all()
             .into_iter()
             .map(|(name, field)| async move {
-                let keys = LockKeys::new(&name)?;
-                scripts::unclaim(&shared.redis, &keys, &field).await
+                // Only a read-write lock's writer field ends in `:write`.
+                if scripts::rw::is_writer_field(&field) {
+                    let keys = LockKeys::rw(&name)?;
+                    scripts::unclaim(&shared.redis, &keys, &field, Some(shared.publish)).await
+                } else {
+                    let keys = LockKeys::new(&name)?;
+                    scripts::unclaim(&shared.redis, &keys, &field, None).await
+                }
             });
         let all = futures::future::join_all(unclaims);
         if let Ok(outcomes) = tokio::time::timeout(shared.command_timeout, all).await {

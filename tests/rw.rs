@@ -1441,6 +1441,68 @@ async fn shutdown_withdraws_a_waiting_writers_claim() {
     until_clean(&server, &name, &[&other], &[], &[], "the end").await;
 }
 
+/// A writer waiting on a read-locked lock claims it, and new readers wait. When the writer gives
+/// up (its wait runs out, its `lock()` is dropped, or its client shuts down), the readers it
+/// kept out come in at once, not at the end of the readers' 30 s lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_kept_out_by_a_writer_that_gives_up_come_in_at_once() {
+    let server = RedisServer::start();
+    let name = common::prefix("rw-writer-gives-up");
+    let claim = common::claim_key(&name);
+    let readers = common::client(&server, LONG).await;
+    let read = readers.rw_lock(&name).read().lock().await.unwrap();
+    for how in ["wait runs out", "dropped", "shutdown"] {
+        let writers = common::client(&server, LONG).await;
+        let lock = writers.rw_lock(&name).write();
+        let writer = tokio::spawn(async move {
+            match how {
+                "wait runs out" => lock.try_lock_for(ms(300), None).await.map(|g| g.is_none()),
+                _ => lock.lock().await.map(|_| false),
+            }
+        });
+        assert!(
+            common::eventually(Duration::from_secs(5), || async {
+                common::raw_exists(&server, &claim)
+            })
+            .await,
+            "{how}: the writer never claimed"
+        );
+        let newcomer = spawn_reader(readers.rw_lock(&name).read().owned_by(Owner::new()));
+        until_waiting(&readers, 1).await;
+        match how {
+            "wait runs out" => assert!(writer.await.unwrap().unwrap(), "the wait ran out"),
+            "dropped" => {
+                writer.abort();
+                assert!(writer.await.unwrap_err().is_cancelled());
+            }
+            _ => {
+                writers.shutdown().await.unwrap();
+                assert!(writer.await.unwrap().unwrap_err().is_closed());
+            }
+        }
+        let gave_up = Instant::now();
+        let guard = served_promptly(newcomer, gave_up, how).await;
+        assert!(
+            !common::raw_exists(&server, &claim),
+            "{how}: the claim stayed"
+        );
+        guard.unlock().await.unwrap();
+        if how != "shutdown" {
+            until_clean(
+                &server,
+                &name,
+                &[&writers],
+                &hash(&server, &name),
+                &timeouts(&server, &name),
+                how,
+            )
+            .await;
+        }
+    }
+    read.unlock().await.unwrap();
+    until_clean(&server, &name, &[&readers], &[], &[], "the end").await;
+}
+
 // ---------------------------------------------------------------- wake-ups
 
 /// Eight readers of one client wait while a writer of another holds the lock with a 60 s lease.

@@ -43,6 +43,7 @@ const ABANDON: &str = concat!(
     include_str!("../lua/abandon.lua")
 );
 const INSPECT: &str = include_str!("../lua/inspect.lua");
+const UNCLAIM: &str = include_str!("../lua/unclaim.lua");
 
 /// Three owners of relock clients: each one's reader field and writer field.
 const A: &str = "aaaaaaaa-0000-4000-8000-00000000000a:1";
@@ -283,6 +284,17 @@ impl Fixture {
                 &self.channel,
             ],
             &["0", field, "PUBLISH", &CLAIM_WINDOW_MS.to_string()],
+        )
+        .await
+    }
+
+    /// A waiting writer's withdrawal of its claim, as a read-write lock's writer sends it: the
+    /// lock's channel is woken when the claim goes.
+    async fn unclaim(&self, writer: &str) -> Result<Value, fred::error::Error> {
+        self.eval(
+            UNCLAIM,
+            &[&self.claim, &self.channel],
+            &[writer, "PUBLISH", "0"],
         )
         .await
     }
@@ -695,6 +707,29 @@ async fn a_write_of_another_types_hash_is_busy_and_of_a_string_wrongtype() {
     fx.cmd(&["SET", &fx.name, "x"]);
     assert_error(fx.write(LEASE_MS, A_W, 1).await, "WRONGTYPE");
     assert!(!fx.exists(&fx.claim));
+}
+
+#[tokio::test]
+async fn a_writer_withdrawing_its_claim_wakes_the_readers_it_kept_out() {
+    let fx = Fixture::new("rws-unclaim").await;
+    let mut sub = fx.subscribe().await;
+    assert_eq!(fx.read(LEASE_MS, A).await.unwrap(), TAKEN);
+    assert!(int(fx.write(LEASE_MS, B_W, 1).await.unwrap()) > 0);
+    assert!(int(fx.read(LEASE_MS, C).await.unwrap()) > 0, "kept out");
+    // Another writer's withdrawal takes nothing and wakes nobody.
+    assert_eq!(int(fx.unclaim(C_W).await.unwrap()), 0);
+    assert_eq!(fx.claimant(), Resp::Bulk(Some(format!("1:{B_W}"))));
+    sub.assert_quiet(&fx.server, &fx.channel).await;
+    // The claimant's own goes, and the readers it kept out are told.
+    assert_eq!(int(fx.unclaim(B_W).await.unwrap()), 1);
+    assert!(!fx.exists(&fx.claim));
+    assert_eq!(
+        sub.next_message(Duration::from_secs(5)).await,
+        Some((fx.channel.clone(), "0".to_owned()))
+    );
+    assert_eq!(fx.read(LEASE_MS, C).await.unwrap(), TAKEN);
+    assert_eq!(int(fx.unclaim(B_W).await.unwrap()), 0, "withdrawn already");
+    sub.assert_quiet(&fx.server, &fx.channel).await;
 }
 
 // ---------------------------------------------------------------- read release

@@ -211,7 +211,9 @@ impl Drop for ClaimGuard<'_> {
         // Without a runtime to run it, the claim lapses with its window (or goes at shutdown).
         shared.background.spawn(Box::pin(async move {
             let shared = &hold.shared;
-            if let Err(error) = scripts::unclaim(&shared.redis, &hold.keys, &hold.field).await {
+            let wake = hold.kind.wakes_on_unclaim().then_some(shared.publish);
+            let unclaim = scripts::unclaim(&shared.redis, &hold.keys, &hold.field, wake);
+            if let Err(error) = unclaim.await {
                 tracing::debug!(lock = %hold.keys.name, %error, "could not withdraw a claim; it lapses with its window");
             }
             shared.claimed.leave(&hold.keys.name, &hold.field);
