@@ -926,6 +926,32 @@ async fn an_upgrade_fails_at_once_in_every_form_and_leaves_nothing_behind() {
     until_clean(&server, &name, &[&client, &other], &[], &[], "the end").await;
 }
 
+/// A one-shot `try_lock()` of the write side finds readers and gives up without claiming the
+/// lock: new readers still come in. A `try_lock_for` whose wait runs out leaves no claim either.
+#[tokio::test]
+async fn a_one_shot_write_attempt_claims_nothing() {
+    let server = RedisServer::start();
+    let name = common::prefix("rw-one-shot");
+    let client = common::client(&server, WATCHDOG).await;
+    let claim = common::claim_key(&name);
+    let read = client.rw_lock(&name).read().lock().await.unwrap();
+    let writer = client.rw_lock(&name).write().owned_by(Owner::new());
+    assert!(writer.try_lock().await.unwrap().is_none());
+    assert!(!common::raw_exists(&server, &claim));
+    let newcomer = client.rw_lock(&name).read().owned_by(Owner::new());
+    newcomer
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("kept out")
+        .unlock()
+        .await
+        .unwrap();
+    assert!(writer.try_lock_for(ms(50), None).await.unwrap().is_none());
+    read.unlock().await.unwrap();
+    until_clean(&server, &name, &[&client], &[], &[], "the end").await;
+}
+
 // ---------------------------------------------------------------- leases
 
 /// Three readers: one with a short fixed lease, one with a long one, one renewed by the
