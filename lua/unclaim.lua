@@ -1,11 +1,19 @@
 -- Withdraw a hand-off claim: a waiter that claimed the lock's next free moment gave up.
 --
 -- KEYS[1]  the hand-off claim relock_claim:{<name>} ("<priority>:<holder field>")
+-- KEYS[2]  optional: a channel to wake when the claim goes (a read-write lock's, whose readers
+--          a writer's claim keeps out even while the lock is read-locked)
 -- ARGV[1]  holder field <client-uuid>:<owner> of the waiter that gives up
+-- ARGV[2]  with KEYS[2]: the publish command, PUBLISH or SPUBLISH
+-- ARGV[3]  with KEYS[2]: the message
 --
 -- Reply:   1 when this field's claim was deleted, 0 when the claim was not its own (or none).
 local value = redis.call('get', KEYS[1])
 if value and string.match(value, '^%d+:(.+)$') == ARGV[1] then
-    return redis.call('del', KEYS[1])
+    redis.call('del', KEYS[1])
+    if KEYS[2] then
+        redis.call(ARGV[2], KEYS[2], ARGV[3])
+    end
+    return 1
 end
 return 0

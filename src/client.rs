@@ -136,6 +136,7 @@ impl Client {
                 hub,
                 handoffs: Handoffs::new(config.handoff_grace),
                 queued: Queued::default(),
+                claimed: Queued::default(),
                 sweeper,
                 holds,
                 in_flight: Arc::default(),
@@ -262,6 +263,7 @@ impl Client {
         } else {
             Ok(())
         };
+        self.withdraw_claims().await;
         self.shared.holds.lose_all("the client shut down");
         let _ =
             tokio::time::timeout(self.shared.command_timeout, self.shared.sweeper.flush()).await;
@@ -297,6 +299,34 @@ impl Client {
         if let Ok(outcomes) = tokio::time::timeout(shared.command_timeout, all).await {
             for error in outcomes.into_iter().filter_map(Result::err) {
                 tracing::debug!(%error, "could not leave a fair queue at shutdown; the place lapses with its deadline");
+            }
+        }
+    }
+
+    /// Withdraws every claim this client's waiters may have on a lock's next hand-off, all at
+    /// once, within a command timeout; a claim left behind lapses by itself. A waiter that gives
+    /// up withdraws its own claim, but in the background, where the closing connection may beat
+    /// it; meanwhile a read-write lock's claim keeps new readers out.
+    async fn withdraw_claims(&self) {
+        let shared = &self.shared;
+        let unclaims = shared
+            .claimed
+            .all()
+            .into_iter()
+            .map(|(name, field)| async move {
+                // Only a read-write lock's writer field ends in `:write`.
+                if scripts::rw::is_writer_field(&field) {
+                    let keys = LockKeys::rw(&name)?;
+                    scripts::unclaim(&shared.redis, &keys, &field, Some(shared.publish)).await
+                } else {
+                    let keys = LockKeys::new(&name)?;
+                    scripts::unclaim(&shared.redis, &keys, &field, None).await
+                }
+            });
+        let all = futures::future::join_all(unclaims);
+        if let Ok(outcomes) = tokio::time::timeout(shared.command_timeout, all).await {
+            for error in outcomes.into_iter().filter_map(Result::err) {
+                tracing::debug!(%error, "could not withdraw a claim at shutdown; it lapses by itself");
             }
         }
     }

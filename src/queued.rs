@@ -1,14 +1,14 @@
-//! The places this client's waiters hold in fair locks' queues on Redis, so that a client that
-//! shuts down gives them up before it closes its connection: a waiter of a closed client leaves
-//! no place behind for the others to wait out.
+//! The places this client's waiters hold on Redis, in fair locks' queues and as claims on locks'
+//! next hand-offs, so that a client that shuts down gives them up before it closes its
+//! connection: a waiter of a closed client leaves no place behind for the others to wait out.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
 use fred::bytes_utils::Str;
 
-/// Places in fair queues, per (lock name, holder field): how many waiters of this client hold
-/// each (waiters that share an owner share its place).
+/// Places in fair queues (or claims), per (lock name, holder field): how many waiters of this
+/// client hold each (waiters that share an owner share its place).
 #[derive(Default)]
 pub(crate) struct Queued(Mutex<HashMap<(Str, Str), usize>>);
 

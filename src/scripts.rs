@@ -410,14 +410,31 @@ pub(crate) async fn abandon(
     Ok(integer(reply, &keys.name, &redis.server)? > 0)
 }
 
-/// Withdraws `field`'s claim on the lock's next hand-off; `true` when it had one.
-pub(crate) async fn unclaim(redis: &Connection, keys: &LockKeys, field: &Str) -> Result<bool> {
+/// Withdraws `field`'s claim on the lock's next hand-off; `true` when it had one. With `wake`
+/// (the publish command), a withdrawn claim wakes the waiters on the lock's channel: a
+/// read-write lock's writer's claim keeps new readers out, and they may come in now.
+pub(crate) async fn unclaim(
+    redis: &Connection,
+    keys: &LockKeys,
+    field: &Str,
+    wake: Option<&'static str>,
+) -> Result<bool> {
+    let (keys_sent, args) = match wake {
+        None => (
+            vec![Key::from(&keys.claim)],
+            vec![Value::String(field.clone())],
+        ),
+        Some(publish) => (
+            vec![Key::from(&keys.claim), Key::from(&keys.channel)],
+            vec![
+                Value::String(field.clone()),
+                text(publish),
+                text(rw::READ_UNLOCK),
+            ],
+        ),
+    };
     let reply = UNCLAIM
-        .run(
-            redis,
-            &[Key::from(&keys.claim)],
-            &[Value::String(field.clone())],
-        )
+        .run(redis, &keys_sent, &args)
         .await
         .map_err(|e| Error::from_redis(e, &keys.name, &redis.server))?;
     Ok(integer(reply, &keys.name, &redis.server)? == 1)

@@ -34,6 +34,8 @@ pub(crate) struct Shared {
     pub(crate) handoffs: Handoffs,
     /// This client's waiters' places in fair queues.
     pub(crate) queued: Queued,
+    /// This client's waiters' claims on hand-offs, until withdrawn or spent.
+    pub(crate) claimed: Queued,
     pub(crate) sweeper: Sweeper,
     pub(crate) holds: Arc<Holds>,
     /// Acquires and releases in flight, per lock and holder field.

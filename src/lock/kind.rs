@@ -135,6 +135,13 @@ impl Kind {
         }
     }
 
+    /// Whether a withdrawn claim of this type's waiter wakes the lock's waiters: a read-write
+    /// lock's writer's claim keeps new readers out of a read-locked lock, and they may come in
+    /// once it goes (see `lua/unclaim.lua`).
+    pub(crate) fn wakes_on_unclaim(&self) -> bool {
+        matches!(self, Kind::Write)
+    }
+
     /// Whether the watchdog renews this type's holds as a read-write lock's readers (each with
     /// its own timeout keys).
     pub(crate) fn renews_readers(&self) -> bool {

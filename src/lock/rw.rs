@@ -147,7 +147,7 @@ impl Turns for RwTurns<'_> {
         if self.one_shot || !matches!(self.hold.kind, Kind::Write) {
             return Ask::Now;
         }
-        self.claim.claimed = true;
+        self.claim.claim();
         Ask::Claim(1)
     }
 

@@ -183,11 +183,14 @@ impl Turns for PlainTurns<'_> {
 /// A waiter's claim on a lock's next hand-off. Dropped while `claimed` (the waiter gave up, ran
 /// out of time or failed), it withdraws the claim in the background, so other waiters need not
 /// sit out the claim window for a waiter that left. (A read-write lock's waiting writer claims
-/// too; see `rw`.)
+/// too; see `rw`.) The claim is counted in the client's registry until then, so a shutdown that
+/// closes the connection first withdraws it itself.
 pub(super) struct ClaimGuard<'a> {
     hold: &'a Hold,
     /// Whether an attempt may have left a claim of this waiter's.
     pub(super) claimed: bool,
+    /// Whether this waiter is counted in the client's registry of claims.
+    counted: bool,
     /// Attempts made as this client's first waiter.
     tries: u32,
 }
@@ -197,7 +200,18 @@ impl<'a> ClaimGuard<'a> {
         ClaimGuard {
             hold,
             claimed: false,
+            counted: false,
             tries: 0,
+        }
+    }
+
+    /// The next attempt claims: counted in the client's registry before it is sent.
+    pub(super) fn claim(&mut self) {
+        self.claimed = true;
+        if !self.counted {
+            self.counted = true;
+            let hold = self.hold;
+            hold.shared.claimed.enter(&hold.keys.name, &hold.field);
         }
     }
 
@@ -214,24 +228,32 @@ impl<'a> ClaimGuard<'a> {
         if self.tries < 2 {
             return None;
         }
-        self.claimed = true;
+        self.claim();
         Some(self.tries - 1)
     }
 }
 
 impl Drop for ClaimGuard<'_> {
     fn drop(&mut self) {
-        if !self.claimed {
+        if !self.counted {
             return;
         }
         let hold = self.hold.clone();
+        if !self.claimed {
+            // Taking the lock spent the claim.
+            hold.shared.claimed.leave(&hold.keys.name, &hold.field);
+            return;
+        }
         let shared = hold.shared.clone();
-        // Without a runtime to run it, the claim lapses with its window.
+        // Without a runtime to run it, the claim lapses with its window (or goes at shutdown).
         shared.background.spawn(Box::pin(async move {
             let shared = &hold.shared;
-            if let Err(error) = scripts::unclaim(&shared.redis, &hold.keys, &hold.field).await {
+            let wake = hold.kind.wakes_on_unclaim().then_some(shared.publish);
+            let unclaim = scripts::unclaim(&shared.redis, &hold.keys, &hold.field, wake);
+            if let Err(error) = unclaim.await {
                 tracing::debug!(lock = %hold.keys.name, %error, "could not withdraw a claim; it lapses with its window");
             }
+            shared.claimed.leave(&hold.keys.name, &hold.field);
         }));
     }
 }

@@ -40,6 +40,11 @@ pub(crate) fn writer_field(reader: &str) -> Str {
     [reader, ":write"].concat().into()
 }
 
+/// Whether `field` is a writer's field.
+pub(crate) fn is_writer_field(field: &str) -> bool {
+    field.ends_with(":write")
+}
+
 fn reader_field(writer: &str) -> Str {
     writer.strip_suffix(":write").unwrap_or(writer).into()
 }
