@@ -213,7 +213,11 @@ async fn child_fenced_counter() {
     let fenced = fenced == "1";
     let lease = Duration::from_millis(lease_ms.parse().unwrap());
     for _ in 0..rounds.parse::<usize>().unwrap() {
-        let guard = client.fenced_lock(&name).lock_with_lease(lease).await.unwrap();
+        let guard = client
+            .fenced_lock(&name)
+            .lock_with_lease(lease)
+            .await
+            .unwrap();
         let token = guard.token();
         let read: std::result::Result<Option<i64>, relock::Error> = if fenced {
             fence.get(token, &counter).await
@@ -237,7 +241,10 @@ async fn child_fenced_counter() {
         let written = if fenced {
             fence.set(token, &counter, value + 1).await
         } else {
-            let _: () = redis.set(&counter, value + 1, None, None, false).await.unwrap();
+            let _: () = redis
+                .set(&counter, value + 1, None, None, false)
+                .await
+                .unwrap();
             Ok(())
         };
         match written {
@@ -269,7 +276,11 @@ fn raw_int(server: &RedisServer, key: &str) -> i64 {
 async fn paused_holders(fenced: bool) -> (i64, i64, i64, usize) {
     use tokio::io::AsyncBufReadExt;
     let server = RedisServer::start();
-    let name = common::prefix(if fenced { "fenced-pauses" } else { "unfenced-pauses" });
+    let name = common::prefix(if fenced {
+        "fenced-pauses"
+    } else {
+        "unfenced-pauses"
+    });
     let counter = format!("{name}:counter");
     let (lines_tx, mut lines) = tokio::sync::mpsc::unbounded_channel::<(u32, u64)>();
     let mut children = Vec::new();
