@@ -452,6 +452,15 @@ async fn run(
             }
         }
     }
+    // Nobody syncs subscriptions from here on: a waiter that leaves last now forgets its channel
+    // itself (its send fails), and a channel whose last waiter left just before is forgotten
+    // here, not kept for a sync that will not come.
+    sync_rx.close();
+    channels
+        .map
+        .lock()
+        .unwrap()
+        .retain(|_, channel| channel.waiters > 0);
     // Waiters re-try at once and find the client closed instead of sleeping out a lease.
     channels.wake_all();
 }
