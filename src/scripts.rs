@@ -216,12 +216,21 @@ pub(crate) async fn acquire(
         Claim::No => 0,
         Claim::For { priority } => priority.max(1),
     };
-    let mut lock_keys = vec![Key::from(&keys.name), Key::from(&keys.claim)];
-    lock_keys.extend(token.map(Key::from));
+    // The token counter is a third key for a fenced lock only; no allocation either way.
+    let all_keys = [
+        Key::from(&keys.name),
+        Key::from(&keys.claim),
+        token.map_or_else(|| Key::from(""), Key::from),
+    ];
+    let lock_keys = if token.is_some() {
+        &all_keys[..]
+    } else {
+        &all_keys[..2]
+    };
     let reply = ACQUIRE
         .run(
             redis,
-            &lock_keys,
+            lock_keys,
             &[
                 ms_arg(lease_ms),
                 Value::String(field.clone()),
