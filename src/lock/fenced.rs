@@ -103,7 +103,7 @@ pub struct FencedGuard {
 impl From<LockGuard> for FencedGuard {
     fn from(guard: LockGuard) -> FencedGuard {
         let token = guard
-            .token()
+            .fencing_token()
             .expect("a fenced lock's acquire gives a token");
         FencedGuard { guard, token }
     }

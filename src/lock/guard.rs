@@ -60,8 +60,9 @@ impl LockGuard {
         }
     }
 
-    /// A fenced lock's token (see [`FencedGuard`](crate::FencedGuard)).
-    pub(crate) fn token(&self) -> Option<u64> {
+    /// A fenced lock's token (see [`FencedGuard`](crate::FencedGuard)); `None` for a hold of
+    /// any other type.
+    pub fn fencing_token(&self) -> Option<u64> {
         self.token
     }
 
@@ -259,9 +260,17 @@ impl Drop for LockGuard {
     }
 }
 
-/// Completes when a hold's lease may be gone; from [`LockGuard::lost`].
+/// Completes when a hold's lease may be gone; from [`LockGuard::lost`] (or a combined lock's
+/// guard, when its holds may be gone).
 #[must_use = "futures do nothing unless awaited"]
 pub struct Lost(BoxFuture<'static, ()>);
+
+impl Lost {
+    /// A `Lost` that completes when `signal` does.
+    pub(crate) fn from_future(signal: impl Future<Output = ()> + Send + 'static) -> Lost {
+        Lost(Box::pin(signal))
+    }
+}
 
 impl Future for Lost {
     type Output = ();
