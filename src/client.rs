@@ -21,7 +21,7 @@ use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::handoff::Handoffs;
 use crate::holds::Holds;
-use crate::lock::{FairLock, FencedLock, Lock, RwLock, SpinLock};
+use crate::lock::{FairLock, FencedLock, Lock, MultiLock, RwLock, SpinLock};
 use crate::names::{FairKeys, LockKeys};
 use crate::pubsub::Hub;
 use crate::queued::Queued;
@@ -183,6 +183,13 @@ impl Client {
     /// grows with every new owner (Redisson's `RFencedLock`). No I/O happens until it is used.
     pub fn fenced_lock(&self, name: impl Into<String>) -> FencedLock {
         FencedLock::new(self.shared.clone(), name.into())
+    }
+
+    /// A [`MultiLock`] over the reentrant locks `names`: all or nothing, taken in one order
+    /// (one script for all of them on one server or cluster slot). For other types, or locks
+    /// of several clients, use [`MultiLock::new`]. No I/O happens until it is used.
+    pub fn multi_lock<N: Into<String>>(&self, names: impl IntoIterator<Item = N>) -> MultiLock {
+        MultiLock::new(names.into_iter().map(|name| self.lock(name)))
     }
 
     /// This client's id, the `<client-uuid>` half of every holder field it writes.

@@ -30,8 +30,8 @@ pub use config::Config;
 pub use error::{Error, Result};
 pub use fence::Fence;
 pub use lock::{
-    FairLock, FencedGuard, FencedLock, Lock, LockGuard, Lost, ReadLock, RemainingLease, RwLock,
-    SpinLock, WriteLock,
+    FairLock, FencedGuard, FencedLock, Lock, LockGuard, Lost, MultiGuard, MultiLock, Part,
+    ReadLock, RemainingLease, RwLock, SpinLock, WriteLock,
 };
 pub use owner::Owner;
 

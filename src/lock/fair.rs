@@ -64,7 +64,7 @@ use crate::shared::Shared;
 /// ```
 #[derive(Clone)]
 pub struct FairLock {
-    handle: Handle,
+    pub(super) handle: Handle,
 }
 
 impl FairLock {
@@ -80,7 +80,7 @@ impl FairLock {
 lock_api!(FairLock, Queue, "fair_lock");
 
 /// The fair lock's way of taking turns: a queue on Redis.
-struct Queue;
+pub(super) struct Queue;
 
 impl TakeTurns for Queue {
     type Turns<'h> = FairTurns<'h>;
@@ -92,7 +92,7 @@ impl TakeTurns for Queue {
 
 /// The turns of one fair acquire: a place in the queue on Redis, renewed while it waits, and a
 /// wake-up channel of its own.
-struct FairTurns<'a> {
+pub(super) struct FairTurns<'a> {
     hold: &'a Hold,
     fair: Arc<FairKeys>,
     one_shot: bool,

@@ -55,7 +55,7 @@ use crate::shared::Shared;
 /// ```
 #[derive(Clone)]
 pub struct FencedLock {
-    handle: Handle,
+    pub(super) handle: Handle,
 }
 
 impl FencedLock {

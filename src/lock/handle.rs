@@ -106,6 +106,10 @@ impl Handle {
         self
     }
 
+    pub(crate) fn kind(&self) -> &Kind {
+        &self.kind
+    }
+
     pub(crate) fn kind_mut(&mut self) -> &mut Kind {
         &mut self.kind
     }

@@ -103,21 +103,21 @@ impl RwLock {
 /// write-locked by a writer that also reads).
 #[derive(Clone)]
 pub struct ReadLock {
-    handle: Handle,
+    pub(super) handle: Handle,
 }
 
 /// The write side of an [`RwLock`]: one owner at a time, with no other owner reading.
 /// `is_locked()` is true while someone writes.
 #[derive(Clone)]
 pub struct WriteLock {
-    handle: Handle,
+    pub(super) handle: Handle,
 }
 
 lock_api!(ReadLock, Rw, "rw_lock", ".read()", crate::LockGuard);
 lock_api!(WriteLock, Rw, "rw_lock", ".write()", crate::LockGuard);
 
 /// The read-write lock's way of taking turns.
-struct Rw;
+pub(super) struct Rw;
 
 impl TakeTurns for Rw {
     type Turns<'h> = RwTurns<'h>;
@@ -134,7 +134,7 @@ impl TakeTurns for Rw {
 
 /// The turns of one read or write acquire: wait for any message on the lock's channel, or for
 /// the holders' lease; a waiting writer claims the lock's next turn.
-struct RwTurns<'a> {
+pub(super) struct RwTurns<'a> {
     hold: &'a Hold,
     one_shot: bool,
     waiter: Option<Waiter>,

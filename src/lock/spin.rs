@@ -40,7 +40,7 @@ use crate::shared::Shared;
 /// ```
 #[derive(Clone)]
 pub struct SpinLock {
-    handle: Handle,
+    pub(super) handle: Handle,
 }
 
 impl SpinLock {
@@ -60,7 +60,7 @@ impl SpinLock {
 lock_api!(SpinLock, Spin, "spin_lock");
 
 /// The spin lock's way of taking turns: none; each waiter retries after its pauses.
-struct Spin;
+pub(super) struct Spin;
 
 impl TakeTurns for Spin {
     type Turns<'h> = SpinTurns;
@@ -78,7 +78,7 @@ impl TakeTurns for Spin {
 
 /// The turns of one spin acquire: a pause from the backoff before each retry, never past the
 /// holder's lease.
-struct SpinTurns {
+pub(super) struct SpinTurns {
     delays: Delays,
     /// What the first attempt found, for the first pause.
     first: Option<Option<Duration>>,

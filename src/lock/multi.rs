@@ -1,0 +1,447 @@
+//! Several locks as one: [`MultiLock`], all or nothing over any mix of the family, on one client
+//! or several.
+//!
+//! An acquire takes the parts in one global order (server, then slot, then name), whatever
+//! order they were listed in, and waits on a busy part while it holds the parts before it. Two
+//! multi-locks over overlapping sets therefore wait for each other only one way round, and
+//! cannot deadlock. Plain [`Lock`] parts that share a client and a cluster slot are tried by one
+//! script in one round trip (see `batch`); when that finds one busy, they are taken one by one
+//! in order, each waiting as its type waits. Every part is a hold like any other: renewed by its
+//! client's watchdog, released through `release`, given back in the background when an acquire
+//! is dropped.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::{join_all, select_all};
+use tokio::time::Instant;
+
+use super::fair::Queue;
+use super::guard::{LockGuard, Lost};
+use super::handle::Handle;
+use super::kind::Kind;
+use super::rw::Rw;
+use super::spin::Spin;
+use super::turns::Plain;
+use super::wait::time_left;
+use super::{FairLock, FencedLock, Lock, ReadLock, SpinLock, WriteLock};
+use crate::error::{Error, Result};
+use crate::owner::Owner;
+
+/// One lock of a [`MultiLock`]: any lock of the family, made with `From` (or `.into()`).
+///
+/// ```no_run
+/// # async fn run(client: relock::Client) -> relock::Result<()> {
+/// use relock::{MultiLock, Part};
+/// let accounts = client.rw_lock("accounts");
+/// let transfer = MultiLock::new([
+///     Part::from(client.lock("account:1")),
+///     client.fair_lock("account:2").into(),
+///     accounts.read().into(),
+/// ]);
+/// let guard = transfer.lock().await?;
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Part(Handle);
+
+impl std::fmt::Debug for Part {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.debug_as("Part", f)
+    }
+}
+
+macro_rules! part_from {
+    ($($Type:ty),*) => {$(
+        impl From<$Type> for Part {
+            fn from(lock: $Type) -> Part {
+                Part(lock.handle)
+            }
+        }
+
+        impl From<&$Type> for Part {
+            fn from(lock: &$Type) -> Part {
+                Part(lock.handle.clone())
+            }
+        }
+    )*};
+}
+
+part_from!(Lock, FairLock, SpinLock, FencedLock, ReadLock, WriteLock);
+
+/// Several locks taken as one, all or nothing (Redisson's `RMultiLock`): any mix of [`Lock`],
+/// [`FairLock`], [`SpinLock`], [`FencedLock`] and either side of an
+/// [`RwLock`](crate::RwLock), from one client or from several (several servers).
+///
+/// - **All or nothing.** An acquire returns a [`MultiGuard`] holding every part, or holds
+///   nothing: when a part stays busy past the wait, when a part fails, and when the call is
+///   dropped at any point, the parts already taken are released (in the background, for a
+///   dropped call).
+/// - **No deadlock.** The parts are taken in one order, whatever order they were listed in:
+///   by server (the address the client was given), then cluster slot, then name. An acquire
+///   waits on a busy part while it holds the parts before it in that order, so two multi-locks
+///   over overlapping sets cannot wait for each other in a cycle. The order holds across
+///   processes as long as they give their clients the same server addresses.
+/// - **One round trip** for the plain [`Lock`]s among the parts that share a client and a
+///   cluster slot (every part, on one server): one script tries them all, and one script
+///   releases them. When the script finds one busy, they are taken one by one, each waiting as
+///   a `Lock` does (pub/sub, claims). Other types are taken one by one, each as its type waits
+///   (a fair part joins its queue, a read part waits for the writer, a spin part backs off).
+/// - **Reentrant per owner**, as its parts are: the owner (the current task, or
+///   [`owned_by`](MultiLock::owned_by)) that holds the multi-lock takes it again at once.
+/// - **Duplicates are merged.** A lock listed twice (the same client, type and name) is one
+///   part. The same name twice with different types (a read and a write side, a `Lock` and a
+///   `FairLock`), or twice through two clients of the same server, is an
+///   [`Error::InvalidArgument`]: such parts would wait for each other.
+/// - **Leases.** Without a lease, every part is renewed by its client's watchdog. With a fixed
+///   lease, each part's lease starts when that part is taken; should an early part's lease run
+///   out while a later part is waited for, everything is released and the acquire starts over
+///   (within its wait), so a guard is never lost on arrival.
+///
+/// The guard's [`lost`](MultiGuard::lost) completes when any part's does.
+///
+/// ```no_run
+/// # async fn run(client: relock::Client) -> relock::Result<()> {
+/// // Listed in any order: taken in one order, so no deadlock with another transfer.
+/// let transfer = client.multi_lock(["account:7", "account:3"]);
+/// let guard = transfer.lock().await?;
+/// // ... move money between both accounts ...
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct MultiLock {
+    parts: Vec<Handle>,
+}
+
+impl std::fmt::Debug for MultiLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.parts.iter().map(|part| Part(part.clone())))
+            .finish()
+    }
+}
+
+impl MultiLock {
+    /// A multi-lock over `parts`. No I/O until used; bad parts (none, a bad name, conflicting
+    /// duplicates) are reported by the first acquire.
+    pub fn new<P: Into<Part>>(parts: impl IntoIterator<Item = P>) -> MultiLock {
+        MultiLock {
+            parts: parts.into_iter().map(|part| part.into().0).collect(),
+        }
+    }
+
+    /// The names of the parts, as listed.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.parts.iter().map(Handle::name)
+    }
+
+    /// The same multi-lock, every part held and released on behalf of `owner`.
+    pub fn owned_by(self, owner: Owner) -> MultiLock {
+        MultiLock {
+            parts: self
+                .parts
+                .into_iter()
+                .map(|part| part.owned_by(owner.clone()))
+                .collect(),
+        }
+    }
+
+    /// Takes every part, waiting as long as it takes. The watchdogs renew them until the guard
+    /// is released or dropped.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for no parts, a bad name or conflicting duplicates, and any
+    /// error of a part's acquire ([`Lock::lock`]); the parts taken before it are released.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a dropped call leaves no hold behind; parts already taken are released in
+    /// the background.
+    pub async fn lock(&self) -> Result<MultiGuard> {
+        let guard = self.acquire(None, None).await?;
+        Ok(guard.expect("an unbounded wait ends only with the locks"))
+    }
+
+    /// Takes every part with a fixed lease each, waiting as long as it takes.
+    ///
+    /// # Errors
+    ///
+    /// As [`lock`](Self::lock), and [`Error::InvalidArgument`] for a lease under 1 ms or over
+    /// 2^53 ms.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`lock`](Self::lock).
+    pub async fn lock_with_lease(&self, lease: Duration) -> Result<MultiGuard> {
+        let guard = self.acquire(Some(lease), None).await?;
+        Ok(guard.expect("an unbounded wait ends only with the locks"))
+    }
+
+    /// Takes every part if this owner can have them all now, one attempt each; `Ok(None)`
+    /// (holding nothing) when any is busy.
+    ///
+    /// # Errors
+    ///
+    /// As [`lock`](Self::lock).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`lock`](Self::lock).
+    pub async fn try_lock(&self) -> Result<Option<MultiGuard>> {
+        self.acquire(None, Some(Duration::ZERO)).await
+    }
+
+    /// Takes every part, waiting at most `wait` in all; `Ok(None)` (holding nothing) when the
+    /// wait ran out. With `lease: None` the watchdogs renew the parts, else each lasts `lease`.
+    ///
+    /// # Errors
+    ///
+    /// As [`lock_with_lease`](Self::lock_with_lease).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`lock`](Self::lock).
+    pub async fn try_lock_for(
+        &self,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<MultiGuard>> {
+        self.acquire(lease, Some(wait)).await
+    }
+
+    /// Runs `work` holding every part and releases them afterwards, whatever `work` returned.
+    /// `work` gets the guard's [`Lost`] signal.
+    ///
+    /// # Errors
+    ///
+    /// As [`lock`](Self::lock), and any error of the release after `work`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the parts are released in the background.
+    pub async fn with<F, Fut, T>(&self, work: F) -> Result<T>
+    where
+        F: FnOnce(Lost) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        let guard = self.lock().await?;
+        let value = work(guard.lost()).await;
+        guard.unlock().await?;
+        Ok(value)
+    }
+
+    async fn acquire(
+        &self,
+        lease: Option<Duration>,
+        wait: Option<Duration>,
+    ) -> Result<Option<MultiGuard>> {
+        let steps = plan(&self.parts)?;
+        let deadline = wait.and_then(|wait| Instant::now().checked_add(wait));
+        loop {
+            // Dropped (the call cancelled, or a part failed), the guards release their parts.
+            let mut taken = Vec::with_capacity(self.parts.len());
+            for step in &steps {
+                // A one-shot acquire gives each part one attempt; a bounded one what is left.
+                let part_wait = wait.map(|_| time_left(deadline).unwrap_or(Duration::ZERO));
+                match take(step, lease, part_wait, &mut taken).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        give_back(taken).await;
+                        return Ok(None);
+                    }
+                    Err(error) => {
+                        give_back(taken).await;
+                        return Err(error);
+                    }
+                }
+            }
+            if !taken.iter().any(LockGuard::is_lost) {
+                return Ok(Some(MultiGuard { parts: taken }));
+            }
+            // A fixed lease ran out on an early part while a later one was waited for.
+            tracing::debug!(
+                parts = taken.len(),
+                "a part's lease ran out while the others were taken; starting over"
+            );
+            give_back(taken).await;
+            if wait.is_some() && time_left(deadline).is_none() {
+                return Ok(None);
+            }
+        }
+    }
+}
+
+/// What an acquire does in one go: one part, or the plain locks of one client and slot.
+enum Step {
+    One(Handle),
+    Together(Vec<Handle>),
+}
+
+/// The parts in the order they are taken, duplicates merged, grouped into steps.
+fn plan(parts: &[Handle]) -> Result<Vec<Step>> {
+    if parts.is_empty() {
+        return Err(Error::invalid("a multi-lock needs at least one lock"));
+    }
+    let mut ordered = Vec::with_capacity(parts.len());
+    for part in parts {
+        let name = part.keys()?.name.clone();
+        let redis = &part.shared().redis;
+        let slot = if fred::interfaces::ClientLike::is_clustered(&**redis) {
+            fred::util::redis_keyslot(name.as_bytes())
+        } else {
+            0
+        };
+        ordered.push((redis.server.clone(), slot, name, part));
+    }
+    ordered.sort_by(|a, b| (&a.0, a.1, &a.2).cmp(&(&b.0, b.1, &b.2)));
+    let mut steps: Vec<Step> = Vec::with_capacity(ordered.len());
+    let mut group_slot = None;
+    for (i, (server, slot, name, part)) in ordered.iter().enumerate() {
+        if let Some((prev_server, _, prev_name, prev)) = i.checked_sub(1).map(|i| &ordered[i]) {
+            if (prev_server, prev_name) == (server, name) {
+                if !Arc::ptr_eq(prev.shared(), part.shared()) {
+                    return Err(Error::invalid(format!(
+                        "lock `{name}` is listed through two clients of server {server}: its parts would wait for each other"
+                    )));
+                }
+                if std::mem::discriminant(prev.kind()) != std::mem::discriminant(part.kind()) {
+                    return Err(Error::invalid(format!(
+                        "lock `{name}` is listed as two types (such as its read and write sides): its parts would wait for each other"
+                    )));
+                }
+                continue; // the same lock: one part
+            }
+        }
+        let plain = matches!(part.kind(), Kind::Reentrant);
+        if let (true, Some(Step::Together(group))) = (plain, steps.last_mut()) {
+            if Arc::ptr_eq(group[0].shared(), part.shared()) && group_slot == Some(*slot) {
+                group.push((*part).clone());
+                continue;
+            }
+        }
+        group_slot = plain.then_some(*slot);
+        steps.push(if plain {
+            Step::Together(vec![(*part).clone()])
+        } else {
+            Step::One((*part).clone())
+        });
+    }
+    Ok(steps)
+}
+
+/// Takes one step's parts into `taken`; `false` when a part stayed busy past `wait`.
+async fn take(
+    step: &Step,
+    lease: Option<Duration>,
+    wait: Option<Duration>,
+    taken: &mut Vec<LockGuard>,
+) -> Result<bool> {
+    match step {
+        Step::One(part) => match acquire_part(part, lease, wait).await? {
+            Some(guard) => {
+                taken.push(guard);
+                Ok(true)
+            }
+            None => Ok(false),
+        },
+        Step::Together(parts) => {
+            let deadline = wait.and_then(|wait| Instant::now().checked_add(wait));
+            for part in parts {
+                let part_wait = wait.map(|_| time_left(deadline).unwrap_or(Duration::ZERO));
+                match acquire_part(part, lease, part_wait).await? {
+                    Some(guard) => taken.push(guard),
+                    None => return Ok(false),
+                }
+            }
+            Ok(true)
+        }
+    }
+}
+
+/// One part's acquire, waiting as its type waits.
+async fn acquire_part(
+    part: &Handle,
+    lease: Option<Duration>,
+    wait: Option<Duration>,
+) -> Result<Option<LockGuard>> {
+    // Boxed: each type's acquire future is large, and a multi-lock's would carry them all.
+    match part.kind() {
+        Kind::Reentrant | Kind::Fenced(_) => Box::pin(part.acquire(lease, wait, Plain)).await,
+        Kind::Fair(_) => Box::pin(part.acquire(lease, wait, Queue)).await,
+        Kind::Spin(_) => Box::pin(part.acquire(lease, wait, Spin)).await,
+        Kind::Read | Kind::Write => Box::pin(part.acquire(lease, wait, Rw)).await,
+    }
+}
+
+/// Releases the parts an acquire took before it gave up, all at once.
+async fn give_back(taken: Vec<LockGuard>) {
+    for outcome in join_all(taken.into_iter().map(LockGuard::unlock)).await {
+        if let Err(error) = outcome {
+            tracing::debug!(%error, "could not give back a part of a multi-lock; it expires with its lease");
+        }
+    }
+}
+
+/// The holds of a [`MultiLock`], one per part. Release them with
+/// [`unlock`](MultiGuard::unlock); dropping the guard releases them in the background.
+#[must_use = "dropping the guard releases the holds at once"]
+pub struct MultiGuard {
+    /// In the order they were taken.
+    parts: Vec<LockGuard>,
+}
+
+impl std::fmt::Debug for MultiGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MultiGuard")
+            .field("parts", &self.parts)
+            .finish()
+    }
+}
+
+impl MultiGuard {
+    /// The hold of each part, in the order they were taken (server, slot, name), one per lock
+    /// (duplicates merged). A fenced part's token is its
+    /// [`fencing_token`](LockGuard::fencing_token).
+    pub fn parts(&self) -> &[LockGuard] {
+        &self.parts
+    }
+
+    /// Completes as soon as any part's [`LockGuard::lost`] does: from then on, another owner
+    /// may hold one of the locks.
+    pub fn lost(&self) -> Lost {
+        let signals = select_all(self.parts.iter().map(LockGuard::lost));
+        Lost::from_future(async move {
+            signals.await;
+        })
+    }
+
+    /// Whether any part's [`LockGuard::is_lost`] is true.
+    pub fn is_lost(&self) -> bool {
+        self.parts.iter().any(LockGuard::is_lost)
+    }
+
+    /// Releases every part, all at once (one script for the plain locks of one client and
+    /// slot).
+    ///
+    /// # Errors
+    ///
+    /// Once every release has ended: the first part's error, as
+    /// [`LockGuard::unlock`] reports it ([`Error::LeaseLost`] when a part's lease had run out).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the releases run to their end in the background.
+    pub async fn unlock(self) -> Result<()> {
+        let mut first = Ok(());
+        for outcome in join_all(self.parts.into_iter().map(LockGuard::unlock)).await {
+            if first.is_ok() {
+                first = outcome;
+            }
+        }
+        first
+    }
+}
