@@ -242,15 +242,22 @@ impl MultiLock {
         let steps = plan(&self.parts)?;
         let deadline = wait.and_then(|wait| Instant::now().checked_add(wait));
         loop {
-            // Dropped (the call cancelled, or a part failed), the guards release their parts.
-            let mut taken = Vec::with_capacity(self.parts.len());
-            for step in &steps {
+            // Dropped (the call cancelled), the guards release their parts in the background.
+            let (mut taken, next) = match take_at_once(&steps, lease).await {
+                Ok(at_once) => at_once,
+                Err(error) => return Err(error),
+            };
+            if wait == Some(Duration::ZERO) && next > 0 && next < steps.len() {
+                give_back(taken).await; // a one-shot acquire had its attempt at every part
+                return Ok(None);
+            }
+            for step in &steps[next..] {
                 // A one-shot acquire gives each part one attempt; a bounded one what is left.
                 let part_wait = wait.map(|_| time_left(deadline).unwrap_or(Duration::ZERO));
-                match take(step, lease, part_wait, &mut taken).await {
-                    Ok(true) => {}
-                    Ok(false) => {
-                        give_back(taken).await;
+                match take(step, lease, part_wait).await {
+                    Ok(step_taken) if step_taken.complete => taken.extend(step_taken.guards),
+                    Ok(step_taken) => {
+                        give_back(taken.into_iter().chain(step_taken.guards)).await;
                         return Ok(None);
                     }
                     Err(error) => {
@@ -333,33 +340,76 @@ fn plan(parts: &[Handle]) -> Result<Vec<Step>> {
     Ok(steps)
 }
 
-/// Takes one step's parts into `taken`; `false` when a part stayed busy past `wait`.
-async fn take(
-    step: &Step,
-    lease: Option<Duration>,
-    wait: Option<Duration>,
-    taken: &mut Vec<LockGuard>,
-) -> Result<bool> {
-    match step {
-        Step::One(part) => match acquire_part(part, lease, wait).await? {
-            Some(guard) => {
-                taken.push(guard);
-                Ok(true)
+/// What one step took: its parts' guards, and whether that is all of them.
+struct Taken {
+    guards: Vec<LockGuard>,
+    complete: bool,
+}
+
+/// Tries every step at once, one attempt per part (on several servers, in one round trip):
+/// the guards of the steps taken before the first that was not, in order, and that step's
+/// index. What was taken past it is given back, so the acquire can go on waiting in order from
+/// there; an error of that step is the acquire's.
+async fn take_at_once(steps: &[Step], lease: Option<Duration>) -> Result<(Vec<LockGuard>, usize)> {
+    let mut taken = Vec::new();
+    if steps.len() < 2 {
+        return Ok((taken, 0));
+    }
+    let tries = steps
+        .iter()
+        .map(|step| take(step, lease, Some(Duration::ZERO)));
+    let (mut next, mut spare, mut failed) = (0, Vec::new(), None);
+    for (i, outcome) in join_all(tries).await.into_iter().enumerate() {
+        match outcome {
+            Ok(step_taken) if step_taken.complete && next == i => {
+                taken.extend(step_taken.guards);
+                next += 1;
             }
-            None => Ok(false),
-        },
-        Step::Together(parts) => {
-            let deadline = wait.and_then(|wait| Instant::now().checked_add(wait));
-            for part in parts {
-                let part_wait = wait.map(|_| time_left(deadline).unwrap_or(Duration::ZERO));
-                match acquire_part(part, lease, part_wait).await? {
-                    Some(guard) => taken.push(guard),
-                    None => return Ok(false),
-                }
-            }
-            Ok(true)
+            Ok(step_taken) => spare.extend(step_taken.guards),
+            // A later step's error comes back, if it lasts, when that step's turn comes.
+            Err(error) if next == i => failed = Some(error),
+            Err(_) => {}
         }
     }
+    give_back(spare).await;
+    match failed {
+        Some(error) => {
+            give_back(taken).await;
+            Err(error)
+        }
+        None => Ok((taken, next)),
+    }
+}
+
+/// Takes one step's parts, waiting at most `wait` in all; on an error, what it took is given
+/// back.
+async fn take(step: &Step, lease: Option<Duration>, wait: Option<Duration>) -> Result<Taken> {
+    let parts = match step {
+        Step::One(part) => std::slice::from_ref(part),
+        Step::Together(parts) => parts.as_slice(),
+    };
+    let deadline = wait.and_then(|wait| Instant::now().checked_add(wait));
+    let mut guards = Vec::with_capacity(parts.len());
+    for part in parts {
+        let part_wait = wait.map(|_| time_left(deadline).unwrap_or(Duration::ZERO));
+        match acquire_part(part, lease, part_wait).await {
+            Ok(Some(guard)) => guards.push(guard),
+            Ok(None) => {
+                return Ok(Taken {
+                    guards,
+                    complete: false,
+                })
+            }
+            Err(error) => {
+                give_back(guards).await;
+                return Err(error);
+            }
+        }
+    }
+    Ok(Taken {
+        guards,
+        complete: true,
+    })
 }
 
 /// One part's acquire, waiting as its type waits.
@@ -378,7 +428,7 @@ async fn acquire_part(
 }
 
 /// Releases the parts an acquire took before it gave up, all at once.
-async fn give_back(taken: Vec<LockGuard>) {
+async fn give_back(taken: impl IntoIterator<Item = LockGuard>) {
     for outcome in join_all(taken.into_iter().map(LockGuard::unlock)).await {
         if let Err(error) = outcome {
             tracing::debug!(%error, "could not give back a part of a multi-lock; it expires with its lease");
