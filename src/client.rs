@@ -99,6 +99,12 @@ impl Client {
         }
         let sharded =
             config.redis.server.is_clustered() && major_version(&redis).await.map_err(failed)? >= 7;
+        // One server under two addresses is still one server (a multi-lock must know).
+        let server_id = if config.redis.server.is_clustered() {
+            None
+        } else {
+            run_id(&redis).await
+        };
         let replica_sync = match config.replica_sync {
             Some(timeout) => {
                 let sync = redis.clone_new();
@@ -132,6 +138,7 @@ impl Client {
             shared: Arc::new(Shared {
                 id: uuid::Uuid::new_v4().to_string(),
                 redis: connection,
+                server_id,
                 subscriber,
                 hub,
                 handoffs: Handoffs::new(config.handoff_grace),
@@ -404,6 +411,15 @@ async fn major_version(redis: &Redis) -> std::result::Result<u32, fred::error::E
         .find_map(|line| line.strip_prefix("redis_version:"))
         .and_then(|v| v.split('.').next()?.trim().parse().ok())
         .unwrap_or(0))
+}
+
+/// The server's `run_id`, which tells it apart whatever address reaches it; `None` when it
+/// cannot be read.
+async fn run_id(redis: &Redis) -> Option<String> {
+    let info: String = redis.info(Some(InfoKind::Server)).await.ok()?;
+    info.lines()
+        .find_map(|line| line.strip_prefix("run_id:"))
+        .map(|id| id.trim().to_owned())
 }
 
 /// What a client tracks locally, from [`Client::stats`].

@@ -28,6 +28,9 @@ pub(crate) struct Shared {
     /// The client id: the first half of every holder field.
     pub(crate) id: String,
     pub(crate) redis: Connection,
+    /// The server's `run_id` as read at connect time (not on a cluster): one server reached
+    /// under two addresses has one.
+    pub(crate) server_id: Option<String>,
     pub(crate) subscriber: SubscriberClient,
     pub(crate) hub: Hub,
     /// The plain lock's hand-off graces.
@@ -79,6 +82,12 @@ impl Shared {
     /// The holder field of `owner` in this client: `<client-uuid>:<owner>`.
     pub(crate) fn holder_field(&self, owner: &Owner) -> String {
         [&*self.id, ":", owner.id()].concat()
+    }
+
+    /// Whether this client's server is `other`'s: the same address, or the same `run_id`.
+    pub(crate) fn same_server(&self, other: &Shared) -> bool {
+        self.redis.server == other.redis.server
+            || self.server_id.is_some() && self.server_id == other.server_id
     }
 
     /// The connection acquires go on: with replica sync, the one its `WAIT` goes on.

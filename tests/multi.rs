@@ -1480,15 +1480,13 @@ async fn across_two_servers_opposite_listings_do_not_deadlock() {
         .await;
 }
 
-// ---- Known gap ----
+// ---- One server, two addresses ----
 
 /// One name through two clients of one server that were given two addresses of it
-/// (`127.0.0.1` and `localhost`): the duplicate check compares addresses, so it is not refused,
-/// and the multi-lock waits for itself (its two parts are one hash under two client ids).
-/// `try_lock_for` gives `Ok(None)` and `lock()` never returns. Ignored until clients know their
-/// server by something other than the address they were given.
+/// (`127.0.0.1` and `localhost`): by address they look like two servers, and the multi-lock
+/// would wait for itself (its two parts are one hash under two client ids). The clients' server
+/// `run_id` tells them apart: refused at once, nothing written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "known gap: one server under two addresses is seen as two servers"]
 async fn one_server_under_two_addresses_is_refused() {
     let server = RedisServer::start();
     let by_ip = Client::connect(&format!("redis://127.0.0.1:{}", server.port()))
@@ -1506,4 +1504,5 @@ async fn one_server_under_two_addresses_is_refused() {
         .map(|_| ())
         .expect_err("one lock through two clients");
     assert!(error.is_invalid_argument(), "{error:?}");
+    assert!(!common::raw_exists(&server, &name), "nothing written");
 }

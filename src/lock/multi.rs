@@ -1,12 +1,13 @@
 //! Several locks as one: [`MultiLock`], all or nothing over any mix of the family, on one client
 //! or several.
 //!
-//! An acquire takes the parts in one global order (server, then slot, then name), whatever
-//! order they were listed in, and waits on a busy part while it holds the parts before it. Two
-//! multi-locks over overlapping sets therefore wait for each other only one way round, and
-//! cannot deadlock. Plain [`Lock`] parts that share a client and a cluster slot are tried by one
-//! script in one round trip (see `batch`); when that finds one busy, they are taken one by one
-//! in order, each waiting as its type waits. Every part is a hold like any other: renewed by its
+//! An acquire takes the parts in one global order (by name, then server), whatever order they
+//! were listed in, and waits on a busy part while it holds the parts before it. Two multi-locks
+//! over overlapping sets therefore wait for each other only one way round, and cannot deadlock.
+//! Every step is first tried at once; the acquire waits in order from the first step that was
+//! busy. Neighbouring plain [`Lock`] parts that share a client and a cluster slot form one step,
+//! tried by one script in one round trip (see `batch`); when that finds one busy, they are taken
+//! one by one in order, each waiting as its type waits. Every part is a hold like any other: renewed by its
 //! client's watchdog, released through `release`, given back in the background when an acquire
 //! is dropped.
 
@@ -80,25 +81,31 @@ part_from!(Lock, FairLock, SpinLock, FencedLock, ReadLock, WriteLock);
 ///   dropped at any point, the parts already taken are released (in the background, for a
 ///   dropped call).
 /// - **No deadlock.** The parts are taken in one order, whatever order they were listed in:
-///   by server (the address the client was given), then cluster slot, then name. An acquire
+///   by name, and one name on several servers by the address its client was given. An acquire
 ///   waits on a busy part while it holds the parts before it in that order, so two multi-locks
-///   over overlapping sets cannot wait for each other in a cycle. The order holds across
-///   processes as long as they give their clients the same server addresses.
-/// - **One round trip** for the plain [`Lock`]s among the parts that share a client and a
-///   cluster slot (every part, on one server): one script tries them all, and one script
-///   releases them. When the script finds one busy, they are taken one by one, each waiting as
-///   a `Lock` does (pub/sub, claims). Other types are taken one by one, each as its type waits
-///   (a fair part joins its queue, a read part waits for the writer, a spin part backs off).
+///   over overlapping sets cannot wait for each other in a cycle, in one process or many. (Only
+///   a name that two processes both lock on the same two servers, reached under different
+///   addresses, could be ordered differently by them.)
+/// - **One round trip** when nothing is busy: every part is tried at once, in parallel across
+///   clients, and the plain [`Lock`]s that share a client and a cluster slot (every plain part,
+///   on one server) by one script, released by one script too. From the first part found busy
+///   on, the parts are taken one by one in order, each waiting as its type waits (a `Lock` by
+///   pub/sub and claims, a fair part in its queue, a read part for the writer, a spin part
+///   backing off); the parts tried at once past it are given back first.
 /// - **Reentrant per owner**, as its parts are: the owner (the current task, or
 ///   [`owned_by`](MultiLock::owned_by)) that holds the multi-lock takes it again at once.
 /// - **Duplicates are merged.** A lock listed twice (the same client, type and name) is one
 ///   part. The same name twice with different types (a read and a write side, a `Lock` and a
-///   `FairLock`), or twice through two clients of the same server, is an
-///   [`Error::InvalidArgument`]: such parts would wait for each other.
+///   `FairLock`), or twice through two clients of the same server (the same address, or the
+///   same `run_id` under two addresses), is an [`Error::InvalidArgument`]: such parts would
+///   wait for each other. Parts listed with different [`owned_by`](MultiLock::owned_by)
+///   owners are still one lock: the first listed owner's.
 /// - **Leases.** Without a lease, every part is renewed by its client's watchdog. With a fixed
 ///   lease, each part's lease starts when that part is taken; should an early part's lease run
 ///   out while a later part is waited for, everything is released and the acquire starts over
-///   (within its wait), so a guard is never lost on arrival.
+///   (within its wait), so a guard is never lost on arrival. A lease shorter than the parts
+///   take to gather starts over again and again: give such an acquire a wait
+///   ([`try_lock_for`](MultiLock::try_lock_for)).
 ///
 /// The guard's [`lost`](MultiGuard::lost) completes when any part's does.
 ///
@@ -302,39 +309,52 @@ fn plan(parts: &[Handle]) -> Result<Vec<Step>> {
         } else {
             0
         };
-        ordered.push((redis.server.clone(), slot, name, part));
+        ordered.push((name, redis.server.clone(), slot, part));
     }
-    ordered.sort_by(|a, b| (&a.0, a.1, &a.2).cmp(&(&b.0, b.1, &b.2)));
-    let mut steps: Vec<Step> = Vec::with_capacity(ordered.len());
-    let mut group_slot = None;
-    for (i, (server, slot, name, part)) in ordered.iter().enumerate() {
-        if let Some((prev_server, _, prev_name, prev)) = i.checked_sub(1).map(|i| &ordered[i]) {
-            if (prev_server, prev_name) == (server, name) {
-                if !Arc::ptr_eq(prev.shared(), part.shared()) {
-                    return Err(Error::invalid(format!(
-                        "lock `{name}` is listed through two clients of server {server}: its parts would wait for each other"
-                    )));
-                }
-                if std::mem::discriminant(prev.kind()) != std::mem::discriminant(part.kind()) {
-                    return Err(Error::invalid(format!(
-                        "lock `{name}` is listed as two types (such as its read and write sides): its parts would wait for each other"
-                    )));
-                }
-                continue; // the same lock: one part
+    ordered.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+    let mut merged: Vec<(u16, &Handle)> = Vec::with_capacity(ordered.len());
+    for (i, (name, _, slot, part)) in ordered.iter().enumerate() {
+        let mut duplicate = false;
+        // The parts of one name are next to each other: compare with those before.
+        for (prev_name, _, _, prev) in ordered[..i].iter().rev() {
+            if prev_name != name {
+                break;
             }
+            if !prev.shared().same_server(part.shared()) {
+                continue;
+            }
+            if !Arc::ptr_eq(prev.shared(), part.shared()) {
+                return Err(Error::invalid(format!(
+                    "lock `{name}` is listed through two clients of one server ({} and {}): its parts would wait for each other",
+                    prev.shared().redis.server, part.shared().redis.server
+                )));
+            }
+            if std::mem::discriminant(prev.kind()) != std::mem::discriminant(part.kind()) {
+                return Err(Error::invalid(format!(
+                    "lock `{name}` is listed as two types (such as its read and write sides): its parts would wait for each other"
+                )));
+            }
+            duplicate = true; // the same lock: one part
         }
+        if !duplicate {
+            merged.push((*slot, part));
+        }
+    }
+    let mut steps: Vec<Step> = Vec::with_capacity(merged.len());
+    let mut group_slot = None;
+    for (slot, part) in merged {
         let plain = matches!(part.kind(), Kind::Reentrant);
         if let (true, Some(Step::Together(group))) = (plain, steps.last_mut()) {
-            if Arc::ptr_eq(group[0].shared(), part.shared()) && group_slot == Some(*slot) {
-                group.push((*part).clone());
+            if Arc::ptr_eq(group[0].shared(), part.shared()) && group_slot == Some(slot) {
+                group.push(part.clone());
                 continue;
             }
         }
-        group_slot = plain.then_some(*slot);
+        group_slot = plain.then_some(slot);
         steps.push(if plain {
-            Step::Together(vec![(*part).clone()])
+            Step::Together(vec![part.clone()])
         } else {
-            Step::One((*part).clone())
+            Step::One(part.clone())
         });
     }
     Ok(steps)
@@ -453,7 +473,7 @@ impl std::fmt::Debug for MultiGuard {
 }
 
 impl MultiGuard {
-    /// The hold of each part, in the order they were taken (server, slot, name), one per lock
+    /// The hold of each part, in the order they were taken (by name, then server), one per lock
     /// (duplicates merged). A fenced part's token is its
     /// [`fencing_token`](LockGuard::fencing_token).
     pub fn parts(&self) -> &[LockGuard] {
