@@ -33,3 +33,4 @@ pub use handle::RemainingLease;
 pub use reentrant::Lock;
 pub use rw::{ReadLock, RwLock, WriteLock};
 pub use spin::SpinLock;
+pub(crate) use wait::{subscribe, time_left};
