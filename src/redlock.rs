@@ -27,8 +27,8 @@ use crate::shared::Shared;
 /// vote bounded by the vote timeout ([`with_vote_timeout`](Self::with_vote_timeout)); a master
 /// that is down, stopped, slow or failing is a "no", never an error of the whole. The round
 /// holds when at least a quorum of N/2 + 1 masters said yes and the lease has time left:
-/// validity = lease − time the round took − drift, where drift = lease × the drift factor
-/// + 2 ms ([`with_drift_factor`](Self::with_drift_factor), 0.01 by default). Otherwise every
+/// validity = lease − time the round took − drift, where drift = 2 ms plus the lease × the
+/// drift factor ([`with_drift_factor`](Self::with_drift_factor), 0.01 by default). Otherwise every
 /// yes is released at once, and, if the lock is busy elsewhere, the next round follows after
 /// the retry delay with jitter ([`with_retry_delay`](Self::with_retry_delay), 200 ms ± 100 ms),
 /// cut short when a master that refused publishes a release. Without a lease, each part lasts
