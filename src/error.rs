@@ -66,6 +66,23 @@ pub enum Error {
         /// The token this operation presented.
         presented: u64,
     },
+    /// A [`RedLock`](crate::RedLock) round could not reach its quorum because too many masters
+    /// *failed* (down, timed out or erroring): even had every master that answered said yes,
+    /// fewer than `needed` would have. The yes votes it got were released before it returned.
+    /// A round that misses its quorum because the lock is *busy* elsewhere is not an error: the
+    /// acquire waits, or returns `Ok(None)` at its deadline.
+    NoQuorum {
+        /// The lock's name.
+        lock: String,
+        /// Masters that granted the lock in that round.
+        granted: usize,
+        /// Masters that answered that another owner holds it.
+        busy: usize,
+        /// Masters that were down, did not answer within the vote timeout, or failed.
+        failed: usize,
+        /// The quorum: a majority of the masters, N/2 + 1.
+        needed: usize,
+    },
     /// Redis failed, timed out or could not be reached.
     Redis {
         /// The server relock was talking to, as `host:port` (a cluster or Sentinel deployment
@@ -112,6 +129,11 @@ impl Error {
     /// True when a fenced operation was refused for a token older than one already seen.
     pub fn is_stale_token(&self) -> bool {
         matches!(self, Error::StaleToken { .. })
+    }
+
+    /// True when a [`RedLock`](crate::RedLock) round failed for too many failed masters.
+    pub fn is_no_quorum(&self) -> bool {
+        matches!(self, Error::NoQuorum { .. })
     }
 
     /// True when Redis failed or could not be reached.
@@ -206,6 +228,18 @@ impl fmt::Display for Error {
                 "fencing token {presented} refused by `{}`, which has seen token {seen}: a newer \
                  holder of the lock has used it since",
                 Shown(resource)
+            ),
+            Error::NoQuorum {
+                lock,
+                granted,
+                busy,
+                failed,
+                needed,
+            } => write!(
+                f,
+                "lock `{}` could not reach a quorum of {needed} masters: {failed} failed or did \
+                 not answer in time ({granted} granted, {busy} busy)",
+                Shown(lock)
             ),
             Error::Redis { server, source } => {
                 let at = server

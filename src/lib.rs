@@ -16,6 +16,7 @@ mod names;
 mod owner;
 mod pubsub;
 mod queued;
+mod redlock;
 mod scripts;
 mod shared;
 mod sweeper;
@@ -34,6 +35,7 @@ pub use lock::{
     ReadLock, RemainingLease, RwLock, SpinLock, WriteLock,
 };
 pub use owner::Owner;
+pub use redlock::{RedLock, RedLockGuard};
 
 /// The Redis client relock is built on, re-exported so [`Client::redis`] can be used without
 /// adding a second, possibly different, version of it.

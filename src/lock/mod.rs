@@ -35,3 +35,4 @@ pub use multi::{MultiGuard, MultiLock, Part};
 pub use reentrant::Lock;
 pub use rw::{ReadLock, RwLock, WriteLock};
 pub use spin::SpinLock;
+pub(crate) use wait::{subscribe, time_left};
