@@ -25,7 +25,9 @@ use crate::shared::Shared;
 /// part on one master is a plain Redisson-compatible lock hash, renewed by that client's
 /// watchdog. An acquire runs in *rounds*: a round asks every master at once for the lock, each
 /// vote bounded by the vote timeout ([`with_vote_timeout`](Self::with_vote_timeout)); a master
-/// that is down, stopped, slow or failing is a "no", never an error of the whole. The round
+/// that is down, stopped, slow or failing is a "no", never an error of the whole. Once a
+/// quorum has said yes, the others get a short grace ([`with_quorum_grace`](Self::with_quorum_grace)),
+/// so a master that is down costs an acquire little. The round
 /// holds when at least a quorum of N/2 + 1 masters said yes and the lease has time left:
 /// validity = lease − time the round took − drift, where drift = 2 ms plus the lease × the
 /// drift factor ([`with_drift_factor`](Self::with_drift_factor), 0.01 by default). Otherwise every
@@ -89,6 +91,7 @@ pub struct RedLock {
     retry_delay: Duration,
     retry_jitter: Duration,
     vote_timeout: Option<Duration>,
+    quorum_grace: Option<Duration>,
     drift_factor: f64,
     /// What was wrong with the arguments, reported by every operation.
     invalid: Option<Error>,
@@ -153,6 +156,7 @@ impl RedLock {
             retry_delay: Duration::from_millis(200),
             retry_jitter: Duration::from_millis(100),
             vote_timeout: None,
+            quorum_grace: None,
             drift_factor: 0.01,
             invalid,
         }
@@ -183,6 +187,17 @@ impl RedLock {
             self.invalid = Some(Error::invalid("a RedLock's vote timeout must not be zero"));
         }
         self.vote_timeout = Some(timeout);
+        self
+    }
+
+    /// How long a round waits for the other masters once a quorum has granted the lock. Their
+    /// holds are a margin (the guard stays held while a quorum of its parts does), but a master
+    /// that is down or stopped should not slow every acquire down by a whole vote timeout. By
+    /// default as long again as the quorum took, at least 2 ms; the votes still out then are
+    /// dropped (a late hold is released in the background). `Duration::MAX` waits for every
+    /// vote, up to the vote timeout.
+    pub fn with_quorum_grace(mut self, grace: Duration) -> RedLock {
+        self.quorum_grace = Some(grace);
         self
     }
 
@@ -389,11 +404,11 @@ impl RedLock {
         vote_timeout: Duration,
     ) -> std::result::Result<(RedLockGuard, Vec<bool>), Missed> {
         let started = Instant::now();
-        let votes = self.parts.iter().map(|part| {
+        let votes = self.parts.iter().enumerate().map(|(i, part)| {
             let part = part.clone().owned_by(owner.clone());
             async move {
                 let vote = tokio::time::timeout(vote_timeout, part.try_lock_for(Duration::ZERO, lease));
-                match vote.await {
+                let vote = match vote.await {
                     Ok(Ok(Some(guard))) => Vote::Yes(guard),
                     Ok(Ok(None)) => Vote::Busy,
                     Ok(Err(error)) => {
@@ -404,10 +419,11 @@ impl RedLock {
                         tracing::debug!(lock = %part.name(), ?vote_timeout, "a RedLock master did not vote in time");
                         Vote::Failed
                     }
-                }
+                };
+                (i, vote)
             }
         });
-        let votes = join_all(votes).await;
+        let votes = self.count(votes.collect(), started).await;
         let drift = length.mul_f64(self.drift_factor) + Duration::from_millis(2);
         let validity = length.saturating_sub(started.elapsed() + drift);
         let mut missed = Missed {
@@ -454,6 +470,45 @@ impl RedLock {
             }
         }
         Err(missed)
+    }
+}
+
+impl RedLock {
+    /// The votes of one round as they come in; once a quorum has said yes, the others get the
+    /// quorum grace, and those still out then are dropped and count as failed.
+    async fn count(
+        &self,
+        mut votes: futures::stream::FuturesUnordered<
+            impl std::future::Future<Output = (usize, Vote)>,
+        >,
+        started: Instant,
+    ) -> Vec<Vote> {
+        let mut tally: Vec<Vote> = self.parts.iter().map(|_| Vote::Failed).collect();
+        let (mut yes, mut until) = (0, None);
+        loop {
+            let next = match until {
+                None => votes.next().await,
+                Some(until) => match tokio::time::timeout_at(until, votes.next()).await {
+                    Ok(next) => next,
+                    Err(_) => {
+                        tracing::debug!(lock = %self.name, out = votes.len(), "a RedLock round stops waiting for its slowest masters");
+                        break;
+                    }
+                },
+            };
+            let Some((i, vote)) = next else {
+                break;
+            };
+            yes += usize::from(matches!(vote, Vote::Yes(_)));
+            tally[i] = vote;
+            if yes == self.quorum() && until.is_none() {
+                let grace = self
+                    .quorum_grace
+                    .unwrap_or_else(|| started.elapsed().max(Duration::from_millis(2)));
+                until = Instant::now().checked_add(grace);
+            }
+        }
+        tally
     }
 }
 
