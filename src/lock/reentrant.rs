@@ -65,7 +65,7 @@ use crate::shared::Shared;
 /// ```
 #[derive(Clone)]
 pub struct Lock {
-    handle: Handle,
+    pub(super) handle: Handle,
 }
 
 impl Lock {
