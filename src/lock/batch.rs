@@ -280,3 +280,155 @@ fn debug_assert_batch<'a>(holds: impl Iterator<Item = &'a Hold> + Clone) {
         );
     }
 }
+
+/// A smoke run of the batch path against a real server (feature `testing`, which relock's own
+/// tests turn on): the public tests reach it through the multi-lock.
+#[cfg(all(test, feature = "testing"))]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::testing::RedisServer;
+    use crate::{Client, Config, Lock, Owner};
+
+    async fn client(server: &RedisServer) -> Client {
+        let config = Config::from_url(&server.url())
+            .unwrap()
+            .with_watchdog_timeout(Duration::from_secs(3))
+            .with_command_timeout(Duration::from_secs(2));
+        Client::new(config).await.unwrap()
+    }
+
+    fn holds(locks: &[Lock], lease: Option<Duration>) -> Vec<Hold> {
+        locks
+            .iter()
+            .map(|lock| lock.handle.hold(lease).unwrap())
+            .collect()
+    }
+
+    async fn counts(locks: &[Lock]) -> Vec<u64> {
+        let mut counts = Vec::new();
+        for lock in locks {
+            counts.push(lock.hold_count().await.unwrap());
+        }
+        counts
+    }
+
+    fn acquired(attempt: BatchAttempt) -> Vec<LockGuard> {
+        match attempt {
+            BatchAttempt::Acquired(guards) => guards,
+            BatchAttempt::Busy { index, retry } => panic!("busy at {index} ({retry:?})"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_batch_is_taken_renewed_re_entered_and_released_together() {
+        let server = RedisServer::start().unwrap();
+        let client = client(&server).await;
+        let owner = Owner::new();
+        let locks: Vec<Lock> = ["{b}:1", "{b}:2", "{b}:3"]
+            .into_iter()
+            .map(|name| client.lock(name).owned_by(owner.clone()))
+            .collect();
+        let outer = acquired(try_all(&holds(&locks, None)).await.unwrap());
+        assert_eq!(outer.len(), 3);
+        assert_eq!(counts(&locks).await, [1, 1, 1]);
+        assert_eq!(client.stats().renewing, 3, "the watchdog renews every part");
+        // Past the watchdog timeout, the parts are still held: renewed.
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        assert!(outer.iter().all(|guard| !guard.is_lost()));
+        assert_eq!(counts(&locks).await, [1, 1, 1]);
+
+        // Re-entered with a fixed lease; the single path sees the same holds.
+        let lease = Some(Duration::from_secs(20));
+        let inner = acquired(try_all(&holds(&locks, lease)).await.unwrap());
+        assert_eq!(counts(&locks).await, [2, 2, 2]);
+        let single = locks[1].lock().await.unwrap();
+        assert_eq!(locks[1].hold_count().await.unwrap(), 3);
+        single.unlock().await.unwrap();
+
+        let released = release_all(inner).await;
+        assert!(released.iter().all(Result::is_ok), "{released:?}");
+        assert_eq!(counts(&locks).await, [1, 1, 1]);
+        let released = release_all(outer).await;
+        assert!(released.iter().all(Result::is_ok), "{released:?}");
+        for lock in &locks {
+            assert!(!lock.is_locked().await.unwrap());
+        }
+        assert_eq!(client.stats().holds, 0);
+        client.shutdown().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_busy_part_takes_nothing_and_a_lost_part_reports_itself() {
+        let server = RedisServer::start().unwrap();
+        let client = client(&server).await;
+        let (me, other) = (Owner::new(), Owner::new());
+        let names = ["{c}:1", "{c}:2", "{c}:3"];
+        let locks: Vec<Lock> = names
+            .into_iter()
+            .map(|name| client.lock(name).owned_by(me.clone()))
+            .collect();
+        let theirs = client.lock(names[1]).owned_by(other.clone());
+        let held = theirs
+            .lock_with_lease(Duration::from_secs(10))
+            .await
+            .unwrap();
+        match try_all(&holds(&locks, None)).await.unwrap() {
+            BatchAttempt::Busy { index, retry } => {
+                assert_eq!(index, 1);
+                let retry = retry.expect("the holder's TTL");
+                assert!(retry > Duration::ZERO && retry <= Duration::from_secs(10));
+            }
+            BatchAttempt::Acquired(_) => panic!("took a busy part"),
+        }
+        assert!(!locks[0].is_locked().await.unwrap(), "a part was taken");
+        assert_eq!(client.stats().holds, 1, "a part was registered");
+        held.unlock().await.unwrap();
+
+        let guards = acquired(try_all(&holds(&locks, None)).await.unwrap());
+        assert!(locks[1].force_unlock().await.unwrap());
+        let released = release_all(guards).await;
+        assert!(released[0].is_ok() && released[2].is_ok(), "{released:?}");
+        assert!(
+            matches!(&released[1], Err(crate::Error::NotHeld { .. })),
+            "{released:?}"
+        );
+        client.shutdown().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_release_dropped_mid_flight_finishes_in_the_background() {
+        use futures::FutureExt;
+        let server = RedisServer::start().unwrap();
+        let client = client(&server).await;
+        let owner = Owner::new();
+        let locks: Vec<Lock> = ["{d}:1", "{d}:2"]
+            .into_iter()
+            .map(|name| client.lock(name).owned_by(owner.clone()))
+            .collect();
+        // Twice, so the background releases must count once each to leave one hold.
+        let outer = acquired(try_all(&holds(&locks, None)).await.unwrap());
+        let inner = acquired(try_all(&holds(&locks, None)).await.unwrap());
+        // Polled once (the script is sent) and dropped.
+        assert!(release_all(inner).now_or_never().is_none());
+        // The owner's next acquire waits for the background releases.
+        let again = acquired(try_all(&holds(&locks, None)).await.unwrap());
+        assert_eq!(counts(&locks).await, [2, 2]);
+        let released = release_all(again).await;
+        assert!(released.iter().all(Result::is_ok), "{released:?}");
+        drop(outer); // released in the background
+        for lock in &locks {
+            let lock = lock.clone();
+            let freed = async move {
+                while lock.is_locked().await.unwrap() {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            };
+            tokio::time::timeout(Duration::from_secs(5), freed)
+                .await
+                .expect("a dropped guard's part was never released");
+        }
+        client.shutdown().await.unwrap();
+    }
+}
