@@ -130,21 +130,29 @@ pub(super) struct Sending<'a> {
 
 impl<'a> Sending<'a> {
     /// Waits for the owner's releases of the lock still in flight, then counts the acquire in
-    /// flight and arms its orphan check. A release of the owner's still in flight may be a last
-    /// one, which leaves no replay key: a hold taken now could be the one its retry finds and
-    /// releases. It goes first.
+    /// flight and arms its orphan check.
     pub(super) async fn start(hold: &'a Hold) -> Sending<'a> {
-        let shared = &hold.shared;
-        let acquiring = shared
-            .in_flight
-            .acquiring(hold.in_flight_key, hold.lease_ms)
-            .await;
-        let held_before = shared.holds.guards(&hold.hold_key());
+        let acquiring = Sending::gate(hold).await;
+        Sending::arm(hold, acquiring)
+    }
+
+    /// Waits for the owner's releases of the lock still in flight, then counts the acquire in
+    /// flight. A release of the owner's still in flight may be a last one, which leaves no
+    /// replay key: a hold taken now could be the one its retry finds and releases. It goes
+    /// first.
+    pub(super) async fn gate(hold: &Hold) -> Acquiring {
+        let in_flight = &hold.shared.in_flight;
+        in_flight.acquiring(hold.in_flight_key, hold.lease_ms).await
+    }
+
+    /// Arms the orphan check of an acquire counted in flight (by [`gate`](Sending::gate)), just
+    /// before it is sent.
+    pub(super) fn arm(hold: &'a Hold, acquiring: Acquiring) -> Sending<'a> {
         Sending {
             hold,
             orphan: OrphanCheck::arm(hold),
             acquiring,
-            held_before,
+            held_before: hold.shared.holds.guards(&hold.hold_key()),
         }
     }
 

@@ -77,10 +77,17 @@ pub(crate) async fn try_all(holds: &[Hold]) -> Result<BatchAttempt> {
     shared.check_open()?;
     // With replica sync the acquire goes on the connection its WAIT will go on.
     let redis = shared.acquire_connection();
-    let mut sending = Vec::with_capacity(holds.len());
+    // Every part's gate first, then every part's orphan check, just before the script goes
+    // out: cancelled while it waits, the batch has sent nothing and leaves nothing to check.
+    let mut gates = Vec::with_capacity(holds.len());
     for hold in holds {
-        sending.push(Sending::start(hold).await);
+        gates.push(Sending::gate(hold).await);
     }
+    let sending: Vec<Sending<'_>> = holds
+        .iter()
+        .zip(gates)
+        .map(|(hold, gate)| Sending::arm(hold, gate))
+        .collect();
     let parts: Vec<&LockKeys> = holds.iter().map(|hold| &*hold.keys).collect();
     let window = shared.claim_window_ms;
     let sent_at = Instant::now();
