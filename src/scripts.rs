@@ -22,6 +22,7 @@ use crate::names::LockKeys;
 
 pub(crate) mod fair;
 pub(crate) mod fence;
+pub(crate) mod multi;
 pub(crate) mod rw;
 
 /// The message published on a lock's channel when it is freed: wake one waiter per process.

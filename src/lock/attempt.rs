@@ -17,6 +17,7 @@ use super::kind::Ask;
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::holds::{Registration, Renew};
+use crate::inflight::Acquiring;
 use crate::scripts::{self, Answer};
 use crate::shared::ReplicaSync;
 
@@ -37,15 +38,7 @@ impl Hold {
         shared.check_open()?;
         // With replica sync the acquire goes on the connection its WAIT will go on.
         let redis = shared.acquire_connection();
-        let key = self.hold_key();
-        // A release of the owner's still in flight may be a last one, which leaves no replay
-        // key: a hold taken now could be the one its retry finds and releases. It goes first.
-        let acquiring = shared
-            .in_flight
-            .acquiring(self.in_flight_key, self.lease_ms)
-            .await;
-        let held_before = shared.holds.guards(&key);
-        let mut orphan = OrphanCheck::arm(self);
+        let sending = Sending::start(self).await;
         let sent_at = Instant::now();
         let outcome = self
             .kind
@@ -54,55 +47,44 @@ impl Hold {
         let token = match outcome {
             Ok(Answer::Taken { token }) => token,
             Ok(Answer::Busy(retry_ms)) => {
-                orphan.disarm();
+                sending.not_taken();
                 return Ok(Attempt::Busy(
                     u64::try_from(retry_ms).ok().map(Duration::from_millis),
                 ));
             }
-            Err(error) if error.is_ambiguous() => {
-                // The script may have run without its reply reaching us: read the state back.
-                // Our field holding more than our live guards means this attempt took a hold.
-                let state = scripts::inspect(redis, &self.keys, &self.field, "").await;
-                match state {
-                    Ok(state) if state.holds > u64::from(held_before) => {
-                        tracing::debug!(lock = %self.keys.name, "acquire reply lost; the read-back shows the hold");
-                        // The owner holds the lock, so the counter still has its token. On an
-                        // error the orphan check gives the hold back.
-                        self.kind.token(redis, &self.keys).await?
-                    }
-                    Ok(_) => {
-                        orphan.disarm();
-                        return Err(error);
-                    }
-                    Err(_) => return Err(error),
+            Err(error) if error.is_ambiguous() => match sending.read_back(redis).await {
+                // The owner holds the lock, so the counter still has its token. On an error
+                // the orphan check gives the hold back.
+                Ok(true) => self.kind.token(redis, &self.keys).await?,
+                Ok(false) => {
+                    sending.not_taken();
+                    return Err(error);
                 }
-            }
+                Err(_) => return Err(error),
+            },
             Err(error) => {
-                orphan.disarm();
+                sending.not_taken();
                 return Err(error);
             }
         };
-        let lease = Duration::from_millis(self.lease_ms);
-        if Instant::now() >= sent_at + lease {
-            // Answered after the hold could have lapsed (a stall longer than the lease): the lock
-            // may be another owner's by now, and a guard would be lost on arrival. The orphan
-            // check gives the hold back (and the owner's next attempt waits for it); the caller
-            // tries again.
-            tracing::debug!(lock = %self.keys.name, "acquire answered after its lease could have run out; giving the hold back");
-            drop(orphan);
+        if self.answered_late(sent_at) {
+            // The orphan check gives the hold back (and the owner's next attempt waits for
+            // it); the caller tries again.
+            drop(sending);
             return Ok(Attempt::Busy(Some(Duration::ZERO)));
         }
-        // Registered while still counted in flight, so a release that starts from here on
-        // counts this hold among those that remain.
-        let renew = match self.lease {
-            Lease::Fixed(_) => Renew::No,
-            Lease::Watchdog if self.kind.renews_readers() => Renew::Reader,
-            Lease::Watchdog => Renew::Field,
-        };
-        let registration = shared.holds.register(key, renew, sent_at, lease);
-        orphan.disarm();
-        drop(acquiring);
-        Ok(Attempt::Acquired(registration, token))
+        Ok(Attempt::Acquired(sending.taken(sent_at), token))
+    }
+
+    /// Whether an acquire sent at `sent_at` was answered after the hold could have lapsed (a
+    /// stall longer than the lease): the lock may be another owner's by now, and a guard would
+    /// be lost on arrival, so the hold is given back instead.
+    pub(super) fn answered_late(&self, sent_at: Instant) -> bool {
+        let late = Instant::now() >= sent_at + Duration::from_millis(self.lease_ms);
+        if late {
+            tracing::debug!(lock = %self.keys.name, "acquire answered after its lease could have run out; giving the hold back");
+        }
+        late
     }
 
     /// Waits for one replica to acknowledge the hold just taken.
@@ -128,6 +110,87 @@ impl Hold {
                 lock: self.keys.name.to_string(),
             })
         }
+    }
+}
+
+/// One hold's acquire, from just before its script is sent until its outcome is known: counted
+/// in flight (after the owner's releases of the lock still in flight, see `inflight`), with an
+/// armed [`OrphanCheck`]. Dropped before [`taken`](Sending::taken) or
+/// [`not_taken`](Sending::not_taken) (the caller gave up mid-flight, or the hold was answered too
+/// late), the check gives back the hold the acquire may have taken. A batch of holds sent by one
+/// script keeps one per hold.
+pub(super) struct Sending<'a> {
+    hold: &'a Hold,
+    /// Dropped before `acquiring`, so a release it starts sees the acquire still in flight.
+    orphan: OrphanCheck<'a>,
+    acquiring: Acquiring,
+    /// The owner's live holds of the lock before the acquire was sent.
+    held_before: u32,
+}
+
+impl<'a> Sending<'a> {
+    /// Waits for the owner's releases of the lock still in flight, then counts the acquire in
+    /// flight and arms its orphan check.
+    pub(super) async fn start(hold: &'a Hold) -> Sending<'a> {
+        let acquiring = Sending::gate(hold).await;
+        Sending::arm(hold, acquiring)
+    }
+
+    /// Waits for the owner's releases of the lock still in flight, then counts the acquire in
+    /// flight. A release of the owner's still in flight may be a last one, which leaves no
+    /// replay key: a hold taken now could be the one its retry finds and releases. It goes
+    /// first.
+    pub(super) async fn gate(hold: &Hold) -> Acquiring {
+        let in_flight = &hold.shared.in_flight;
+        in_flight.acquiring(hold.in_flight_key, hold.lease_ms).await
+    }
+
+    /// Arms the orphan check of an acquire counted in flight (by [`gate`](Sending::gate)), just
+    /// before it is sent.
+    pub(super) fn arm(hold: &'a Hold, acquiring: Acquiring) -> Sending<'a> {
+        Sending {
+            hold,
+            orphan: OrphanCheck::arm(hold),
+            acquiring,
+            held_before: hold.shared.holds.guards(&hold.hold_key()),
+        }
+    }
+
+    /// The acquire took nothing.
+    pub(super) fn not_taken(mut self) {
+        self.orphan.disarm();
+    }
+
+    /// After a lost reply: whether the acquire took the hold, read back on the acquire's
+    /// connection (after it). The owner's field holding more than its live guards means it did.
+    pub(super) async fn read_back(&self, redis: &Connection) -> Result<bool> {
+        let hold = self.hold;
+        let state = scripts::inspect(redis, &hold.keys, &hold.field, "").await?;
+        let took = state.holds > u64::from(self.held_before);
+        if took {
+            tracing::debug!(lock = %hold.keys.name, "acquire reply lost; the read-back shows the hold");
+        }
+        Ok(took)
+    }
+
+    /// The acquire sent at `sent_at` took the hold: registered with the client's registry,
+    /// while still counted in flight, so a release that starts from here on counts this hold
+    /// among those that remain.
+    pub(super) fn taken(mut self, sent_at: Instant) -> Registration {
+        let hold = self.hold;
+        let renew = match hold.lease {
+            Lease::Fixed(_) => Renew::No,
+            Lease::Watchdog if hold.kind.renews_readers() => Renew::Reader,
+            Lease::Watchdog => Renew::Field,
+        };
+        let lease = Duration::from_millis(hold.lease_ms);
+        let registration = hold
+            .shared
+            .holds
+            .register(hold.hold_key(), renew, sent_at, lease);
+        self.orphan.disarm();
+        drop(self.acquiring);
+        registration
     }
 }
 

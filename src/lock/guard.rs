@@ -190,17 +190,7 @@ impl LockGuard {
     ///
     /// Cancel safe: the release runs to its end in the background.
     pub async fn unlock(mut self) -> Result<()> {
-        self.released = true;
-        let was_lost = self.is_lost();
-        let leaving = self.stop_renewal();
-        self.hold.shared.check_open()?;
-        let lost = || Error::LeaseLost {
-            lock: self.hold.keys.name.to_string(),
-            owner: self.hold.field.to_string(),
-        };
-        let Leaving::Release { lapses_after } = leaving else {
-            return Err(lost());
-        };
+        let (was_lost, lapses_after) = self.leave()?;
         let shared = &self.hold.shared;
         let latch = self.hold.keys.latch(&shared.id);
         // Dropped mid-flight, the release is finished in the background under the same
@@ -220,14 +210,47 @@ impl LockGuard {
         };
         let outcome = self.hold.release_as(how, releasing).instrument(span).await;
         resume.pending = None;
+        self.verdict(outcome, was_lost)
+    }
+
+    /// The start of an unlock: marks the guard released and stops renewal. Whether the guard
+    /// knew its hold may be lost, and the earliest the hold can lapse; or the unlock's error when
+    /// no release is to be sent (the client closed, or the hold was lost and the owner holds the
+    /// lock again).
+    pub(super) fn leave(&mut self) -> Result<(bool, Instant)> {
+        self.released = true;
+        let was_lost = self.is_lost();
+        let leaving = self.stop_renewal();
+        self.hold.shared.check_open()?;
+        match leaving {
+            Leaving::Release { lapses_after } => Ok((was_lost, lapses_after)),
+            Leaving::Lost => Err(self.lease_lost()),
+        }
+    }
+
+    /// What an unlock reports for its release's `outcome` (`was_lost`: as [`leave`](Self::leave)
+    /// found it).
+    pub(super) fn verdict(&self, outcome: Result<Released>, was_lost: bool) -> Result<()> {
         match outcome? {
             Released::StillHeld | Released::Freed { .. } => Ok(()),
-            Released::NotHeld if was_lost || self.is_lost() => Err(lost()),
+            Released::NotHeld if was_lost || self.is_lost() => Err(self.lease_lost()),
             Released::NotHeld => Err(Error::NotHeld {
                 lock: self.hold.keys.name.to_string(),
                 owner: self.hold.field.to_string(),
             }),
         }
+    }
+
+    fn lease_lost(&self) -> Error {
+        Error::LeaseLost {
+            lock: self.hold.keys.name.to_string(),
+            owner: self.hold.field.to_string(),
+        }
+    }
+
+    /// The hold this guard stands for.
+    pub(super) fn hold(&self) -> &Hold {
+        &self.hold
     }
 
     /// Stops renewal of this hold; called before its release is sent.
@@ -267,6 +290,7 @@ pub struct Lost(BoxFuture<'static, ()>);
 
 impl Lost {
     /// A `Lost` that completes when `signal` does.
+    #[allow(dead_code)] // for a combined lock's guard
     pub(crate) fn from_future(signal: impl Future<Output = ()> + Send + 'static) -> Lost {
         Lost(Box::pin(signal))
     }

@@ -126,8 +126,16 @@ impl Handle {
         wait: Option<Duration>,
         turns: impl TakeTurns,
     ) -> Result<Option<LockGuard>> {
+        self.shared.check_open()?;
+        let hold = self.hold(lease)?;
+        wait::acquire(&hold, turns.turns(&hold, wait), wait).await
+    }
+
+    /// The hold an acquire of this handle asks for: with the watchdog's lease (`lease: None`)
+    /// or a fixed one, for the handle's owner (the current task's unless one was given). The
+    /// error of a bad name or lease.
+    pub(crate) fn hold(&self, lease: Option<Duration>) -> Result<Hold> {
         let shared = &self.shared;
-        shared.check_open()?;
         let keys = self.keys.clone()?;
         let (lease, lease_ms) = match lease {
             None => (Lease::Watchdog, shared.watchdog_ms),
@@ -135,7 +143,7 @@ impl Handle {
         };
         let owner = self.owner();
         let field: Str = self.kind.field(shared.holder_field(&owner));
-        let hold = Hold {
+        Ok(Hold {
             shared: shared.clone(),
             kind: self.kind.clone(),
             in_flight_key: Fingerprint::of(&keys.name, &field),
@@ -144,8 +152,7 @@ impl Handle {
             owner,
             lease,
             lease_ms,
-        };
-        wait::acquire(&hold, turns.turns(&hold, wait), wait).await
+        })
     }
 
     /// Takes the lock (as long as it takes), runs `work`, and releases the lock.

@@ -9,10 +9,14 @@
 //! - `turns` (the plain lock's), `fair`, `spin` and `rw`: how waiters take turns;
 //! - `hold`: what a hold is; `attempt`: one attempt to take it: the in-flight gate, the type's
 //!   acquire script (picked by `kind`), the read-back of a lost reply, the registration;
-//! - `guard`: the guard and its `Lost` signal; `release`: releases that count once.
+//! - `guard`: the guard and its `Lost` signal; `release`: releases that count once;
+//! - `batch`: several plain locks of one owner taken and released by one script each.
 
 mod api;
 mod attempt;
+// The multi-lock's fast path; `MultiLock` (lock/multi.rs) calls it.
+#[allow(dead_code)]
+mod batch;
 mod fair;
 mod fenced;
 mod guard;

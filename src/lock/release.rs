@@ -8,6 +8,7 @@
 //! last release writes no replay key unless a retry could need it (see `inflight`); every other
 //! type writes one on every release, as Redisson does.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,6 +20,7 @@ use tracing::Instrument;
 use super::hold::Hold;
 use crate::connection::Connection;
 use crate::error::{Error, Result};
+use crate::handoff::ReleaseMark;
 use crate::inflight::Releasing;
 use crate::scripts::{ReleaseHow, Released};
 
@@ -123,96 +125,162 @@ impl Hold {
         how: ReleaseAs<'_>,
         releasing: &Releasing,
     ) -> Result<Released> {
-        const TRIES: u32 = 3;
+        let redis = how.redis.unwrap_or(&self.shared.redis);
+        let outgoing = self.outgoing(&how, releasing, false);
+        let send = |sent_before| {
+            let script = outgoing.script(sent_before);
+            self.kind
+                .release(self.holder(), redis, outgoing.keep_ms, script)
+        };
+        let (outcome, sent_before) = until_answered(how.sent_before, send).await;
+        outgoing.settle(outcome?, sent_before)
+    }
+
+    /// What a release of this hold sends, and how its reply is taken. `replay_last`: the last
+    /// release writes a replay key whatever the rule in [`release_as`](Self::release_as) says.
+    pub(super) fn outgoing<'a>(
+        &'a self,
+        how: &ReleaseAs<'a>,
+        releasing: &Releasing,
+        replay_last: bool,
+    ) -> Outgoing<'a> {
         let shared = &self.shared;
-        let redis = how.redis.unwrap_or(&shared.redis);
-        let key = self.hold_key();
         // Each try may wait a command timeout for the connection and another for the reply, so
         // the last one is sent within 2 * TRIES - 1 command timeouts: the replay key outlives it.
         let latch_ttl = shared.command_timeout * (2 * TRIES);
-        let latch_ttl_ms = latch_ttl.as_millis() as u64;
         let keep_ms = shared
             .holds
-            .need(&key)
+            .need(&self.hold_key())
             .map_or(0, |need| need.as_millis().max(1) as u64)
             .max(releasing.acquire_lease_ms)
             .max(1);
-        let mut tries = 1;
-        let mut sent_before = how.sent_before;
         // Only the plain lock's hand-offs take turns with a grace (see `turns`).
         let mark = self
             .kind
             .hands_off_with_grace()
             .then(|| shared.handoffs.mark(&shared.hub, &self.keys.channel));
         let sent_at = Instant::now();
-        let replay_last = self.kind.always_replays()
+        let replay_last = replay_last
+            || self.kind.always_replays()
             || releasing.beside_acquire
             || how
                 .lapses_after
                 .map_or(true, |lapse| lapse <= sent_at + latch_ttl);
-        loop {
-            let script = ReleaseHow {
-                latch: how.latch,
-                latch_ttl_ms,
-                publish: self.kind.publish(shared),
-                claim_window_ms: shared.claim_window_ms,
-                sent_before,
-                replay_last,
-            };
-            let outcome = self
-                .kind
-                .release(self.holder(), redis, keep_ms, script)
-                .await;
-            match outcome {
-                Err(error) if error.is_ambiguous() && tries < TRIES => {
-                    tries += 1;
-                    sent_before = true;
+        Outgoing {
+            hold: self,
+            latch: how.latch,
+            lapses_after: how.lapses_after,
+            latch_ttl_ms: latch_ttl.as_millis() as u64,
+            keep_ms,
+            mark,
+            sent_at,
+            replay_last,
+        }
+    }
+}
+
+/// The most times a release is sent (a lost reply is retried under the same request id).
+const TRIES: u32 = 3;
+
+/// Sends a release (`send(sent_before)`) until it is answered: a reply Redis may or may not have
+/// applied (see [`Error::is_ambiguous`]) is sent again, up to [`TRIES`] times in all, as a
+/// retry. The outcome, and whether its request may have reached the server before.
+pub(super) async fn until_answered<T, F, Fut>(
+    mut sent_before: bool,
+    mut send: F,
+) -> (Result<T>, bool)
+where
+    F: FnMut(bool) -> Fut,
+    Fut: Future<Output = Result<T>>,
+{
+    let mut tries = 1;
+    loop {
+        match send(sent_before).await {
+            Err(error) if error.is_ambiguous() && tries < TRIES => {
+                tries += 1;
+                sent_before = true;
+            }
+            outcome => return (outcome, sent_before),
+        }
+    }
+}
+
+/// One hold's release as it is sent: what it asks of the script, and how its reply is taken.
+pub(super) struct Outgoing<'a> {
+    hold: &'a Hold,
+    latch: &'a Key,
+    lapses_after: Option<Instant>,
+    latch_ttl_ms: u64,
+    /// The TTL the owner's remaining holds need, should holds remain.
+    pub(super) keep_ms: u64,
+    /// The hand-off mark of a plain lock's release, taken before it is first sent.
+    mark: Option<ReleaseMark>,
+    sent_at: Instant,
+    /// Whether a last release writes a replay key too.
+    replay_last: bool,
+}
+
+impl<'a> Outgoing<'a> {
+    /// The script's arguments for a send (`sent_before`: a retry).
+    pub(super) fn script(&self, sent_before: bool) -> ReleaseHow<'a> {
+        let shared = &self.hold.shared;
+        ReleaseHow {
+            latch: self.latch,
+            latch_ttl_ms: self.latch_ttl_ms,
+            publish: self.hold.kind.publish(shared),
+            claim_window_ms: shared.claim_window_ms,
+            sent_before,
+            replay_last: self.replay_last,
+        }
+    }
+
+    /// Takes the script's answer for this hold (`sent_before`: the answering send was a retry):
+    /// notes the hand-off and the lease that remains, and queues a spent replay key.
+    pub(super) fn settle(&self, released: Released, sent_before: bool) -> Result<Released> {
+        let hold = self.hold;
+        let shared = &hold.shared;
+        if released == Released::NotHeld && sent_before {
+            if !self
+                .lapses_after
+                .is_some_and(|lapse| Instant::now() < lapse)
+            {
+                return Err(Error::LeaseLost {
+                    lock: hold.keys.name.to_string(),
+                    owner: hold.field.to_string(),
+                });
+            }
+            tracing::debug!(lock = %hold.keys.name, "release reply lost; the retry finds the lock freed by it");
+            if let Some(mark) = &self.mark {
+                shared.handoffs.released(&hold.keys.channel, 0, mark);
+            }
+            tracing::debug!(lock = %hold.keys.name, holder = %hold.field, "lock released");
+            return Ok(Released::Freed { woken: 0 });
+        }
+        let replay_key = match released {
+            Released::StillHeld => true,
+            Released::Freed { .. } => self.replay_last,
+            Released::NotHeld => false,
+        };
+        if replay_key {
+            // The reply arrived, so no retry will need the replay key any more.
+            shared.sweeper.delete(self.latch.clone());
+        }
+        match released {
+            Released::StillHeld => {
+                let keep = Duration::from_millis(self.keep_ms);
+                shared.holds.lease_set(&hold.hold_key(), self.sent_at, keep);
+                tracing::debug!(lock = %hold.keys.name, holder = %hold.field, keep_ms = self.keep_ms, "one hold released; the owner still holds the lock");
+            }
+            Released::Freed { woken } => {
+                if let Some(mark) = &self.mark {
+                    shared.handoffs.released(&hold.keys.channel, woken, mark);
                 }
-                Ok(Released::NotHeld) if sent_before => {
-                    if !how.lapses_after.is_some_and(|lapse| Instant::now() < lapse) {
-                        return Err(Error::LeaseLost {
-                            lock: self.keys.name.to_string(),
-                            owner: self.field.to_string(),
-                        });
-                    }
-                    tracing::debug!(lock = %self.keys.name, "release reply lost; the retry finds the lock freed by it");
-                    if let Some(mark) = &mark {
-                        shared.handoffs.released(&self.keys.channel, 0, mark);
-                    }
-                    tracing::debug!(lock = %self.keys.name, holder = %self.field, "lock released");
-                    return Ok(Released::Freed { woken: 0 });
-                }
-                Ok(released) => {
-                    let replay_key = match released {
-                        Released::StillHeld => true,
-                        Released::Freed { .. } => replay_last,
-                        Released::NotHeld => false,
-                    };
-                    if replay_key {
-                        // The reply arrived, so no retry will need the replay key any more.
-                        shared.sweeper.delete(how.latch.clone());
-                    }
-                    match released {
-                        Released::StillHeld => {
-                            shared
-                                .holds
-                                .lease_set(&key, sent_at, Duration::from_millis(keep_ms));
-                            tracing::debug!(lock = %self.keys.name, holder = %self.field, keep_ms, "one hold released; the owner still holds the lock");
-                        }
-                        Released::Freed { woken } => {
-                            if let Some(mark) = &mark {
-                                shared.handoffs.released(&self.keys.channel, woken, mark);
-                            }
-                            tracing::debug!(lock = %self.keys.name, holder = %self.field, woken, "lock released");
-                        }
-                        Released::NotHeld => {
-                            tracing::debug!(lock = %self.keys.name, holder = %self.field, "release found no hold");
-                        }
-                    }
-                    return Ok(released);
-                }
-                Err(error) => return Err(error),
+                tracing::debug!(lock = %hold.keys.name, holder = %hold.field, woken, "lock released");
+            }
+            Released::NotHeld => {
+                tracing::debug!(lock = %hold.keys.name, holder = %hold.field, "release found no hold");
             }
         }
+        Ok(released)
     }
 }

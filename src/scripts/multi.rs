@@ -1,0 +1,122 @@
+//! The multi-lock's fast path: several plain locks of one owner, on one client and one cluster
+//! slot, taken by one script and released by one (see `lua/multi_acquire.lua` and
+//! `lua/multi_release.lua` for their contracts). Each part is taken and released as
+//! `lua/acquire.lua` and `lua/release.lua` treat one lock.
+
+use fred::bytes_utils::Str;
+use fred::types::{Key, Value};
+use once_cell::sync::Lazy;
+
+use super::UNLOCK_MESSAGE;
+use super::{integer, ms_arg, released, text, unexpected, ReleaseHow, Released, Script};
+use crate::connection::Connection;
+use crate::error::{Error, Result};
+use crate::names::LockKeys;
+
+static ACQUIRE: Lazy<Script> =
+    Lazy::new(|| Script::new(include_str!("../../lua/multi_acquire.lua")));
+static RELEASE: Lazy<Script> =
+    Lazy::new(|| Script::new(include_str!("../../lua/multi_release.lua")));
+
+/// Maps an error of a multi-lock script: a WRONGTYPE names the part that failed (the scripts
+/// append ` [part <i>]`, 1-based), any other error is the first part's.
+fn error(error: fred::error::Error, parts: &[&LockKeys], server: &str) -> Error {
+    let part = error
+        .details()
+        .rsplit_once("[part ")
+        .and_then(|(_, rest)| rest.strip_suffix(']'))
+        .and_then(|i| i.parse::<usize>().ok())
+        .and_then(|i| parts.get(i.checked_sub(1)?));
+    let name = part.or(parts.first()).map_or("", |keys| &*keys.name);
+    Error::from_redis(error, name, server)
+}
+
+/// Takes one hold of `field` on every lock of `parts` (distinct, in one slot), or none, as
+/// [`super::acquire`] takes one without claiming. `Ok(None)` when all were taken; else the index
+/// (0-based) of the first part that is busy and how long to wait at most before trying again in
+/// ms, as `acquire` answers it (-1: no bound known).
+pub(crate) async fn acquire(
+    redis: &Connection,
+    parts: &[&LockKeys],
+    lease_ms: u64,
+    field: &Str,
+    window: u64,
+) -> Result<Option<(usize, i64)>> {
+    let mut keys = Vec::with_capacity(2 * parts.len());
+    for part in parts {
+        keys.push(Key::from(&part.name));
+        keys.push(Key::from(&part.claim));
+    }
+    let args = [
+        ms_arg(lease_ms),
+        Value::String(field.clone()),
+        ms_arg(window),
+    ];
+    let reply = ACQUIRE
+        .run(redis, &keys, &args)
+        .await
+        .map_err(|e| error(e, parts, &redis.server))?;
+    let context = parts.first().map_or("", |keys| &*keys.name);
+    match reply {
+        Value::Null => Ok(None),
+        Value::Array(items) if items.len() == 2 => {
+            let [index, ttl]: [Value; 2] = items.try_into().expect("two items");
+            let index = integer(index, context, &redis.server)?;
+            let ttl = integer(ttl, context, &redis.server)?;
+            match usize::try_from(index) {
+                Ok(index) if (1..=parts.len()).contains(&index) => Ok(Some((index - 1, ttl))),
+                _ => Err(unexpected(&Value::Integer(index), context, &redis.server)),
+            }
+        }
+        other => Err(unexpected(&other, context, &redis.server)),
+    }
+}
+
+/// Releases one hold of `field` on every lock of `parts` (distinct, in one slot), each as
+/// [`super::release`] releases one: part `i` under the replay key `latches[i]`, keeping its TTL
+/// at `keep_ms[i]` when holds remain. `how.latch` is unused (each part has its own). One result
+/// per part, in order.
+pub(crate) async fn release(
+    redis: &Connection,
+    parts: &[&LockKeys],
+    latches: &[&Key],
+    field: &Str,
+    keep_ms: &[u64],
+    how: &ReleaseHow<'_>,
+) -> Result<Vec<Released>> {
+    debug_assert!(parts.len() == latches.len() && parts.len() == keep_ms.len());
+    let mut keys = Vec::with_capacity(4 * parts.len());
+    for (part, latch) in parts.iter().zip(latches) {
+        keys.push(Key::from(&part.name));
+        keys.push(Key::from(&part.channel));
+        keys.push((*latch).clone());
+        keys.push(Key::from(&part.claim));
+    }
+    let mut args = Vec::with_capacity(7 + parts.len());
+    args.extend([
+        text(UNLOCK_MESSAGE),
+        Value::String(field.clone()),
+        text(how.publish),
+        ms_arg(how.latch_ttl_ms),
+        ms_arg(how.claim_window_ms),
+        text(if how.sent_before { "1" } else { "0" }),
+        text(if how.replay_last { "1" } else { "0" }),
+    ]);
+    args.extend(keep_ms.iter().map(|&ms| ms_arg(ms)));
+    let reply = RELEASE
+        .run(redis, &keys, &args)
+        .await
+        .map_err(|e| error(e, parts, &redis.server))?;
+    let context = parts.first().map_or("", |keys| &*keys.name);
+    let Value::Array(items) = reply else {
+        return Err(unexpected(&reply, context, &redis.server));
+    };
+    if items.len() != parts.len() {
+        return Err(unexpected(&Value::Array(items), context, &redis.server));
+    }
+    items
+        .into_iter()
+        .zip(parts)
+        .map(|(item, part)| released(item, &part.name, &redis.server))
+        .collect()
+}
