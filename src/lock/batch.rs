@@ -46,6 +46,8 @@ pub(crate) enum BatchAttempt {
     /// given back, and the caller tries again.
     Busy {
         index: usize,
+        // The multi-lock waits for the busy part by that part's own attempts, which learn it.
+        #[allow(dead_code)]
         retry: Option<Duration>,
     },
 }

@@ -290,7 +290,6 @@ pub struct Lost(BoxFuture<'static, ()>);
 
 impl Lost {
     /// A `Lost` that completes when `signal` does.
-    #[allow(dead_code)] // for a combined lock's guard
     pub(crate) fn from_future(signal: impl Future<Output = ()> + Send + 'static) -> Lost {
         Lost(Box::pin(signal))
     }

@@ -15,7 +15,6 @@
 mod api;
 mod attempt;
 // The multi-lock's fast path; `MultiLock` (lock/multi.rs) calls it.
-#[allow(dead_code)]
 mod batch;
 mod fair;
 mod fenced;

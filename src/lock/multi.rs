@@ -18,9 +18,11 @@ use std::time::Duration;
 use futures::future::{join_all, select_all};
 use tokio::time::Instant;
 
+use super::batch::{self, BatchAttempt};
 use super::fair::Queue;
 use super::guard::{LockGuard, Lost};
 use super::handle::Handle;
+use super::hold::Hold;
 use super::kind::Kind;
 use super::rw::Rw;
 use super::spin::Spin;
@@ -262,9 +264,9 @@ impl MultiLock {
                 // A one-shot acquire gives each part one attempt; a bounded one what is left.
                 let part_wait = wait.map(|_| time_left(deadline).unwrap_or(Duration::ZERO));
                 match take(step, lease, part_wait).await {
-                    Ok(step_taken) if step_taken.complete => taken.extend(step_taken.guards),
+                    Ok(step_taken) if step_taken.complete => taken.add(step_taken),
                     Ok(step_taken) => {
-                        give_back(taken.into_iter().chain(step_taken.guards)).await;
+                        give_back(taken.parts.into_iter().chain(step_taken.guards)).await;
                         return Ok(None);
                     }
                     Err(error) => {
@@ -273,12 +275,12 @@ impl MultiLock {
                     }
                 }
             }
-            if !taken.iter().any(LockGuard::is_lost) {
-                return Ok(Some(MultiGuard { parts: taken }));
+            if !taken.parts.iter().any(LockGuard::is_lost) {
+                return Ok(Some(MultiGuard { held: taken }));
             }
             // A fixed lease ran out on an early part while a later one was waited for.
             tracing::debug!(
-                parts = taken.len(),
+                parts = taken.parts.len(),
                 "a part's lease ran out while the others were taken; starting over"
             );
             give_back(taken).await;
@@ -360,18 +362,49 @@ fn plan(parts: &[Handle]) -> Result<Vec<Step>> {
     Ok(steps)
 }
 
-/// What one step took: its parts' guards, and whether that is all of them.
+/// What one step took: its parts' guards, whether that is all of them, and whether one script
+/// can release them together.
 struct Taken {
     guards: Vec<LockGuard>,
     complete: bool,
+    together: bool,
+}
+
+/// The parts taken so far, in order, and how they are released: in runs, each either one part
+/// or several released by one script (see `batch`).
+#[derive(Default)]
+struct Held {
+    parts: Vec<LockGuard>,
+    runs: Vec<usize>,
+}
+
+impl Held {
+    fn add(&mut self, taken: Taken) {
+        let count = taken.guards.len();
+        if taken.together && count > 1 {
+            self.runs.push(count);
+        } else {
+            self.runs.extend(std::iter::repeat(1).take(count));
+        }
+        self.parts.extend(taken.guards);
+    }
+}
+
+impl IntoIterator for Held {
+    type Item = LockGuard;
+    type IntoIter = std::vec::IntoIter<LockGuard>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.parts.into_iter()
+    }
 }
 
 /// Tries every step at once, one attempt per part (on several servers, in one round trip):
 /// the guards of the steps taken before the first that was not, in order, and that step's
 /// index. What was taken past it is given back, so the acquire can go on waiting in order from
 /// there; an error of that step is the acquire's.
-async fn take_at_once(steps: &[Step], lease: Option<Duration>) -> Result<(Vec<LockGuard>, usize)> {
-    let mut taken = Vec::new();
+async fn take_at_once(steps: &[Step], lease: Option<Duration>) -> Result<(Held, usize)> {
+    let mut taken = Held::default();
     if steps.len() < 2 {
         return Ok((taken, 0));
     }
@@ -382,7 +415,7 @@ async fn take_at_once(steps: &[Step], lease: Option<Duration>) -> Result<(Vec<Lo
     for (i, outcome) in join_all(tries).await.into_iter().enumerate() {
         match outcome {
             Ok(step_taken) if step_taken.complete && next == i => {
-                taken.extend(step_taken.guards);
+                taken.add(step_taken);
                 next += 1;
             }
             Ok(step_taken) => spare.extend(step_taken.guards),
@@ -402,12 +435,24 @@ async fn take_at_once(steps: &[Step], lease: Option<Duration>) -> Result<(Vec<Lo
 }
 
 /// Takes one step's parts, waiting at most `wait` in all; on an error, what it took is given
-/// back.
+/// back. The plain locks of one client and slot are first tried by one script; if it finds one
+/// busy (and the step may wait), they are taken one by one, in order.
 async fn take(step: &Step, lease: Option<Duration>, wait: Option<Duration>) -> Result<Taken> {
-    let parts = match step {
-        Step::One(part) => std::slice::from_ref(part),
-        Step::Together(parts) => parts.as_slice(),
+    let (parts, holds) = match step {
+        Step::One(part) => (std::slice::from_ref(part), Vec::new()),
+        Step::Together(parts) => {
+            let holds = parts
+                .iter()
+                .map(|part| part.hold(lease))
+                .collect::<Result<Vec<_>>>()?;
+            (parts.as_slice(), holds)
+        }
     };
+    // One owner's holds only: parts listed with different owners go one by one.
+    let together = holds.len() > 1 && holds.iter().all(|hold| hold.field == holds[0].field);
+    if together {
+        return take_together(parts, &holds, lease, wait).await;
+    }
     let deadline = wait.and_then(|wait| Instant::now().checked_add(wait));
     let mut guards = Vec::with_capacity(parts.len());
     for part in parts {
@@ -418,6 +463,7 @@ async fn take(step: &Step, lease: Option<Duration>, wait: Option<Duration>) -> R
                 return Ok(Taken {
                     guards,
                     complete: false,
+                    together,
                 })
             }
             Err(error) => {
@@ -429,7 +475,66 @@ async fn take(step: &Step, lease: Option<Duration>, wait: Option<Duration>) -> R
     Ok(Taken {
         guards,
         complete: true,
+        together,
     })
+}
+
+/// Takes the plain locks of one client, slot and owner: all by one script if they are free;
+/// else the free ones before the first busy part by one script, then the busy part alone,
+/// waiting as a [`Lock`] waits, then the rest again by one script, and so on, always in order.
+async fn take_together(
+    parts: &[Handle],
+    holds: &[Hold],
+    lease: Option<Duration>,
+    wait: Option<Duration>,
+) -> Result<Taken> {
+    let deadline = wait.and_then(|wait| Instant::now().checked_add(wait));
+    let mut guards: Vec<LockGuard> = Vec::with_capacity(parts.len());
+    let taken = |guards, complete| Taken {
+        guards,
+        complete,
+        together: true,
+    };
+    loop {
+        let from = guards.len();
+        let index = match Box::pin(batch::try_all(&holds[from..])).await {
+            Ok(BatchAttempt::Acquired(rest)) => {
+                guards.extend(rest);
+                return Ok(taken(guards, true));
+            }
+            Ok(BatchAttempt::Busy { .. }) if wait == Some(Duration::ZERO) => {
+                return Ok(taken(guards, false));
+            }
+            Ok(BatchAttempt::Busy { index, .. }) => index,
+            Err(error) => {
+                give_back(guards).await;
+                return Err(error);
+            }
+        };
+        if index > 0 {
+            // The parts before the busy one were free a moment ago.
+            match Box::pin(batch::try_all(&holds[from..from + index])).await {
+                Ok(BatchAttempt::Acquired(free)) => guards.extend(free),
+                Ok(BatchAttempt::Busy { .. }) => continue, // taken meanwhile: look again
+                Err(error) => {
+                    give_back(guards).await;
+                    return Err(error);
+                }
+            }
+        }
+        let part_wait = wait.map(|_| time_left(deadline).unwrap_or(Duration::ZERO));
+        match acquire_part(&parts[from + index], lease, part_wait).await {
+            Ok(Some(guard)) => guards.push(guard),
+            Ok(None) => return Ok(taken(guards, false)),
+            Err(error) => {
+                give_back(guards).await;
+                return Err(error);
+            }
+        }
+        if guards.len() == parts.len() {
+            return Ok(taken(guards, true));
+        }
+    }
 }
 
 /// One part's acquire, waiting as its type waits.
@@ -461,13 +566,13 @@ async fn give_back(taken: impl IntoIterator<Item = LockGuard>) {
 #[must_use = "dropping the guard releases the holds at once"]
 pub struct MultiGuard {
     /// In the order they were taken.
-    parts: Vec<LockGuard>,
+    held: Held,
 }
 
 impl std::fmt::Debug for MultiGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MultiGuard")
-            .field("parts", &self.parts)
+            .field("parts", &self.held.parts)
             .finish()
     }
 }
@@ -477,13 +582,13 @@ impl MultiGuard {
     /// (duplicates merged). A fenced part's token is its
     /// [`fencing_token`](LockGuard::fencing_token).
     pub fn parts(&self) -> &[LockGuard] {
-        &self.parts
+        &self.held.parts
     }
 
     /// Completes as soon as any part's [`LockGuard::lost`] does: from then on, another owner
     /// may hold one of the locks.
     pub fn lost(&self) -> Lost {
-        let signals = select_all(self.parts.iter().map(LockGuard::lost));
+        let signals = select_all(self.held.parts.iter().map(LockGuard::lost));
         Lost::from_future(async move {
             signals.await;
         })
@@ -491,7 +596,7 @@ impl MultiGuard {
 
     /// Whether any part's [`LockGuard::is_lost`] is true.
     pub fn is_lost(&self) -> bool {
-        self.parts.iter().any(LockGuard::is_lost)
+        self.held.parts.iter().any(LockGuard::is_lost)
     }
 
     /// Releases every part, all at once (one script for the plain locks of one client and
@@ -506,12 +611,23 @@ impl MultiGuard {
     ///
     /// Cancel safe: the releases run to their end in the background.
     pub async fn unlock(self) -> Result<()> {
-        let mut first = Ok(());
-        for outcome in join_all(self.parts.into_iter().map(LockGuard::unlock)).await {
-            if first.is_ok() {
-                first = outcome;
+        let Held { parts, runs } = self.held;
+        let mut parts = parts.into_iter();
+        let releases = runs.into_iter().map(|count| {
+            let run: Vec<LockGuard> = parts.by_ref().take(count).collect();
+            async move {
+                if run.len() > 1 {
+                    batch::release_all(run).await
+                } else {
+                    join_all(run.into_iter().map(LockGuard::unlock)).await
+                }
             }
-        }
-        first
+        });
+        let outcomes = join_all(releases).await;
+        outcomes
+            .into_iter()
+            .flatten()
+            .find(Result::is_err)
+            .unwrap_or(Ok(()))
     }
 }
