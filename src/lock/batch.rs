@@ -15,11 +15,11 @@
 //! - a lost reply is resolved by reading back the first part: the script is atomic, so what
 //!   it did to one part it did to all;
 //! - with replica sync, one `WAIT` after the script covers every part's write;
-//! - the release writes a replay key for every part, a last release too, so a retry (or the
-//!   background release of a cancelled `release_all`, one single release per part under the
-//!   same request id) replays each part's result; the sweeper deletes the keys once the reply is
-//!   in. That spares the batch the plain lock's reasoning about skipping the key (see
-//!   `inflight`) at the cost of a write and a delete per freed part.
+//! - the release writes a replay key for every part that keeps holds, and for a last release
+//!   when the plain lock's rule asks for one (see `Hold::release_as` and `inflight`) for any
+//!   part; a retry (or the background release of a cancelled `release_all`, one single release
+//!   per part under the same request id) replays each part's result, or finds a freed part's
+//!   field gone, which the rule makes a sure sign of its first send.
 
 use std::time::Duration;
 
@@ -155,7 +155,7 @@ pub(crate) async fn try_all(holds: &[Hold]) -> Result<BatchAttempt> {
 /// [`Error::NotHeld`](crate::Error::NotHeld); a part whose owner keeps holds of the lock gets
 /// the TTL they need; a freed part publishes its wake-up and leaves the plain lock's hand-off
 /// grace. A reply Redis may or may not have applied is retried under the same request ids, and
-/// each part writes a replay key, so every part counts once. An error of the script as a whole
+/// counts once for every part, as a single release does. An error of the script as a whole
 /// is every part's that was sent.
 ///
 /// # Cancel safety
@@ -194,7 +194,7 @@ pub(crate) async fn release_all(mut guards: Vec<LockGuard>) -> Vec<Result<()>> {
                 }
             })
             .collect();
-        let outgoing: Vec<Outgoing<'_>> = resumes
+        let mut outgoing: Vec<Outgoing<'_>> = resumes
             .iter()
             .map(|resume| {
                 let (hold, releasing) = resume.pending.as_ref().expect("set above");
@@ -204,9 +204,15 @@ pub(crate) async fn release_all(mut guards: Vec<LockGuard>) -> Vec<Result<()>> {
                     sent_before: false,
                     lapses_after: Some(resume.lapses_after),
                 };
-                hold.outgoing(&how, releasing, true)
+                hold.outgoing(&how, releasing, false)
             })
             .collect();
+        // One flag for the script: the parts' last releases write replay keys when any part's
+        // rule asks for one (see `Hold::release_as`), as a single release of that part would.
+        let replay_last = outgoing.iter().any(|part| part.replay_last);
+        for part in &mut outgoing {
+            part.replay_last = replay_last;
+        }
         let hold = guards[first].hold();
         let parts: Vec<&LockKeys> = leaving
             .iter()

@@ -217,7 +217,7 @@ pub(super) struct Outgoing<'a> {
     mark: Option<ReleaseMark>,
     sent_at: Instant,
     /// Whether a last release writes a replay key too.
-    replay_last: bool,
+    pub(super) replay_last: bool,
 }
 
 impl<'a> Outgoing<'a> {
