@@ -193,9 +193,9 @@ impl RedLock {
     /// How long a round waits for the other masters once a quorum has granted the lock. Their
     /// holds are a margin (the guard stays held while a quorum of its parts does), but a master
     /// that is down or stopped should not slow every acquire down by a whole vote timeout. By
-    /// default as long again as the quorum took, at least 2 ms; the votes still out then are
-    /// dropped (a late hold is released in the background). `Duration::MAX` waits for every
-    /// vote, up to the vote timeout.
+    /// default as long again as the quorum took (tokio's timer rounds it up to a millisecond);
+    /// the votes still out then are dropped (a late hold is released in the background).
+    /// `Duration::MAX` waits for every vote, up to the vote timeout.
     pub fn with_quorum_grace(mut self, grace: Duration) -> RedLock {
         self.quorum_grace = Some(grace);
         self
@@ -502,9 +502,7 @@ impl RedLock {
             yes += usize::from(matches!(vote, Vote::Yes(_)));
             tally[i] = vote;
             if yes == self.quorum() && until.is_none() {
-                let grace = self
-                    .quorum_grace
-                    .unwrap_or_else(|| started.elapsed().max(Duration::from_millis(2)));
+                let grace = self.quorum_grace.unwrap_or_else(|| started.elapsed());
                 until = Instant::now().checked_add(grace);
             }
         }
