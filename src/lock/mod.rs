@@ -11,10 +11,13 @@
 //!   acquire script (picked by `kind`), the read-back of a lost reply, the registration;
 //! - `guard`: the guard and its `Lost` signal; `release`: releases that count once;
 //! - `batch`: several plain locks of one owner taken and released by one script each.
+//!
+//! Above them, [`MultiLock`] (`multi`) takes several holds of any types as one, in one global
+//! order (its plain locks of one client and slot through `batch`). `RedLock`, outside this
+//! module (`redlock`), combines one plain lock per master.
 
 mod api;
 mod attempt;
-// The multi-lock's fast path; `MultiLock` (lock/multi.rs) calls it.
 mod batch;
 mod fair;
 mod fenced;
