@@ -8,9 +8,10 @@
 //! that is not possible: when there is no such runtime, or the runtime shuts down before the work
 //! ends (its tasks are dropped then), the work runs again on a thread of its own, with a runtime
 //! and a Redis connection of its own, and the thread that dropped it waits for it, a few command
-//! timeouts at most. So a process that returns from `main` holding a guard still releases it
-//! before it exits. A second run is safe: a release is retried under its request id, and every
-//! other job only reads before it acts.
+//! timeouts at most. The same happens when the work ran but could not reach Redis because the
+//! shutdown had already dropped the client's connection task. So a process that returns from
+//! `main` holding a guard still releases it before it exits. A second run is safe: a release is
+//! retried under its request id, and every other job only reads before it acts.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,10 +22,31 @@ use futures::future::BoxFuture;
 use tokio::runtime::{Handle, RuntimeFlavor};
 
 use crate::connection::Connection;
+use crate::error::Result;
 
 /// A job: given `None` it uses the client's own connections, given `Some` the fresh connection
 /// of a rescue run.
-pub(crate) type Job = Arc<dyn Fn(Option<Arc<Connection>>) -> BoxFuture<'static, ()> + Send + Sync>;
+pub(crate) type Job =
+    Arc<dyn Fn(Option<Arc<Connection>>) -> BoxFuture<'static, Ended> + Send + Sync>;
+
+/// How a job's run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ended {
+    /// It did its work, or got an answer that settles it.
+    Done,
+    /// It could not reach Redis: the client's connection may be gone with its runtime.
+    Unreached,
+}
+
+impl Ended {
+    /// How a job whose last step returned `result` ended.
+    pub(crate) fn of<T>(result: &Result<T>) -> Ended {
+        match result {
+            Err(error) if error.is_redis() => Ended::Unreached,
+            _ => Ended::Done,
+        }
+    }
+}
 
 /// Where background work runs.
 pub(crate) struct Background {
@@ -72,7 +94,17 @@ impl Background {
             patience: self.patience,
         };
         let task = async move {
-            job(None).await;
+            if job(None).await == Ended::Unreached {
+                if let Ok(runtime) = Handle::try_current() {
+                    // A runtime that shuts down drops the client's connection task, so the job
+                    // fails without reaching Redis. A task spawned now tells which case this is:
+                    // a runtime that shuts down drops it unrun, and its rescue runs the job on a
+                    // connection of its own; a live one runs it, and the hold is left to its
+                    // lease as after any failed release.
+                    runtime.spawn(async move { rescue.disarm() });
+                    return;
+                }
+            }
             rescue.disarm();
         };
         match self.runtime() {

@@ -14,6 +14,7 @@ use tokio::time::Instant;
 
 use super::hold::{Hold, Lease};
 use super::kind::Ask;
+use crate::background::Ended;
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::holds::{Registration, Renew};
@@ -229,13 +230,15 @@ impl Drop for OrphanCheck<'_> {
                     let redis = fresh
                         .as_deref()
                         .unwrap_or_else(|| shared.acquire_connection());
-                    let Ok(state) = scripts::inspect(redis, &hold.keys, &hold.field, "").await else {
-                        return; // the hold, if any, expires with its lease
+                    let inspected = scripts::inspect(redis, &hold.keys, &hold.field, "").await;
+                    let Ok(state) = &inspected else {
+                        return Ended::of(&inspected); // the hold, if any, expires with its lease
                     };
                     if state.holds > u64::from(shared.holds.guards(&hold.hold_key())) {
                         tracing::debug!(lock = %hold.keys.name, "releasing the hold of a cancelled acquire");
-                        hold.release_orphan(fresh.as_deref(), &releasing).await;
+                        return hold.release_orphan(fresh.as_deref(), &releasing).await;
                     }
+                    Ended::Done
                 })
             }));
     }

@@ -20,6 +20,7 @@ use super::handle::Handle;
 use super::hold::Hold;
 use super::kind::{Ask, Kind};
 use super::wait::{subscribe, time_left, TakeTurns, Turns};
+use crate::background::Ended;
 use crate::connection::Connection;
 use crate::names::FairKeys;
 use crate::pubsub::Waiter;
@@ -209,9 +210,11 @@ impl Drop for LeaveQueue {
                         .unwrap_or_else(|| shared.acquire_connection());
                     let publish = hold.kind.publish(shared);
                     let left = scripts::fair::leave(redis, &hold.keys, &fair, &hold.field, publish);
-                    if let Err(error) = left.await {
+                    let left = left.await;
+                    if let Err(error) = &left {
                         tracing::debug!(lock = %hold.keys.name, %error, "could not leave the fair queue; the place lapses with its deadline");
                     }
+                    Ended::of(&left)
                 })
             }));
     }

@@ -18,6 +18,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::hold::Hold;
+use crate::background::Ended;
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::handoff::ReleaseMark;
@@ -86,17 +87,23 @@ impl Hold {
                     sent_before: sent_before || fresh.is_some(),
                     lapses_after: Some(lapses_after),
                 };
-                if let Err(error) = hold.release_as(how, &releasing).await {
+                let released = hold.release_as(how, &releasing).await;
+                if let Err(error) = &released {
                     tracing::debug!(lock = %hold.keys.name, %error, "background release failed");
                 }
+                Ended::of(&released)
             };
-            Box::pin(release.instrument(span)) as BoxFuture<'static, ()>
+            Box::pin(release.instrument(span)) as BoxFuture<'static, Ended>
         };
         self.shared.background.must_run(Arc::new(job));
     }
 
     /// Releases the hold a cancelled acquire took, which no guard stands for.
-    pub(crate) async fn release_orphan(&self, redis: Option<&Connection>, releasing: &Releasing) {
+    pub(crate) async fn release_orphan(
+        &self,
+        redis: Option<&Connection>,
+        releasing: &Releasing,
+    ) -> Ended {
         let latch = self.keys.latch(&self.shared.id);
         let how = ReleaseAs {
             redis,
@@ -104,7 +111,7 @@ impl Hold {
             sent_before: false,
             lapses_after: None,
         };
-        let _ = self.release_as(how, releasing).await;
+        Ended::of(&self.release_as(how, releasing).await)
     }
 
     /// Sends one release, retrying a lost reply under the same request id so the release
