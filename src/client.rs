@@ -219,6 +219,7 @@ impl Client {
             renewing,
             channels,
             waiters,
+            in_flight: self.shared.in_flight.total(),
         }
     }
 
@@ -434,4 +435,10 @@ pub struct ClientStats {
     pub channels: usize,
     /// Waiters registered on those channels.
     pub waiters: usize,
+    /// Acquire scripts sent and releases started that have not ended yet, including those
+    /// finished in the background: the release of a dropped guard or of a dropped `unlock()`,
+    /// and the check that gives back the hold of an acquire dropped after its script was sent
+    /// (the script may still run on the server after the drop). Once it is 0, nothing this
+    /// client started can still change a lock on Redis, save the watchdog's renewals.
+    pub in_flight: usize,
 }

@@ -167,6 +167,15 @@ impl InFlight {
         releases
     }
 
+    /// How many acquires and releases are in flight, over every lock and field.
+    pub(crate) fn total(&self) -> usize {
+        let counts = self.counts.lock().unwrap();
+        counts
+            .values()
+            .map(|c| c.acquires as usize + c.releases as usize)
+            .sum()
+    }
+
     /// How many locks and fields have something in flight.
     #[cfg(test)]
     fn len(&self) -> usize {

@@ -31,10 +31,15 @@ where
     true
 }
 
-/// Whether `client` has nothing left locally: no hold, no waiter, no channel.
+/// Whether `client` has nothing left locally: no hold, no waiter, no channel, and nothing in
+/// flight (a dropped acquire's script may still run on the server until its check ends).
 fn idle(client: &relock::Client) -> bool {
     let stats = client.stats();
-    stats.holds == 0 && stats.renewing == 0 && stats.waiters == 0 && stats.channels == 0
+    stats.holds == 0
+        && stats.renewing == 0
+        && stats.waiters == 0
+        && stats.channels == 0
+        && stats.in_flight == 0
 }
 
 /// A fresh client takes the lock `name` at once, and its release deletes it.
@@ -408,4 +413,72 @@ async fn dropped_unlock_still_releases() {
     let taken = other.lock(&name).try_lock().await.unwrap();
     taken.expect("the lock is free").unlock().await.unwrap();
     assert!(idle(&client));
+}
+
+/// `stats().in_flight` counts an acquire whose future was dropped after its script went out
+/// until the check that follows it ends, and a dropped guard's release until it ends: here the
+/// server is frozen (`SIGSTOP`) so both stay in flight, and run once it resumes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_left_in_flight_is_counted_until_it_ends() {
+    let server = common::RedisServer::start();
+    let pid = server.pid().expect("the server's pid");
+    // A command timeout the frozen moments below cannot reach, even on a busy machine.
+    let config = relock::Config::from_url(&server.url())
+        .unwrap()
+        .with_command_timeout(Duration::from_secs(20));
+    let client = relock::Client::new(config).await.unwrap();
+    let held = common::prefix("in-flight-held");
+    let taken = common::prefix("in-flight-taken");
+    let guard = client.lock(&held).lock().await.unwrap();
+    assert_eq!(client.stats().in_flight, 0);
+
+    common::faults::stop(pid);
+    let frozen = Frozen(pid);
+    drop(guard); // its release is sent and waits for the frozen server
+    let lock = client.lock(&taken);
+    let acquire = tokio::spawn(async move { lock.lock().await });
+    assert!(
+        common::eventually(Duration::from_secs(10), || async {
+            client.stats().in_flight == 2
+        })
+        .await,
+        "the release and the acquire in flight: {:?}",
+        client.stats()
+    );
+    acquire.abort();
+    assert!(acquire.await.unwrap_err().is_cancelled());
+    // The acquire's script went out: the check that gives its hold back is in flight now.
+    let stats = client.stats();
+    assert_eq!((stats.in_flight, stats.holds), (2, 0), "{stats:?}");
+    drop(frozen);
+
+    assert!(
+        common::eventually(Duration::from_secs(10), || async {
+            client.stats().in_flight == 0
+        })
+        .await,
+        "still in flight after the server resumed: {:?}",
+        client.stats()
+    );
+    // Once nothing is in flight, both locks are free and stay so.
+    assert!(
+        stays(Duration::from_millis(300), || async {
+            !raw_exists(&server, &held) && !raw_exists(&server, &taken)
+        })
+        .await,
+        "held {:?}, taken {:?}",
+        raw_hgetall(&server, &held),
+        raw_hgetall(&server, &taken)
+    );
+    assert!(idle(&client));
+}
+
+/// Resumes a process frozen with `SIGSTOP` when dropped, so a failing test never leaves it
+/// frozen.
+struct Frozen(u32);
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        common::faults::resume(self.0);
+    }
 }

@@ -48,10 +48,13 @@ fn names(prefix: &str, n: usize) -> Vec<String> {
     (0..n).map(|i| format!("{prefix}-{i}")).collect()
 }
 
-/// Whether `client` tracks nothing: no hold, renewal, waiter or channel.
+/// Whether `client` tracks nothing: no hold, renewal, waiter or channel, and has nothing in
+/// flight.
 fn idle(client: &Client) -> bool {
     let stats = client.stats();
-    (stats.holds, stats.renewing, stats.waiters, stats.channels) == (0, 0, 0, 0)
+    let counts = (stats.holds, stats.renewing, stats.waiters, stats.channels);
+    // In flight: a dropped acquire's script may still run on the server until its check ends.
+    counts == (0, 0, 0, 0) && stats.in_flight == 0
 }
 
 /// How many keys the server holds (`DBSIZE`).

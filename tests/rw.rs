@@ -276,10 +276,12 @@ fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
     pairs
 }
 
-/// Whether `client` tracks nothing: no hold, no waiter, no channel.
+/// Whether `client` tracks nothing: no hold, no waiter, no channel, and nothing in flight.
 fn idle(client: &Client) -> bool {
     let stats = client.stats();
-    stats.holds == 0 && stats.renewing == 0 && stats.waiters == 0 && stats.channels == 0
+    let counts = (stats.holds, stats.renewing, stats.waiters, stats.channels);
+    // In flight: a dropped acquire's script may still run on the server until its check ends.
+    counts == (0, 0, 0, 0) && stats.in_flight == 0
 }
 
 /// What differs from a clean state of lock `name`: the hash is `hash` (empty: no lock), the
