@@ -432,8 +432,7 @@ async fn work_left_in_flight_is_counted_until_it_ends() {
     let guard = client.lock(&held).lock().await.unwrap();
     assert_eq!(client.stats().in_flight, 0);
 
-    common::faults::stop(pid);
-    let frozen = Frozen(pid);
+    let frozen = common::faults::Frozen::stop(pid);
     drop(guard); // its release is sent and waits for the frozen server
     let lock = client.lock(&taken);
     let acquire = tokio::spawn(async move { lock.lock().await });
@@ -471,14 +470,4 @@ async fn work_left_in_flight_is_counted_until_it_ends() {
         raw_hgetall(&server, &taken)
     );
     assert!(idle(&client));
-}
-
-/// Resumes a process frozen with `SIGSTOP` when dropped, so a failing test never leaves it
-/// frozen.
-struct Frozen(u32);
-
-impl Drop for Frozen {
-    fn drop(&mut self) {
-        common::faults::resume(self.0);
-    }
 }

@@ -38,15 +38,6 @@ fn field_of(client: &Client, guard: &LockGuard) -> String {
     format!("{}:{}", client.id(), guard.owner().id())
 }
 
-/// Resumes a process frozen with SIGSTOP when dropped, so a failing test never leaves it frozen.
-struct Resume(u32);
-
-impl Drop for Resume {
-    fn drop(&mut self) {
-        common::faults::resume(self.0);
-    }
-}
-
 /// Checks that `outcome` is `NotReplicated` for `name` and that it took about `sync` (from
 /// `started`).
 fn assert_not_replicated<T: std::fmt::Debug>(
@@ -158,8 +149,7 @@ async fn stalled_replica_fails_acquires_and_releases_the_hold() {
     assert_eq!(raw_holds(replica, &held, &field), 1);
 
     let pid = replica.pid().expect("the replica runs");
-    common::faults::stop(pid);
-    let resume = Resume(pid);
+    let resume = common::faults::Frozen::stop(pid);
 
     // A re-entry: the second hold is taken, not replicated, and given back.
     let started = Instant::now();

@@ -35,6 +35,24 @@ pub fn resume(pid: u32) {
     signal(pid, "-CONT");
 }
 
+/// A process frozen by [`Frozen::stop`], resumed when this is dropped, so a failing test never
+/// leaves it frozen.
+pub struct Frozen(u32);
+
+impl Frozen {
+    /// Freezes process `pid` (see [`stop`]) until the returned value is dropped.
+    pub fn stop(pid: u32) -> Frozen {
+        stop(pid);
+        Frozen(pid)
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        resume(self.0);
+    }
+}
+
 /// A `DEBUG SLEEP` in progress: the server runs nothing else until it ends.
 pub struct DebugSleep {
     /// When the command was sent; the server sleeps from a moment after.
