@@ -234,7 +234,21 @@ async fn a_stopped_master_costs_only_the_quorum_grace() {
     assert!(guard.held_on() >= 3, "{}", guard.held_on());
     assert!(!guard.is_lost());
     guard.unlock().await.unwrap();
-    assert!((0..4).all(|i| !m.exists(i, &name)));
+    // A live master's vote still out when the grace ended (a busy machine) was dropped: its
+    // hold, taken late, is given back in the background.
+    assert!(
+        common::eventually(Duration::from_secs(10), || async {
+            m.clients[..4].iter().all(|c| c.stats().in_flight == 0)
+        })
+        .await,
+        "votes still in flight: {:?}",
+        m.clients.iter().map(|c| c.stats()).collect::<Vec<_>>()
+    );
+    assert!(
+        (0..4).all(|i| !m.exists(i, &name)),
+        "held on {:?}",
+        (0..4).filter(|&i| m.exists(i, &name)).collect::<Vec<_>>()
+    );
     drop(stopped);
     // The dropped vote reaches the master when it runs again; its hold is given back.
     assert!(
