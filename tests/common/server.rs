@@ -146,7 +146,10 @@ fn spawn(port: u16, dir: &Path, extra: &[String]) -> Option<Child> {
         if let Ok(Some(_)) = child.try_wait() {
             return None; // exited: most likely the port was taken meanwhile
         }
-        if raw_command(port, &["PING"]).is_ok_and(|r| r.starts_with("+PONG")) {
+        // The server that answers must be this child: another test's server that took the port
+        // first would answer too, until this child gives up binding and exits.
+        let pid = format!("process_id:{}\r", child.id());
+        if raw_command(port, &["INFO", "server"]).is_ok_and(|r| r.contains(&pid)) {
             return Some(child);
         }
         std::thread::sleep(Duration::from_millis(10));
