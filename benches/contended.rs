@@ -52,8 +52,8 @@ use std::time::Duration;
 use common::contend::{self, LockKind, Spec};
 use common::monitor::Monitor;
 use common::report::Table;
-use common::server::RedisServer;
 use common::wake::Stack;
+use relock::testing::RedisServer;
 
 const TASKS: [usize; 3] = [2, 16, 128];
 const PROCS: [usize; 2] = [1, 4];
@@ -90,7 +90,7 @@ fn main() {
     let backoff = contend::spin_backoff();
     // Diagnostic: order counted on the server's arrival times too (fair locks only).
     let monitored = std::env::var("ORDER_MONITOR").is_ok();
-    let server = RedisServer::start();
+    let server = RedisServer::start().expect("start redis-server");
     let version = common::redis_version(&server);
     let mut machine = Table::new(
         "contended",

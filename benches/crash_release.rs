@@ -11,8 +11,9 @@ use std::time::Duration;
 
 use common::now_us;
 use common::report::Table;
-use common::server::RedisServer;
 use common::worker::{self, Worker};
+use common::Redis;
+use relock::testing::RedisServer;
 
 const KEY: &str = "bench:crash";
 const LEASE: Duration = Duration::from_secs(2);
@@ -81,7 +82,7 @@ fn main() {
         return holder(&args);
     }
     let runs = common::runs(5);
-    let server = RedisServer::start();
+    let server = RedisServer::start().expect("start redis-server");
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let client = runtime
         .block_on(relock::Client::connect(&server.url()))

@@ -21,8 +21,8 @@ mod common;
 use std::time::Instant;
 
 use common::report::Table;
-use common::server::RedisServer;
 use relock::fred::interfaces::KeysInterface;
+use relock::testing::RedisServer;
 
 /// The four ways of one cycle.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -138,7 +138,7 @@ fn best_of_three(
 
 fn main() {
     let runs = common::runs(3);
-    let server = RedisServer::start();
+    let server = RedisServer::start().expect("start redis-server");
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
     // As the uncontended bench: the server keeps a core of its own.
     let runtime = common::runtime((cores - 1).max(1));

@@ -26,8 +26,8 @@ use std::time::Duration;
 
 use common::contend::{self, LockKind, Spec};
 use common::report::Table;
-use common::server::RedisServer;
 use common::{calls_delta, command_calls, now_us};
+use relock::testing::RedisServer;
 
 const WAITERS: [usize; 4] = [1, 16, 128, 1024];
 const PROCS: [usize; 2] = [1, 4];
@@ -41,7 +41,7 @@ fn main() {
     let runs = common::runs(3);
     let kinds = LockKind::from_env();
     let window = Duration::from_secs(common::env_or("WINDOW_SECS", 3));
-    let server = RedisServer::start();
+    let server = RedisServer::start().expect("start redis-server");
     let version = common::redis_version(&server);
     let mut tables: Vec<(LockKind, Table)> = kinds
         .iter()

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::report::Table;
-use common::server::RedisServer;
+use relock::testing::RedisServer;
 use relock::{MultiLock, Owner, Part};
 
 /// What one pair takes.
@@ -134,7 +134,10 @@ async fn contended(clients: &[relock::Client; 2], run: Duration) -> (f64, u64) {
 
 fn main() {
     let runs = common::runs(3);
-    let servers = [RedisServer::start(), RedisServer::start()];
+    let servers = [
+        RedisServer::start().expect("start redis-server"),
+        RedisServer::start().expect("start redis-server"),
+    ];
     let runtime = common::runtime(1);
     let clients = runtime.block_on(async {
         [

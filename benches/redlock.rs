@@ -14,7 +14,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::report::Table;
-use common::server::RedisServer;
+use relock::testing::RedisServer;
 use relock::{Client, RedLock};
 
 /// Pairs per trial with every master up, and with one stopped.
@@ -86,7 +86,9 @@ impl Drop for Stopped {
 
 fn main() {
     let runs = common::runs(3);
-    let servers: Vec<RedisServer> = (0..5).map(|_| RedisServer::start()).collect();
+    let servers: Vec<RedisServer> = (0..5)
+        .map(|_| RedisServer::start().expect("start redis-server"))
+        .collect();
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
     let rt = common::runtime((cores - 1).max(1));
     let clients: Vec<Client> = servers

@@ -35,7 +35,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::report::Table;
-use common::server::RedisServer;
+use relock::testing::RedisServer;
 use relock::Owner;
 
 const PAIRS: usize = 5_000;
@@ -209,7 +209,7 @@ fn main() {
     let readers: usize = common::env_or("READERS", 8).max(2);
     let hold = Duration::from_millis(common::env_or("READ_HOLD_MS", 20));
     let rounds: usize = common::env_or("WRITER_ROUNDS", 20).max(1);
-    let server = RedisServer::start();
+    let server = RedisServer::start().expect("start redis-server");
     let url = server.url();
     let version = common::redis_version(&server);
     // As `uncontended`: relock gets the cores redis-server leaves.

@@ -19,9 +19,9 @@ use futures::future::join_all;
 use tokio::time::{sleep, sleep_until, Instant};
 
 use common::report::Table;
-use common::server::RedisServer;
 use common::worker::Worker;
 use common::{command_calls, cpu_time, ms, rss_bytes, Redis, Remote};
+use relock::testing::RedisServer;
 
 const WATCHDOG: Duration = Duration::from_secs(3);
 /// The watchdog renews every third of its timeout.
@@ -197,7 +197,7 @@ fn main() {
     }
     let runs = common::runs(3);
     let locks = common::env_or("LOCKS", 10_000usize);
-    let server = RedisServer::start();
+    let server = RedisServer::start().expect("start redis-server");
     let mut table = Table::new(
         "scale",
         format!(

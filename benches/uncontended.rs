@@ -21,7 +21,7 @@ mod common;
 use std::time::Instant;
 
 use common::report::Table;
-use common::server::RedisServer;
+use relock::testing::RedisServer;
 
 /// Pairs per task in the 32-task loops.
 const PAIRS_PER_TASK: usize = 1_000;
@@ -170,7 +170,7 @@ fn runtime_and_client(
 
 fn main() {
     let runs = common::runs(3);
-    let server = RedisServer::start();
+    let server = RedisServer::start().expect("start redis-server");
     // The ceiling's client, redis-benchmark, is one thread, and redis-server needs a core of its
     // own: relock gets the cores the server leaves, like for like. The default runtime (one
     // worker per core, so the client competes with the server for CPU) is measured too.

@@ -67,7 +67,9 @@ async fn demo() -> Res<()> {
         None => println!("Redis: {url} (from REDIS_URL)"),
         Some(server) => println!(
             "Redis: throwaway redis-server at {url} (pid {}); set REDIS_URL to use yours",
-            server.pid()
+            server
+                .pid()
+                .map_or_else(|| "?".to_owned(), |pid| pid.to_string())
         ),
     }
     println!("This process: pid {}", std::process::id());

@@ -11,7 +11,7 @@
 # run in progress, with the test binaries and the Redis servers they started.
 #
 # Extra arguments after `--` go to `cargo test`, e.g. to stress one test file:
-#   scripts/stress-test.sh 3 -- --test cancellation
+#   scripts/stress-test.sh 3 -- --test invariants cancellation
 #
 # Needs redis-server on PATH (the tests start their own servers).
 

@@ -52,7 +52,7 @@ use crate::shared::Shared;
 ///
 /// A master that restarts **without persistence** comes back empty and forgets its part. If the
 /// holder held exactly a quorum, another owner can then win a quorum that shares only the
-/// restarted master with the first holder's: both hold the lock (`tests/redlock.rs`,
+/// restarted master with the first holder's: both hold the lock (`tests/types/redlock.rs`,
 /// `a_master_restarted_empty_lets_a_second_owner_in`, shows it). The mitigation is the one the
 /// algorithm's authors give, *delayed restarts*: keep a restarted master out of service (not
 /// listening, or not in anyone's list) for at least the longest lease in use, so every part it

@@ -25,13 +25,27 @@
 //! # Ok(()) }
 //! ```
 //!
+//! A server can also be killed, restarted empty on its port, and sent raw commands that do not
+//! go through relock ([`RedisServer::command`]), which is what fault tests need: relock's own
+//! test suite and benchmarks use this harness too.
+//!
+//! ```
+//! let mut server = relock::testing::RedisServer::start()?;
+//! assert_eq!(server.command(&["SET", "k", "v"])?, "+OK\r\n");
+//! server.kill(); // gone: connections are refused
+//! assert!(server.pid().is_none() && server.command(&["PING"]).is_err());
+//! server.restart()?; // back on the same port, empty
+//! assert_eq!(server.command(&["EXISTS", "k"])?, ":0\r\n");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! It needs `redis-server` installed (Debian and Ubuntu: `apt-get install redis-server`, or
 //! `scripts/install-redis.sh` in relock's repository); without it, starting fails with
 //! [`StartError::NotInstalled`] rather than a panic.
 
 use std::fmt;
-use std::io::{self, BufRead, BufReader};
-use std::net::TcpListener;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -43,14 +57,20 @@ const READY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Ports tried before giving up, when another process takes the free port first.
 const PORT_ATTEMPTS: usize = 20;
 
+/// How long [`RedisServer::restart`] keeps trying while the port is still being released.
+const RESTART_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// A `redis-server` child process on a free loopback port, killed when it drops.
 ///
-/// It listens on `127.0.0.1` only, saves nothing (no RDB snapshots, no AOF), and keeps its
+/// It listens on `127.0.0.1` only, saves nothing (no RDB snapshots, no AOF), allows `DEBUG`
+/// from loopback connections (for `DEBUG SLEEP` and the like in fault tests), and keeps its
 /// files in a temporary directory of its own that is removed on drop.
 #[derive(Debug)]
 pub struct RedisServer {
     port: u16,
-    child: Child,
+    /// `None` once [`kill`](Self::kill)ed.
+    child: Option<Child>,
+    args: Vec<String>,
     dir: PathBuf,
 }
 
@@ -81,7 +101,16 @@ impl RedisServer {
             let port = free_port()?;
             let dir = work_dir(port)?;
             let failure = match spawn(port, &dir, args) {
-                Ok(child) => return Ok(RedisServer { port, child, dir }),
+                Ok(child) => {
+                    let args = args.iter().map(|arg| arg.to_string()).collect();
+                    let child = Some(child);
+                    return Ok(RedisServer {
+                        port,
+                        child,
+                        args,
+                        dir,
+                    });
+                }
                 Err(failure) => failure,
             };
             let _ = std::fs::remove_dir_all(&dir);
@@ -108,18 +137,133 @@ impl RedisServer {
         self.port
     }
 
-    /// The server's process id.
-    pub fn pid(&self) -> u32 {
-        self.child.id()
+    /// The server's process id while it runs; `None` after [`kill`](Self::kill).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Kills the server (`SIGKILL`, as a crash would) and waits for it to exit. Its port and
+    /// directory stay reserved for [`restart`](Self::restart).
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Kills the server if it runs, and starts it again on the same port with the same
+    /// arguments, empty (nothing is saved). Retries for up to 10 s while the old process's
+    /// port is being released.
+    ///
+    /// # Errors
+    ///
+    /// As [`start`](Self::start); [`StartError::Failed`] when the port stays taken.
+    pub fn restart(&mut self) -> Result<(), StartError> {
+        self.kill();
+        let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        let deadline = std::time::Instant::now() + RESTART_TIMEOUT;
+        loop {
+            match spawn(self.port, &self.dir, &args) {
+                Ok(child) => {
+                    self.child = Some(child);
+                    return Ok(());
+                }
+                Err(Spawn::PortTaken(log)) if std::time::Instant::now() < deadline => {
+                    let _ = log;
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(Spawn::PortTaken(log)) => {
+                    let reason = format!("port {} still taken: {log}", self.port);
+                    return Err(StartError::Failed { reason });
+                }
+                Err(Spawn::Error(error)) => return Err(error),
+            }
+        }
+    }
+
+    /// Sends one command to the server over a fresh connection and returns its raw RESP reply
+    /// (`+OK\r\n`, `:1\r\n`, `-ERR ...\r\n`), bypassing relock: for checks of what Redis
+    /// holds that must not go through the code under test.
+    ///
+    /// # Errors
+    ///
+    /// When the connection fails (the server was killed, or is frozen for longer than 10 s).
+    pub fn command(&self, args: &[&str]) -> io::Result<String> {
+        command(self.port, args)
     }
 }
 
 impl Drop for RedisServer {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.kill();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// Sends one command over a fresh connection to the server on the loopback `port` (any Redis
+/// server: a cluster node or a sentinel too) and returns its raw RESP reply, as
+/// [`RedisServer::command`] does.
+///
+/// # Errors
+///
+/// When the connection fails or no whole reply comes within 10 s.
+pub fn command(port: u16, args: &[&str]) -> io::Result<String> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    command_on(&mut stream, args)
+}
+
+/// Sends one command on an open connection and reads one whole RESP reply, returned raw.
+///
+/// # Errors
+///
+/// When writing or reading fails, or the connection closes before a whole reply came.
+pub fn command_on(stream: &mut TcpStream, args: &[&str]) -> io::Result<String> {
+    let mut request = format!("*{}\r\n", args.len());
+    for arg in args {
+        request.push_str(&format!("${}\r\n{}\r\n", arg.len(), arg));
+    }
+    stream.write_all(request.as_bytes())?;
+    let mut reply = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !whole_reply(&reply) {
+        let n = stream.read(&mut buf)?;
+        if n == 0 {
+            let why = "the connection closed before a whole reply";
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, why));
+        }
+        reply.extend_from_slice(&buf[..n]);
+    }
+    Ok(String::from_utf8_lossy(&reply).into_owned())
+}
+
+/// Whether `reply` holds one whole RESP value.
+fn whole_reply(reply: &[u8]) -> bool {
+    fn value(buf: &[u8], at: usize) -> Option<usize> {
+        let end = buf.get(at..)?.windows(2).position(|w| w == b"\r\n")? + at;
+        let line = std::str::from_utf8(&buf[at + 1..end]).ok()?;
+        match buf.get(at)? {
+            b'+' | b'-' | b':' | b'_' | b',' | b'#' => Some(end + 2),
+            b'$' => {
+                let len: i64 = line.parse().ok()?;
+                if len < 0 {
+                    return Some(end + 2);
+                }
+                let stop = end + 2 + len as usize + 2;
+                (buf.len() >= stop).then_some(stop)
+            }
+            b'*' => {
+                let len: i64 = line.parse().ok()?;
+                let mut next = end + 2;
+                for _ in 0..len.max(0) {
+                    next = value(buf, next)?;
+                }
+                Some(next)
+            }
+            _ => None,
+        }
+    }
+    !reply.is_empty() && value(reply, 0).is_some()
 }
 
 /// The Redis URL a program should use: `REDIS_URL` when it is set, else the URL of a throwaway
@@ -218,6 +362,7 @@ fn spawn(port: u16, dir: &std::path::Path, args: &[&str]) -> Result<Child, Spawn
         .arg("--dir")
         .arg(dir)
         .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+        .args(["--enable-debug-command", "local"])
         .args(["--logfile", "", "--loglevel", "notice"])
         .args(args)
         .stdin(Stdio::null())

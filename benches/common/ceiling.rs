@@ -7,7 +7,8 @@
 
 use std::process::Command;
 
-use super::server::RedisServer;
+use super::Redis;
+use relock::testing::RedisServer;
 
 const ACQUIRE: &str = include_str!("../../lua/acquire.lua");
 const RELEASE: &str = include_str!("../../lua/release.lua");

@@ -16,9 +16,10 @@ use std::time::Duration;
 
 use fred::interfaces::KeysInterface;
 
-use super::server::RedisServer;
 use super::worker::{self, Worker};
+use super::Redis;
 use super::{instant_at, now_us, percentile};
+use relock::testing::RedisServer;
 
 /// The lock every task contends for.
 pub const KEY: &str = "bench:contended";

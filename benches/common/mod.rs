@@ -3,9 +3,6 @@
 
 #![allow(dead_code, unreachable_pub)]
 
-#[path = "../../tests/common/server.rs"]
-pub mod server;
-
 pub mod ceiling;
 pub mod contend;
 pub mod monitor;
@@ -26,12 +23,12 @@ pub trait Redis {
     }
 }
 
-impl Redis for server::RedisServer {
+impl Redis for relock::testing::RedisServer {
     fn cmd(&self, args: &[&str]) -> String {
-        server::RedisServer::cmd(self, args)
+        self.command(args).expect("redis command failed")
     }
     fn port(&self) -> u16 {
-        server::RedisServer::port(self)
+        relock::testing::RedisServer::port(self)
     }
 }
 
@@ -40,7 +37,7 @@ pub struct Remote(pub u16);
 
 impl Redis for Remote {
     fn cmd(&self, args: &[&str]) -> String {
-        server::raw_command(self.0, args).expect("redis command failed")
+        relock::testing::command(self.0, args).expect("redis command failed")
     }
     fn port(&self) -> u16 {
         self.0
@@ -192,7 +189,7 @@ pub fn longest_ping_ms(port: u16, window: Duration) -> f64 {
     let mut longest = Duration::ZERO;
     while std::time::Instant::now() < end {
         let sent = std::time::Instant::now();
-        server::command_on(&mut conn, &["PING"]).expect("PING");
+        relock::testing::command_on(&mut conn, &["PING"]).expect("PING");
         longest = longest.max(sent.elapsed());
     }
     ms(longest)

@@ -167,5 +167,5 @@ fn connect(port: u16) -> TcpStream {
 
 /// Sends one command and reads its reply.
 fn command(conn: &mut TcpStream, args: &[&str]) -> String {
-    super::server::command_on(conn, args).expect("a command on a plain connection")
+    relock::testing::command_on(conn, args).expect("a command on a plain connection")
 }

@@ -425,9 +425,12 @@ pub async fn woken_promptly(
     guard
 }
 
-/// Runs the `#[ignore]`d test `name` of this test binary as a child process with `env` set (a
-/// holder in a process of its own, to kill or stop), stdout piped, killed when dropped.
-pub fn spawn_child_test(name: &str, env: &[(&str, String)]) -> tokio::process::Child {
+/// Runs the `#[ignore]`d test `path` of this test binary as a child process with `env` set (a
+/// holder in a process of its own, to kill or stop), stdout piped, killed when dropped. `path`
+/// is the test function's full path, `concat!(module_path!(), "::name")`; the runner's crate
+/// name in front is dropped, as the test harness names tests without it.
+pub fn spawn_child_test(path: &str, env: &[(&str, String)]) -> tokio::process::Child {
+    let name = path.split_once("::").map_or(path, |(_, name)| name);
     tokio::process::Command::new(std::env::current_exe().unwrap())
         .args(["--ignored", "--exact", name, "--nocapture"])
         .envs(env.iter().map(|(k, v)| (*k, v.as_str())))

@@ -1,0 +1,138 @@
+//! Every public future is `Send` (so it can be `tokio::spawn`ed) and every handle and guard is
+//! `Send + Sync + 'static` (so it can be shared and moved across tasks), checked by the compiler
+//! for each type in the family, as tokio's `fn bounds()` does; the futures are then spawned for
+//! real and hold what they should.
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::common;
+use relock::{
+    Client, FairLock, FencedGuard, FencedLock, Lock, LockGuard, Lost, MultiGuard, MultiLock,
+    RedLock, RedLockGuard, RwLock, SpinLock,
+};
+
+/// Compiles only for a `Send` future, which is dropped unpolled.
+fn send<F: Future + Send>(_future: F) {}
+
+fn shared<T: Send + Sync + 'static>() {}
+
+/// Handles and guards: shared and moved across tasks.
+#[test]
+fn handles_and_guards_are_send_sync_static() {
+    shared::<Client>();
+    shared::<Lock>();
+    shared::<FairLock>();
+    shared::<SpinLock>();
+    shared::<RwLock>();
+    shared::<relock::ReadLock>();
+    shared::<relock::WriteLock>();
+    shared::<FencedLock>();
+    shared::<MultiLock>();
+    shared::<RedLock>();
+    shared::<relock::Fence>();
+    shared::<relock::Part>();
+    shared::<LockGuard>();
+    shared::<FencedGuard>();
+    shared::<MultiGuard>();
+    shared::<RedLockGuard>();
+    shared::<relock::Error>();
+    fn send_static<T: Send + 'static>() {}
+    send_static::<Lost>();
+}
+
+/// Every acquire, query and release future of every type is `Send`: the calls below would not
+/// compile otherwise. Spawned, the acquires hold their locks and the releases free them.
+#[tokio::test]
+async fn every_future_is_send_and_spawnable() {
+    let server = common::RedisServer::start();
+    let client = common::client(&server, Duration::from_secs(5)).await;
+    let name = |what: &str| common::prefix(&format!("bounds-{what}"));
+    let wait = Duration::from_secs(5);
+    let lease = Duration::from_secs(30);
+
+    macro_rules! each_acquire {
+        ($lock:expr, $Guard:ty) => {{
+            let lock = $lock;
+            send(lock.lock());
+            let guard: $Guard = tokio::spawn({
+                let lock = lock.clone();
+                async move { lock.lock().await }
+            })
+            .await
+            .unwrap()
+            .unwrap();
+            send(lock.lock_with_lease(lease));
+            send(lock.try_lock());
+            send(lock.try_lock_for(wait, Some(lease)));
+            send(lock.with(|_lost| async { 1 }));
+            send(lock.force_unlock());
+            send(lock.is_locked());
+            send(lock.is_held_by_current_owner());
+            send(lock.hold_count());
+            send(lock.remaining_lease());
+            assert!(lock.is_locked().await.unwrap(), "{}", lock.name());
+            send(guard.hold_count());
+            tokio::spawn(guard.unlock()).await.unwrap().unwrap();
+            assert!(!lock.is_locked().await.unwrap(), "{}", lock.name());
+        }};
+    }
+
+    each_acquire!(client.lock(name("lock")), LockGuard);
+    each_acquire!(client.fair_lock(name("fair")), LockGuard);
+    each_acquire!(client.spin_lock(name("spin")), LockGuard);
+    let rw = client.rw_lock(name("rw"));
+    each_acquire!(rw.read(), LockGuard);
+    each_acquire!(rw.write(), LockGuard);
+    each_acquire!(client.fenced_lock(name("fenced")), FencedGuard);
+    send(client.fenced_lock(name("fenced")).token());
+
+    let multi = client.multi_lock([name("m1"), name("m2")]);
+    send(multi.lock());
+    send(multi.lock_with_lease(lease));
+    send(multi.try_lock());
+    send(multi.try_lock_for(wait, Some(lease)));
+    send(multi.with(|_lost| async { 1 }));
+    let guard = tokio::spawn({
+        let multi = multi.clone();
+        async move { multi.lock().await }
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(guard.parts().len(), 2);
+    tokio::spawn(guard.unlock()).await.unwrap().unwrap();
+
+    let red = RedLock::new([client.clone()], name("red"));
+    send(red.lock());
+    send(red.lock_with_lease(lease));
+    send(red.try_lock());
+    send(red.try_lock_for(wait, Some(lease)));
+    send(red.with(|_lost| async { 1 }));
+    let guard = tokio::spawn({
+        let red = red.clone();
+        async move { red.lock().await }
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(guard.held_on(), 1);
+    tokio::spawn(guard.unlock()).await.unwrap().unwrap();
+
+    let fence = client.fence(name("fence"));
+    send(fence.seen());
+    send(fence.set(1, "k", "v"));
+    send(fence.hset(1, "h", "f", "v"));
+    send(fence.get::<Option<String>>(1, "k"));
+    send(fence.eval::<i64>(1, "return 1", &[], &[]));
+
+    send(Client::connect(&server.url()));
+    send(client.shutdown_keeping_locks());
+    send(client.shutdown());
+    let closing = client.clone();
+    tokio::spawn(async move { closing.shutdown().await })
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(client.lock(name("after")).try_lock().await.is_err());
+}

@@ -1,0 +1,13 @@
+//! The public surface: bad input as typed errors, error messages, URLs, the testing harness, a
+//! smoke run and what a waiting future costs.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod bad_input;
+mod bounds;
+mod errors;
+mod footprint;
+mod smoke;
+mod testing_server;
+mod urls;

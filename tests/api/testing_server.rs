@@ -1,0 +1,96 @@
+//! `relock::testing`: the throwaway server starts, serves locks, and is gone once dropped; without
+//! `redis-server` on `PATH` starting it is an error that says to install it, not a panic.
+
+use std::net::TcpStream;
+use std::process::Command;
+
+use relock::testing::{RedisServer, StartError};
+
+#[tokio::test]
+async fn serves_locks_and_is_gone_after_drop() {
+    let server = RedisServer::start().expect("redis-server starts");
+    let (port, pid) = (server.port(), server.pid().expect("it runs"));
+    assert_eq!(server.url(), format!("redis://127.0.0.1:{port}"));
+
+    let client = relock::Client::connect(&server.url()).await.unwrap();
+    let lock = client.lock("testing-server:lock");
+    let guard = lock.lock().await.unwrap();
+    assert_eq!(lock.hold_count().await.unwrap(), 1);
+    guard.unlock().await.unwrap();
+    assert!(!lock.is_locked().await.unwrap());
+    client.shutdown().await.unwrap();
+
+    drop(server); // kills the process and waits for it
+    let refused = TcpStream::connect(("127.0.0.1", port)).unwrap_err();
+    assert_eq!(refused.kind(), std::io::ErrorKind::ConnectionRefused);
+    if cfg!(target_os = "linux") {
+        let proc = format!("/proc/{pid}");
+        assert!(!std::path::Path::new(&proc).exists(), "{proc} still exists");
+    }
+}
+
+/// A killed server refuses connections and has no pid; restarted, it is back on the same port,
+/// as a new process, empty; raw commands reach it without relock.
+#[test]
+fn kill_restart_and_raw_commands() {
+    let mut server = RedisServer::start().expect("redis-server starts");
+    let (port, first) = (server.port(), server.pid().expect("it runs"));
+    assert_eq!(server.command(&["SET", "k", "v"]).unwrap(), "+OK\r\n");
+    assert_eq!(server.command(&["GET", "k"]).unwrap(), "$1\r\nv\r\n");
+    let error = server.command(&["NOSUCHCOMMAND"]).unwrap();
+    assert!(error.starts_with("-ERR unknown command"), "{error}");
+    assert!(server.command(&["DEBUG", "SLEEP", "0"]).unwrap() == "+OK\r\n");
+
+    server.kill();
+    assert_eq!(server.pid(), None);
+    assert!(TcpStream::connect(("127.0.0.1", port)).is_err());
+    assert!(server.command(&["PING"]).is_err());
+
+    server.restart().expect("restarts");
+    let second = server.pid().expect("it runs again");
+    assert_ne!(first, second);
+    assert_eq!(server.port(), port);
+    assert_eq!(server.command(&["EXISTS", "k"]).unwrap(), ":0\r\n");
+    let keys = server.command(&["KEYS", "*"]).unwrap();
+    assert_eq!(keys, "*0\r\n");
+}
+
+/// Runs [`not_installed_in_child`] in a child process whose `PATH` has no `redis-server`, as
+/// `PATH` is shared by every test thread of this process.
+#[test]
+fn without_redis_server_start_says_to_install_it() {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            concat!(module_path!(), "::not_installed_in_child")
+                .split_once("::")
+                .unwrap()
+                .1,
+            "--exact",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env("PATH", "/nonexistent")
+        .env("RELOCK_TESTING_CHILD", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "child failed: {stdout}");
+    assert!(stdout.contains("1 passed"), "child did not run: {stdout}");
+}
+
+#[test]
+#[ignore = "run by without_redis_server_start_says_to_install_it with PATH emptied"]
+fn not_installed_in_child() {
+    assert!(std::env::var_os("RELOCK_TESTING_CHILD").is_some());
+    let error = RedisServer::start().unwrap_err();
+    assert!(matches!(error, StartError::NotInstalled), "{error:?}");
+    let message = error.to_string();
+    assert!(
+        message.contains("redis-server is not installed"),
+        "{message}"
+    );
+    assert!(
+        message.contains("apt-get install redis-server"),
+        "{message}"
+    );
+}

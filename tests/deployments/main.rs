@@ -1,0 +1,13 @@
+//! relock on the deployments it supports: Redis Cluster, Sentinel, replicas, TLS, reconnects and a
+//! server that goes away.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod cluster;
+mod dead_server;
+mod reconnect;
+mod replica_sync;
+mod sentinel;
+mod tls;
+mod topology;

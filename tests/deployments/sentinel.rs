@@ -1,0 +1,254 @@
+//! relock through Sentinel (`redis-sentinel://` URL) across a failover: a watchdog lock keeps
+//! being renewed on the new primary, a waiter parked in another client resubscribes there and is
+//! woken by a release, and new acquisitions work and exclude.
+//!
+//! The failover is `SENTINEL FAILOVER` followed at once by `demote_old_primary` (the old primary
+//! becomes a replica and its clients are disconnected, as Sentinel's `+convert-to-slave` does some
+//! 10 s later), so both clients reconnect through the Sentinels to the new primary.
+
+use crate::common;
+
+use std::time::{Duration, Instant};
+
+use common::topology::Sentinels;
+use common::{eventually, lock_channel, raw_exists, raw_holds, raw_numsub, raw_pttl};
+use relock::{Client, LockGuard};
+use tokio::time::timeout;
+
+/// The watchdog lease of both clients.
+const WATCHDOG: Duration = Duration::from_secs(2);
+/// A fixed lease far longer than any wake-up the test accepts: a waiter that gets the lock
+/// within [`PROMPT`] of the release was woken by the release's message.
+const LONG: Duration = Duration::from_secs(20);
+
+async fn connect(url: &str) -> Client {
+    let config = relock::Config::from_url(url)
+        .unwrap()
+        .with_watchdog_timeout(WATCHDOG)
+        .with_command_timeout(Duration::from_secs(2));
+    timeout(Duration::from_secs(10), Client::new(config))
+        .await
+        .expect("the sentinel client did not connect within 10 s")
+        .expect("connect through the sentinels")
+}
+
+fn field_of(client: &Client, guard: &LockGuard) -> String {
+    format!("{}:{}", client.id(), guard.owner().id())
+}
+
+/// Reads a key's PTTL on one server every 20 ms from its own thread, and keeps the lowest.
+struct PttlProbe {
+    port: u16,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<i64>,
+}
+
+impl PttlProbe {
+    fn start(port: u16, key: &str) -> PttlProbe {
+        use std::sync::atomic::Ordering;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let thread = std::thread::spawn({
+            let (stop, key) = (stop.clone(), key.to_owned());
+            move || {
+                let mut lowest = i64::MAX;
+                while !stop.load(Ordering::Relaxed) {
+                    // A server in the middle of a failover may answer with an error (or a cut
+                    // reply): only integer replies count.
+                    if let Ok(reply) = common::server::raw_command(port, &["PTTL", &key]) {
+                        if let Some((common::Resp::Int(pttl), _)) =
+                            common::parse_resp(reply.as_bytes())
+                        {
+                            lowest = lowest.min(pttl);
+                        }
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                lowest
+            }
+        });
+        PttlProbe { port, stop, thread }
+    }
+
+    /// Stops the probe: the lowest PTTL it read (-2: the key was gone).
+    fn finish(self) -> i64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().expect("the PTTL probe panicked")
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_keep_working_across_a_sentinel_failover() {
+    let started = Instant::now();
+    let sentinels = Sentinels::start();
+    eprintln!("sentinels up in {:?}", started.elapsed());
+    let url = sentinels.url();
+    let old = sentinels.primary_port();
+    let holder = connect(&url).await;
+    let waiting = connect(&url).await;
+    let prefix = common::prefix("sentinel");
+    let renewed = format!("{prefix}:watchdog");
+    let fixed = format!("{prefix}:fixed");
+
+    // A watchdog lock and a 20 s lock, both on the primary and replicated.
+    let renewed_guard = holder.lock(renewed.as_str()).lock().await.unwrap();
+    let fixed_guard = holder
+        .lock(fixed.as_str())
+        .lock_with_lease(LONG)
+        .await
+        .unwrap();
+    let renewed_field = field_of(&holder, &renewed_guard);
+    let fixed_field = field_of(&holder, &fixed_guard);
+    {
+        let primary = sentinels.server(old);
+        assert_eq!(raw_holds(primary, &renewed, &renewed_field), 1);
+        assert_eq!(raw_holds(primary, &fixed, &fixed_field), 1);
+        let replica = sentinels.replica();
+        let replicated = eventually(Duration::from_secs(5), || async {
+            raw_holds(replica, &renewed, &renewed_field) == 1
+                && raw_holds(replica, &fixed, &fixed_field) == 1
+        })
+        .await;
+        assert!(replicated, "the locks never reached the replica");
+    }
+
+    // A waiter parked behind each, in the other client, subscribed on the old primary.
+    let renewed_waiter = common::spawn_waiter(waiting.lock(renewed.as_str()));
+    let fixed_waiter = common::spawn_waiter(waiting.lock(fixed.as_str()));
+    let parked = eventually(Duration::from_secs(10), || async {
+        waiting.stats().waiters == 2
+            && raw_numsub(sentinels.server(old), &lock_channel(&renewed)) >= 1
+            && raw_numsub(sentinels.server(old), &lock_channel(&fixed)) >= 1
+    })
+    .await;
+    assert!(parked, "the waiters never parked: {:?}", waiting.stats());
+
+    let lost = renewed_guard.lost();
+    tokio::pin!(lost);
+
+    // Fail over, and demote the old primary at once. Meanwhile a thread reads the watchdog
+    // lock's PTTL on the replica about to be promoted, every 20 ms, to see how close it came to
+    // expiring there before the holder's renewals reached it.
+    let failover_at = Instant::now();
+    let probe = PttlProbe::start(sentinels.replica().port(), &renewed);
+    let new = tokio::task::block_in_place(|| {
+        let new = sentinels.failover();
+        sentinels.demote_old_primary();
+        new
+    });
+    eprintln!(
+        "failover + demote_old_primary took {:?}",
+        failover_at.elapsed()
+    );
+    assert_ne!(new, old);
+    let primary = sentinels.server(new);
+    assert_eq!(probe.port, new, "the promoted server is the old replica");
+
+    // The waiters resubscribe on the new primary.
+    let resubscribed = eventually(Duration::from_secs(10), || async {
+        raw_numsub(primary, &lock_channel(&renewed)) >= 1
+            && raw_numsub(primary, &lock_channel(&fixed)) >= 1
+    })
+    .await;
+    assert!(
+        resubscribed,
+        "the waiters did not resubscribe on the new primary: {} / {} subscribers",
+        raw_numsub(primary, &lock_channel(&renewed)),
+        raw_numsub(primary, &lock_channel(&fixed))
+    );
+    eprintln!(
+        "waiters resubscribed on the new primary {:?} after the failover began",
+        failover_at.elapsed()
+    );
+
+    // The watchdog renews on the new primary: for three leases the key stays there with a
+    // positive PTTL, the holder's field intact, `lost()` silent, and both waiters parked.
+    let watch = async {
+        let until = Instant::now() + WATCHDOG * 3;
+        let mut lowest = i64::MAX;
+        while Instant::now() < until {
+            let pttl = raw_pttl(primary, &renewed);
+            assert!(
+                pttl > 0,
+                "the watchdog lock vanished from the new primary {:?} after the failover began \
+                 (PTTL {pttl})",
+                failover_at.elapsed()
+            );
+            lowest = lowest.min(pttl);
+            assert_eq!(raw_holds(primary, &renewed, &renewed_field), 1);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        lowest
+    };
+    let lowest = tokio::select! {
+        _ = &mut lost => panic!(
+            "the holder's watchdog lost its lock {:?} after the failover began",
+            failover_at.elapsed()
+        ),
+        lowest = watch => lowest,
+    };
+    let lowest_during = probe.finish();
+    eprintln!(
+        "lowest PTTL of the watchdog lock on the new primary: {lowest_during} ms during the \
+         failover, {lowest} ms after it"
+    );
+    assert!(
+        lowest_during > 0,
+        "the watchdog lock expired on the promoted replica during the failover"
+    );
+    assert!(!renewed_guard.is_lost());
+    assert_eq!(raw_holds(primary, &fixed, &fixed_field), 1);
+    assert!(raw_pttl(primary, &fixed) > 0);
+    assert!(!renewed_waiter.is_finished(), "a waiter got a held lock");
+    assert!(!fixed_waiter.is_finished(), "a waiter got a held lock");
+
+    // Releases on the new primary wake the waiters by message.
+    let released = Instant::now();
+    fixed_guard.unlock().await.unwrap();
+    let fixed_taken = common::woken_promptly(fixed_waiter, released, "20 s lease").await;
+    assert_eq!(
+        raw_holds(primary, &fixed, &field_of(&waiting, &fixed_taken)),
+        1
+    );
+    let released = Instant::now();
+    renewed_guard.unlock().await.unwrap();
+    let renewed_taken = common::woken_promptly(renewed_waiter, released, "watchdog lease").await;
+    assert_eq!(
+        raw_holds(primary, &renewed, &field_of(&waiting, &renewed_taken)),
+        1
+    );
+    fixed_taken.unlock().await.unwrap();
+    renewed_taken.unlock().await.unwrap();
+    assert!(!raw_exists(primary, &fixed));
+    assert!(!raw_exists(primary, &renewed));
+
+    // New acquisitions go to the new primary and exclude each other.
+    let fresh = format!("{prefix}:fresh");
+    let taken = holder
+        .lock(fresh.as_str())
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("a fresh lock is free");
+    assert_eq!(raw_holds(primary, &fresh, &field_of(&holder, &taken)), 1);
+    assert!(waiting
+        .lock(fresh.as_str())
+        .try_lock()
+        .await
+        .unwrap()
+        .is_none());
+    taken.unlock().await.unwrap();
+    let taken = waiting
+        .lock(fresh.as_str())
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("released, the lock is free");
+    assert_eq!(raw_holds(primary, &fresh, &field_of(&waiting, &taken)), 1);
+    taken.unlock().await.unwrap();
+
+    common::faults::assert_no_leaks(primary, &[&holder, &waiting], &[&renewed, &fixed, &fresh])
+        .await;
+    holder.shutdown().await.unwrap();
+    waiting.shutdown().await.unwrap();
+    eprintln!("whole test took {:?}", started.elapsed());
+}

@@ -1,0 +1,473 @@
+//! Cancellation against a real server: acquire futures dropped at any point leave no hold, waiter
+//! or subscription behind; a retried release with the same replay key counts once; a dropped
+//! unlock still releases.
+
+use crate::common;
+
+use std::time::Duration;
+
+use common::{lock_channel, raw_command_calls, raw_exists, raw_hgetall, raw_numsub, raw_pttl};
+use fred::interfaces::LuaInterface;
+use fred::types::Value;
+use futures::FutureExt;
+use rand::Rng;
+
+const RELEASE_LUA: &str = include_str!("../../lua/release.lua");
+
+/// Checks that `check` holds on every poll for `window`: for states that must not change once
+/// reached, such as background work that must not bring a hold back.
+async fn stays<F, Fut>(window: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let end = tokio::time::Instant::now() + window;
+    while tokio::time::Instant::now() < end {
+        if !check().await {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    true
+}
+
+/// Whether `client` has nothing left locally: no hold, no waiter, no channel, and nothing in
+/// flight (a dropped acquire's script may still run on the server until its check ends).
+fn idle(client: &relock::Client) -> bool {
+    let stats = client.stats();
+    stats.holds == 0
+        && stats.renewing == 0
+        && stats.waiters == 0
+        && stats.channels == 0
+        && stats.in_flight == 0
+}
+
+/// A fresh client takes the lock `name` at once, and its release deletes it.
+async fn fresh_client_takes_and_frees(server: &common::RedisServer, name: &str) {
+    let fresh = common::client(server, Duration::from_secs(3)).await;
+    let taken = fresh.lock(name).try_lock().await.unwrap();
+    taken
+        .expect("nothing holds the lock")
+        .unlock()
+        .await
+        .unwrap();
+    assert!(!raw_exists(server, name));
+}
+
+/// Starts `count` acquires of `lock` in their own tasks, each dropped after a random 0–50 ms;
+/// one that wins in time releases at once. Returns (acquired, cancelled).
+async fn cancelled_acquires(lock: &relock::Lock, count: usize) -> (usize, usize) {
+    let plans: Vec<(bool, Duration)> = {
+        let mut rng = rand::thread_rng();
+        (0..count)
+            .map(|_| {
+                (
+                    rng.gen_bool(0.5),
+                    Duration::from_millis(rng.gen_range(0..=50)),
+                )
+            })
+            .collect()
+    };
+    let tasks: Vec<_> = plans
+        .into_iter()
+        .map(|(plain, timeout)| {
+            let lock = lock.clone();
+            tokio::spawn(async move {
+                let attempt = async {
+                    if plain {
+                        lock.lock().await.map(Some)
+                    } else {
+                        lock.try_lock_for(Duration::from_secs(30), None).await
+                    }
+                };
+                match tokio::time::timeout(timeout, attempt).await {
+                    Ok(Ok(Some(guard))) => {
+                        guard.unlock().await.unwrap();
+                        (1, 0)
+                    }
+                    Ok(Ok(None)) => panic!("a 30 s wait gave up within 50 ms"),
+                    Ok(Err(e)) => panic!("acquire failed: {e}"),
+                    Err(_) => (0, 1),
+                }
+            })
+        })
+        .collect();
+    let mut totals = (0, 0);
+    for task in tasks {
+        let (a, c) = task.await.unwrap();
+        totals.0 += a;
+        totals.1 += c;
+    }
+    totals
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_acquires_leave_nothing_behind() {
+    let server = common::RedisServer::start();
+    let holder = common::client(&server, Duration::from_secs(3)).await;
+    let canceller = common::client(&server, Duration::from_secs(3)).await;
+    let name = common::prefix("cancel-acquire");
+    let channel = lock_channel(&name);
+    let lock = canceller.lock(&name);
+
+    // 1. The lock is held throughout: every acquire is dropped while waiting or mid-attempt.
+    let guard = holder.lock(&name).lock().await.unwrap();
+    let holder_field = format!("{}:{}", holder.id(), guard.owner().id());
+    let (acquired, cancelled) = cancelled_acquires(&lock, 60).await;
+    assert_eq!(acquired, 0, "took a lock another client holds");
+    assert_eq!(cancelled, 60);
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            idle(&canceller) && raw_numsub(&server, &channel) == 0
+        })
+        .await,
+        "left behind: {:?}, {} subscribers",
+        canceller.stats(),
+        raw_numsub(&server, &channel)
+    );
+    let only_holder = vec![(holder_field.clone(), "1".to_owned())];
+    assert!(
+        stays(Duration::from_millis(300), || async {
+            idle(&canceller)
+                && raw_numsub(&server, &channel) == 0
+                && raw_hgetall(&server, &name) == only_holder
+        })
+        .await,
+        "only the holder's field remains, and nothing comes back: {:?}, {:?}",
+        canceller.stats(),
+        raw_hgetall(&server, &name)
+    );
+
+    // 2. Acquires racing the holder's release: some are dropped mid-acquire, some win.
+    let mut total_acquired = 0;
+    let mut guard = Some(guard);
+    for round in 0..5 {
+        let guard = match guard.take() {
+            Some(guard) => guard,
+            None => tokio::time::timeout(Duration::from_secs(5), holder.lock(&name).lock())
+                .await
+                .expect("the holder gets the lock back")
+                .unwrap(),
+        };
+        let release_after = Duration::from_millis(rand::thread_rng().gen_range(0..=30));
+        let release = tokio::spawn(async move {
+            tokio::time::sleep(release_after).await;
+            guard.unlock().await.unwrap();
+        });
+        let (acquired, cancelled) = cancelled_acquires(&lock, 40).await;
+        release.await.unwrap();
+        println!("round {round}: {acquired} acquired, {cancelled} dropped");
+        assert_eq!(acquired + cancelled, 40);
+        total_acquired += acquired;
+        assert!(
+            common::eventually(Duration::from_secs(5), || async {
+                idle(&canceller)
+                    && raw_numsub(&server, &channel) == 0
+                    && !raw_exists(&server, &name)
+            })
+            .await,
+            "round {round} left behind: {:?}, {} subscribers, lock {:?}",
+            canceller.stats(),
+            raw_numsub(&server, &channel),
+            raw_hgetall(&server, &name)
+        );
+        assert!(
+            stays(Duration::from_millis(300), || async {
+                idle(&canceller)
+                    && raw_numsub(&server, &channel) == 0
+                    && !raw_exists(&server, &name)
+            })
+            .await,
+            "round {round}: a hold came back: {:?}, lock {:?}",
+            canceller.stats(),
+            raw_hgetall(&server, &name)
+        );
+    }
+    println!("{total_acquired} acquires won the race");
+    assert!(idle(&holder));
+
+    // 3. A fresh client takes the lock at once.
+    fresh_client_takes_and_frees(&server, &name).await;
+}
+
+/// The lock is free and the acquire future is dropped right after its first poll: the attempt it
+/// sent takes the lock in the background, finds nobody to hand the guard to, and releases it.
+/// A single-threaded runtime makes "pending after one poll" certain: the attempt cannot get its
+/// reply before the test yields.
+///
+/// What is checked is behaviour, not timing: the owner's next acquire waits for that release (so
+/// it finds no hold of the dropped attempt's left: a hold count of 1), and once it is released
+/// the lock is gone and the client idle. Redis's own count of `HINCRBY` tells whether each
+/// dropped attempt reached it (+1 to take, +1 to release) and that every hold it took was
+/// released rather than left to expire (the count of an iteration is even).
+#[tokio::test(flavor = "current_thread")]
+async fn dropped_acquire_of_a_free_lock_is_released() {
+    let server = common::RedisServer::start();
+    let canceller = common::client(&server, Duration::from_secs(3)).await;
+    let name = common::prefix("cancel-free");
+    let channel = lock_channel(&name);
+    let lock = canceller.lock(&name);
+    let hincrby = || raw_command_calls(&server, "hincrby");
+
+    // A warm-up round trip (it also loads the scripts).
+    let warm = lock.lock().await.unwrap();
+    warm.unlock().await.unwrap();
+    const DROPS: u64 = 20;
+    let mut reached = 0;
+    for i in 0..DROPS {
+        let before = hincrby();
+        let outcome = if i % 2 == 0 {
+            lock.lock().now_or_never().map(|r| r.map(Some))
+        } else {
+            lock.try_lock_for(Duration::from_secs(30), None)
+                .now_or_never()
+        };
+        assert!(
+            outcome.is_none(),
+            "an acquire cannot finish within its first poll"
+        );
+        // The same owner again, awaited: it waits for the release of the dropped attempt's hold
+        // (if it took one), so the only hold it finds is its own. A hold left behind would be
+        // re-entered here (count 2), or found still held by the release after it.
+        let next = tokio::time::timeout(Duration::from_secs(10), lock.try_lock())
+            .await
+            .expect("the owner's next acquire hung")
+            .unwrap()
+            .expect("nothing else holds the lock");
+        assert_eq!(
+            lock.hold_count().await.unwrap(),
+            1,
+            "drop {i}: the dropped acquire's hold was still there for the owner's next acquire"
+        );
+        next.unlock().await.unwrap();
+        assert!(
+            common::eventually(Duration::from_secs(5), || async {
+                idle(&canceller) && !raw_exists(&server, &name)
+            })
+            .await,
+            "drop {i}: a dropped acquire left a hold: {:?}, lock {:?}",
+            canceller.stats(),
+            raw_hgetall(&server, &name)
+        );
+        // 2 for the awaited acquire and its release, 2 more if the dropped attempt reached
+        // Redis (it does unless it was still waiting behind a release of the owner's in flight
+        // when dropped). An odd count is a hold that was not released but expired.
+        let calls = hincrby() - before;
+        assert!(
+            calls == 2 || calls == 4,
+            "drop {i}: {calls} HINCRBY: a hold was not released by its owner"
+        );
+        if calls == 4 {
+            reached += 1;
+        }
+    }
+    // The drops must exercise what this test is about: attempts that reached Redis and were
+    // released by nobody's guard. Nothing is in flight as each drop starts, so most do.
+    println!("{reached} of {DROPS} dropped acquires reached Redis");
+    assert!(
+        reached >= DROPS / 2,
+        "only {reached} of {DROPS} dropped acquires reached Redis"
+    );
+    assert_eq!(raw_numsub(&server, &channel), 0);
+
+    fresh_client_takes_and_frees(&server, &name).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retried_release_applies_once() {
+    let server = common::RedisServer::start();
+    // A long lease: the watchdog stays out of this test.
+    let lease = Duration::from_secs(30);
+    let client = common::client(&server, lease).await;
+    let name = common::prefix("cancel-replay");
+    let lock = client.lock(&name);
+
+    let first = lock.lock().await.unwrap();
+    let second = lock.lock().await.unwrap();
+    assert_eq!(lock.hold_count().await.unwrap(), 2);
+    let field = format!("{}:{}", client.id(), first.owner().id());
+    assert_eq!(
+        raw_hgetall(&server, &name),
+        vec![(field.clone(), "2".to_owned())]
+    );
+
+    let release = |latch: String| {
+        let keys = vec![
+            name.clone(),
+            lock_channel(&name),
+            latch,
+            common::claim_key(&name),
+        ];
+        let args = vec![
+            "0".to_owned(),
+            lease.as_millis().to_string(),
+            field.clone(),
+            "PUBLISH".to_owned(),
+            "10000".to_owned(),
+            "10".to_owned(),
+            // Sent again under the same request id, as relock retries: the replay key is read.
+            "1".to_owned(),
+        ];
+        let redis = client.redis().clone();
+        async move {
+            redis
+                .eval::<Value, _, _, _>(RELEASE_LUA, keys, args)
+                .await
+                .unwrap()
+        }
+    };
+
+    let latch = format!("redisson_unlock_latch:{{{name}}}:retried-request");
+    assert_eq!(release(latch.clone()).await, Value::Integer(0));
+    assert_eq!(
+        raw_hgetall(&server, &name),
+        vec![(field.clone(), "1".to_owned())]
+    );
+    assert!(raw_exists(&server, &latch), "the replay key is written");
+    // The same request again (a retry after a lost reply): replayed, not applied.
+    assert_eq!(release(latch.clone()).await, Value::Integer(0));
+    assert_eq!(
+        raw_hgetall(&server, &name),
+        vec![(field.clone(), "1".to_owned())],
+        "a retried release counted twice"
+    );
+    assert!(raw_pttl(&server, &name) > 0);
+
+    // A new request releases the last hold.
+    let latch = format!("redisson_unlock_latch:{{{name}}}:next-request");
+    assert_eq!(release(latch.clone()).await, Value::Integer(1));
+    assert!(
+        !raw_exists(&server, &name),
+        "the last release deletes the lock"
+    );
+    // It writes no replay key: its retry finds the field gone and touches nothing (relock
+    // holds the owner's acquires back until a release has its reply, so no new hold of the
+    // field can be there for the retry to take).
+    assert!(
+        !raw_exists(&server, &latch),
+        "the last release wrote a replay key"
+    );
+    assert_eq!(release(latch).await, Value::Null);
+    assert!(!raw_exists(&server, &name));
+
+    // The guards' holds were released behind their back.
+    let err = second.unlock().await.unwrap_err();
+    assert!(err.is_not_held(), "{err:?}");
+    let err = first.unlock().await.unwrap_err();
+    assert!(err.is_not_held(), "{err:?}");
+    assert_eq!(client.stats().holds, 0);
+}
+
+/// Single-threaded, so the release task an unlock spawns cannot finish before the test yields.
+#[tokio::test(flavor = "current_thread")]
+async fn dropped_unlock_still_releases() {
+    let server = common::RedisServer::start();
+    let client = common::client(&server, Duration::from_secs(3)).await;
+    let other = common::client(&server, Duration::from_secs(3)).await;
+    let name = common::prefix("cancel-unlock");
+    let lock = client.lock(&name);
+    let field_count = |server: &common::RedisServer| raw_hgetall(server, &name);
+
+    // Hold count 2: a dropped unlock releases exactly one hold.
+    let first = lock.lock().await.unwrap();
+    let second = lock.lock().await.unwrap();
+    let field = format!("{}:{}", client.id(), first.owner().id());
+    let outcome = second.unlock().now_or_never();
+    assert!(
+        outcome.is_none(),
+        "an unlock cannot finish within its first poll: {outcome:?}"
+    );
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            field_count(&server) == vec![(field.clone(), "1".to_owned())]
+        })
+        .await,
+        "the dropped unlock released one hold: {:?}",
+        field_count(&server)
+    );
+    assert!(other.lock(&name).try_lock().await.unwrap().is_none());
+
+    // The last hold, dropped the same way: the lock is freed.
+    assert!(first.unlock().now_or_never().is_none());
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            !raw_exists(&server, &name)
+        })
+        .await,
+        "the dropped unlock freed the lock: {:?}",
+        field_count(&server)
+    );
+    assert_eq!(client.stats().holds, 0);
+
+    // An unlock future dropped before it was ever polled releases too (through the guard).
+    let guard = lock.lock().await.unwrap();
+    drop(guard.unlock());
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            !raw_exists(&server, &name)
+        })
+        .await,
+        "an unpolled unlock freed the lock"
+    );
+
+    let taken = other.lock(&name).try_lock().await.unwrap();
+    taken.expect("the lock is free").unlock().await.unwrap();
+    assert!(idle(&client));
+}
+
+/// `stats().in_flight` counts an acquire whose future was dropped after its script went out
+/// until the check that follows it ends, and a dropped guard's release until it ends: here the
+/// server is frozen (`SIGSTOP`) so both stay in flight, and run once it resumes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_left_in_flight_is_counted_until_it_ends() {
+    let server = common::RedisServer::start();
+    let pid = server.pid().expect("the server's pid");
+    // A command timeout the frozen moments below cannot reach, even on a busy machine.
+    let config = relock::Config::from_url(&server.url())
+        .unwrap()
+        .with_command_timeout(Duration::from_secs(20));
+    let client = relock::Client::new(config).await.unwrap();
+    let held = common::prefix("in-flight-held");
+    let taken = common::prefix("in-flight-taken");
+    let guard = client.lock(&held).lock().await.unwrap();
+    assert_eq!(client.stats().in_flight, 0);
+
+    let frozen = common::faults::Frozen::stop(pid);
+    drop(guard); // its release is sent and waits for the frozen server
+    let lock = client.lock(&taken);
+    let acquire = tokio::spawn(async move { lock.lock().await });
+    assert!(
+        common::eventually(Duration::from_secs(10), || async {
+            client.stats().in_flight == 2
+        })
+        .await,
+        "the release and the acquire in flight: {:?}",
+        client.stats()
+    );
+    acquire.abort();
+    assert!(acquire.await.unwrap_err().is_cancelled());
+    // The acquire's script went out: the check that gives its hold back is in flight now.
+    let stats = client.stats();
+    assert_eq!((stats.in_flight, stats.holds), (2, 0), "{stats:?}");
+    drop(frozen);
+
+    assert!(
+        common::eventually(Duration::from_secs(10), || async {
+            client.stats().in_flight == 0
+        })
+        .await,
+        "still in flight after the server resumed: {:?}",
+        client.stats()
+    );
+    // Once nothing is in flight, both locks are free and stay so.
+    assert!(
+        stays(Duration::from_millis(300), || async {
+            !raw_exists(&server, &held) && !raw_exists(&server, &taken)
+        })
+        .await,
+        "held {:?}, taken {:?}",
+        raw_hgetall(&server, &held),
+        raw_hgetall(&server, &taken)
+    );
+    assert!(idle(&client));
+}

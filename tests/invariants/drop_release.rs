@@ -1,0 +1,177 @@
+//! Releases that happen: a guard dropped where no runtime runs, or while its runtime shuts down,
+//! still frees its lock; `Client::shutdown()` frees the client's locks.
+
+use crate::common;
+
+use std::time::Duration;
+
+use common::RedisServer;
+
+/// The default watchdog lease: a lock left behind would stay this long.
+const WATCHDOG: Duration = Duration::from_secs(30);
+const SOON: Duration = Duration::from_secs(10);
+
+fn runtime(multi_thread: bool) -> tokio::runtime::Runtime {
+    let mut builder = if multi_thread {
+        tokio::runtime::Builder::new_multi_thread()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+    };
+    builder.worker_threads(2).enable_all().build().unwrap()
+}
+
+/// Takes the lock `name` on `runtime`, with a client made there.
+fn take(runtime: &tokio::runtime::Runtime, server: &RedisServer, name: &str) -> relock::LockGuard {
+    runtime.block_on(async {
+        let client = common::client(server, WATCHDOG).await;
+        client.lock(name).lock().await.unwrap()
+    })
+}
+
+#[test]
+fn a_guard_dropped_on_a_plain_thread_is_released() {
+    let server = RedisServer::start();
+    let runtime = runtime(true);
+    let name = common::prefix("drop-plain-thread");
+    let guard = take(&runtime, &server, &name);
+    std::thread::spawn(move || drop(guard)).join().unwrap();
+    runtime.block_on(async {
+        assert!(
+            common::eventually(SOON, || async { !common::raw_exists(&server, &name) }).await,
+            "a guard dropped on a plain thread kept its lock"
+        );
+    });
+}
+
+#[test]
+fn a_guard_dropped_after_its_runtime_ended_is_released() {
+    for multi_thread in [false, true] {
+        let server = RedisServer::start();
+        let runtime = runtime(multi_thread);
+        let name = common::prefix("drop-after-runtime");
+        let guard = take(&runtime, &server, &name);
+        drop(runtime);
+        drop(guard); // waits for the release
+        assert!(
+            !common::raw_exists(&server, &name),
+            "a guard that outlived its runtime kept its lock (multi-thread: {multi_thread})"
+        );
+    }
+}
+
+/// How many times the race of a guard dropped as `main` returns is run: the runtime's shutdown
+/// may drop the client's connection task before or after the release is sent (before, the
+/// release fails without reaching Redis; it used to be lost in about 1 run in 50).
+const SHUTDOWN_RACES: usize = 100;
+
+#[test]
+fn a_guard_dropped_as_main_returns_is_released() {
+    let server = RedisServer::start();
+    for (multi_thread, runs) in [(false, 10), (true, SHUTDOWN_RACES)] {
+        let mut kept = Vec::new();
+        for run in 0..runs {
+            let runtime = runtime(multi_thread);
+            let name = common::prefix("drop-main-returns");
+            // As `#[tokio::main]` does: the guard drops at the end of the block, and the runtime
+            // right after.
+            runtime.block_on(async {
+                let client = common::client(&server, WATCHDOG).await;
+                let _guard = client.lock(name.clone()).lock().await.unwrap();
+            });
+            drop(runtime);
+            if common::raw_exists(&server, &name) {
+                kept.push(run);
+            }
+        }
+        assert!(
+            kept.is_empty(),
+            "guards dropped as main returned kept their locks in runs {kept:?} of {runs} \
+             (multi-thread: {multi_thread})"
+        );
+    }
+}
+
+#[test]
+fn a_guard_held_by_a_task_when_its_runtime_shuts_down_is_released() {
+    for multi_thread in [false, true] {
+        let server = RedisServer::start();
+        let runtime = runtime(multi_thread);
+        let name = common::prefix("drop-in-shutdown");
+        let guard = take(&runtime, &server, &name);
+        runtime.spawn(async move {
+            let _guard = guard;
+            futures::future::pending::<()>().await;
+        });
+        drop(runtime);
+        assert!(
+            !common::raw_exists(&server, &name),
+            "a guard dropped by the runtime's shutdown kept its lock (multi-thread: {multi_thread})"
+        );
+    }
+}
+
+#[tokio::test]
+async fn shutdown_releases_the_clients_locks_and_wakes_their_waiters() {
+    let server = RedisServer::start();
+    let client = common::client(&server, WATCHDOG).await;
+    let rival = common::client(&server, WATCHDOG).await;
+    let first = common::prefix("shutdown-first");
+    let second = common::prefix("shutdown-second");
+    let outer = client.lock(first.clone()).lock().await.unwrap();
+    let inner = client.lock(first.clone()).lock().await.unwrap();
+    let other = client
+        .lock(second.clone())
+        .lock_with_lease(WATCHDOG)
+        .await
+        .unwrap();
+
+    let waiter = tokio::spawn({
+        let lock = rival.lock(first.clone());
+        async move { lock.try_lock_for(WATCHDOG / 2, None).await }
+    });
+    assert!(common::until_subscribed(&server, &first, 1).await);
+
+    client.shutdown().await.unwrap();
+    // The waiter may hold `first` already: none of its fields may be the shut-down client's.
+    let fields = common::raw_hgetall(&server, &first);
+    assert!(
+        fields
+            .iter()
+            .all(|(field, _)| !field.starts_with(client.id())),
+        "a held lock survived shutdown: {fields:?}"
+    );
+    assert!(!common::raw_exists(&server, &second));
+    assert!(outer.is_lost() && inner.is_lost() && other.is_lost());
+    let woken = tokio::time::timeout(SOON, waiter)
+        .await
+        .expect("the waiter was not woken")
+        .unwrap()
+        .unwrap()
+        .expect("the waiter did not get the lock");
+    assert!(inner.unlock().await.unwrap_err().is_closed());
+    drop(outer);
+    drop(other);
+    woken.unlock().await.unwrap();
+}
+
+#[tokio::test]
+async fn shutdown_keeping_locks_leaves_them_to_their_leases() {
+    let server = RedisServer::start();
+    let watchdog = Duration::from_secs(1);
+    let client = common::client(&server, watchdog).await;
+    let rival = common::client(&server, watchdog).await;
+    let name = common::prefix("shutdown-keep");
+    let guard = client.lock(name.clone()).lock().await.unwrap();
+    client.shutdown_keeping_locks().await.unwrap();
+    assert!(common::raw_exists(&server, &name), "the lock was released");
+    assert!(common::raw_pttl(&server, &name) > 0);
+    // Nobody renews it: it frees itself with its lease.
+    let taken = rival
+        .lock(name.clone())
+        .try_lock_for(SOON, None)
+        .await
+        .unwrap()
+        .expect("the kept lock never expired");
+    drop(guard);
+    taken.unlock().await.unwrap();
+}

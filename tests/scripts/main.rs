@@ -1,0 +1,11 @@
+//! Every Lua script on a real server, branch by branch, and relock's scripts interleaved with
+//! Redisson's on the same locks.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod fair_scripts;
+mod multi_scripts;
+mod redisson_compat;
+mod rw_scripts;
+mod scripts;

@@ -1,0 +1,785 @@
+//! Every branch of every Lua script in `lua/`, run directly with `EVAL` on a real server: the
+//! reply, the Redis state it leaves (hash fields, TTLs, replay keys) and whether it published on
+//! the lock's channel.
+
+use crate::common;
+
+use std::time::Duration;
+
+use common::{resp, resp_int, RawSubscriber, RedisServer, Resp};
+use fred::clients::Client as Redis;
+use fred::interfaces::LuaInterface;
+use fred::types::Value;
+
+const ACQUIRE: &str = include_str!("../../lua/acquire.lua");
+const RELEASE: &str = include_str!("../../lua/release.lua");
+const RENEW: &str = include_str!("../../lua/renew.lua");
+const FORCE_RELEASE: &str = include_str!("../../lua/force_release.lua");
+const INSPECT: &str = include_str!("../../lua/inspect.lua");
+const UNCLAIM: &str = include_str!("../../lua/unclaim.lua");
+
+const ME: &str = "11111111-2222-3333-4444-555555555555:task-1";
+const OTHER: &str = "99999999-8888-7777-6666-555555555555:task-2";
+const LATCH_TTL_MS: i64 = 8_000;
+const CLAIM_WINDOW_MS: i64 = 500;
+
+/// A server, a raw fred connection and one lock's keys.
+struct Fixture {
+    server: RedisServer,
+    redis: Redis,
+    name: String,
+    channel: String,
+    claim: String,
+}
+
+impl Fixture {
+    async fn new(test: &str) -> Fixture {
+        let server = RedisServer::start();
+        let redis = common::fred_client(&server).await;
+        let name = common::prefix(test);
+        let channel = common::lock_channel(&name);
+        let claim = common::claim_key(&name);
+        Fixture {
+            server,
+            redis,
+            name,
+            channel,
+            claim,
+        }
+    }
+
+    fn cmd(&self, args: &[&str]) -> String {
+        self.server.cmd(args)
+    }
+
+    fn pttl(&self, key: &str) -> i64 {
+        common::raw_pttl(&self.server, key)
+    }
+
+    fn exists(&self, key: &str) -> bool {
+        common::raw_exists(&self.server, key)
+    }
+
+    fn hash(&self) -> Vec<(String, String)> {
+        self.hash_of(&self.name)
+    }
+
+    fn hash_of(&self, key: &str) -> Vec<(String, String)> {
+        common::raw_hgetall(&self.server, key)
+    }
+
+    fn latch(&self, id: &str) -> String {
+        format!("redisson_unlock_latch:{{{}}}:{id}", self.name)
+    }
+
+    async fn subscribe(&self) -> RawSubscriber {
+        RawSubscriber::subscribe(&self.server, &[&self.channel]).await
+    }
+
+    async fn eval(
+        &self,
+        lua: &str,
+        keys: &[&str],
+        args: &[&str],
+    ) -> Result<Value, fred::error::Error> {
+        let keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        self.redis.eval::<Value, _, _, _>(lua, keys, args).await
+    }
+
+    async fn acquire(&self, lease_ms: u64, field: &str) -> Result<Value, fred::error::Error> {
+        self.acquire_as(lease_ms, field, 0).await
+    }
+
+    /// An acquire that, finding the lock busy, claims its next hand-off with `priority`.
+    async fn acquire_claiming(
+        &self,
+        lease_ms: u64,
+        field: &str,
+        priority: u32,
+    ) -> Result<Value, fred::error::Error> {
+        self.acquire_as(lease_ms, field, priority).await
+    }
+
+    async fn acquire_as(
+        &self,
+        lease_ms: u64,
+        field: &str,
+        priority: u32,
+    ) -> Result<Value, fred::error::Error> {
+        let lease = lease_ms.to_string();
+        let priority = priority.to_string();
+        let window = CLAIM_WINDOW_MS.to_string();
+        self.eval(
+            ACQUIRE,
+            &[&self.name, &self.claim],
+            &[&lease, field, &priority, &window],
+        )
+        .await
+    }
+
+    async fn unclaim(&self, field: &str) -> Result<Value, fred::error::Error> {
+        self.eval(UNCLAIM, &[&self.claim], &[field]).await
+    }
+
+    fn claimant(&self) -> Resp {
+        resp(&self.cmd(&["GET", &self.claim]))
+    }
+
+    /// A release request's first send, as relock sends it: its replay key is not read.
+    async fn release(
+        &self,
+        latch: &str,
+        lease_ms: u64,
+        field: &str,
+    ) -> Result<Value, fred::error::Error> {
+        self.send_release(latch, lease_ms, field, "0", "0").await
+    }
+
+    /// A release request sent again (its reply was lost): its replay key is read first.
+    async fn retry_release(
+        &self,
+        latch: &str,
+        lease_ms: u64,
+        field: &str,
+    ) -> Result<Value, fred::error::Error> {
+        self.send_release(latch, lease_ms, field, "1", "0").await
+    }
+
+    /// A first send that asks for a replay key even on the last hold, as relock sends a release
+    /// that starts while an acquire by the same owner is in flight.
+    async fn release_replaying_last(
+        &self,
+        latch: &str,
+        lease_ms: u64,
+        field: &str,
+    ) -> Result<Value, fred::error::Error> {
+        self.send_release(latch, lease_ms, field, "0", "1").await
+    }
+
+    async fn send_release(
+        &self,
+        latch: &str,
+        lease_ms: u64,
+        field: &str,
+        sent_before: &str,
+        replay_last: &str,
+    ) -> Result<Value, fred::error::Error> {
+        let lease = lease_ms.to_string();
+        let latch_ttl = LATCH_TTL_MS.to_string();
+        let window = CLAIM_WINDOW_MS.to_string();
+        self.eval(
+            RELEASE,
+            &[&self.name, &self.channel, latch, &self.claim],
+            &[
+                "0",
+                &lease,
+                field,
+                "PUBLISH",
+                &latch_ttl,
+                &window,
+                sent_before,
+                replay_last,
+            ],
+        )
+        .await
+    }
+
+    async fn force_release(&self) -> Result<Value, fred::error::Error> {
+        let window = CLAIM_WINDOW_MS.to_string();
+        self.eval(
+            FORCE_RELEASE,
+            &[&self.name, &self.channel, &self.claim],
+            &["0", "PUBLISH", &window],
+        )
+        .await
+    }
+
+    async fn inspect(&self, field: &str) -> Result<Value, fred::error::Error> {
+        self.eval(INSPECT, &[&self.name], &[field]).await
+    }
+}
+
+fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
+    let mut pairs: Vec<(String, String)> = items
+        .iter()
+        .map(|(f, v)| (f.to_string(), v.to_string()))
+        .collect();
+    pairs.sort();
+    pairs
+}
+
+fn ints(value: Value) -> Vec<i64> {
+    match value {
+        Value::Array(items) => items
+            .into_iter()
+            .map(|v| {
+                v.as_i64()
+                    .unwrap_or_else(|| panic!("not an integer: {v:?}"))
+            })
+            .collect(),
+        other => panic!("expected an array, got {other:?}"),
+    }
+}
+
+fn assert_wrongtype(result: Result<Value, fred::error::Error>) {
+    match result {
+        Err(e) => assert!(
+            e.details().contains("WRONGTYPE") || e.to_string().contains("WRONGTYPE"),
+            "expected WRONGTYPE, got {e:?}"
+        ),
+        Ok(v) => panic!("expected a WRONGTYPE error, got {v:?}"),
+    }
+}
+
+// ---------------------------------------------------------------- acquire
+
+#[tokio::test]
+async fn acquire_free_lock_takes_first_hold_with_lease() {
+    let fx = Fixture::new("scripts-acquire-free").await;
+    let reply = fx.acquire(10_000, ME).await.unwrap();
+    assert_eq!(reply, Value::Null);
+    assert_eq!(fx.hash(), pairs(&[(ME, "1")]));
+    let pttl = fx.pttl(&fx.name);
+    assert!((9_000..=10_000).contains(&pttl), "pttl {pttl}");
+}
+
+#[tokio::test]
+async fn acquire_reentry_counts_and_resets_lease() {
+    let fx = Fixture::new("scripts-acquire-reentry").await;
+    assert_eq!(fx.acquire(10_000, ME).await.unwrap(), Value::Null);
+    // Let the lease "run down" to 1 s, then re-enter with a 20 s lease.
+    fx.cmd(&["PEXPIRE", &fx.name, "1000"]);
+    assert!(fx.pttl(&fx.name) <= 1_000);
+    assert_eq!(fx.acquire(20_000, ME).await.unwrap(), Value::Null);
+    assert_eq!(fx.hash(), pairs(&[(ME, "2")]));
+    let pttl = fx.pttl(&fx.name);
+    assert!((19_000..=20_000).contains(&pttl), "pttl {pttl}");
+}
+
+#[tokio::test]
+async fn acquire_busy_returns_pttl_and_changes_nothing() {
+    let fx = Fixture::new("scripts-acquire-busy").await;
+    assert_eq!(fx.acquire(10_000, OTHER).await.unwrap(), Value::Null);
+    let reply = fx.acquire(60_000, ME).await.unwrap();
+    let pttl = reply.as_i64().expect("an integer PTTL");
+    assert!(pttl > 0 && pttl <= 10_000, "busy reply {pttl}");
+    assert_eq!(fx.hash(), pairs(&[(OTHER, "1")]));
+    // The busy attempt did not extend the holder's lease to its own 60 s.
+    let after = fx.pttl(&fx.name);
+    assert!(
+        after > 0 && after <= pttl,
+        "pttl after {after}, reply {pttl}"
+    );
+}
+
+#[tokio::test]
+async fn acquire_busy_lock_without_ttl_returns_minus_one() {
+    let fx = Fixture::new("scripts-acquire-no-ttl").await;
+    fx.cmd(&["HSET", &fx.name, OTHER, "3"]);
+    let reply = fx.acquire(10_000, ME).await.unwrap();
+    assert_eq!(reply.as_i64(), Some(-1), "reply {reply:?}");
+    assert_eq!(fx.hash(), pairs(&[(OTHER, "3")]));
+    assert_eq!(fx.pttl(&fx.name), -1, "no TTL was added");
+}
+
+#[tokio::test]
+async fn acquire_on_a_string_key_is_wrongtype_and_leaves_it() {
+    let fx = Fixture::new("scripts-acquire-wrongtype").await;
+    fx.cmd(&["SET", &fx.name, "user-data"]);
+    assert_wrongtype(fx.acquire(10_000, ME).await);
+    assert_eq!(
+        resp(&fx.cmd(&["GET", &fx.name])),
+        Resp::Bulk(Some("user-data".into()))
+    );
+    assert_eq!(fx.pttl(&fx.name), -1);
+}
+
+// ---------------------------------------------------------------- hand-off claims
+
+/// A claim's value: its priority and holder field.
+fn claim_of(priority: u32, field: &str) -> Resp {
+    Resp::Bulk(Some(format!("{priority}:{field}")))
+}
+
+#[tokio::test]
+async fn a_busy_acquire_that_claims_promises_the_next_hand_off_to_its_field() {
+    let fx = Fixture::new("scripts-claim-set").await;
+    assert_eq!(fx.acquire(10_000, OTHER).await.unwrap(), Value::Null);
+    // Without asking to claim: no claim.
+    fx.acquire(10_000, ME).await.unwrap();
+    assert!(!fx.exists(&fx.claim));
+
+    let reply = fx.acquire_claiming(10_000, ME, 1).await.unwrap();
+    let ttl = reply.as_i64().expect("the holder's PTTL");
+    assert!(ttl > 0 && ttl <= 10_000, "busy reply {ttl}");
+    assert_eq!(fx.claimant(), claim_of(1, ME));
+    // The claim lasts the holder's lease plus the window.
+    let claim_ttl = fx.pttl(&fx.claim);
+    assert!(
+        claim_ttl > ttl && claim_ttl <= ttl + CLAIM_WINDOW_MS,
+        "claim PTTL {claim_ttl}, lock PTTL {ttl}"
+    );
+
+    // A waiter with the same priority does not take it over; the claimant's own renews it.
+    let third = "77777777-7777-7777-7777-777777777777:task-3";
+    fx.acquire_claiming(10_000, third, 1).await.unwrap();
+    assert_eq!(fx.claimant(), claim_of(1, ME));
+    fx.cmd(&["PEXPIRE", &fx.claim, "100"]);
+    fx.acquire_claiming(10_000, ME, 2).await.unwrap();
+    assert_eq!(fx.claimant(), claim_of(2, ME));
+    assert!(
+        fx.pttl(&fx.claim) > 1_000,
+        "the claimant's claim was renewed"
+    );
+
+    // One that lost more races does.
+    fx.acquire_claiming(10_000, third, 3).await.unwrap();
+    assert_eq!(fx.claimant(), claim_of(3, third));
+    assert_eq!(fx.hash(), pairs(&[(OTHER, "1")]), "the holder is untouched");
+}
+
+#[tokio::test]
+async fn a_claimed_free_lock_goes_only_to_its_claimant() {
+    let fx = Fixture::new("scripts-claim-honoured").await;
+    fx.cmd(&["SET", &fx.claim, &format!("1:{ME}"), "PX", "5000"]);
+
+    // Free but promised to ME: another field is told to wait out the claim, and nothing changes.
+    let reply = fx.acquire(10_000, OTHER).await.unwrap();
+    let wait = reply.as_i64().expect("the claim's PTTL");
+    assert!(wait > 0 && wait <= 5_000, "refused with {wait}");
+    assert!(!fx.exists(&fx.name), "the refused acquire took nothing");
+    assert_eq!(fx.claimant(), claim_of(1, ME));
+
+    // The claimant takes it, and the claim is used up.
+    assert_eq!(fx.acquire(10_000, ME).await.unwrap(), Value::Null);
+    assert_eq!(fx.hash(), pairs(&[(ME, "1")]));
+    assert!(!fx.exists(&fx.claim), "the claim is spent");
+
+    // A claim that lapsed promises nothing.
+    fx.cmd(&["DEL", &fx.name]);
+    fx.cmd(&["SET", &fx.claim, &format!("1:{ME}"), "PX", "1"]);
+    assert!(common::eventually(Duration::from_secs(2), || async { !fx.exists(&fx.claim) }).await);
+    assert_eq!(fx.acquire(10_000, OTHER).await.unwrap(), Value::Null);
+}
+
+#[tokio::test]
+async fn a_claim_on_a_lock_freed_without_a_release_is_cut_to_the_window() {
+    let fx = Fixture::new("scripts-claim-stale").await;
+    // ME claimed the next hand-off of a lock with a 30 s lease. Then the lock went away without
+    // a release to cut the claim (a DEL here; an eviction or another library's unlock alike),
+    // and ME is gone: its claim would hold the free lock back for the rest of that lease.
+    assert_eq!(fx.acquire(30_000, OTHER).await.unwrap(), Value::Null);
+    fx.acquire_claiming(30_000, ME, 1).await.unwrap();
+    assert!(fx.pttl(&fx.claim) > 29_000);
+    fx.cmd(&["DEL", &fx.name]);
+
+    // The next acquire leaves the claimant the window from now on, and no more.
+    let wait = fx.acquire(30_000, OTHER).await.unwrap();
+    let wait = wait.as_i64().expect("refused for the claim");
+    assert!(
+        wait > 0 && wait <= CLAIM_WINDOW_MS,
+        "told to wait {wait} ms"
+    );
+    let left = fx.pttl(&fx.claim);
+    assert!(left > 0 && left <= CLAIM_WINDOW_MS, "claim PTTL {left}");
+    assert_eq!(fx.claimant(), claim_of(1, ME), "the claim is still ME's");
+    assert!(!fx.exists(&fx.name), "the refused acquire took nothing");
+    assert!(common::eventually(Duration::from_secs(2), || async { !fx.exists(&fx.claim) }).await);
+    assert_eq!(fx.acquire(30_000, OTHER).await.unwrap(), Value::Null);
+}
+
+#[tokio::test]
+async fn a_claim_relock_did_not_write_is_ignored() {
+    let fx = Fixture::new("scripts-claim-foreign").await;
+    // Not "<n>:<field>", or without an expiry: neither blocks the lock.
+    for (value, px) in [
+        ("someone's data", Some("5000")),
+        (&*format!("1:{OTHER}"), None),
+    ] {
+        fx.cmd(&["DEL", &fx.name]);
+        match px {
+            Some(px) => fx.cmd(&["SET", &fx.claim, value, "PX", px]),
+            None => fx.cmd(&["SET", &fx.claim, value]),
+        };
+        assert_eq!(
+            fx.acquire(10_000, ME).await.unwrap(),
+            Value::Null,
+            "{value}"
+        );
+        assert_eq!(fx.hash(), pairs(&[(ME, "1")]));
+    }
+}
+
+#[tokio::test]
+async fn the_last_release_and_force_unlock_cut_a_claim_to_the_window() {
+    let fx = Fixture::new("scripts-claim-window").await;
+    assert_eq!(fx.acquire(30_000, OTHER).await.unwrap(), Value::Null);
+    fx.acquire_claiming(30_000, ME, 1).await.unwrap();
+    assert!(fx.pttl(&fx.claim) > 29_000);
+
+    // A release that leaves holds does not touch the claim.
+    assert_eq!(fx.acquire(30_000, OTHER).await.unwrap(), Value::Null);
+    fx.release(&fx.latch("r1"), 30_000, OTHER).await.unwrap();
+    assert!(fx.pttl(&fx.claim) > 29_000);
+
+    // The last release cuts it to the window: a claimant that died delays others no longer.
+    fx.release(&fx.latch("r2"), 30_000, OTHER).await.unwrap();
+    let left = fx.pttl(&fx.claim);
+    assert!(left > 0 && left <= CLAIM_WINDOW_MS, "claim PTTL {left}");
+
+    // So does force-unlock.
+    fx.cmd(&["DEL", &fx.claim]);
+    assert_eq!(fx.acquire(30_000, ME).await.unwrap(), Value::Null);
+    fx.acquire_claiming(30_000, OTHER, 1).await.unwrap();
+    assert!(fx.pttl(&fx.claim) > 29_000);
+    assert_eq!(fx.force_release().await.unwrap().as_i64(), Some(1));
+    let left = fx.pttl(&fx.claim);
+    assert!(left > 0 && left <= CLAIM_WINDOW_MS, "claim PTTL {left}");
+
+    // A claim already shorter than the window keeps its own end.
+    fx.cmd(&["SET", &fx.claim, &format!("1:{OTHER}"), "PX", "50"]);
+    fx.cmd(&["HSET", &fx.name, ME, "1"]);
+    fx.release(&fx.latch("r3"), 30_000, ME).await.unwrap();
+    assert!(fx.pttl(&fx.claim) <= 50);
+}
+
+#[tokio::test]
+async fn unclaim_withdraws_only_its_own_claim() {
+    let fx = Fixture::new("scripts-unclaim").await;
+    assert_eq!(fx.unclaim(ME).await.unwrap().as_i64(), Some(0), "no claim");
+    fx.cmd(&["SET", &fx.claim, &format!("4:{OTHER}"), "PX", "5000"]);
+    assert_eq!(fx.unclaim(ME).await.unwrap().as_i64(), Some(0));
+    assert_eq!(fx.claimant(), claim_of(4, OTHER));
+    assert_eq!(fx.unclaim(OTHER).await.unwrap().as_i64(), Some(1));
+    assert!(!fx.exists(&fx.claim));
+}
+
+// ---------------------------------------------------------------- release
+
+#[tokio::test]
+async fn release_with_replay_key_replays_its_value_and_changes_nothing() {
+    let fx = Fixture::new("scripts-release-replay").await;
+    let mut sub = fx.subscribe().await;
+    fx.cmd(&["HSET", &fx.name, ME, "3"]);
+    fx.cmd(&["PEXPIRE", &fx.name, "10000"]);
+    let latch_one = fx.latch("one");
+    let latch_zero = fx.latch("zero");
+    fx.cmd(&["SET", &latch_one, "1", "PX", "5000"]);
+    fx.cmd(&["SET", &latch_zero, "0", "PX", "5000"]);
+
+    let reply = fx.retry_release(&latch_one, 30_000, ME).await.unwrap();
+    assert_eq!(reply.as_i64(), Some(1), "replayed 1: {reply:?}");
+    let reply = fx.retry_release(&latch_zero, 30_000, ME).await.unwrap();
+    assert_eq!(reply.as_i64(), Some(0), "replayed 0: {reply:?}");
+
+    // Nothing applied: the count, the lease (not reset to 30 s) and the replay keys are as set.
+    assert_eq!(fx.hash(), pairs(&[(ME, "3")]));
+    let pttl = fx.pttl(&fx.name);
+    assert!(pttl > 0 && pttl <= 10_000, "pttl {pttl}");
+    assert_eq!(
+        resp(&fx.cmd(&["GET", &latch_one])),
+        Resp::Bulk(Some("1".into()))
+    );
+    let latch_pttl = fx.pttl(&latch_one);
+    assert!(latch_pttl > 0 && latch_pttl <= 5_000, "{latch_pttl}");
+    sub.assert_quiet(&fx.server, &fx.channel).await;
+}
+
+#[tokio::test]
+async fn release_on_first_send_does_not_read_a_replay_key() {
+    let fx = Fixture::new("scripts-release-first-send").await;
+    fx.cmd(&["HSET", &fx.name, ME, "3"]);
+    fx.cmd(&["PEXPIRE", &fx.name, "10000"]);
+    // A first send's request id is fresh, so relock never sends one whose replay key exists;
+    // planted here, it shows the script did not read it.
+    let latch = fx.latch("fresh");
+    fx.cmd(&["SET", &latch, "1", "PX", "5000"]);
+
+    let reply = fx.release(&latch, 30_000, ME).await.unwrap();
+    assert_eq!(reply.as_i64(), Some(0), "applied, holds remain: {reply:?}");
+    assert_eq!(fx.hash(), pairs(&[(ME, "2")]));
+    assert_eq!(
+        resp(&fx.cmd(&["GET", &latch])),
+        Resp::Bulk(Some("0".into())),
+        "the replay key now records this release"
+    );
+}
+
+#[tokio::test]
+async fn release_by_a_non_holder_returns_nil_and_writes_nothing() {
+    let fx = Fixture::new("scripts-release-not-holder").await;
+    let mut sub = fx.subscribe().await;
+
+    // No lock at all.
+    let latch = fx.latch("a");
+    assert_eq!(fx.release(&latch, 30_000, ME).await.unwrap(), Value::Null);
+    assert!(!fx.exists(&fx.name), "the lock was not created");
+    assert!(!fx.exists(&latch), "no replay key for a no-op");
+
+    // Someone else's lock.
+    fx.cmd(&["HSET", &fx.name, OTHER, "2"]);
+    fx.cmd(&["PEXPIRE", &fx.name, "10000"]);
+    let latch = fx.latch("b");
+    assert_eq!(fx.release(&latch, 30_000, ME).await.unwrap(), Value::Null);
+    assert_eq!(fx.hash(), pairs(&[(OTHER, "2")]));
+    let pttl = fx.pttl(&fx.name);
+    assert!(pttl > 0 && pttl <= 10_000, "lease untouched: {pttl}");
+    assert!(!fx.exists(&latch), "no replay key for a no-op");
+    sub.assert_quiet(&fx.server, &fx.channel).await;
+}
+
+#[tokio::test]
+async fn release_with_holds_remaining_returns_zero_and_renews_lease() {
+    let fx = Fixture::new("scripts-release-still-held").await;
+    let mut sub = fx.subscribe().await;
+    assert_eq!(fx.acquire(10_000, ME).await.unwrap(), Value::Null);
+    assert_eq!(fx.acquire(10_000, ME).await.unwrap(), Value::Null);
+    fx.cmd(&["PEXPIRE", &fx.name, "1000"]);
+
+    let latch = fx.latch("req-1");
+    let reply = fx.release(&latch, 20_000, ME).await.unwrap();
+    assert_eq!(reply.as_i64(), Some(0), "{reply:?}");
+    assert_eq!(fx.hash(), pairs(&[(ME, "1")]));
+    let pttl = fx.pttl(&fx.name);
+    assert!((19_000..=20_000).contains(&pttl), "lease set again: {pttl}");
+    assert_eq!(
+        resp(&fx.cmd(&["GET", &latch])),
+        Resp::Bulk(Some("0".into()))
+    );
+    let latch_pttl = fx.pttl(&latch);
+    assert!(
+        latch_pttl > LATCH_TTL_MS - 1_000 && latch_pttl <= LATCH_TTL_MS,
+        "replay key PX: {latch_pttl}"
+    );
+    sub.assert_quiet(&fx.server, &fx.channel).await;
+
+    // A retry of the same request counts once: replayed, the hold is still there.
+    let reply = fx.retry_release(&latch, 20_000, ME).await.unwrap();
+    assert_eq!(reply.as_i64(), Some(0));
+    assert_eq!(fx.hash(), pairs(&[(ME, "1")]));
+    sub.assert_quiet(&fx.server, &fx.channel).await;
+}
+
+#[tokio::test]
+async fn release_of_last_hold_deletes_publishes_and_writes_no_replay_key() {
+    // Nobody listening: the reply is 1 (freed, the wake-up reached no one).
+    let quiet = Fixture::new("scripts-release-last-quiet").await;
+    assert_eq!(quiet.acquire(10_000, ME).await.unwrap(), Value::Null);
+    let reply = quiet
+        .release(&quiet.latch("req-q"), 20_000, ME)
+        .await
+        .unwrap();
+    assert_eq!(reply.as_i64(), Some(1), "{reply:?}");
+
+    let fx = Fixture::new("scripts-release-last").await;
+    let mut sub = fx.subscribe().await;
+    assert_eq!(fx.acquire(10_000, ME).await.unwrap(), Value::Null);
+    let latch = fx.latch("req-2");
+    let reply = fx.release(&latch, 20_000, ME).await.unwrap();
+    // 1 + the subscribed connections the wake-up reached: the one raw subscriber here.
+    assert_eq!(reply.as_i64(), Some(2), "{reply:?}");
+    assert!(!fx.exists(&fx.name), "the lock hash is gone");
+    assert_eq!(
+        sub.next_message(Duration::from_secs(5)).await,
+        Some((fx.channel.clone(), "0".to_owned())),
+        "the release published 0 on the lock channel"
+    );
+    // The last release writes no replay key: the client holds back the owner's own acquires
+    // until it has the reply, so a retry that finds the field gone knows its first send freed it.
+    assert!(!fx.exists(&latch), "the last release wrote a replay key");
+
+    // A retry finds the field gone: nil, nothing published, the lock not re-created.
+    let reply = fx.retry_release(&latch, 20_000, ME).await.unwrap();
+    assert_eq!(reply, Value::Null);
+    assert!(!fx.exists(&fx.name));
+    assert!(!fx.exists(&latch));
+    sub.assert_quiet(&fx.server, &fx.channel).await;
+}
+
+#[tokio::test]
+async fn release_of_last_hold_asked_to_replay_writes_one_and_replays_it() {
+    let fx = Fixture::new("scripts-release-last-replay").await;
+    let mut sub = fx.subscribe().await;
+    assert_eq!(fx.acquire(10_000, ME).await.unwrap(), Value::Null);
+    let latch = fx.latch("req-4");
+    let reply = fx.release_replaying_last(&latch, 20_000, ME).await.unwrap();
+    assert_eq!(reply.as_i64(), Some(2), "{reply:?}");
+    assert!(!fx.exists(&fx.name), "the lock hash is gone");
+    assert_eq!(
+        sub.next_message(Duration::from_secs(5)).await,
+        Some((fx.channel.clone(), "0".to_owned()))
+    );
+    assert_eq!(
+        resp(&fx.cmd(&["GET", &latch])),
+        Resp::Bulk(Some("1".into()))
+    );
+    let latch_pttl = fx.pttl(&latch);
+    assert!(
+        latch_pttl > LATCH_TTL_MS - 1_000 && latch_pttl <= LATCH_TTL_MS,
+        "replay key PX: {latch_pttl}"
+    );
+
+    // The owner took the lock again before the retry arrived: the retry replays "freed" and
+    // leaves the new hold alone.
+    assert_eq!(fx.acquire(10_000, ME).await.unwrap(), Value::Null);
+    let reply = fx.retry_release(&latch, 20_000, ME).await.unwrap();
+    assert_eq!(reply.as_i64(), Some(1));
+    assert_eq!(fx.hash(), pairs(&[(ME, "1")]));
+    sub.assert_quiet(&fx.server, &fx.channel).await;
+}
+
+#[tokio::test]
+async fn release_on_a_string_key_is_wrongtype_and_leaves_it() {
+    let fx = Fixture::new("scripts-release-wrongtype").await;
+    let mut sub = fx.subscribe().await;
+    fx.cmd(&["SET", &fx.name, "user-data"]);
+    let latch = fx.latch("req-3");
+    assert_wrongtype(fx.release(&latch, 20_000, ME).await);
+    assert_eq!(
+        resp(&fx.cmd(&["GET", &fx.name])),
+        Resp::Bulk(Some("user-data".into()))
+    );
+    assert_eq!(fx.pttl(&fx.name), -1);
+    assert!(!fx.exists(&latch), "no replay key after an error");
+    sub.assert_quiet(&fx.server, &fx.channel).await;
+}
+
+// ---------------------------------------------------------------- renew
+
+#[tokio::test]
+async fn renew_extends_only_held_locks_and_creates_none() {
+    let fx = Fixture::new("scripts-renew").await;
+    // All keys share the name's hash tag, as relock requires of one renewal batch.
+    let tag = &fx.name;
+    let held = format!("{{{tag}}}:held");
+    let held_no_ttl = format!("{{{tag}}}:held-no-ttl");
+    let foreign = format!("{{{tag}}}:foreign");
+    let missing = format!("{{{tag}}}:missing");
+    let string = format!("{{{tag}}}:string");
+    fx.cmd(&["HSET", &held, ME, "1"]);
+    fx.cmd(&["PEXPIRE", &held, "1000"]);
+    fx.cmd(&["HSET", &held_no_ttl, ME, "2"]);
+    fx.cmd(&["HSET", &foreign, OTHER, "1"]);
+    fx.cmd(&["PEXPIRE", &foreign, "1000"]);
+    fx.cmd(&["SET", &string, "user-data"]);
+
+    let keys = [
+        held.as_str(),
+        foreign.as_str(),
+        missing.as_str(),
+        string.as_str(),
+        held_no_ttl.as_str(),
+    ];
+    let reply = fx
+        .eval(RENEW, &keys, &["30000", ME, ME, ME, ME, ME])
+        .await
+        .unwrap();
+    assert_eq!(ints(reply), vec![1, 0, 0, 0, 1]);
+
+    for key in [&held, &held_no_ttl] {
+        let pttl = fx.pttl(key);
+        assert!((29_000..=30_000).contains(&pttl), "{key} renewed: {pttl}");
+    }
+    let pttl = fx.pttl(&foreign);
+    assert!(pttl > 0 && pttl <= 1_000, "foreign lock untouched: {pttl}");
+    assert_eq!(fx.hash_of(&foreign), pairs(&[(OTHER, "1")]));
+    assert!(!fx.exists(&missing), "a missing lock is not created");
+    assert_eq!(
+        resp(&fx.cmd(&["GET", &string])),
+        Resp::Bulk(Some("user-data".into()))
+    );
+    assert_eq!(fx.pttl(&string), -1, "the string got no TTL");
+    // Counts are untouched by a renewal.
+    assert_eq!(fx.hash_of(&held), pairs(&[(ME, "1")]));
+    assert_eq!(fx.hash_of(&held_no_ttl), pairs(&[(ME, "2")]));
+}
+
+// ---------------------------------------------------------------- force_release
+
+#[tokio::test]
+async fn force_release_without_lock_returns_zero_silently() {
+    let fx = Fixture::new("scripts-force-none").await;
+    let mut sub = fx.subscribe().await;
+    let reply = fx.force_release().await.unwrap();
+    assert_eq!(reply.as_i64(), Some(0), "{reply:?}");
+    assert!(!fx.exists(&fx.name));
+    assert_eq!(resp_int(&fx.cmd(&["DBSIZE"])), 0);
+    sub.assert_quiet(&fx.server, &fx.channel).await;
+}
+
+#[tokio::test]
+async fn force_release_deletes_any_holders_lock_and_publishes() {
+    let fx = Fixture::new("scripts-force-hash").await;
+    let mut sub = fx.subscribe().await;
+    fx.cmd(&["HSET", &fx.name, OTHER, "2", ME, "1"]);
+    fx.cmd(&["PEXPIRE", &fx.name, "10000"]);
+    let reply = fx.force_release().await.unwrap();
+    assert_eq!(reply.as_i64(), Some(1), "{reply:?}");
+    assert!(!fx.exists(&fx.name));
+    assert_eq!(
+        sub.next_message(Duration::from_secs(5)).await,
+        Some((fx.channel.clone(), "0".to_owned()))
+    );
+    sub.assert_quiet(&fx.server, &fx.channel).await;
+}
+
+#[tokio::test]
+async fn force_release_on_a_string_is_wrongtype_and_keeps_it() {
+    let fx = Fixture::new("scripts-force-wrongtype").await;
+    let mut sub = fx.subscribe().await;
+    fx.cmd(&["SET", &fx.name, "user-data"]);
+    assert_wrongtype(fx.force_release().await);
+    assert_eq!(
+        resp(&fx.cmd(&["GET", &fx.name])),
+        Resp::Bulk(Some("user-data".into()))
+    );
+    sub.assert_quiet(&fx.server, &fx.channel).await;
+}
+
+// ---------------------------------------------------------------- inspect
+
+#[tokio::test]
+async fn inspect_reports_unlocked() {
+    let fx = Fixture::new("scripts-inspect-none").await;
+    assert_eq!(ints(fx.inspect(ME).await.unwrap()), vec![0, -2, 0]);
+    assert!(!fx.exists(&fx.name));
+}
+
+#[tokio::test]
+async fn inspect_reports_own_holds_and_lease() {
+    let fx = Fixture::new("scripts-inspect-mine").await;
+    for _ in 0..3 {
+        assert_eq!(fx.acquire(10_000, ME).await.unwrap(), Value::Null);
+    }
+    let state = ints(fx.inspect(ME).await.unwrap());
+    assert_eq!(state[0], 1);
+    assert!(state[1] > 9_000 && state[1] <= 10_000, "pttl {}", state[1]);
+    assert_eq!(state[2], 3);
+    assert_eq!(fx.hash(), pairs(&[(ME, "3")]), "inspect changed nothing");
+}
+
+#[tokio::test]
+async fn inspect_reports_foreign_lock_with_zero_holds() {
+    let fx = Fixture::new("scripts-inspect-foreign").await;
+    assert_eq!(fx.acquire(10_000, OTHER).await.unwrap(), Value::Null);
+    let state = ints(fx.inspect(ME).await.unwrap());
+    assert_eq!(state[0], 1);
+    assert!(state[1] > 9_000 && state[1] <= 10_000, "pttl {}", state[1]);
+    assert_eq!(state[2], 0);
+
+    // Without a TTL the lease reads -1.
+    fx.cmd(&["PERSIST", &fx.name]);
+    assert_eq!(ints(fx.inspect(OTHER).await.unwrap()), vec![1, -1, 1]);
+}
+
+#[tokio::test]
+async fn inspect_on_a_string_is_wrongtype() {
+    let fx = Fixture::new("scripts-inspect-wrongtype").await;
+    fx.cmd(&["SET", &fx.name, "user-data"]);
+    assert_wrongtype(fx.inspect(ME).await);
+    assert_eq!(
+        resp(&fx.cmd(&["GET", &fx.name])),
+        Resp::Bulk(Some("user-data".into()))
+    );
+}

@@ -1,0 +1,204 @@
+//! Each hold keeps its own lease. The rule: the lock's TTL on Redis is never shorter than what any
+//! live hold needs, and never longer than the longest of them. A watchdog hold needs the
+//! watchdog timeout, renewed; a fixed hold needs its own deadline. Re-entry never shortens a
+//! lease; a partial release sets the TTL from the holds that remain.
+
+use crate::common;
+
+use std::time::Duration;
+
+use relock::RemainingLease;
+
+const SOON: Duration = Duration::from_secs(10);
+
+/// Sleeps until `lease` has passed since `since`, and a little more.
+async fn outlive(since: tokio::time::Instant, lease: Duration) {
+    tokio::time::sleep_until(since + lease + Duration::from_millis(100)).await;
+}
+
+#[tokio::test]
+async fn a_shorter_fixed_reentry_never_cuts_a_watchdog_lease() {
+    let server = common::RedisServer::start();
+    let watchdog = Duration::from_secs(5);
+    let client = common::client(&server, watchdog).await;
+    let rival = common::client(&server, watchdog).await;
+    let name = common::prefix("lease-watchdog-then-fixed");
+    let lock = client.lock(name.clone());
+
+    let outer = lock.lock().await.unwrap();
+    let short = Duration::from_millis(300);
+    let taken = tokio::time::Instant::now();
+    let inner = lock.lock_with_lease(short).await.unwrap();
+    let pttl = common::raw_pttl(&server, &name);
+    assert!(
+        pttl > short.as_millis() as i64,
+        "the re-entry cut the watchdog hold's TTL to {pttl} ms"
+    );
+
+    outlive(taken, short).await;
+    assert!(
+        rival.lock(name.clone()).try_lock().await.unwrap().is_none(),
+        "another client took the lock while the watchdog hold was alive"
+    );
+    assert!(
+        !outer.is_lost(),
+        "the watchdog hold believes it lost the lock"
+    );
+    assert!(
+        !inner.is_lost(),
+        "the owner still holds the lock under its field"
+    );
+
+    // The fixed hold goes; the watchdog hold that remains needs the watchdog timeout.
+    inner.unlock().await.unwrap();
+    let pttl = common::raw_pttl(&server, &name);
+    assert!(
+        pttl > (watchdog / 2).as_millis() as i64,
+        "the partial release left {pttl} ms for a watchdog hold"
+    );
+    outer.unlock().await.unwrap();
+    assert!(!common::raw_exists(&server, &name));
+}
+
+#[tokio::test]
+async fn a_watchdog_reentry_on_a_fixed_hold_lasts_only_while_it_lives() {
+    let server = common::RedisServer::start();
+    let watchdog = Duration::from_secs(20);
+    let client = common::client(&server, watchdog).await;
+    let rival = common::client(&server, watchdog).await;
+    let name = common::prefix("lease-fixed-then-watchdog");
+    let lock = client.lock(name.clone());
+
+    let lease = Duration::from_secs(1);
+    let taken = tokio::time::Instant::now();
+    let fixed = lock.lock_with_lease(lease).await.unwrap();
+    let renewed = lock.lock().await.unwrap();
+    let pttl = common::raw_pttl(&server, &name);
+    assert!(
+        pttl > lease.as_millis() as i64,
+        "the watchdog hold got only {pttl} ms"
+    );
+
+    // The watchdog hold goes; the fixed hold that remains needs what is left of its lease.
+    renewed.unlock().await.unwrap();
+    let pttl = common::raw_pttl(&server, &name);
+    assert!(
+        (1..=lease.as_millis() as i64).contains(&pttl),
+        "the partial release left {pttl} ms for a hold with at most {lease:?} left"
+    );
+
+    // So the lock frees itself at the fixed hold's deadline, not the watchdog's.
+    let took = rival
+        .lock(name.clone())
+        .try_lock_for(watchdog / 2, None)
+        .await
+        .unwrap()
+        .expect("the lock outlived its only remaining hold");
+    assert!(taken.elapsed() < watchdog / 2);
+    assert!(fixed.is_lost());
+    assert!(fixed.unlock().await.unwrap_err().is_lease_lost());
+    took.unlock().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_forgotten_fixed_hold_ends_at_its_own_deadline() {
+    let server = common::RedisServer::start();
+    let watchdog = Duration::from_secs(20);
+    let client = common::client(&server, watchdog).await;
+    let rival = common::client(&server, watchdog).await;
+    let name = common::prefix("lease-forgotten-fixed");
+    let lock = client.lock(name.clone());
+
+    let taken = tokio::time::Instant::now();
+    std::mem::forget(lock.lock_with_lease(Duration::from_secs(1)).await.unwrap());
+    lock.lock().await.unwrap().unlock().await.unwrap();
+
+    let took = rival
+        .lock(name.clone())
+        .try_lock_for(watchdog / 2, None)
+        .await
+        .unwrap()
+        .expect("a forgotten 1 s hold kept the lock for the watchdog's lease");
+    assert!(taken.elapsed() < watchdog / 2);
+    took.unlock().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_shorter_fixed_reentry_never_cuts_a_longer_fixed_lease() {
+    let server = common::RedisServer::start();
+    let client = common::client(&server, Duration::from_secs(5)).await;
+    let name = common::prefix("lease-fixed-then-shorter");
+    let lock = client.lock(name.clone());
+
+    let long = Duration::from_secs(30);
+    let outer = lock.lock_with_lease(long).await.unwrap();
+    let inner = lock
+        .lock_with_lease(Duration::from_millis(200))
+        .await
+        .unwrap();
+    let pttl = common::raw_pttl(&server, &name);
+    assert!(
+        pttl > (long / 2).as_millis() as i64,
+        "the re-entry cut a {long:?} lease to {pttl} ms"
+    );
+    inner.unlock().await.unwrap();
+    assert!(common::raw_pttl(&server, &name) > (long / 2).as_millis() as i64);
+    outer.unlock().await.unwrap();
+}
+
+#[tokio::test]
+async fn renewals_never_cut_a_longer_fixed_hold() {
+    let server = common::RedisServer::start();
+    let client = common::client(&server, Duration::from_millis(600)).await;
+    let name = common::prefix("lease-renewal-vs-fixed");
+    let lock = client.lock(name.clone());
+
+    let long = Duration::from_secs(30);
+    let fixed = lock.lock_with_lease(long).await.unwrap();
+    let renewed = lock.lock().await.unwrap();
+    // Every renewal is one more EVALSHA on this server of the test's own.
+    let calls = common::raw_command_calls(&server, "evalsha");
+    assert!(
+        common::eventually(SOON, || async {
+            common::raw_command_calls(&server, "evalsha") >= calls + 3
+        })
+        .await,
+        "the watchdog never renewed"
+    );
+    let pttl = common::raw_pttl(&server, &name);
+    assert!(
+        pttl > (long / 2).as_millis() as i64,
+        "renewals cut a {long:?} hold to {pttl} ms"
+    );
+    renewed.unlock().await.unwrap();
+    fixed.unlock().await.unwrap();
+}
+
+#[tokio::test]
+async fn remaining_lease_tells_free_held_and_no_expiry_apart() {
+    let server = common::RedisServer::start();
+    let client = common::client(&server, Duration::from_secs(5)).await;
+    let name = common::prefix("lease-remaining");
+    let lock = client.lock(name.clone());
+    assert_eq!(
+        lock.remaining_lease().await.unwrap(),
+        RemainingLease::Unlocked
+    );
+
+    let lease = Duration::from_secs(10);
+    let guard = lock.lock_with_lease(lease).await.unwrap();
+    let left = lock.remaining_lease().await.unwrap();
+    assert!(
+        matches!(left, RemainingLease::Expires(d) if d <= lease && d > lease / 2),
+        "{left:?}"
+    );
+    guard.unlock().await.unwrap();
+
+    // A lock someone wrote without a TTL.
+    server.cmd(&["HSET", &name, "someone:thread-1", "1"]);
+    assert_eq!(
+        lock.remaining_lease().await.unwrap(),
+        RemainingLease::NoExpiry
+    );
+    assert_eq!(lock.remaining_lease().await.unwrap().expires_in(), None);
+}

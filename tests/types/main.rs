@@ -1,0 +1,20 @@
+//! What each lock type does beyond the shared invariants: fair queues, spin back-off, read-write
+//! rules, fencing tokens and the fenced write, MultiLock, RedLock, reentrancy, waiting and the
+//! watchdog.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod fair;
+mod fairness;
+mod fence;
+mod fenced;
+mod leases;
+mod multi;
+mod redlock;
+mod reentrancy;
+mod release;
+mod rw;
+mod spin;
+mod waiting;
+mod watchdog;

@@ -1,0 +1,322 @@
+//! Releasing a lock: explicitly, by dropping its guard, after scoped work (whatever it returned),
+//! by force; a release by someone who no longer holds the lock fails and changes nothing; the
+//! last release publishes the wake-up message.
+
+use crate::common;
+
+use std::time::{Duration, Instant};
+
+use relock::{Error, Owner};
+
+const WATCHDOG: Duration = Duration::from_secs(3);
+/// How long anything that should happen at once may take on a shared machine.
+const SOON: Duration = Duration::from_secs(10);
+
+#[tokio::test]
+async fn an_explicit_unlock_frees_the_lock() {
+    let server = common::RedisServer::start();
+    let client = common::client(&server, WATCHDOG).await;
+    let name = common::prefix("release-explicit");
+    let lock = client.lock(name.clone());
+    let guard = lock.lock().await.unwrap();
+    assert!(common::raw_exists(&server, &name));
+    assert_eq!(client.stats().holds, 1);
+    guard.unlock().await.unwrap();
+    assert!(
+        !common::raw_exists(&server, &name),
+        "unlock returns after the key is gone"
+    );
+    assert!(!lock.is_locked().await.unwrap());
+    assert_eq!(
+        lock.remaining_lease().await.unwrap(),
+        relock::RemainingLease::Unlocked
+    );
+    assert_eq!(client.stats().holds, 0);
+
+    // Free again for anyone: another client takes it at once.
+    let other = common::client(&server, WATCHDOG).await;
+    let guard = other
+        .lock(name.clone())
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("free");
+    guard.unlock().await.unwrap();
+}
+
+#[tokio::test]
+async fn dropping_a_guard_releases_its_hold_in_the_background() {
+    let server = common::RedisServer::start();
+    let client = common::client(&server, WATCHDOG).await;
+    let name = common::prefix("release-drop");
+    let lock = client.lock(name.clone());
+    let owner = Owner::new();
+    let field = format!("{}:{}", client.id(), owner.id());
+    let lock = lock.owned_by(owner);
+
+    let outer = lock.lock().await.unwrap();
+    let inner = lock.lock().await.unwrap();
+    assert_eq!(common::raw_holds(&server, &name, &field), 2);
+    drop(inner);
+    let one_left = common::eventually(SOON, || async {
+        common::raw_holds(&server, &name, &field) == 1
+    })
+    .await;
+    assert!(one_left, "dropping the inner guard releases one hold");
+    assert!(common::raw_exists(&server, &name), "the outer hold remains");
+    assert_eq!(lock.hold_count().await.unwrap(), 1);
+
+    drop(outer);
+    let gone = common::eventually(SOON, || async { !common::raw_exists(&server, &name) }).await;
+    assert!(gone, "dropping the last guard frees the lock");
+    assert_eq!(client.stats().holds, 0);
+    assert_eq!(client.stats().renewing, 0);
+}
+
+#[tokio::test]
+async fn scoped_work_releases_the_lock_whatever_it_returns() {
+    let server = common::RedisServer::start();
+    let client = common::client(&server, WATCHDOG).await;
+    let name = common::prefix("release-with");
+    let lock = client.lock(name.clone());
+
+    let outcome = lock
+        .with(|_| async {
+            assert_eq!(lock.hold_count().await.unwrap(), 1, "held during the work");
+            Err::<(), _>("the work failed")
+        })
+        .await
+        .expect("the lock itself worked");
+    assert_eq!(outcome, Err("the work failed"));
+    assert!(
+        !common::raw_exists(&server, &name),
+        "released after failed work"
+    );
+
+    let value = lock
+        .with(|_| async {
+            assert!(common::raw_exists(&server, &name));
+            42
+        })
+        .await
+        .unwrap();
+    assert_eq!(value, 42);
+    assert!(
+        !common::raw_exists(&server, &name),
+        "released after work that succeeded"
+    );
+
+    // Work that panics: the guard's drop releases the lock.
+    let panicked = tokio::spawn({
+        let lock = lock.clone();
+        async move {
+            lock.with(|_| async { panic!("the work panicked") })
+                .await
+                .unwrap();
+        }
+    })
+    .await
+    .unwrap_err();
+    assert!(panicked.is_panic());
+    let gone = common::eventually(SOON, || async { !common::raw_exists(&server, &name) }).await;
+    assert!(gone, "released after work that panicked");
+    assert_eq!(client.stats().holds, 0);
+}
+
+#[tokio::test]
+async fn unlocking_a_hold_that_is_gone_fails_and_leaves_the_new_holder_alone() {
+    let server = common::RedisServer::start();
+    let first = common::client(&server, WATCHDOG).await;
+    let second = common::client(&server, WATCHDOG).await;
+    let name = common::prefix("release-not-held");
+    let owner = Owner::new();
+    let stale_field = format!("{}:{}", first.id(), owner.id());
+
+    // A fixed lease nobody renews, so no watchdog notices the loss: the release is what finds it.
+    let stale = first
+        .lock(name.clone())
+        .owned_by(owner)
+        .lock_with_lease(Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert!(first.lock(name.clone()).force_unlock().await.unwrap());
+    let current = second
+        .lock(name.clone())
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("free after the forced unlock");
+    let before = common::raw_hgetall(&server, &name);
+    assert_eq!(before.len(), 1);
+    assert!(before[0].0.starts_with(second.id()), "{before:?}");
+
+    let err = stale.unlock().await.unwrap_err();
+    match &err {
+        Error::NotHeld { lock, owner } => {
+            assert_eq!(lock, &name);
+            assert_eq!(owner, &stale_field);
+        }
+        other => panic!("expected NotHeld, got {other:?}"),
+    }
+    assert!(err.is_not_held());
+    let message = err.to_string();
+    assert!(
+        message.contains(&name) && message.contains(&stale_field),
+        "{message}"
+    );
+
+    assert_eq!(
+        common::raw_hgetall(&server, &name),
+        before,
+        "the new hold is untouched"
+    );
+    assert!(
+        common::raw_pttl(&server, &name) > 0,
+        "the lease is untouched"
+    );
+    assert_eq!(current.hold_count().await.unwrap(), 1);
+    current.unlock().await.unwrap();
+    assert!(!common::raw_exists(&server, &name));
+}
+
+#[tokio::test]
+async fn unlocking_a_hold_another_owner_of_the_same_client_took_over_fails() {
+    let server = common::RedisServer::start();
+    let client = common::client(&server, WATCHDOG).await;
+    let name = common::prefix("release-not-held-same-client");
+    let stale_lock = client.lock(name.clone()).owned_by(Owner::new());
+    let stale = stale_lock
+        .lock_with_lease(Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert!(stale_lock.force_unlock().await.unwrap());
+    let current_lock = client.lock(name.clone()).owned_by(Owner::new());
+    let current = current_lock.try_lock().await.unwrap().expect("free");
+    let before = common::raw_hgetall(&server, &name);
+
+    let err = stale.unlock().await.unwrap_err();
+    assert!(err.is_not_held(), "{err:?}");
+    assert_eq!(common::raw_hgetall(&server, &name), before);
+    assert!(common::raw_pttl(&server, &name) > 0);
+    assert_eq!(current_lock.hold_count().await.unwrap(), 1);
+    assert_eq!(stale_lock.hold_count().await.unwrap(), 0);
+    current.unlock().await.unwrap();
+    assert!(!common::raw_exists(&server, &name));
+}
+
+#[tokio::test]
+async fn force_unlock_reports_whether_there_was_a_lock_and_wakes_a_waiter() {
+    let server = common::RedisServer::start();
+    let client = common::client(&server, Duration::from_secs(20)).await;
+    let name = common::prefix("release-force");
+    let lock = client.lock(name.clone());
+    assert!(!lock.force_unlock().await.unwrap(), "nothing to delete yet");
+
+    let holder = lock.lock().await.unwrap();
+    let waiter = tokio::spawn({
+        let lock = lock.clone();
+        async move {
+            let guard = tokio::time::timeout(Duration::from_secs(60), lock.lock())
+                .await
+                .expect("the waiter was never woken")
+                .unwrap();
+            (Instant::now(), guard)
+        }
+    });
+    let channel = common::lock_channel(&name);
+    let waiting = common::eventually(SOON, || async {
+        client.stats().waiters == 1 && common::raw_numsub(&server, &channel) == 1
+    })
+    .await;
+    assert!(waiting, "the waiter never registered");
+
+    let forced = Instant::now();
+    assert!(lock.force_unlock().await.unwrap(), "a lock was deleted");
+    let (acquired, guard) = waiter.await.unwrap();
+    // The holder's 20 s watchdog lease was far from over: the force unlock's message woke it.
+    let waited = acquired.saturating_duration_since(forced);
+    assert!(
+        waited < Duration::from_secs(5),
+        "woken {waited:?} after the force unlock"
+    );
+    assert_eq!(guard.hold_count().await.unwrap(), 1);
+
+    let err = holder.unlock().await.unwrap_err();
+    assert!(err.is_not_held() || err.is_lease_lost(), "{err}");
+    assert_eq!(
+        guard.hold_count().await.unwrap(),
+        1,
+        "the waiter's hold is untouched"
+    );
+    assert!(lock.force_unlock().await.unwrap());
+    assert!(!common::raw_exists(&server, &name));
+    assert!(!lock.force_unlock().await.unwrap());
+    drop(guard);
+}
+
+#[tokio::test]
+async fn force_unlock_leaves_a_key_of_another_type_alone() {
+    let server = common::RedisServer::start();
+    let client = common::client(&server, WATCHDOG).await;
+    let name = common::prefix("release-force-wrong-type");
+    server.cmd(&["SET", &name, "not a lock"]);
+    let err = client.lock(name.clone()).force_unlock().await.unwrap_err();
+    assert!(err.is_wrong_type(), "{err:?}");
+    assert_eq!(
+        common::resp(&server.cmd(&["GET", &name])),
+        common::Resp::Bulk(Some("not a lock".to_owned()))
+    );
+}
+
+#[tokio::test]
+async fn only_the_last_release_publishes_the_wake_up_message() {
+    let server = common::RedisServer::start();
+    let client = common::client(&server, WATCHDOG).await;
+    let name = common::prefix("release-publish");
+    let channel = common::lock_channel(&name);
+    let mut sub = common::RawSubscriber::subscribe(&server, &[&channel]).await;
+
+    let lock = client.lock(name.clone());
+    let outer = lock.lock().await.unwrap();
+    let inner = lock.lock().await.unwrap();
+    inner.unlock().await.unwrap();
+    // A marker after the inner release: had that release published, its message would come first.
+    assert_eq!(
+        common::resp_int(&server.cmd(&["PUBLISH", &channel, "marker"])),
+        1
+    );
+    outer.unlock().await.unwrap();
+
+    assert_eq!(
+        sub.next_message(SOON).await,
+        Some((channel.clone(), "marker".to_owned()))
+    );
+    assert_eq!(
+        sub.next_message(SOON).await,
+        Some((channel.clone(), "0".to_owned())),
+        "the last release publishes `0`"
+    );
+
+    // A release that finds nothing to release publishes nothing; a force unlock publishes `0`.
+    let stale = lock.lock_with_lease(Duration::from_secs(30)).await.unwrap();
+    assert!(lock.force_unlock().await.unwrap());
+    assert_eq!(
+        sub.next_message(SOON).await,
+        Some((channel.clone(), "0".to_owned())),
+        "a force unlock publishes `0`"
+    );
+    assert!(stale.unlock().await.unwrap_err().is_not_held());
+    // The raw subscriber, and possibly the client's own subscription still lingering.
+    assert!(common::resp_int(&server.cmd(&["PUBLISH", &channel, "marker"])) >= 1);
+    assert_eq!(
+        sub.next_message(SOON).await,
+        Some((channel.clone(), "marker".to_owned()))
+    );
+
+    // A dropped guard's background release publishes too.
+    drop(lock.lock().await.unwrap());
+    assert_eq!(
+        sub.next_message(SOON).await,
+        Some((channel, "0".to_owned()))
+    );
+}
