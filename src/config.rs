@@ -62,7 +62,8 @@ impl Config {
     pub fn from_url(url: &str) -> Result<Config> {
         check_scheme(url)?;
         let redis = fred::types::config::Config::from_url(url).map_err(|e| {
-            Error::invalid(format!("bad Redis URL `{}`: {}", Shown(url), e.details()))
+            let problem = crate::redis_error::details(&e);
+            Error::invalid(format!("bad Redis URL `{}`: {problem}", Shown(url)))
         })?;
         Ok(Config::new(redis))
     }

@@ -6,6 +6,8 @@
 
 use std::fmt;
 
+use crate::redis_error::{self, Headline, What};
+
 /// What went wrong. Messages read as sentences; [`std::error::Error::source`] keeps the Redis
 /// error when there is one.
 #[derive(Debug, Clone)]
@@ -162,26 +164,18 @@ impl Error {
 
     /// Maps a Redis error met on the connection to `server` while working on `key`.
     pub(crate) fn from_redis(error: fred::error::Error, key: &str, server: &str) -> Error {
-        if error.details().contains("WRONGTYPE") {
-            Error::WrongType {
+        match redis_error::classify(&error) {
+            What::WrongType(_) => Error::WrongType {
                 key: key.to_owned(),
-            }
-        } else {
-            Error::redis(error, server)
+            },
+            _ => Error::redis(error, server),
         }
     }
 
     /// True when a command may or may not have run: the connection broke or the reply timed out.
     pub(crate) fn is_ambiguous(&self) -> bool {
-        use fred::error::ErrorKind;
         match self {
-            Error::Redis { source: e, .. } => match e.kind() {
-                ErrorKind::IO | ErrorKind::Timeout | ErrorKind::Canceled => true,
-                // fred's answer to a command that was in flight when its connection dropped and
-                // may not be written again (the client sends every command once).
-                ErrorKind::Unknown => e.details().contains("write attempts"),
-                _ => false,
-            },
+            Error::Redis { source, .. } => redis_error::classify(source).may_have_run(),
             _ => false,
         }
     }
@@ -246,23 +240,20 @@ impl fmt::Display for Error {
                     .as_deref()
                     .map(|s| format!(" at {s}"))
                     .unwrap_or_default();
-                let reason = plain(source.details());
-                use fred::error::ErrorKind;
-                match source.kind() {
-                    ErrorKind::IO if source.details().contains("InvalidCertificate") => write!(
+                let reason = redis_error::reason(source);
+                match redis_error::headline(source) {
+                    Headline::Certificate => write!(
                         f,
                         "could not reach Redis{at}: its TLS certificate was not accepted ({reason})"
                     ),
-                    ErrorKind::IO | ErrorKind::Routing => {
-                        write!(f, "could not reach Redis{at}: {reason}")
-                    }
-                    ErrorKind::Timeout => write!(f, "Redis{at} did not answer in time: {reason}"),
-                    ErrorKind::Canceled => write!(
+                    Headline::Unreachable => write!(f, "could not reach Redis{at}: {reason}"),
+                    Headline::TimedOut => write!(f, "Redis{at} did not answer in time: {reason}"),
+                    Headline::ClosedEarly => write!(
                         f,
                         "the connection to Redis{at} closed before the reply came: {reason}"
                     ),
-                    ErrorKind::Auth => write!(f, "Redis{at} refused the credentials: {reason}"),
-                    _ => write!(f, "Redis{at} failed: {reason}"),
+                    Headline::Refused => write!(f, "Redis{at} refused the credentials: {reason}"),
+                    Headline::Failed => write!(f, "Redis{at} failed: {reason}"),
                 }
             }
             Error::Closed => write!(f, "the relock client was shut down"),
@@ -283,85 +274,6 @@ impl fmt::Display for Shown<'_> {
             None => f.write_str(self.0),
             Some((end, _)) => write!(f, "{}… ({} bytes)", &self.0[..end], self.0.len()),
         }
-    }
-}
-
-/// fred's error details as words. fred keeps an I/O error as its `Debug` text
-/// (`Os { code: 111, kind: ConnectionRefused, message: "Connection refused" }`): this takes the
-/// message out, or spells out the error names (`InvalidCertificate(UnknownIssuer)` reads
-/// "invalid certificate: unknown issuer").
-fn plain(details: &str) -> String {
-    let details = details.trim();
-    if let Some(message) = field(details, "message: ") {
-        return sentence_case(unquote(message));
-    }
-    if let Some(error) = field(details, "error: ") {
-        return spelled(error);
-    }
-    if let Some(kind) = details
-        .strip_prefix("Kind(")
-        .and_then(|k| k.strip_suffix(')'))
-    {
-        return words(kind);
-    }
-    sentence_case(details.trim_end_matches('.'))
-}
-
-/// The value of `name` in a `Debug` struct text: up to the struct's closing brace.
-fn field<'a>(details: &'a str, name: &str) -> Option<&'a str> {
-    let at = details.find(name)? + name.len();
-    let value = details[at..].strip_suffix('}').unwrap_or(&details[at..]);
-    Some(value.trim().trim_end_matches(',').trim())
-}
-
-/// A `Debug` value as words: a quoted string as it is, `Name(inner)` as "name: inner".
-fn spelled(value: &str) -> String {
-    let value = value.trim();
-    if value.starts_with('"') {
-        return sentence_case(unquote(value));
-    }
-    match value.split_once('(') {
-        Some((name, rest)) if is_name(name) && rest.ends_with(')') => {
-            format!("{}: {}", words(name), spelled(&rest[..rest.len() - 1]))
-        }
-        _ if is_name(value) => words(value),
-        _ => value.to_owned(),
-    }
-}
-
-fn is_name(s: &str) -> bool {
-    !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric())
-}
-
-/// `ConnectionRefused` as "connection refused".
-fn words(name: &str) -> String {
-    let mut out = String::with_capacity(name.len() + 4);
-    for (i, c) in name.chars().enumerate() {
-        if c.is_ascii_uppercase() && i > 0 {
-            out.push(' ');
-        }
-        out.push(c.to_ascii_lowercase());
-    }
-    out
-}
-
-fn unquote(s: &str) -> &str {
-    s.trim()
-        .strip_prefix('"')
-        .and_then(|s| s.strip_suffix('"'))
-        .unwrap_or(s)
-}
-
-/// Lower-cases the first letter of a message that starts a sentence ("Connection refused"),
-/// not of an acronym ("IO").
-fn sentence_case(s: &str) -> String {
-    let mut chars = s.chars();
-    match (chars.next(), chars.next()) {
-        (Some(first), Some(second)) if first.is_uppercase() && !second.is_uppercase() => first
-            .to_lowercase()
-            .chain(s[first.len_utf8()..].chars())
-            .collect(),
-        _ => s.to_owned(),
     }
 }
 
@@ -390,30 +302,6 @@ pub type Result<T> = std::result::Result<T, Error>;
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn io_errors_read_as_words() {
-        let cases = [
-            (
-                r#"Os { code: 111, kind: ConnectionRefused, message: "Connection refused" }"#,
-                "connection refused",
-            ),
-            ("Kind(TimedOut)", "timed out"),
-            (
-                "Custom { kind: InvalidData, error: InvalidCertificate(UnknownIssuer) }",
-                "invalid certificate: unknown issuer",
-            ),
-            (
-                r#"Custom { kind: Other, error: "tls handshake eof" }"#,
-                "tls handshake eof",
-            ),
-            ("Connection closed.", "connection closed"),
-            ("IO failed", "IO failed"),
-        ];
-        for (details, expected) in cases {
-            assert_eq!(plain(details), expected, "{details}");
-        }
-    }
 
     #[test]
     fn long_names_are_cut() {

@@ -16,6 +16,7 @@ mod names;
 mod owner;
 mod pubsub;
 mod queued;
+mod redis_error;
 mod redlock;
 mod scripts;
 mod shared;

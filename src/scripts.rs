@@ -19,6 +19,7 @@ use tokio::time::Instant;
 use crate::connection::Connection;
 use crate::error::{Error, Result, Shown};
 use crate::names::LockKeys;
+use crate::redis_error::{self, classify, What};
 
 pub(crate) mod fair;
 pub(crate) mod fence;
@@ -84,12 +85,9 @@ impl Script {
                 let until = deadline.min(down.since() + timeout);
                 let back = tokio::time::timeout_at(until, redis.wait_for_connect()).await;
                 if !matches!(back, Ok(Ok(()))) {
-                    return Err(fred::error::Error::new(
-                        fred::error::ErrorKind::Routing,
-                        format!(
-                            "not connected (no reconnect within {timeout:?}; nothing was sent)"
-                        ),
-                    ));
+                    return Err(redis_error::not_sent(format!(
+                        "not connected (no reconnect within {timeout:?}; nothing was sent)"
+                    )));
                 }
             }
             let sent = Instant::now();
@@ -97,13 +95,11 @@ impl Script {
             // Boxed: fred's command future is large, and every lock() future that waits would
             // otherwise carry room for it (about 7 KB per waiter instead of 1.5 KB).
             match Box::pin(self.run_once(redis, left, keys, args)).await {
-                Err(e)
-                    if e.details().starts_with("Failed to route") && Instant::now() < deadline =>
-                {
+                Err(e) if classify(&e) == What::NotRouted && Instant::now() < deadline => {
                     tokio::time::sleep(Duration::from_millis(5)).await;
                 }
                 Err(e) => {
-                    if broken(&e) {
+                    if classify(&e).broke() {
                         // The connection was likely dead when this command went out: a read-back
                         // that follows waits for a reconnect only what is left of this timeout.
                         down.suspect(sent);
@@ -136,7 +132,7 @@ impl Script {
             .evalsha::<Value, _, _, _>(self.sha.clone(), keys.to_vec(), args.to_vec())
             .await
         {
-            Err(e) if e.details().starts_with("NOSCRIPT") => {
+            Err(e) if classify(&e) == What::NoScript => {
                 redis
                     .with_options(&within(timeout))
                     .script_load_cluster::<(), _>(self.lua.clone())
@@ -149,15 +145,6 @@ impl Script {
             result => result,
         }
     }
-}
-
-/// Whether `error` says the connection broke or stopped answering.
-fn broken(error: &fred::error::Error) -> bool {
-    use fred::error::ErrorKind;
-    matches!(
-        error.kind(),
-        ErrorKind::IO | ErrorKind::Timeout | ErrorKind::Canceled
-    )
 }
 
 static ACQUIRE: Lazy<Script> = Lazy::new(|| Script::new(include_str!("../lua/acquire.lua")));
@@ -504,10 +491,10 @@ fn integer(value: Value, context: &str, server: &str) -> Result<i64> {
 
 fn unexpected(value: &Value, context: &str, server: &str) -> Error {
     Error::redis(
-        fred::error::Error::new(
-            fred::error::ErrorKind::Protocol,
-            format!("unexpected script reply {value:?} for `{}`", Shown(context)),
-        ),
+        redis_error::unexpected(format!(
+            "unexpected script reply {value:?} for `{}`",
+            Shown(context)
+        )),
         server,
     )
 }

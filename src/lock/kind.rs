@@ -118,10 +118,7 @@ impl Kind {
         // The acquire wrote it; gone since (deleted by hand), the hold has no token to give.
         let gone = || {
             let why = format!("the fencing token counter `{token}` is gone");
-            Error::redis(
-                fred::error::Error::new(fred::error::ErrorKind::NotFound, why),
-                &redis.server,
-            )
+            Error::redis(crate::redis_error::missing(why), &redis.server)
         };
         value.map(Some).ok_or_else(gone)
     }

@@ -11,6 +11,7 @@ use once_cell::sync::Lazy;
 use super::Script;
 use crate::connection::Connection;
 use crate::error::{Error, Result, Shown};
+use crate::redis_error::{self, classify, Blamed, What};
 
 /// The check, which every fenced script starts with.
 const CHECK: &str = include_str!("../../lua/fence.lua");
@@ -29,9 +30,9 @@ static SET: Lazy<Script> = Lazy::new(|| Script::new(fenced_lua!("fenced_set")));
 static HSET: Lazy<Script> = Lazy::new(|| Script::new(fenced_lua!("fenced_hset")));
 static GET: Lazy<Script> = Lazy::new(|| Script::new(fenced_lua!("fenced_get")));
 
-/// How the check's error replies begin (see `lua/fence.lua`).
-const STALE: &str = "RELOCK_STALE ";
-const FENCE_WRONG_TYPE: &str = "WRONGTYPE relock fence";
+/// The check's refusal of a stale token, `RELOCK_STALE <seen>` (see `lua/fence.lua`; its answer
+/// for a fence key of another type is a `WRONGTYPE` that [`Blamed::Fence`] recognizes).
+const STALE: &str = "RELOCK_STALE";
 
 /// Sets `key` to `value` if `token` passes the fence `fence`.
 pub(crate) async fn set(
@@ -95,10 +96,7 @@ pub(crate) async fn seen(redis: &Connection, fence: &Str) -> Result<u64> {
                 "fence key `{}` holds a value that is not a token",
                 Shown(fence)
             );
-            Error::redis(
-                fred::error::Error::new(fred::error::ErrorKind::Parse, reason),
-                &redis.server,
-            )
+            Error::redis(redis_error::unreadable(reason), &redis.server)
         }),
     }
 }
@@ -133,18 +131,25 @@ fn refused(
     blamed: Option<&str>,
     server: &str,
 ) -> Error {
-    let details = error.details();
-    if let Some(seen) = details.strip_prefix(STALE).and_then(|s| s.parse().ok()) {
-        return Error::StaleToken {
-            resource: fence.to_owned(),
-            seen,
-            presented: token,
-        };
-    }
-    if details.starts_with(FENCE_WRONG_TYPE) {
-        return Error::WrongType {
-            key: fence.to_owned(),
-        };
+    match classify(&error) {
+        What::Relock {
+            code: STALE,
+            payload,
+        } => {
+            if let Ok(seen) = payload.parse() {
+                return Error::StaleToken {
+                    resource: fence.to_owned(),
+                    seen,
+                    presented: token,
+                };
+            }
+        }
+        What::WrongType(Blamed::Fence) => {
+            return Error::WrongType {
+                key: fence.to_owned(),
+            }
+        }
+        _ => {}
     }
     match blamed {
         Some(key) => Error::from_redis(error, key, server),

@@ -12,6 +12,7 @@ use super::{integer, ms_arg, released, text, unexpected, ReleaseHow, Released, S
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::names::LockKeys;
+use crate::redis_error::{classify, Blamed, What};
 
 static ACQUIRE: Lazy<Script> =
     Lazy::new(|| Script::new(include_str!("../../lua/multi_acquire.lua")));
@@ -21,12 +22,10 @@ static RELEASE: Lazy<Script> =
 /// Maps an error of a multi-lock script: a WRONGTYPE names the part that failed (the scripts
 /// append ` [part <i>]`, 1-based), any other error is the first part's.
 fn error(error: fred::error::Error, parts: &[&LockKeys], server: &str) -> Error {
-    let part = error
-        .details()
-        .rsplit_once("[part ")
-        .and_then(|(_, rest)| rest.strip_suffix(']'))
-        .and_then(|i| i.parse::<usize>().ok())
-        .and_then(|i| parts.get(i.checked_sub(1)?));
+    let part = match classify(&error) {
+        What::WrongType(Blamed::Part(i)) => i.checked_sub(1).and_then(|i| parts.get(i)),
+        _ => None,
+    };
     let name = part.or(parts.first()).map_or("", |keys| &*keys.name);
     Error::from_redis(error, name, server)
 }

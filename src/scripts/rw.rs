@@ -10,6 +10,7 @@ use super::{integer, ms_arg, text, ReleaseHow, Released, Script};
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::names::LockKeys;
+use crate::redis_error::{classify, What};
 
 /// A script that works on readers: the readers' common part (`lua/rw_readers.lua`), then its own.
 macro_rules! rw_lua {
@@ -35,6 +36,9 @@ pub(crate) const READ_UNLOCK: &str = "0";
 /// Redisson's write unlock message: wakes every waiter.
 pub(crate) const WRITE_UNLOCK: &str = "1";
 
+/// The write acquire's refusal of an owner that holds the read lock (`lua/rw_write_acquire.lua`).
+const UPGRADE: &str = "RELOCK_UPGRADE";
+
 /// The writer field of the owner whose reader field is `reader`, and back.
 pub(crate) fn writer_field(reader: &str) -> Str {
     [reader, ":write"].concat().into()
@@ -55,14 +59,11 @@ fn acquired(
     keys: &LockKeys,
     server: &str,
 ) -> Result<Option<i64>> {
-    let reply = reply.map_err(|e| {
-        if e.details().contains("RELOCK_UPGRADE") {
-            Error::UpgradeWouldDeadlock {
-                lock: keys.name.to_string(),
-            }
-        } else {
-            Error::from_redis(e, &keys.name, server)
-        }
+    let reply = reply.map_err(|e| match classify(&e) {
+        What::Relock { code: UPGRADE, .. } => Error::UpgradeWouldDeadlock {
+            lock: keys.name.to_string(),
+        },
+        _ => Error::from_redis(e, &keys.name, server),
     })?;
     match reply {
         Value::Null => Ok(None),

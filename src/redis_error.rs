@@ -1,0 +1,273 @@
+//! fred's errors as relock understands them: the one place that reads their kinds and texts.
+//!
+//! relock decides a few things from a Redis error: whether a script must be loaded again
+//! (`NOSCRIPT`), whether a key holds another type (`WRONGTYPE`), whether a command never left
+//! (fred's "Failed to route command."), whether one may or may not have run (the connection broke,
+//! the reply timed out, or fred gave up re-sending it), and what relock's own scripts refused
+//! (`RELOCK_<code> <payload>`). The rest of the crate asks [`classify`] and [`headline`] and never
+//! looks at an error's text itself.
+//!
+//! Some of these words are fred's, not Redis's: a fred release that words them otherwise would
+//! change what relock does without failing to compile. The tests of this module provoke each
+//! error from a real `redis-server` and pin fred's literal text and kind, so such a release fails
+//! them first (the README says what each miss would cost).
+
+use fred::error::{Error as RedisError, ErrorKind};
+
+/// What a Redis error means to relock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum What<'a> {
+    /// fred found no connection to send the command on ("Failed to route command."): nothing
+    /// was sent, so it may be sent again.
+    NotRouted,
+    /// The server does not know the script's SHA1 (`NOSCRIPT`: after a restart, a failover or
+    /// `SCRIPT FLUSH`): load it and run it again.
+    NoScript,
+    /// A key holds another type than the command works on (`WRONGTYPE`, from Redis or from a
+    /// relock script that answers as Redis would).
+    WrongType(Blamed),
+    /// An error reply of relock's own scripts: `RELOCK_<code> <payload>`, such as
+    /// `RELOCK_STALE 7` (`code` is `RELOCK_STALE`, `payload` is `7`).
+    Relock {
+        /// The first word, `RELOCK_` included.
+        code: &'a str,
+        /// What follows the first space, empty when nothing does.
+        payload: &'a str,
+    },
+    /// The connection broke, or could not be made: fred's I/O errors ("Connection closed.",
+    /// a refused connection).
+    Broken,
+    /// The TLS handshake did not accept the server's certificate (an I/O error that names
+    /// `InvalidCertificate`).
+    Certificate,
+    /// No reply came within the command timeout.
+    TimedOut,
+    /// fred canceled the command: its connection closed before the reply came.
+    Canceled,
+    /// fred did not send again a command that was in flight when its connection dropped (the
+    /// client sends every command once): "Too many failed write attempts.".
+    NotResent,
+    /// Anything else: an error reply of Redis, refused credentials, a bad reply.
+    Other,
+}
+
+/// Which key a `WRONGTYPE` is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Blamed {
+    /// The key the command or script worked on.
+    Command,
+    /// A [`Fence`](crate::Fence)'s fence key (`lua/fence.lua` answers
+    /// `WRONGTYPE relock fence ...`).
+    Fence,
+    /// Part `i` (1-based) of a multi-lock script, which appends ` [part <i>]`.
+    Part(usize),
+}
+
+impl What<'_> {
+    /// Whether the command may or may not have run: the connection broke or the reply timed
+    /// out while it was out.
+    pub(crate) fn may_have_run(self) -> bool {
+        self.broke() || self == What::NotResent
+    }
+
+    /// Whether the connection broke or stopped answering.
+    pub(crate) fn broke(self) -> bool {
+        matches!(
+            self,
+            What::Broken | What::Certificate | What::TimedOut | What::Canceled
+        )
+    }
+}
+
+/// fred's text for a command it found no connection for.
+const NOT_ROUTED: &str = "Failed to route";
+/// Redis's reply to `EVALSHA` of a script it does not know.
+const NO_SCRIPT: &str = "NOSCRIPT";
+/// Redis's reply to a command on a key of another type.
+const WRONG_TYPE: &str = "WRONGTYPE";
+/// The start of `lua/fence.lua`'s answer for a fence key of another type.
+const FENCE_WRONG_TYPE: &str = "WRONGTYPE relock fence";
+/// The first word of relock's own scripts' error replies.
+const RELOCK: &str = "RELOCK_";
+/// fred's words for a command it did not send again after its connection dropped.
+const WRITE_ATTEMPTS: &str = "write attempts";
+/// What a rustls error that refused a certificate is named in fred's text.
+const INVALID_CERTIFICATE: &str = "InvalidCertificate";
+
+/// What `error` means to relock.
+pub(crate) fn classify(error: &RedisError) -> What<'_> {
+    let text = error.details();
+    match error.kind() {
+        ErrorKind::IO if text.contains(INVALID_CERTIFICATE) => return What::Certificate,
+        ErrorKind::IO => return What::Broken,
+        ErrorKind::Timeout => return What::TimedOut,
+        ErrorKind::Canceled => return What::Canceled,
+        _ => {}
+    }
+    if text.starts_with(NOT_ROUTED) {
+        What::NotRouted
+    } else if text.starts_with(NO_SCRIPT) {
+        What::NoScript
+    } else if let Some(reply) = text.find(RELOCK).map(|at| &text[at..]) {
+        let (code, payload) = reply.split_once(' ').unwrap_or((reply, ""));
+        What::Relock { code, payload }
+    } else if text.contains(WRONG_TYPE) {
+        What::WrongType(if text.starts_with(FENCE_WRONG_TYPE) {
+            Blamed::Fence
+        } else {
+            part(text).map_or(Blamed::Command, Blamed::Part)
+        })
+    } else if *error.kind() == ErrorKind::Unknown && text.contains(WRITE_ATTEMPTS) {
+        What::NotResent
+    } else {
+        What::Other
+    }
+}
+
+/// The part a multi-lock script's error names: ` [part <i>]` at its end.
+fn part(text: &str) -> Option<usize> {
+    text.rsplit_once("[part ")
+        .and_then(|(_, rest)| rest.strip_suffix(']'))
+        .and_then(|i| i.parse().ok())
+}
+
+/// How an error message starts: what failed, as far as the error's kind tells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Headline {
+    /// The TLS handshake did not accept the server's certificate.
+    Certificate,
+    /// The server could not be reached, or the connection broke.
+    Unreachable,
+    /// No reply in time.
+    TimedOut,
+    /// The connection closed before the reply came.
+    ClosedEarly,
+    /// The server refused the credentials.
+    Refused,
+    /// Anything else.
+    Failed,
+}
+
+/// What an error message about `error` leads with.
+pub(crate) fn headline(error: &RedisError) -> Headline {
+    match error.kind() {
+        ErrorKind::IO if error.details().contains(INVALID_CERTIFICATE) => Headline::Certificate,
+        ErrorKind::IO | ErrorKind::Routing => Headline::Unreachable,
+        ErrorKind::Timeout => Headline::TimedOut,
+        ErrorKind::Canceled => Headline::ClosedEarly,
+        ErrorKind::Auth => Headline::Refused,
+        _ => Headline::Failed,
+    }
+}
+
+/// fred's words for `error`, as they are (a URL fred could not parse).
+pub(crate) fn details(error: &RedisError) -> &str {
+    error.details()
+}
+
+/// A command relock did not send: the connection was down and did not come back in time.
+/// It reads as "could not reach", and may be retried (it never ran).
+pub(crate) fn not_sent(reason: String) -> RedisError {
+    RedisError::new(ErrorKind::Routing, reason)
+}
+
+/// A reply relock did not expect.
+pub(crate) fn unexpected(reason: String) -> RedisError {
+    RedisError::new(ErrorKind::Protocol, reason)
+}
+
+/// A value relock could not read (a fence key that is not a token).
+pub(crate) fn unreadable(reason: String) -> RedisError {
+    RedisError::new(ErrorKind::Parse, reason)
+}
+
+/// A key relock wrote and found gone.
+pub(crate) fn missing(reason: String) -> RedisError {
+    RedisError::new(ErrorKind::NotFound, reason)
+}
+
+/// fred's error details as words, for an error message. fred keeps an I/O error as its `Debug`
+/// text (`Os { code: 111, kind: ConnectionRefused, message: "Connection refused" }`): this takes
+/// the message out, or spells out the error names (`InvalidCertificate(UnknownIssuer)` reads
+/// "invalid certificate: unknown issuer").
+pub(crate) fn reason(error: &RedisError) -> String {
+    plain(error.details())
+}
+
+fn plain(details: &str) -> String {
+    let details = details.trim();
+    if let Some(message) = field(details, "message: ") {
+        return sentence_case(unquote(message));
+    }
+    if let Some(error) = field(details, "error: ") {
+        return spelled(error);
+    }
+    if let Some(kind) = details
+        .strip_prefix("Kind(")
+        .and_then(|k| k.strip_suffix(')'))
+    {
+        return words(kind);
+    }
+    sentence_case(details.trim_end_matches('.'))
+}
+
+/// The value of `name` in a `Debug` struct text: up to the struct's closing brace.
+fn field<'a>(details: &'a str, name: &str) -> Option<&'a str> {
+    let at = details.find(name)? + name.len();
+    let value = details[at..].strip_suffix('}').unwrap_or(&details[at..]);
+    Some(value.trim().trim_end_matches(',').trim())
+}
+
+/// A `Debug` value as words: a quoted string as it is, `Name(inner)` as "name: inner".
+fn spelled(value: &str) -> String {
+    let value = value.trim();
+    if value.starts_with('"') {
+        return sentence_case(unquote(value));
+    }
+    match value.split_once('(') {
+        Some((name, rest)) if is_name(name) && rest.ends_with(')') => {
+            format!("{}: {}", words(name), spelled(&rest[..rest.len() - 1]))
+        }
+        _ if is_name(value) => words(value),
+        _ => value.to_owned(),
+    }
+}
+
+fn is_name(s: &str) -> bool {
+    !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric())
+}
+
+/// `ConnectionRefused` as "connection refused".
+fn words(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() + 4);
+    for (i, c) in name.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            out.push(' ');
+        }
+        out.push(c.to_ascii_lowercase());
+    }
+    out
+}
+
+fn unquote(s: &str) -> &str {
+    s.trim()
+        .strip_prefix('"')
+        .and_then(|s| s.strip_suffix('"'))
+        .unwrap_or(s)
+}
+
+/// Lower-cases the first letter of a message that starts a sentence ("Connection refused"),
+/// not of an acronym ("IO").
+fn sentence_case(s: &str) -> String {
+    let mut chars = s.chars();
+    match (chars.next(), chars.next()) {
+        (Some(first), Some(second)) if first.is_uppercase() && !second.is_uppercase() => first
+            .to_lowercase()
+            .chain(s[first.len_utf8()..].chars())
+            .collect(),
+        _ => s.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests;
