@@ -1,9 +1,9 @@
--- A fenced SET, after lua/fence.lua's check: like SET, it replaces the value and any TTL.
+-- A fenced SET, after lua/fence/check.lua's check: like SET, it replaces the value and any TTL.
 --
 -- KEYS[1]  the data key
 -- ARGV[1]  its new value
---          (then the fence key and the token, which lua/fence.lua takes off)
+--          (then the fence key and the token, which lua/fence/check.lua takes off)
 --
 -- Reply:   OK.
--- Errors:  those of lua/fence.lua.
+-- Errors:  those of lua/fence/check.lua.
 return redis.call('set', KEYS[1], ARGV[1])

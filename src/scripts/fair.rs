@@ -1,6 +1,6 @@
 //! The fair lock's scripts: Redisson's queue of waiters and their deadlines beside the lock hash,
-//! and one wake-up channel per waiter (see `lua/fair/` for each contract, and `lua/fair/queue.lua` for
-//! the queue's rules they share).
+//! and one wake-up channel per waiter (see `lua/fair/` for each contract,
+//! and `lua/fair/queue.lua` for the queue's rules they share).
 
 use fred::bytes_utils::Str;
 use fred::types::{Key, Value};
