@@ -28,9 +28,6 @@
 //! It needs `redis-server` installed (Debian and Ubuntu: `apt-get install redis-server`, or
 //! `scripts/install-redis.sh` in relock's repository); without it, starting fails with
 //! [`StartError::NotInstalled`] rather than a panic.
-//!
-//! [`scripts`] holds the source of every Lua script relock sends, as the client composes it,
-//! for tests that run a script directly or look for it by its SHA1.
 
 use std::fmt;
 use std::io::{self, BufRead, BufReader};
@@ -40,8 +37,6 @@ use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
-
-pub use crate::scripts::catalogue as scripts;
 
 /// How long a server has to say it is ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -279,3 +274,7 @@ fn watch_log(stdout: ChildStdout, ready: mpsc::Sender<Result<(), Vec<String>>>) 
         let _ = ready.send(Err(log));
     }
 }
+
+/// The source of every Lua script relock sends, as the client composes it from `lua/`: for tests
+/// that run a script directly (`EVAL`) or look for it by its SHA1 in `EVALSHA` requests.
+pub use crate::scripts::catalogue as scripts;

@@ -9,8 +9,7 @@ use std::process::Command;
 
 use super::server::RedisServer;
 
-const ACQUIRE: &str = include_str!("../../lua/acquire.lua");
-const RELEASE: &str = include_str!("../../lua/release.lua");
+use relock::testing::scripts::{ACQUIRE, RELEASE};
 
 /// One acquire + release pair, as the server sees it.
 #[derive(Clone, Copy, Debug)]
