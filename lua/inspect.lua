@@ -10,12 +10,12 @@
 --          remaining lease in ms of the lock hash (-2 when there is none, -1 without expiry);
 --          holds is this holder's hold count (0 when it holds nothing).
 -- Errors:  WRONGTYPE when <name> exists but is not a hash.
-local kind = redis.call('type', KEYS[1])['ok']
+local kind, wrong = hash_type(KEYS[1])
+if wrong then
+    return wrong
+end
 if kind == 'none' then
     return {0, -2, 0}
-end
-if kind ~= 'hash' then
-    return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')
 end
 local holds = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0') or 0
 local view = ARGV[2] or ''

@@ -8,8 +8,11 @@
 -- ARGV[3]  with KEYS[2]: the message
 --
 -- Reply:   1 when this field's claim was deleted, 0 when the claim was not its own (or none).
+--
+-- The claim's format is lua/common/claim.lua's. A claim without an expiry is withdrawn too.
 local value = redis.call('get', KEYS[1])
-if value and string.match(value, '^%d+:(.+)$') == ARGV[1] then
+local _, claimant = claim_parse(value or '')
+if value and claimant == ARGV[1] then
     redis.call('del', KEYS[1])
     if KEYS[2] then
         redis.call(ARGV[2], KEYS[2], ARGV[3])

@@ -1,9 +1,9 @@
 //! Fenced writes: Redis data that refuses a write from a lock holder whose lease is over.
 //!
-//! Each operation is one script: the check of `lua/fence.lua`, then the operation's own part
-//! (`lua/fenced_*.lua`, or a user's Lua body), run atomically. The check takes the fence key and
-//! the token off the end of `KEYS` and `ARGV`, refuses a token older than the one stored at the
-//! fence key, and stores a passing one, which never lowers it. The rule, why reads are fenced
+//! Each operation is one script: the check of `lua/fence/check.lua`, then the operation's own
+//! part (`lua/fence/{set,hset,get}.lua`, or a user's Lua body), run atomically. The check takes
+//! the fence key and the token off the end of `KEYS` and `ARGV`, refuses a token older than the
+//! one stored at the fence key, and stores a passing one, which never lowers it. The rule, why reads are fenced
 //! too, the keys on a cluster and how to fence a store outside Redis are told once, on [`Fence`],
 //! where users read them.
 

@@ -6,8 +6,8 @@
 //! deadline (its acquire's send time plus its lease). All holds of one owner share the lock's one
 //! TTL, so relock keeps this rule: **the lock's TTL is never shorter than what any live hold
 //! needs, and never longer than the longest of them.** An acquire and a renewal only ever extend
-//! the TTL (`lua/acquire.lua`, `lua/renew.lua`), and a release that leaves holds behind sets it
-//! to what the holds that remain need, as computed here ([`Holds::need`]).
+//! the TTL (`lua/lock/acquire.lua`, `lua/lock/renew.lua`), and a release that leaves holds
+//! behind sets it to what the holds that remain need, as computed here ([`Holds::need`]).
 //!
 //! The watchdog (`watchdog`) renews the entries with watchdog holds and reports back here. A
 //! release stops renewal before it sends anything, so renewal and release never race.

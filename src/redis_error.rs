@@ -56,7 +56,7 @@ pub(crate) enum What<'a> {
 pub(crate) enum Blamed {
     /// The key the command or script worked on.
     Command,
-    /// A [`Fence`](crate::Fence)'s fence key (`lua/fence.lua` answers
+    /// A [`Fence`](crate::Fence)'s fence key (`lua/fence/check.lua` answers
     /// `WRONGTYPE relock fence ...`).
     Fence,
     /// Part `i` (1-based) of a multi-lock script, which appends ` [part <i>]`.
@@ -85,7 +85,7 @@ const NOT_ROUTED: &str = "Failed to route";
 const NO_SCRIPT: &str = "NOSCRIPT";
 /// Redis's reply to a command on a key of another type.
 const WRONG_TYPE: &str = "WRONGTYPE";
-/// The start of `lua/fence.lua`'s answer for a fence key of another type.
+/// The start of `lua/fence/check.lua`'s answer for a fence key of another type.
 const FENCE_WRONG_TYPE: &str = "WRONGTYPE relock fence";
 /// The first word of relock's own scripts' error replies.
 const RELOCK: &str = "RELOCK_";

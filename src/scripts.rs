@@ -1,6 +1,8 @@
 //! The Lua scripts, one per Redis-side operation, and the only code that knows their arguments.
 //!
-//! Each script lives in `lua/` with its KEYS / ARGV / reply contract in its header. It is hashed
+//! Each script's source is composed by [`catalogue`] from `lua/` (a type's scripts in
+//! `lua/<type>/`, the rules several share in `lua/common/`), with its KEYS / ARGV / reply
+//! contract in its own file's header. It is hashed
 //! once per process and run by `EVALSHA`; when the server answers `NOSCRIPT` (after a restart, a
 //! failover or `SCRIPT FLUSH`) it is loaded and run again. A lock script must never be applied
 //! twice by a transport retry: the client's connection sends every command once (see
@@ -21,6 +23,7 @@ use crate::error::{Error, Result, Shown};
 use crate::names::LockKeys;
 use crate::redis_error::{self, classify, What};
 
+pub mod catalogue;
 pub(crate) mod fair;
 pub(crate) mod fence;
 pub(crate) mod multi;
@@ -147,14 +150,13 @@ impl Script {
     }
 }
 
-static ACQUIRE: Lazy<Script> = Lazy::new(|| Script::new(include_str!("../lua/acquire.lua")));
-static RELEASE: Lazy<Script> = Lazy::new(|| Script::new(include_str!("../lua/release.lua")));
-static RENEW: Lazy<Script> = Lazy::new(|| Script::new(include_str!("../lua/renew.lua")));
-static FORCE_RELEASE: Lazy<Script> =
-    Lazy::new(|| Script::new(include_str!("../lua/force_release.lua")));
-static INSPECT: Lazy<Script> = Lazy::new(|| Script::new(include_str!("../lua/inspect.lua")));
-static ABANDON: Lazy<Script> = Lazy::new(|| Script::new(rw::rw_lua!("abandon")));
-static UNCLAIM: Lazy<Script> = Lazy::new(|| Script::new(include_str!("../lua/unclaim.lua")));
+static ACQUIRE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::ACQUIRE));
+static RELEASE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::RELEASE));
+static RENEW: Lazy<Script> = Lazy::new(|| Script::new(catalogue::RENEW));
+static FORCE_RELEASE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::FORCE_RELEASE));
+static INSPECT: Lazy<Script> = Lazy::new(|| Script::new(catalogue::INSPECT));
+static ABANDON: Lazy<Script> = Lazy::new(|| Script::new(catalogue::ABANDON));
+static UNCLAIM: Lazy<Script> = Lazy::new(|| Script::new(catalogue::UNCLAIM));
 
 /// A static argument, sent without a copy.
 fn text(s: &'static str) -> Value {

@@ -1,7 +1,7 @@
 //! Deletes spent unlock replay keys, many per command.
 //!
 //! A release that leaves holds behind writes a short-lived replay key so that a retry after a lost
-//! reply counts once (a last release writes none: see `lua/release.lua`). Once its reply has
+//! reply counts once (a last release writes none: see `lua/lock/release.lua`). Once its reply has
 //! arrived the key is useless; deleting it at once keeps memory flat under heavy
 //! use, as Redisson does. Sending one `DEL` per release would cost a command per release, so the
 //! keys queue here and one task deletes whatever has queued while its previous `DEL` was in

@@ -419,3 +419,7 @@ fn watch_log(stdout: ChildStdout, ready: mpsc::Sender<Result<(), Vec<String>>>) 
         let _ = ready.send(Err(log));
     }
 }
+
+/// The source of every Lua script relock sends, as the client composes it from `lua/`: for tests
+/// that run a script directly (`EVAL`) or look for it by its SHA1 in `EVALSHA` requests.
+pub use crate::scripts::catalogue as scripts;

@@ -10,8 +10,7 @@ use std::process::Command;
 use super::Redis;
 use relock::testing::RedisServer;
 
-const ACQUIRE: &str = include_str!("../../lua/acquire.lua");
-const RELEASE: &str = include_str!("../../lua/release.lua");
+use relock::testing::scripts::{ACQUIRE, RELEASE};
 
 /// One acquire + release pair, as the server sees it.
 #[derive(Clone, Copy, Debug)]

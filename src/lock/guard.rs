@@ -181,7 +181,7 @@ impl LockGuard {
     /// A *last* release of a `Lock`, `FencedLock` or `SpinLock` whose hold cannot lapse before its last retry (a
     /// watchdog lease, renewed until the release, or a fixed lease with over six command timeouts
     /// left) leaves no replay key, to spare the server a write and a delete (see
-    /// `lua/release.lua`): its retry that finds the hold gone reports success, as its first send
+    /// `lua/lock/release.lua`): its retry that finds the hold gone reports success, as its first send
     /// freed the lock. If the lock was force-unlocked in the same moment as that reply was lost,
     /// the force-unlock goes unreported. A `FairLock`'s or `RwLock`'s release always leaves one,
     /// as it moves more than the hash (the queue, the readers' timeout keys).

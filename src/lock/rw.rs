@@ -1,5 +1,5 @@
 //! The read-write lock, Redisson's `RReadWriteLock` in async Rust: many readers or one writer,
-//! each side reentrant per owner, on Redisson's data (see `lua/rw_readers.lua`).
+//! each side reentrant per owner, on Redisson's data (see `lua/rw/readers.lua`).
 //!
 //! Waiters of both sides listen on the lock's one channel, `redisson_rwlock:{<name>}`, and every
 //! message wakes all of this client's waiters: a freed lock may take many readers at once. A

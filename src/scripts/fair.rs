@@ -1,29 +1,20 @@
 //! The fair lock's scripts: Redisson's queue of waiters and their deadlines beside the lock hash,
-//! and one wake-up channel per waiter (see `lua/fair_*.lua` for each contract).
+//! and one wake-up channel per waiter (see `lua/fair/` for each contract,
+//! and `lua/fair/queue.lua` for the queue's rules they share).
 
 use fred::bytes_utils::Str;
 use fred::types::{Key, Value};
 use once_cell::sync::Lazy;
 
-use super::{integer, ms_arg, text, ReleaseHow, Released, Script, UNLOCK_MESSAGE};
+use super::{catalogue, integer, ms_arg, text, ReleaseHow, Released, Script, UNLOCK_MESSAGE};
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::names::{FairKeys, LockKeys};
 
-/// A fair script's text: the queue's common part (`lua/fair_queue.lua`), then the script's own.
-macro_rules! fair_lua {
-    ($name:literal) => {
-        concat!(
-            include_str!("../../lua/fair_queue.lua"),
-            include_str!(concat!("../../lua/", $name, ".lua"))
-        )
-    };
-}
-
-static ACQUIRE: Lazy<Script> = Lazy::new(|| Script::new(fair_lua!("fair_acquire")));
-static RELEASE: Lazy<Script> = Lazy::new(|| Script::new(fair_lua!("fair_release")));
-static FORCE_RELEASE: Lazy<Script> = Lazy::new(|| Script::new(fair_lua!("fair_force_release")));
-static LEAVE: Lazy<Script> = Lazy::new(|| Script::new(fair_lua!("fair_leave")));
+static ACQUIRE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::FAIR_ACQUIRE));
+static RELEASE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::FAIR_RELEASE));
+static FORCE_RELEASE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::FAIR_FORCE_RELEASE));
+static LEAVE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::FAIR_LEAVE));
 
 /// The lock, its queue and its deadlines, as most fair scripts take them.
 fn queue_keys(keys: &LockKeys, fair: &FairKeys) -> [Key; 4] {

@@ -1,5 +1,5 @@
-//! The fence's scripts: one check (`lua/fence.lua`) that refuses a stale token and records a
-//! passing one, followed in the same script by the operation's own part (`lua/fenced_*.lua`, or a
+//! The fence's scripts: one check (`lua/fence/check.lua`) that refuses a stale token and records a
+//! passing one, followed in the same script by the operation's own part (`lua/fence/*.lua`, or a
 //! user's Lua). The fence key and the token go after the operation's own keys and arguments,
 //! where the check takes them off.
 
@@ -8,30 +8,17 @@ use fred::interfaces::KeysInterface;
 use fred::types::{Key, Value};
 use once_cell::sync::Lazy;
 
-use super::Script;
+use super::{catalogue, Script};
 use crate::connection::Connection;
 use crate::error::{Error, Result, Shown};
 use crate::redis_error::{self, classify, Blamed, What};
 
-/// The check, which every fenced script starts with.
-const CHECK: &str = include_str!("../../lua/fence.lua");
+static SET: Lazy<Script> = Lazy::new(|| Script::new(catalogue::FENCED_SET));
+static HSET: Lazy<Script> = Lazy::new(|| Script::new(catalogue::FENCED_HSET));
+static GET: Lazy<Script> = Lazy::new(|| Script::new(catalogue::FENCED_GET));
 
-/// A fenced script's text: the check, then the operation's own part.
-macro_rules! fenced_lua {
-    ($name:literal) => {
-        concat!(
-            include_str!("../../lua/fence.lua"),
-            include_str!(concat!("../../lua/", $name, ".lua"))
-        )
-    };
-}
-
-static SET: Lazy<Script> = Lazy::new(|| Script::new(fenced_lua!("fenced_set")));
-static HSET: Lazy<Script> = Lazy::new(|| Script::new(fenced_lua!("fenced_hset")));
-static GET: Lazy<Script> = Lazy::new(|| Script::new(fenced_lua!("fenced_get")));
-
-/// The check's refusal of a stale token, `RELOCK_STALE <seen>` (see `lua/fence.lua`; its answer
-/// for a fence key of another type is a `WRONGTYPE` that [`Blamed::Fence`] recognizes).
+/// The check's refusal of a stale token, `RELOCK_STALE <seen>` (see `lua/fence/check.lua`; its
+/// answer for a fence key of another type is a `WRONGTYPE` that [`Blamed::Fence`] recognizes).
 const STALE: &str = "RELOCK_STALE";
 
 /// Sets `key` to `value` if `token` passes the fence `fence`.
@@ -74,7 +61,7 @@ pub(crate) async fn eval(
     keys: &[&str],
     args: &[Value],
 ) -> Result<Value> {
-    let script = Script::from_text([CHECK, body].concat().into());
+    let script = Script::from_text([catalogue::FENCE_CHECK, body].concat().into());
     // The one key a WRONGTYPE can be blamed on; with several, Redis's own message says more.
     let blamed = match keys {
         [key] => Some(*key),

@@ -1,23 +1,21 @@
 //! The multi-lock's fast path: several plain locks of one owner, on one client and one cluster
-//! slot, taken by one script and released by one (see `lua/multi_acquire.lua` and
-//! `lua/multi_release.lua` for their contracts). Each part is taken and released as
-//! `lua/acquire.lua` and `lua/release.lua` treat one lock.
+//! slot, taken by one script and released by one (see `lua/multi/acquire.lua` and
+//! `lua/multi/release.lua` for their contracts). Each part is taken and released as
+//! `lua/lock/acquire.lua` and `lua/lock/release.lua` treat one lock.
 
 use fred::bytes_utils::Str;
 use fred::types::{Key, Value};
 use once_cell::sync::Lazy;
 
 use super::UNLOCK_MESSAGE;
-use super::{integer, ms_arg, released, text, unexpected, ReleaseHow, Released, Script};
+use super::{catalogue, integer, ms_arg, released, text, unexpected, ReleaseHow, Released, Script};
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::names::LockKeys;
 use crate::redis_error::{classify, Blamed, What};
 
-static ACQUIRE: Lazy<Script> =
-    Lazy::new(|| Script::new(include_str!("../../lua/multi_acquire.lua")));
-static RELEASE: Lazy<Script> =
-    Lazy::new(|| Script::new(include_str!("../../lua/multi_release.lua")));
+static ACQUIRE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::MULTI_ACQUIRE));
+static RELEASE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::MULTI_RELEASE));
 
 /// Maps an error of a multi-lock script: a WRONGTYPE names the part that failed (the scripts
 /// append ` [part <i>]`, 1-based), any other error is the first part's.

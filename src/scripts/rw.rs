@@ -1,34 +1,23 @@
 //! The read-write lock's scripts: Redisson's `RReadWriteLock` layout (the hash with `mode`, reader
-//! and writer fields, one timeout key per read hold) and its channel (see `lua/rw_*.lua` for each
-//! contract, and `lua/rw_readers.lua` for the rules every one of them shares).
+//! and writer fields, one timeout key per read hold) and its channel (see `lua/rw/` for each
+//! contract, and `lua/rw/readers.lua` for the rules every one of them shares).
 
 use fred::bytes_utils::Str;
 use fred::types::{Key, Value};
 use once_cell::sync::Lazy;
 
-use super::{integer, ms_arg, text, ReleaseHow, Released, Script};
+use super::{catalogue, integer, ms_arg, text, ReleaseHow, Released, Script};
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::names::LockKeys;
 use crate::redis_error::{classify, What};
 
-/// A script that works on readers: the readers' common part (`lua/rw_readers.lua`), then its own.
-macro_rules! rw_lua {
-    ($name:literal) => {
-        concat!(
-            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/rw_readers.lua")),
-            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/", $name, ".lua"))
-        )
-    };
-}
-pub(crate) use rw_lua;
-
-static READ_ACQUIRE: Lazy<Script> = Lazy::new(|| Script::new(rw_lua!("rw_read_acquire")));
-static WRITE_ACQUIRE: Lazy<Script> = Lazy::new(|| Script::new(rw_lua!("rw_write_acquire")));
-static READ_RELEASE: Lazy<Script> = Lazy::new(|| Script::new(rw_lua!("rw_read_release")));
-static WRITE_RELEASE: Lazy<Script> = Lazy::new(|| Script::new(rw_lua!("rw_write_release")));
-static FORCE_RELEASE: Lazy<Script> = Lazy::new(|| Script::new(rw_lua!("rw_force_release")));
-pub(super) static RENEW_READ: Lazy<Script> = Lazy::new(|| Script::new(rw_lua!("renew_read")));
+static READ_ACQUIRE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::RW_READ_ACQUIRE));
+static WRITE_ACQUIRE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::RW_WRITE_ACQUIRE));
+static READ_RELEASE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::RW_READ_RELEASE));
+static WRITE_RELEASE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::RW_WRITE_RELEASE));
+static FORCE_RELEASE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::RW_FORCE_RELEASE));
+pub(super) static RENEW_READ: Lazy<Script> = Lazy::new(|| Script::new(catalogue::RW_RENEW_READ));
 
 /// Redisson's read unlock message: wakes one waiter per process (relock's own waiters on a
 /// read-write lock all wake on any message).
@@ -36,7 +25,7 @@ pub(crate) const READ_UNLOCK: &str = "0";
 /// Redisson's write unlock message: wakes every waiter.
 pub(crate) const WRITE_UNLOCK: &str = "1";
 
-/// The write acquire's refusal of an owner that holds the read lock (`lua/rw_write_acquire.lua`).
+/// The write acquire's refusal of an owner that holds the read lock (`lua/rw/write_acquire.lua`).
 const UPGRADE: &str = "RELOCK_UPGRADE";
 
 /// The writer field of the owner whose reader field is `reader`, and back.

@@ -14,6 +14,7 @@ use std::future::Future;
 use std::ops::Deref;
 use std::time::Duration;
 
+use relock::testing::scripts;
 use relock::{Client, FencedGuard, LockGuard, Lost, Owner, RemainingLease, Result};
 use tokio::time::Instant;
 
@@ -126,38 +127,20 @@ impl Family {
     /// The SHA1 of this type's acquire script, as it appears in its `EVALSHA` request.
     pub fn acquire_sha(self) -> String {
         fred::util::sha1_hash(match self {
-            Family::Lock | Family::Spin | Family::Fenced => include_str!("../../lua/acquire.lua"),
-            Family::Fair => concat!(
-                include_str!("../../lua/fair_queue.lua"),
-                include_str!("../../lua/fair_acquire.lua")
-            ),
-            Family::Write => concat!(
-                include_str!("../../lua/rw_readers.lua"),
-                include_str!("../../lua/rw_write_acquire.lua")
-            ),
-            Family::Read => concat!(
-                include_str!("../../lua/rw_readers.lua"),
-                include_str!("../../lua/rw_read_acquire.lua")
-            ),
+            Family::Lock | Family::Spin | Family::Fenced => scripts::ACQUIRE,
+            Family::Fair => scripts::FAIR_ACQUIRE,
+            Family::Write => scripts::RW_WRITE_ACQUIRE,
+            Family::Read => scripts::RW_READ_ACQUIRE,
         })
     }
 
     /// The SHA1 of this type's release script, as it appears in its `EVALSHA` request.
     pub fn release_sha(self) -> String {
         fred::util::sha1_hash(match self {
-            Family::Lock | Family::Spin | Family::Fenced => include_str!("../../lua/release.lua"),
-            Family::Fair => concat!(
-                include_str!("../../lua/fair_queue.lua"),
-                include_str!("../../lua/fair_release.lua")
-            ),
-            Family::Write => concat!(
-                include_str!("../../lua/rw_readers.lua"),
-                include_str!("../../lua/rw_write_release.lua")
-            ),
-            Family::Read => concat!(
-                include_str!("../../lua/rw_readers.lua"),
-                include_str!("../../lua/rw_read_release.lua")
-            ),
+            Family::Lock | Family::Spin | Family::Fenced => scripts::RELEASE,
+            Family::Fair => scripts::FAIR_RELEASE,
+            Family::Write => scripts::RW_WRITE_RELEASE,
+            Family::Read => scripts::RW_READ_RELEASE,
         })
     }
 
@@ -207,7 +190,7 @@ impl Family {
     }
 
     /// How many holds `field` has on lock `name`, 0 when none. A reader holds only while one of
-    /// its timeout keys lives (see `lua/rw_readers.lua`): a field whose keys are all gone holds
+    /// its timeout keys lives (see `lua/rw/readers.lua`): a field whose keys are all gone holds
     /// nothing, and no key outlives the holds counted.
     pub fn holds(self, server: &RedisServer, name: &str, field: &str) -> u64 {
         let count = super::raw_holds(server, name, field);

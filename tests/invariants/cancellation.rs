@@ -11,8 +11,7 @@ use fred::interfaces::LuaInterface;
 use fred::types::Value;
 use futures::FutureExt;
 use rand::Rng;
-
-const RELEASE_LUA: &str = include_str!("../../lua/release.lua");
+use relock::testing::scripts::RELEASE as RELEASE_LUA;
 
 /// Checks that `check` holds on every poll for `window`: for states that must not change once
 /// reached, such as background work that must not bring a hold back.

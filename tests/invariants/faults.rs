@@ -36,11 +36,11 @@ fn sha(lua: &str) -> String {
 }
 
 fn acquire_sha() -> String {
-    sha(include_str!("../../lua/acquire.lua"))
+    sha(relock::testing::scripts::ACQUIRE)
 }
 
 fn release_sha() -> String {
-    sha(include_str!("../../lua/release.lua"))
+    sha(relock::testing::scripts::RELEASE)
 }
 
 async fn connect(url: &str, lease: Duration, command_timeout: Duration) -> Client {

@@ -1,4 +1,5 @@
-//! Every branch of the fair lock's Lua scripts (`lua/fair_*.lua`), run directly with `EVAL` on a
+//! Every branch of the fair lock's Lua scripts (`lua/fair/`), as the client composes them
+//! (`relock::testing::scripts`), run directly with `EVAL` on a
 //! real server: the reply, the Redis state it leaves (the lock hash, the queue, the waiters'
 //! deadlines against the server's clock, replay keys) and who was woken on which waiter's channel.
 //! The last tests interleave Redisson's own fair lock scripts with relock's on one name.
@@ -11,23 +12,10 @@ use common::{resp, RawSubscriber, RedisServer, Resp};
 use fred::clients::Client as Redis;
 use fred::interfaces::LuaInterface;
 use fred::types::Value;
-
-const ACQUIRE: &str = concat!(
-    include_str!("../../lua/fair_queue.lua"),
-    include_str!("../../lua/fair_acquire.lua")
-);
-const RELEASE: &str = concat!(
-    include_str!("../../lua/fair_queue.lua"),
-    include_str!("../../lua/fair_release.lua")
-);
-const FORCE_RELEASE: &str = concat!(
-    include_str!("../../lua/fair_queue.lua"),
-    include_str!("../../lua/fair_force_release.lua")
-);
-const LEAVE: &str = concat!(
-    include_str!("../../lua/fair_queue.lua"),
-    include_str!("../../lua/fair_leave.lua")
-);
+use relock::testing::scripts::{
+    FAIR_ACQUIRE as ACQUIRE, FAIR_FORCE_RELEASE as FORCE_RELEASE, FAIR_LEAVE as LEAVE,
+    FAIR_RELEASE as RELEASE,
+};
 
 /// The holder in most tests, and the waiters queued behind it.
 const X: &str = "0a0a0a0a-0000-4000-8000-00000000000x:holder";

@@ -1,5 +1,5 @@
-//! Every branch of the multi-lock's scripts (`lua/multi_acquire.lua`, `lua/multi_release.lua`),
-//! run directly with `EVAL` on a real server: the reply, the state each part is left in (hash
+//! Every branch of the multi-lock's scripts (`lua/multi/acquire.lua`, `lua/multi/release.lua`),
+//! as the client composes them (`relock::testing::scripts`), run directly with `EVAL` on a real server: the reply, the state each part is left in (hash
 //! fields, TTLs, claims, replay keys) and what was published on each part's channel.
 
 use crate::common;
@@ -10,9 +10,7 @@ use common::{resp, RawSubscriber, RedisServer, Resp};
 use fred::clients::Client as Redis;
 use fred::interfaces::LuaInterface;
 use fred::types::Value;
-
-const MULTI_ACQUIRE: &str = include_str!("../../lua/multi_acquire.lua");
-const MULTI_RELEASE: &str = include_str!("../../lua/multi_release.lua");
+use relock::testing::scripts::{MULTI_ACQUIRE, MULTI_RELEASE};
 
 const ME: &str = "11111111-2222-3333-4444-555555555555:task-1";
 const OTHER: &str = "99999999-8888-7777-6666-555555555555:task-2";
@@ -81,7 +79,7 @@ impl Fixture {
         self.redis.eval::<Value, _, _, _>(lua, keys, args).await
     }
 
-    /// `multi_acquire.lua` over every part.
+    /// `lua/multi/acquire.lua` over every part.
     async fn acquire(&self, lease_ms: u64, field: &str) -> Result<Value, fred::error::Error> {
         let keys = (0..self.names.len())
             .flat_map(|i| [self.name(i).to_owned(), self.claim(i)])
@@ -94,7 +92,7 @@ impl Fixture {
         self.eval(MULTI_ACQUIRE, keys, args).await
     }
 
-    /// `multi_release.lua` over every part, under the replay keys `<part latch>:<id>`, keeping
+    /// `lua/multi/release.lua` over every part, under the replay keys `<part latch>:<id>`, keeping
     /// part i's TTL at `keep_ms[i]` while holds remain.
     async fn release(
         &self,

@@ -1,6 +1,6 @@
-//! Every branch of the read-write lock's Lua scripts (`lua/rw_*.lua`, `renew_read.lua`, and the
-//! read-write side of `abandon.lua`), each sent after `lua/rw_readers.lua` as the client sends
-//! them, run directly with `EVAL` on a real server: the reply, what the lock hash, the readers'
+//! Every branch of the read-write lock's Lua scripts (`lua/rw/`, and the read-write side of
+//! `lua/abandon.lua`), each as the client composes it (`relock::testing::scripts`: after the
+//! readers' rules, `lua/rw/readers.lua`), run directly with `EVAL` on a real server: the reply, what the lock hash, the readers'
 //! timeout keys, the claim and the replay keys hold afterwards, and what was published on the
 //! lock's channel. The last tests interleave Redisson's own read-write scripts with relock's on
 //! one lock.
@@ -13,37 +13,11 @@ use common::{resp, RawSubscriber, RedisServer, Resp};
 use fred::clients::Client as Redis;
 use fred::interfaces::LuaInterface;
 use fred::types::Value;
-
-const READ_ACQUIRE: &str = concat!(
-    include_str!("../../lua/rw_readers.lua"),
-    include_str!("../../lua/rw_read_acquire.lua")
-);
-const WRITE_ACQUIRE: &str = concat!(
-    include_str!("../../lua/rw_readers.lua"),
-    include_str!("../../lua/rw_write_acquire.lua")
-);
-const READ_RELEASE: &str = concat!(
-    include_str!("../../lua/rw_readers.lua"),
-    include_str!("../../lua/rw_read_release.lua")
-);
-const WRITE_RELEASE: &str = concat!(
-    include_str!("../../lua/rw_readers.lua"),
-    include_str!("../../lua/rw_write_release.lua")
-);
-const FORCE_RELEASE: &str = concat!(
-    include_str!("../../lua/rw_readers.lua"),
-    include_str!("../../lua/rw_force_release.lua")
-);
-const RENEW_READ: &str = concat!(
-    include_str!("../../lua/rw_readers.lua"),
-    include_str!("../../lua/renew_read.lua")
-);
-const ABANDON: &str = concat!(
-    include_str!("../../lua/rw_readers.lua"),
-    include_str!("../../lua/abandon.lua")
-);
-const INSPECT: &str = include_str!("../../lua/inspect.lua");
-const UNCLAIM: &str = include_str!("../../lua/unclaim.lua");
+use relock::testing::scripts::{
+    ABANDON, INSPECT, RW_FORCE_RELEASE as FORCE_RELEASE, RW_READ_ACQUIRE as READ_ACQUIRE,
+    RW_READ_RELEASE as READ_RELEASE, RW_RENEW_READ as RENEW_READ,
+    RW_WRITE_ACQUIRE as WRITE_ACQUIRE, RW_WRITE_RELEASE as WRITE_RELEASE, UNCLAIM,
+};
 
 /// Three owners of relock clients: each one's reader field and writer field.
 const A: &str = "aaaaaaaa-0000-4000-8000-00000000000a:1";

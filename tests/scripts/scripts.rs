@@ -1,4 +1,6 @@
-//! Every branch of every Lua script in `lua/`, run directly with `EVAL` on a real server: the
+//! Every branch of every Lua script in `lua/lock/`, and of `lua/inspect.lua` and
+//! `lua/unclaim.lua`, run directly with `EVAL` on a real server (each as the client composes it,
+//! from `relock::testing::scripts`): the
 //! reply, the Redis state it leaves (hash fields, TTLs, replay keys) and whether it published on
 //! the lock's channel.
 
@@ -10,13 +12,7 @@ use common::{resp, resp_int, RawSubscriber, RedisServer, Resp};
 use fred::clients::Client as Redis;
 use fred::interfaces::LuaInterface;
 use fred::types::Value;
-
-const ACQUIRE: &str = include_str!("../../lua/acquire.lua");
-const RELEASE: &str = include_str!("../../lua/release.lua");
-const RENEW: &str = include_str!("../../lua/renew.lua");
-const FORCE_RELEASE: &str = include_str!("../../lua/force_release.lua");
-const INSPECT: &str = include_str!("../../lua/inspect.lua");
-const UNCLAIM: &str = include_str!("../../lua/unclaim.lua");
+use relock::testing::scripts::{ACQUIRE, FORCE_RELEASE, INSPECT, RELEASE, RENEW, UNCLAIM};
 
 const ME: &str = "11111111-2222-3333-4444-555555555555:task-1";
 const OTHER: &str = "99999999-8888-7777-6666-555555555555:task-2";

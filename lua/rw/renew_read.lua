@@ -13,7 +13,7 @@ local renewed = {}
 for i = 1, #KEYS do
     local name, field = KEYS[i], ARGV[i + 1]
     renewed[i] = 0
-    if redis.call('type', name)['ok'] == 'hash' and rw_alive(name, field) then
+    if hash_type(name) == 'hash' and rw_alive(name, field) then
         local prefix = rw_timeouts(name, field)
         for n = 1, tonumber(redis.call('hget', name, field)) do
             local key = prefix .. ':' .. n
@@ -22,9 +22,7 @@ for i = 1, #KEYS do
                 redis.call('pexpire', key, lease)
             end
         end
-        if redis.call('pttl', name) < lease then
-            redis.call('pexpire', name, lease)
-        end
+        lease_raise(name, lease)
         renewed[i] = 1
     end
 end

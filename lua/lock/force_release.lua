@@ -9,17 +9,15 @@
 --
 -- Reply:   1 when a lock was deleted, 0 when there was none.
 -- Errors:  WRONGTYPE when <name> holds another type: a user's string is never deleted.
-local kind = redis.call('type', KEYS[1])['ok']
+local kind, wrong = hash_type(KEYS[1])
+if wrong then
+    return wrong
+end
 if kind == 'none' then
     return 0
 end
-if kind ~= 'hash' then
-    return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')
-end
 redis.call('del', KEYS[1])
-if redis.call('pttl', KEYS[3]) > tonumber(ARGV[3]) then
-    redis.call('pexpire', KEYS[3], ARGV[3])
-end
+claim_cut(KEYS[3], ARGV[3])
 if ARGV[2] ~= '' then
     redis.call(ARGV[2], KEYS[2], ARGV[1])
 end

@@ -25,31 +25,12 @@
 --
 -- Same data and replies as Redisson's RLock acquire, so both exclude each other (Redisson's
 -- re-entry sets the TTL outright, which can cut short a longer hold of the same owner).
--- Redisson does not read claims, so its clients may take a claimed lock. A claim relock did not
--- write (no "<n>:" prefix, or no expiry) is ignored.
-
--- The current claim: its priority and field, or nil.
-local function claim()
-    local value = redis.call('get', KEYS[2])
-    if not value or redis.call('pttl', KEYS[2]) < 0 then
-        return nil
-    end
-    local priority, field = string.match(value, '^(%d+):(.+)$')
-    if not priority then
-        return nil
-    end
-    return tonumber(priority), field
-end
+-- The claim's format and rules are lua/common/claim.lua's, the lease's lua/common/lease.lua's.
 
 if redis.call('exists', KEYS[1]) == 0 then
-    local _, claimant = claim()
+    local _, claimant = claim_read(KEYS[2])
     if claimant and claimant ~= ARGV[2] then
-        local left = redis.call('pttl', KEYS[2])
-        if left > tonumber(ARGV[4]) then
-            redis.call('pexpire', KEYS[2], ARGV[4])
-            left = tonumber(ARGV[4])
-        end
-        return math.max(left, 1)
+        return claim_wait(KEYS[2], ARGV[4])
     end
     if claimant then
         redis.call('del', KEYS[2])
@@ -63,9 +44,7 @@ if redis.call('exists', KEYS[1]) == 0 then
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
-    if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
-        redis.call('pexpire', KEYS[1], ARGV[1])
-    end
+    lease_raise(KEYS[1], ARGV[1])
     if KEYS[3] then
         local token = tonumber(redis.call('get', KEYS[3]))
         return {token or redis.call('incr', KEYS[3])}
@@ -75,10 +54,6 @@ end
 local ttl = redis.call('pttl', KEYS[1])
 local priority = tonumber(ARGV[3])
 if priority > 0 then
-    local held, claimant = claim()
-    if not claimant or claimant == ARGV[2] or priority > held then
-        redis.call('set', KEYS[2], priority .. ':' .. ARGV[2],
-            'px', math.max(ttl, 0) + tonumber(ARGV[4]))
-    end
+    claim_take(KEYS[2], priority, ARGV[2], ttl, ARGV[4])
 end
 return ttl

@@ -34,11 +34,9 @@
 --          processes are waiting). A request that wrote a replay key replays 0 (holds remained)
 --          or 1 (freed), so a retried release counts once.
 -- Errors:  WRONGTYPE when <name> exists but is not a hash.
-if ARGV[7] == '1' then
-    local replay = redis.call('get', KEYS[3])
-    if replay ~= false then
-        return tonumber(replay)
-    end
+local replayed, reply = replay_read(KEYS[3], ARGV[7])
+if replayed then
+    return reply
 end
 if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
     return nil
@@ -46,18 +44,16 @@ end
 local holds = redis.call('hincrby', KEYS[1], ARGV[3], -1)
 if holds > 0 then
     redis.call('pexpire', KEYS[1], ARGV[2])
-    redis.call('set', KEYS[3], 0, 'px', ARGV[5])
+    replay_write(KEYS[3], 0, ARGV[5])
     return 0
 end
 redis.call('del', KEYS[1])
-if redis.call('pttl', KEYS[4]) > tonumber(ARGV[6]) then
-    redis.call('pexpire', KEYS[4], ARGV[6])
-end
+claim_cut(KEYS[4], ARGV[6])
 local woken = 0
 if ARGV[4] ~= '' then
     woken = redis.call(ARGV[4], KEYS[2], ARGV[1])
 end
 if ARGV[8] == '1' then
-    redis.call('set', KEYS[3], 1, 'px', ARGV[5])
+    replay_write(KEYS[3], 1, ARGV[5])
 end
 return 1 + woken

@@ -10,17 +10,17 @@
 -- Reply:   1 when a lock was deleted, 0 when there was none.
 -- Errors:  WRONGTYPE when <name> holds another type: a user's string is never deleted.
 --
--- The queue keeps its waiters; dead heads are dropped as fair_queue.lua says.
+-- The queue keeps its waiters; dead heads are dropped as lua/fair/queue.lua says.
 
--- `now` and `live_head()` come from fair_queue.lua, which is prepended to this script.
+-- `now` and `live_head()` come from lua/fair/queue.lua, `hash_type()` from lua/common/hash.lua.
 
 local head = live_head()
-local kind = redis.call('type', KEYS[1])['ok']
+local kind, wrong = hash_type(KEYS[1])
+if wrong then
+    return wrong
+end
 if kind == 'none' then
     return 0
-end
-if kind ~= 'hash' then
-    return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')
 end
 redis.call('del', KEYS[1])
 if head then

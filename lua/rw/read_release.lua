@@ -23,11 +23,9 @@
 -- The lock's TTL then becomes the longest remaining lease among the readers' holds: a reader
 -- that left takes its lease with it, and one whose holds lapsed keeps nothing alive.
 local name = KEYS[1]
-if ARGV[7] == '1' then
-    local replay = redis.call('get', KEYS[3])
-    if replay ~= false then
-        return tonumber(replay)
-    end
+local replayed, reply = replay_read(KEYS[3], ARGV[7])
+if replayed then
+    return reply
 end
 local mode = redis.call('hget', name, 'mode')
 if mode == false or not rw_alive(name, ARGV[3]) then
@@ -48,19 +46,17 @@ else
 end
 if mode == 'write' then
     -- The owner's write hold keeps the lock, with a TTL that covers its read holds too.
-    redis.call('set', KEYS[3], 0, 'px', ARGV[5])
+    replay_write(KEYS[3], 0, ARGV[5])
     return 0
 end
 local longest = rw_readers_ttl(name)
 if longest > 0 then
     redis.call('pexpire', name, longest)
-    redis.call('set', KEYS[3], 0, 'px', ARGV[5])
+    replay_write(KEYS[3], 0, ARGV[5])
     return 0
 end
 rw_delete(name)
-if redis.call('pttl', KEYS[4]) > tonumber(ARGV[6]) then
-    redis.call('pexpire', KEYS[4], ARGV[6])
-end
+claim_cut(KEYS[4], ARGV[6])
 local woken = redis.call(ARGV[4], KEYS[2], ARGV[1])
-redis.call('set', KEYS[3], 1, 'px', ARGV[5])
+replay_write(KEYS[3], 1, ARGV[5])
 return 1 + woken

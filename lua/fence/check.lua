@@ -1,5 +1,5 @@
 -- The fence's check, which every fenced script runs first; the operation's own part follows it
--- (lua/fenced_*.lua, or a user's script).
+-- (get.lua, set.lua or hset.lua beside it, or a user's script).
 --
 -- KEYS[#KEYS]  the fence key relock_fence:{<resource>}: the highest token seen, in decimal
 -- ARGV[#ARGV]  the token this operation presents, in decimal, at least 1

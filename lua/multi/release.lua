@@ -1,7 +1,7 @@
 -- Release one hold of each of several reentrant locks of one owner at once: the fast path of a
 -- multi-lock whose plain locks share a client and a cluster slot. Each part is released exactly
--- as release.lua releases one lock; the parts are independent (one may be held no more while
--- the others are released).
+-- as lua/lock/release.lua releases one lock; the parts are independent (one may be held no more
+-- while the others are released).
 --
 -- KEYS     for each part i = 1..k, four keys:
 -- KEYS[4i-3]  the lock hash <name>
@@ -33,11 +33,9 @@ local field = ARGV[2]
 local parts = #KEYS / 4
 local results, held = {}, {}
 for i = 1, parts do
-    if ARGV[6] == '1' then
-        local replay = redis.call('get', KEYS[4 * i - 1])
-        if replay ~= false then
-            results[i] = tonumber(replay)
-        end
+    local replayed, reply = replay_read(KEYS[4 * i - 1], ARGV[6])
+    if replayed then
+        results[i] = reply
     end
     local holds = redis.pcall('hget', KEYS[4 * i - 3], field)
     if type(holds) == 'table' then
@@ -60,19 +58,19 @@ for i = 1, parts do
     elseif held[i] > 1 then
         redis.call('hincrby', name, field, -1)
         redis.call('pexpire', name, ARGV[7 + i])
-        redis.call('set', latch, 0, 'px', ARGV[4])
+        replay_write(latch, 0, ARGV[4])
         results[i] = 0
     else
         redis.call('del', name)
-        if claimed and redis.call('pttl', claim) > tonumber(ARGV[5]) then
-            redis.call('pexpire', claim, ARGV[5])
+        if claimed then
+            claim_cut(claim, ARGV[5])
         end
         local woken = 0
         if ARGV[3] ~= '' then
             woken = redis.call(ARGV[3], channel, ARGV[1])
         end
         if ARGV[7] == '1' then
-            redis.call('set', latch, 1, 'px', ARGV[4])
+            replay_write(latch, 1, ARGV[4])
         end
         results[i] = 1 + woken
     end

@@ -25,16 +25,15 @@
 --
 -- A field that holds nothing still wakes the head if the lock has gone (it expired): the head
 -- may take it now rather than when its own timer fires. Dead heads are dropped as
--- fair_queue.lua says.
+-- lua/fair/queue.lua says.
 
-if ARGV[6] == '1' then
-    local replay = redis.call('get', KEYS[5])
-    if replay then
-        return tonumber(replay)
-    end
+local replayed, reply = replay_read(KEYS[5], ARGV[6])
+if replayed then
+    return reply
 end
 
--- `now` and `live_head()` come from fair_queue.lua, which is prepended to this script.
+-- `now` and `live_head()` come from lua/fair/queue.lua, the replay key's rules from
+-- lua/common/replay.lua.
 
 local head = live_head()
 if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
@@ -47,11 +46,11 @@ end
 local holds = redis.call('hincrby', KEYS[1], ARGV[3], -1)
 if holds > 0 then
     redis.call('pexpire', KEYS[1], ARGV[2])
-    redis.call('set', KEYS[5], 0, 'px', ARGV[5])
+    replay_write(KEYS[5], 0, ARGV[5])
     return 0
 end
 redis.call('del', KEYS[1])
-redis.call('set', KEYS[5], 1, 'px', ARGV[5])
+replay_write(KEYS[5], 1, ARGV[5])
 local woken = 0
 if head then
     woken = redis.call(ARGV[4], KEYS[4] .. ':' .. head, ARGV[1])

@@ -8,7 +8,7 @@
 -- ARGV[4]  claim priority: above 0 (a waiting writer), a read-locked lock is claimed for this
 --          writer unless another writer claimed it first, so new readers stay out until it has
 --          had its turn; 0: claim nothing (a one-shot attempt)
--- ARGV[5]  the claim window in ms (see acquire.lua)
+-- ARGV[5]  the claim window in ms (see lua/lock/acquire.lua)
 --
 -- Reply:   nil when the hold was taken, else how long to wait at most, in ms (the lock's PTTL,
 --          -1 when it has none; or what is left of another writer's claim on a free lock).
@@ -27,9 +27,9 @@ if mode == 'read' and redis.call('hexists', name, ARGV[3]) == 1 then
     end
 end
 if mode == false and redis.call('exists', name) == 0 then
-    local _, claimant = rw_claim(KEYS[2])
+    local _, claimant = claim_read(KEYS[2])
     if claimant and claimant ~= ARGV[2] then
-        return rw_claimed_free(KEYS[2], ARGV[5])
+        return claim_wait(KEYS[2], ARGV[5])
     end
     if claimant then
         redis.call('del', KEYS[2])
@@ -40,18 +40,12 @@ if mode == false and redis.call('exists', name) == 0 then
 end
 if mode == 'write' and redis.call('hexists', name, ARGV[2]) == 1 then
     redis.call('hincrby', name, ARGV[2], 1)
-    if redis.call('pttl', name) < tonumber(ARGV[1]) then
-        redis.call('pexpire', name, ARGV[1])
-    end
+    lease_raise(name, ARGV[1])
     return nil
 end
 local ttl = redis.call('pttl', name)
 local priority = tonumber(ARGV[4])
 if priority > 0 and mode == 'read' then
-    local held, claimant = rw_claim(KEYS[2])
-    if not claimant or claimant == ARGV[2] or priority > held then
-        redis.call('set', KEYS[2], priority .. ':' .. ARGV[2],
-            'px', math.max(ttl, 0) + tonumber(ARGV[5]))
-    end
+    claim_take(KEYS[2], priority, ARGV[2], ttl, ARGV[5])
 end
 return ttl

@@ -1,10 +1,10 @@
 -- Acquire several reentrant locks of one owner at once, all or none: the fast path of a
 -- multi-lock whose plain locks share a client and a cluster slot.
 --
--- Each part is taken exactly as acquire.lua takes a lock with claim priority 0 (it claims
--- nothing), and only if every part can be taken now: free and not claimed by another field, or
--- already held by this field (a re-entry). The parts are checked first, in order, and nothing is
--- written until all have passed, so a busy part leaves the others as they were.
+-- Each part is taken exactly as lua/lock/acquire.lua takes a lock with claim priority 0 (it
+-- claims nothing), and only if every part can be taken now: free and not claimed by another
+-- field, or already held by this field (a re-entry). The parts are checked first, in order, and
+-- nothing is written until all have passed, so a busy part leaves the others as they were.
 --
 -- KEYS     for each part i = 1..k, two keys:
 -- KEYS[2i-1]  the lock hash <name>
@@ -24,15 +24,6 @@
 --          such part); raised while checking, so nothing was taken.
 
 local field, window = ARGV[2], tonumber(ARGV[3])
-
--- The claimant of a claim relock wrote ("<priority>:<field>" with an expiry), or nil.
-local function claimant(key)
-    local value = redis.call('get', key)
-    if not value or redis.call('pttl', key) < 0 then
-        return nil
-    end
-    return string.match(value, '^%d+:(.+)$')
-end
 
 -- Check every part: 1 = free, 2 = free and claimed by this field, 3 = a re-entry.
 -- Most acquires find every part free and unclaimed: two EXISTS say so for all of them (unpack
@@ -56,14 +47,9 @@ local how = {}
 for i = 1, parts do
     local name, claim = KEYS[2 * i - 1], KEYS[2 * i]
     if redis.call('exists', name) == 0 then
-        local who = claimant(claim)
+        local _, who = claim_read(claim)
         if who and who ~= field then
-            local left = redis.call('pttl', claim)
-            if left > window then
-                redis.call('pexpire', claim, window)
-                left = window
-            end
-            return {i, math.max(left, 1)}
+            return {i, claim_wait(claim, window)}
         end
         how[i] = who and 2 or 1
     else
@@ -82,9 +68,7 @@ for i = 1, #how do
     local name = KEYS[2 * i - 1]
     redis.call('hincrby', name, field, 1)
     if how[i] == 3 then
-        if redis.call('pttl', name) < tonumber(ARGV[1]) then
-            redis.call('pexpire', name, ARGV[1])
-        end
+        lease_raise(name, ARGV[1])
     else
         if how[i] == 2 then
             redis.call('del', KEYS[2 * i])

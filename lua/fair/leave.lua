@@ -11,9 +11,9 @@
 --
 -- Reply:   1 when the field was queued (in the queue or the deadlines), 0 when it was not.
 --
--- The others' deadlines are left as they are. Dead heads are dropped as fair_queue.lua says.
+-- The others' deadlines are left as they are. Dead heads are dropped as lua/fair/queue.lua says.
 
--- `now` and `live_head()` come from fair_queue.lua, which is prepended to this script.
+-- `now` and `live_head()` come from lua/fair/queue.lua, which is prepended to this script.
 
 local first = redis.call('lindex', KEYS[2], 0)
 local queued = redis.call('lrem', KEYS[2], 0, ARGV[1]) + redis.call('zrem', KEYS[3], ARGV[1])

@@ -12,9 +12,7 @@ local renewed = {}
 for i = 1, #KEYS do
     local held = redis.pcall('hexists', KEYS[i], ARGV[i + 1])
     if held == 1 then
-        if redis.call('pttl', KEYS[i]) < tonumber(ARGV[1]) then
-            redis.call('pexpire', KEYS[i], ARGV[1])
-        end
+        lease_raise(KEYS[i], ARGV[1])
         renewed[i] = 1
     else
         renewed[i] = 0

@@ -27,7 +27,7 @@
 -- queue (client clock), and a Redisson taker lowers every deadline by its wait; a relock
 -- waiter's next "wait" raises its own again.
 
--- `now` and `live_head()` come from fair_queue.lua, which is prepended to this script.
+-- `now` and `live_head()` come from lua/fair/queue.lua, `lease_raise()` from lua/common/lease.lua.
 local me = ARGV[2]
 
 local waiting = ARGV[4] == 'wait'
@@ -50,9 +50,7 @@ end
 -- Re-entry: one more hold, and a TTL raised to the lease, never lowered.
 if redis.call('hexists', KEYS[1], me) == 1 then
     redis.call('hincrby', KEYS[1], me, 1)
-    if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
-        redis.call('pexpire', KEYS[1], ARGV[1])
-    end
+    lease_raise(KEYS[1], ARGV[1])
     return nil
 end
 -- Busy. A new waiter queues at the tail; one whose list entry is gone (empty queue) re-queues.

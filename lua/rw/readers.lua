@@ -1,6 +1,6 @@
 -- The read-write lock's readers, as every script that touches them sees them. Prepended to each
--- `rw_*.lua` script, to `renew_read.lua` and to `abandon.lua` (the client and the tests send them
--- joined), so the rules for readers are written once.
+-- script in lua/rw/ and to lua/abandon.lua (the catalogue, src/scripts/catalogue.rs, joins
+-- them), so the rules for readers are written once.
 --
 -- Redisson's layout: the hash <name> has `mode` ("read" or "write"), one field per reader
 -- (<client-uuid>:<owner> -> hold count) and the writer's field (<client-uuid>:<owner>:write ->
@@ -75,29 +75,5 @@ local function rw_delete(name)
         end
     end
     redis.call('del', name)
-end
-
--- The current hand-off claim in KEYS[2] of lock scripts that take one: its priority and field.
-local function rw_claim(claim_key)
-    local value = redis.call('get', claim_key)
-    if not value or redis.call('pttl', claim_key) < 0 then
-        return nil
-    end
-    local priority, field = string.match(value, '^(%d+):(.+)$')
-    if not priority then
-        return nil
-    end
-    return tonumber(priority), field
-end
-
--- On a free lock, a claim by another field keeps the lock for it, but for the claim window at
--- most (a claimant that died holds it back no longer): the time to wait, in ms.
-local function rw_claimed_free(claim_key, window)
-    local left = redis.call('pttl', claim_key)
-    if left > tonumber(window) then
-        redis.call('pexpire', claim_key, window)
-        left = tonumber(window)
-    end
-    return math.max(left, 1)
 end
 

@@ -1,5 +1,6 @@
--- The fair lock's queue, as every fair script sees it. Prepended to each `fair_*.lua` script
--- (the client and the tests send them joined), so the rule for dead waiters is written once.
+-- The fair lock's queue, as every fair script sees it. Prepended to each script in lua/fair/
+-- (the catalogue, src/scripts/catalogue.rs, joins them), so the rule for dead waiters is written
+-- once.
 --
 -- KEYS[2]  the queue redisson_lock_queue:{<name>}: LIST of waiting holder fields, in FIFO order
 -- KEYS[3]  the deadlines redisson_lock_timeout:{<name>}: ZSET waiting field -> epoch ms after

@@ -10,19 +10,17 @@
 --
 -- Reply:   1 when the lock was deleted, 0 when it was not in that mode (or not there).
 -- Errors:  WRONGTYPE when <name> holds another type.
-local kind = redis.call('type', KEYS[1])['ok']
+local kind, wrong = hash_type(KEYS[1])
+if wrong then
+    return wrong
+end
 if kind == 'none' then
     return 0
-end
-if kind ~= 'hash' then
-    return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')
 end
 if redis.call('hget', KEYS[1], 'mode') ~= ARGV[1] then
     return 0
 end
 rw_delete(KEYS[1])
-if redis.call('pttl', KEYS[3]) > tonumber(ARGV[3]) then
-    redis.call('pexpire', KEYS[3], ARGV[3])
-end
+claim_cut(KEYS[3], ARGV[3])
 redis.call(ARGV[2], KEYS[2], ARGV[1] == 'read' and '0' or '1')
 return 1

@@ -19,11 +19,9 @@
 --          reached n subscribed connections. A replay key is always written.
 -- Errors:  WRONGTYPE when <name> exists but is not a hash.
 local name = KEYS[1]
-if ARGV[7] == '1' then
-    local replay = redis.call('get', KEYS[3])
-    if replay ~= false then
-        return tonumber(replay)
-    end
+local replayed, reply = replay_read(KEYS[3], ARGV[7])
+if replayed then
+    return reply
 end
 if redis.call('hget', name, 'mode') ~= 'write' or redis.call('hexists', name, ARGV[3]) == 0 then
     return nil
@@ -31,7 +29,7 @@ end
 local count = redis.call('hincrby', name, ARGV[3], -1)
 if count > 0 then
     redis.call('pexpire', name, math.max(tonumber(ARGV[2]), rw_readers_ttl(name)))
-    redis.call('set', KEYS[3], 0, 'px', ARGV[5])
+    replay_write(KEYS[3], 0, ARGV[5])
     return 0
 end
 redis.call('hdel', name, ARGV[3])
@@ -41,10 +39,8 @@ if longest > 0 then
     redis.call('pexpire', name, longest)
 else
     rw_delete(name)
-    if redis.call('pttl', KEYS[4]) > tonumber(ARGV[6]) then
-        redis.call('pexpire', KEYS[4], ARGV[6])
-    end
+    claim_cut(KEYS[4], ARGV[6])
 end
 local woken = redis.call(ARGV[4], KEYS[2], ARGV[1])
-redis.call('set', KEYS[3], 1, 'px', ARGV[5])
+replay_write(KEYS[3], 1, ARGV[5])
 return 1 + woken

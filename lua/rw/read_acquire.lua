@@ -6,7 +6,7 @@
 -- ARGV[1]  lease in ms: the hold's timeout key gets it; the lock's TTL is raised to it
 -- ARGV[2]  reader field <client-uuid>:<owner>
 -- ARGV[3]  the same owner's writer field <client-uuid>:<owner>:write
--- ARGV[4]  the claim window in ms (see acquire.lua)
+-- ARGV[4]  the claim window in ms (see lua/lock/acquire.lua)
 --
 -- Reply:   nil when the hold was taken, else how long to wait at most, in ms (the lock's PTTL,
 --          -1 when it has none; or what is left of a writer's claim on a free lock).
@@ -29,14 +29,14 @@ if mode == false then
     if redis.call('exists', name) == 1 then
         return redis.call('pttl', name)
     end
-    local _, claimant = rw_claim(KEYS[2])
+    local _, claimant = claim_read(KEYS[2])
     if claimant and claimant ~= ARGV[3] then
-        return rw_claimed_free(KEYS[2], ARGV[4])
+        return claim_wait(KEYS[2], ARGV[4])
     end
     redis.call('hset', name, 'mode', 'read')
 elseif mode == 'read' then
     if redis.call('hexists', name, ARGV[2]) == 0 then
-        local _, claimant = rw_claim(KEYS[2])
+        local _, claimant = claim_read(KEYS[2])
         if claimant and claimant ~= ARGV[3] then
             return redis.call('pttl', name)
         end
@@ -46,7 +46,5 @@ elseif redis.call('hexists', name, ARGV[3]) == 0 then
 end
 local n = redis.call('hincrby', name, ARGV[2], 1)
 redis.call('set', rw_timeouts(name, ARGV[2]) .. ':' .. n, 1, 'px', ARGV[1])
-if redis.call('pttl', name) < tonumber(ARGV[1]) then
-    redis.call('pexpire', name, ARGV[1])
-end
+lease_raise(name, ARGV[1])
 return nil

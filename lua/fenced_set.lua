@@ -1,9 +1,0 @@
--- A fenced SET, after lua/fence.lua's check: like SET, it replaces the value and any TTL.
---
--- KEYS[1]  the data key
--- ARGV[1]  its new value
---          (then the fence key and the token, which lua/fence.lua takes off)
---
--- Reply:   OK.
--- Errors:  those of lua/fence.lua.
-return redis.call('set', KEYS[1], ARGV[1])
