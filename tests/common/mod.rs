@@ -54,6 +54,23 @@ where
     }
 }
 
+/// Checks that `check` holds on every poll (every 10 ms) for `window`: for states that must not
+/// change once reached, such as background work that must not bring a hold back.
+pub async fn stays<F, Fut>(window: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let end = tokio::time::Instant::now() + window;
+    while tokio::time::Instant::now() < end {
+        if !check().await {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    true
+}
+
 // ---- Reading raw RESP replies, as `RedisServer::cmd` and `RawSubscriber` get them. ----
 
 /// One RESP value, as a raw connection reads it.

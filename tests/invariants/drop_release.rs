@@ -1,5 +1,7 @@
 //! Releases that happen: a guard dropped where no runtime runs, or while its runtime shuts down,
-//! still frees its lock; `Client::shutdown()` frees the client's locks.
+//! still frees its lock; `Client::shutdown_keeping_locks()` leaves the client's locks to their
+//! leases. (`Client::shutdown()` releasing every lock to a waiter is a family invariant, in
+//! `family.rs`.)
 
 use crate::common;
 
@@ -108,50 +110,6 @@ fn a_guard_held_by_a_task_when_its_runtime_shuts_down_is_released() {
             "a guard dropped by the runtime's shutdown kept its lock (multi-thread: {multi_thread})"
         );
     }
-}
-
-#[tokio::test]
-async fn shutdown_releases_the_clients_locks_and_wakes_their_waiters() {
-    let server = RedisServer::start();
-    let client = common::client(&server, WATCHDOG).await;
-    let rival = common::client(&server, WATCHDOG).await;
-    let first = common::prefix("shutdown-first");
-    let second = common::prefix("shutdown-second");
-    let outer = client.lock(first.clone()).lock().await.unwrap();
-    let inner = client.lock(first.clone()).lock().await.unwrap();
-    let other = client
-        .lock(second.clone())
-        .lock_with_lease(WATCHDOG)
-        .await
-        .unwrap();
-
-    let waiter = tokio::spawn({
-        let lock = rival.lock(first.clone());
-        async move { lock.try_lock_for(WATCHDOG / 2, None).await }
-    });
-    assert!(common::until_subscribed(&server, &first, 1).await);
-
-    client.shutdown().await.unwrap();
-    // The waiter may hold `first` already: none of its fields may be the shut-down client's.
-    let fields = common::raw_hgetall(&server, &first);
-    assert!(
-        fields
-            .iter()
-            .all(|(field, _)| !field.starts_with(client.id())),
-        "a held lock survived shutdown: {fields:?}"
-    );
-    assert!(!common::raw_exists(&server, &second));
-    assert!(outer.is_lost() && inner.is_lost() && other.is_lost());
-    let woken = tokio::time::timeout(SOON, waiter)
-        .await
-        .expect("the waiter was not woken")
-        .unwrap()
-        .unwrap()
-        .expect("the waiter did not get the lock");
-    assert!(inner.unlock().await.unwrap_err().is_closed());
-    drop(outer);
-    drop(other);
-    woken.unlock().await.unwrap();
 }
 
 #[tokio::test]

@@ -1,7 +1,9 @@
 //! Each hold keeps its own lease. The rule: the lock's TTL on Redis is never shorter than what any
 //! live hold needs, and never longer than the longest of them. A watchdog hold needs the
 //! watchdog timeout, renewed; a fixed hold needs its own deadline. Re-entry never shortens a
-//! lease; a partial release sets the TTL from the holds that remain.
+//! lease; a partial release sets the TTL from the holds that remain. (A watchdog hold and a
+//! fixed re-entry, in either order, are a family invariant, in `tests/invariants/family.rs`;
+//! the cases here are the plain lock's others.)
 
 use crate::common;
 
@@ -10,95 +12,6 @@ use std::time::Duration;
 use relock::RemainingLease;
 
 const SOON: Duration = Duration::from_secs(10);
-
-/// Sleeps until `lease` has passed since `since`, and a little more.
-async fn outlive(since: tokio::time::Instant, lease: Duration) {
-    tokio::time::sleep_until(since + lease + Duration::from_millis(100)).await;
-}
-
-#[tokio::test]
-async fn a_shorter_fixed_reentry_never_cuts_a_watchdog_lease() {
-    let server = common::RedisServer::start();
-    let watchdog = Duration::from_secs(5);
-    let client = common::client(&server, watchdog).await;
-    let rival = common::client(&server, watchdog).await;
-    let name = common::prefix("lease-watchdog-then-fixed");
-    let lock = client.lock(name.clone());
-
-    let outer = lock.lock().await.unwrap();
-    let short = Duration::from_millis(300);
-    let taken = tokio::time::Instant::now();
-    let inner = lock.lock_with_lease(short).await.unwrap();
-    let pttl = common::raw_pttl(&server, &name);
-    assert!(
-        pttl > short.as_millis() as i64,
-        "the re-entry cut the watchdog hold's TTL to {pttl} ms"
-    );
-
-    outlive(taken, short).await;
-    assert!(
-        rival.lock(name.clone()).try_lock().await.unwrap().is_none(),
-        "another client took the lock while the watchdog hold was alive"
-    );
-    assert!(
-        !outer.is_lost(),
-        "the watchdog hold believes it lost the lock"
-    );
-    assert!(
-        !inner.is_lost(),
-        "the owner still holds the lock under its field"
-    );
-
-    // The fixed hold goes; the watchdog hold that remains needs the watchdog timeout.
-    inner.unlock().await.unwrap();
-    let pttl = common::raw_pttl(&server, &name);
-    assert!(
-        pttl > (watchdog / 2).as_millis() as i64,
-        "the partial release left {pttl} ms for a watchdog hold"
-    );
-    outer.unlock().await.unwrap();
-    assert!(!common::raw_exists(&server, &name));
-}
-
-#[tokio::test]
-async fn a_watchdog_reentry_on_a_fixed_hold_lasts_only_while_it_lives() {
-    let server = common::RedisServer::start();
-    let watchdog = Duration::from_secs(20);
-    let client = common::client(&server, watchdog).await;
-    let rival = common::client(&server, watchdog).await;
-    let name = common::prefix("lease-fixed-then-watchdog");
-    let lock = client.lock(name.clone());
-
-    let lease = Duration::from_secs(1);
-    let taken = tokio::time::Instant::now();
-    let fixed = lock.lock_with_lease(lease).await.unwrap();
-    let renewed = lock.lock().await.unwrap();
-    let pttl = common::raw_pttl(&server, &name);
-    assert!(
-        pttl > lease.as_millis() as i64,
-        "the watchdog hold got only {pttl} ms"
-    );
-
-    // The watchdog hold goes; the fixed hold that remains needs what is left of its lease.
-    renewed.unlock().await.unwrap();
-    let pttl = common::raw_pttl(&server, &name);
-    assert!(
-        (1..=lease.as_millis() as i64).contains(&pttl),
-        "the partial release left {pttl} ms for a hold with at most {lease:?} left"
-    );
-
-    // So the lock frees itself at the fixed hold's deadline, not the watchdog's.
-    let took = rival
-        .lock(name.clone())
-        .try_lock_for(watchdog / 2, None)
-        .await
-        .unwrap()
-        .expect("the lock outlived its only remaining hold");
-    assert!(taken.elapsed() < watchdog / 2);
-    assert!(fixed.is_lost());
-    assert!(fixed.unlock().await.unwrap_err().is_lease_lost());
-    took.unlock().await.unwrap();
-}
 
 #[tokio::test]
 async fn a_forgotten_fixed_hold_ends_at_its_own_deadline() {

@@ -1,5 +1,7 @@
 //! Reentrancy: holds are counted per owner (the current task by default, or an explicit
-//! [`relock::Owner`]), in the client and in the Redis hash field `<client-id>:<owner>`.
+//! [`relock::Owner`]), in the client and in the Redis hash field `<client-id>:<owner>`. (The
+//! count up and down in one task, and against another owner, is a family invariant, in
+//! `tests/invariants/family.rs`.)
 
 use crate::common;
 
@@ -14,47 +16,6 @@ const WATCHDOG: Duration = Duration::from_secs(3);
 /// The Redis holder field of the current task on `client`.
 fn field(client: &relock::Client, owner: &Owner) -> String {
     format!("{}:{}", client.id(), owner.id())
-}
-
-#[tokio::test]
-async fn nested_holds_count_up_and_down_in_the_client_and_in_redis() {
-    let server = Arc::new(common::RedisServer::start());
-    let client = common::client(&server, WATCHDOG).await;
-    let name = common::prefix("reenter-count");
-    let lock = client.lock(name.clone());
-    let task = tokio::spawn(async move {
-        let field = field(&client, &Owner::current());
-        assert_eq!(lock.hold_count().await.unwrap(), 0);
-        assert_eq!(common::raw_holds(&server, &name, &field), 0);
-
-        let outer = lock.lock().await.unwrap();
-        assert_eq!(lock.hold_count().await.unwrap(), 1);
-        assert_eq!(outer.hold_count().await.unwrap(), 1);
-        assert_eq!(common::raw_holds(&server, &name, &field), 1);
-
-        let inner = lock.lock().await.unwrap();
-        assert_eq!(lock.hold_count().await.unwrap(), 2);
-        assert_eq!(inner.hold_count().await.unwrap(), 2);
-        assert_eq!(common::raw_holds(&server, &name, &field), 2);
-        assert!(lock.is_held_by_current_owner().await.unwrap());
-        // One field only: re-entry counts, it does not add a holder.
-        assert_eq!(common::raw_hgetall(&server, &name).len(), 1);
-
-        inner.unlock().await.unwrap();
-        assert_eq!(lock.hold_count().await.unwrap(), 1);
-        assert_eq!(common::raw_holds(&server, &name, &field), 1);
-        assert!(lock.is_locked().await.unwrap());
-        assert!(common::raw_pttl(&server, &name) > 0);
-
-        outer.unlock().await.unwrap();
-        assert_eq!(lock.hold_count().await.unwrap(), 0);
-        assert_eq!(common::raw_holds(&server, &name, &field), 0);
-        assert!(!lock.is_locked().await.unwrap());
-        assert!(!lock.is_held_by_current_owner().await.unwrap());
-        assert!(!common::raw_exists(&server, &name));
-        assert_eq!(client.stats().holds, 0);
-    });
-    task.await.unwrap();
 }
 
 /// Takes the lock once per level of recursion, checking the count on the way down and up.

@@ -1,6 +1,8 @@
 //! Waiting for a busy lock: waiters are woken by the release's pub/sub message (long before the
 //! holder's lease could have run out), fall back to the lease when no message comes, give up
-//! cleanly when their wait runs out, and are served one per release.
+//! cleanly when their wait runs out, and are served one per release. (Waiters in other clients
+//! served by a release or a force unlock are family invariants, in
+//! `tests/invariants/family.rs`.)
 
 use crate::common;
 
@@ -148,33 +150,6 @@ async fn assert_no_waiter_left(server: &common::RedisServer, client: &Client, lo
         client.stats(),
         common::raw_numsub(server, &channel)
     );
-}
-
-#[tokio::test]
-async fn a_release_wakes_a_waiter_long_before_the_watchdog_lease_ends() {
-    let server = common::RedisServer::start();
-    let client = common::client(&server, LONG).await;
-    let lock = client.lock(common::prefix("wait-release-watchdog"));
-    let holder = lock.lock().await.unwrap();
-    let waiter = spawn_waiter(lock.clone());
-    until_parked(&server, &client, &lock, &waiter).await;
-    let lease = lock
-        .remaining_lease()
-        .await
-        .unwrap()
-        .expires_in()
-        .expect("held");
-    assert!(lease > LONG / 2, "the holder's lease is long: {lease:?}");
-
-    let released = Instant::now();
-    holder.unlock().await.unwrap();
-    let (acquired, guard) = waiter.await.unwrap();
-    assert!(acquired >= released);
-    let waited = acquired - released;
-    assert!(waited < PROMPT, "woken {waited:?} after the release");
-    assert_eq!(guard.hold_count().await.unwrap(), 1);
-    guard.unlock().await.unwrap();
-    assert_no_waiter_left(&server, &client, &lock).await;
 }
 
 #[tokio::test]
@@ -344,93 +319,6 @@ async fn several_waiters_in_one_process_are_served_one_per_release() {
     );
     assert!(!lock.is_locked().await.unwrap());
     assert_no_waiter_left(&server, &client, &lock).await;
-}
-
-#[tokio::test]
-async fn a_waiter_in_a_second_client_is_woken() {
-    let (server, holder_client, waiter_client, name) =
-        two_clients("wait-second-client", LONG).await;
-    let holder = holder_client.lock(name.clone()).lock().await.unwrap();
-    let lock = waiter_client.lock(name.clone());
-    let waiter = spawn_waiter(lock.clone());
-    until_parked(&server, &waiter_client, &lock, &waiter).await;
-    assert_eq!(holder_client.stats().waiters, 0);
-
-    let guard = release_wakes(holder, waiter).await;
-    let field = format!("{}:", waiter_client.id());
-    let hash = common::raw_hgetall(&server, &name);
-    assert!(hash[0].0.starts_with(&field), "{hash:?}");
-    guard.unlock().await.unwrap();
-    assert_no_waiter_left(&server, &waiter_client, &lock).await;
-}
-
-#[tokio::test]
-async fn waiters_in_two_clients_are_each_served() {
-    let server = common::RedisServer::start();
-    let clients = [
-        common::client(&server, LONG).await,
-        common::client(&server, LONG).await,
-    ];
-    let name = common::prefix("wait-two-clients");
-    let holder = clients[0].lock(name.clone()).lock().await.unwrap();
-
-    let (acquired_tx, mut acquired_rx) = mpsc::unbounded_channel();
-    let mut tasks = Vec::new();
-    for (id, client) in clients.iter().enumerate() {
-        let (lock, acquired_tx) = (client.lock(name.clone()), acquired_tx.clone());
-        tasks.push(spawn_queued_waiter(id, lock, acquired_tx));
-    }
-    for client in &clients {
-        until_waiting(&server, client, &client.lock(name.clone()), 1).await;
-    }
-
-    // Each release wakes one waiter per process; one of them gets the lock, the other waits on.
-    let mut released = Instant::now();
-    holder.unlock().await.unwrap();
-    let mut served = Vec::new();
-    for round in 0..clients.len() {
-        let (id, release) = next_served(&mut acquired_rx, released, round).await;
-        served.push(id);
-        released = Instant::now();
-        release.send(()).unwrap();
-    }
-    for task in tasks {
-        task.await.unwrap();
-    }
-    served.sort_unstable();
-    assert_eq!(served, vec![0, 1], "each client's waiter served once");
-    assert!(!common::raw_exists(&server, &name));
-}
-
-#[tokio::test]
-async fn force_unlock_wakes_a_waiter() {
-    let (server, holder_client, waiter_client, name) = two_clients("wait-force", LONG).await;
-    let holder_lock = holder_client.lock(name.clone());
-    let holder = holder_lock.lock().await.unwrap();
-    let lock = waiter_client.lock(name.clone());
-    let waiter = spawn_waiter(lock.clone());
-    until_waiting(&server, &waiter_client, &lock, 1).await;
-
-    let forced = Instant::now();
-    assert!(
-        holder_lock.force_unlock().await.unwrap(),
-        "there was a lock to delete"
-    );
-    let (acquired, guard) = waiter.await.unwrap();
-    let waited = acquired.saturating_duration_since(forced);
-    assert!(waited < PROMPT, "woken {waited:?} after the forced unlock");
-    assert_eq!(guard.hold_count().await.unwrap(), 1);
-
-    // The old holder's release finds its hold gone and leaves the new one alone.
-    let err = holder.unlock().await.unwrap_err();
-    assert!(err.is_not_held() || err.is_lease_lost(), "{err}");
-    assert_eq!(guard.hold_count().await.unwrap(), 1);
-    guard.unlock().await.unwrap();
-    assert!(
-        !lock.force_unlock().await.unwrap(),
-        "nothing left to delete"
-    );
-    assert_no_waiter_left(&server, &waiter_client, &lock).await;
 }
 
 #[tokio::test]
