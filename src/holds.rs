@@ -22,26 +22,72 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fred::bytes_utils::Str;
+use futures::future::BoxFuture;
 use tokio::sync::watch;
 use tokio::time::Instant;
+
+use crate::connection::Connection;
+use crate::error::Result;
 
 /// A lock name and a holder field.
 pub(crate) type HoldKey = (Str, Str);
 
-/// Whether and how the watchdog renews a hold.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Renew {
-    /// A fixed lease: nobody renews it.
-    No,
-    /// The watchdog extends the lock while the holder field is there.
-    Field,
-    /// A read-write lock's reader: the watchdog extends the reader's own timeout keys (and the
-    /// lock with them) while one of them lives.
-    Reader,
+/// What the client's own machinery (the watchdog, and a shutdown) needs of the type of a thing
+/// it holds on Redis: each type says it once, and neither the watchdog nor `Client::close`
+/// looks at which type it is. The lock family implements it through its `LockType` (see
+/// `lock::kind`).
+pub(crate) trait Held: Send + Sync + 'static {
+    /// The renewals this type's holds join: holds whose types name the same one are renewed
+    /// together, by one [`renew`](Held::renew) call per batch (and cluster slot).
+    fn renewal(&self) -> &'static str;
+
+    /// Extends each of `locks` (lock name, holder field) whose hold is still there by
+    /// `lease_ms`; `true` per renewed lock, in order.
+    fn renew<'a>(
+        &'a self,
+        redis: &'a Connection,
+        locks: &'a [HoldKey],
+        lease_ms: u64,
+    ) -> BoxFuture<'a, Result<Vec<bool>>>;
+
+    /// Shutdown: drops every hold of `field` on lock `name` at once, waking whom a release
+    /// that frees it wakes; `true` when it had any.
+    fn close_holds<'a>(
+        &'a self,
+        closing: &'a Closing<'a>,
+        name: &'a Str,
+        field: &'a Str,
+    ) -> BoxFuture<'a, Result<bool>>;
+
+    /// Shutdown: gives up the place `field`'s waiters hold in lock `name`'s queue (nothing for
+    /// a type without queues); `true` when there was one.
+    fn close_place<'a>(
+        &'a self,
+        closing: &'a Closing<'a>,
+        name: &'a Str,
+        field: &'a Str,
+    ) -> BoxFuture<'a, Result<bool>>;
+
+    /// Shutdown: withdraws `field`'s claim on lock `name`'s next hand-off.
+    fn close_claim<'a>(
+        &'a self,
+        closing: &'a Closing<'a>,
+        name: &'a Str,
+        field: &'a Str,
+    ) -> BoxFuture<'a, Result<bool>>;
+}
+
+/// What a closing client hands each held thing so it can let go.
+pub(crate) struct Closing<'a> {
+    pub(crate) redis: &'a Connection,
+    /// The client's publish command.
+    pub(crate) publish: &'static str,
+    /// The claim window in ms.
+    pub(crate) claim_window_ms: u64,
 }
 
 /// What the guards of one field know of their hold.
@@ -69,8 +115,8 @@ struct Entry {
     fixed: Vec<(u64, Instant)>,
     /// Tells an older generation's guards and renewals from this one's.
     generation: u64,
-    /// Whether the field is a read-write lock's reader (see [`Renew::Reader`]).
-    reader: bool,
+    /// The type of the hold, which renews it and lets go of it at shutdown.
+    held: Arc<dyn Held>,
     standing: watch::Sender<Standing>,
     /// When the latest release that set the TTL outright was sent: a command sent before it
     /// was overridden by it.
@@ -153,17 +199,16 @@ impl Holds {
             .map_or(0, |e| e.renewing + e.fixed.len() as u32)
     }
 
-    /// Counts a new guard; its acquire was sent at `sent_at` and asked for `lease`, renewed by
-    /// the watchdog as `renew` says.
+    /// Counts a new guard of a hold of type `held`; its acquire was sent at `sent_at` and asked
+    /// for `lease`, renewed by the watchdog when `renew` (a watchdog lease).
     pub(crate) fn register(
         &self,
         key: HoldKey,
-        renew: Renew,
+        held: &Arc<dyn Held>,
+        renew: bool,
         sent_at: Instant,
         lease: Duration,
     ) -> Registration {
-        let reader = renew == Renew::Reader;
-        let renew = renew != Renew::No;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let now = Instant::now();
         let mut map = self.map.lock().unwrap();
@@ -172,7 +217,7 @@ impl Holds {
             renewing: 0,
             fixed: Vec::new(),
             generation: 0,
-            reader,
+            held: held.clone(),
             standing: watch::Sender::new(Standing {
                 lost: true,
                 lapses_after: sent_at,
@@ -271,13 +316,12 @@ impl Holds {
         }
     }
 
-    /// The locks to renew now, with the generation of their entry and whether the field is a
-    /// reader's.
-    pub(crate) fn due(&self) -> Vec<(HoldKey, u64, bool)> {
+    /// The locks to renew now, with the generation of their entry and their type.
+    pub(crate) fn due(&self) -> Vec<(HoldKey, u64, Arc<dyn Held>)> {
         let map = self.map.lock().unwrap();
         map.iter()
             .filter(|(_, e)| e.renewing > 0 && !e.standing.borrow().lost)
-            .map(|(k, e)| (k.clone(), e.generation, e.reader))
+            .map(|(k, e)| (k.clone(), e.generation, e.held.clone()))
             .collect()
     }
 
@@ -318,9 +362,12 @@ impl Holds {
         }
     }
 
-    /// Every lock and field with live guards.
-    pub(crate) fn keys(&self) -> Vec<HoldKey> {
-        self.map.lock().unwrap().keys().cloned().collect()
+    /// Every lock and field with live guards, with the type of its holds.
+    pub(crate) fn all(&self) -> Vec<(HoldKey, Arc<dyn Held>)> {
+        let map = self.map.lock().unwrap();
+        map.iter()
+            .map(|(k, e)| (k.clone(), e.held.clone()))
+            .collect()
     }
 
     /// Marks every hold lost, saying `why`.

@@ -3,10 +3,11 @@
 //! A waiter registers on a channel before its second attempt, so a release published between its
 //! failed attempt and its sleep is not lost: try → subscribe → try → wait → try. The first waiter
 //! of a channel subscribes it, the last one to leave unsubscribes it. Waiters of a channel queue in
-//! arrival order; a `0` message wakes the first one not already woken, any other message wakes
-//! them all, and so does a reconnect, a connection error or a lagged message stream (messages may
-//! have been lost; and a waiter woken while the server is gone fails within the command timeout
-//! instead of sleeping out the holder's lease).
+//! arrival order; how many of them one message wakes (the first one not already woken, some, or
+//! all) is the rule of the type whose waiters listen there ([`WakeRule`], given when a waiter
+//! registers). A reconnect, a connection error or a lagged message stream wakes them all (messages
+//! may have been lost; and a waiter woken while the server is gone fails within the command
+//! timeout instead of sleeping out the holder's lease).
 //! Pub/sub is only a hint: every wait is bounded by the holder's TTL, so a lost message costs
 //! latency, never a hang. On a Redis 7 cluster the channels are sharded (`SSUBSCRIBE`), so a
 //! lock's messages stay on the shard that holds the lock.
@@ -26,8 +27,6 @@ use fred::types::Value;
 use tokio::sync::{mpsc, watch, Notify};
 use tokio::time::Instant;
 
-use crate::scripts::UNLOCK_MESSAGE;
-
 /// Whether a channel's subscription is confirmed by the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Subscription {
@@ -35,6 +34,23 @@ enum Subscription {
     Active,
     Failed,
 }
+
+/// How many of a channel's waiters one message wakes, in arrival order, skipping those woken
+/// already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wakes {
+    /// The first one.
+    One,
+    /// At most this many (the rule of a type whose release lets several waiters in at once,
+    /// such as a semaphore's; none of the lock types has it).
+    #[cfg_attr(not(test), allow(dead_code))]
+    UpTo(usize),
+    /// Every one.
+    All,
+}
+
+/// A type's rule for its channel: what one message (its text, when it is one) wakes.
+pub(crate) type WakeRule = fn(Option<&str>) -> Wakes;
 
 /// One parked (or about to park) waiter.
 #[derive(Default)]
@@ -57,8 +73,9 @@ struct Channel {
     queue: VecDeque<(u64, Arc<Slot>)>,
     /// Sequence numbers (see [`Channels::messages`]) of the last two messages received.
     recent: [u64; 2],
-    /// Every message wakes every waiter (a read-write lock's channel), not one per "0".
-    broadcast: bool,
+    /// What one message wakes: the rule its first waiter registered with (every waiter of a
+    /// channel is of a type that shares it).
+    rule: WakeRule,
     /// The latest moment this client learned the lock may be busy until: its holder's lease
     /// end, as an attempt's reply or this client's own acquire told it.
     busy_until: Option<Instant>,
@@ -66,12 +83,24 @@ struct Channel {
 
 impl Channel {
     fn wake_one(&self) {
-        if let Some((_, slot)) = self
-            .queue
+        self.wake_up_to(1);
+    }
+
+    /// Wakes the first `n` waiters not already woken.
+    fn wake_up_to(&self, n: usize) {
+        self.queue
             .iter()
-            .find(|(_, slot)| !slot.woken.load(Ordering::Acquire))
-        {
-            slot.wake();
+            .filter(|(_, slot)| !slot.woken.load(Ordering::Acquire))
+            .take(n)
+            .for_each(|(_, slot)| slot.wake());
+    }
+
+    /// Wakes whom `message` wakes by the channel's rule.
+    fn deliver(&self, message: Option<&str>) {
+        match (self.rule)(message) {
+            Wakes::One => self.wake_one(),
+            Wakes::UpTo(n) => self.wake_up_to(n),
+            Wakes::All => self.wake_all(),
         }
     }
 
@@ -140,9 +169,9 @@ impl Hub {
         Hub { channels, sync_tx }
     }
 
-    /// Registers a waiter on `channel`, subscribing it if this is its first waiter. On a
-    /// `broadcast` channel every message wakes every waiter.
-    pub(crate) fn register(&self, channel: &str, broadcast: bool) -> Waiter {
+    /// Registers a waiter on `channel`, subscribing it if this is its first waiter. `rule` says
+    /// whom a message on it wakes (the first waiter's rule stands while the channel has any).
+    pub(crate) fn register(&self, channel: &str, rule: WakeRule) -> Waiter {
         let id = self.channels.next_id.fetch_add(1, Ordering::Relaxed);
         let slot = Arc::new(Slot::default());
         let mut map = self.channels.map.lock().unwrap();
@@ -162,7 +191,7 @@ impl Hub {
                         state: watch::Sender::new(Subscription::Pending),
                         queue: VecDeque::new(),
                         recent: [0; 2],
-                        broadcast,
+                        rule,
                         busy_until: None,
                     },
                 );
@@ -396,13 +425,7 @@ async fn run(
                     if let Some(channel) = map.get_mut(&*message.channel) {
                         let seq = channels.messages.fetch_add(1, Ordering::AcqRel) + 1;
                         channel.recent = [seq, channel.recent[0]];
-                        if !channel.broadcast
-                            && message.value.as_str().as_deref() == Some(UNLOCK_MESSAGE)
-                        {
-                            channel.wake_one();
-                        } else {
-                            channel.wake_all();
-                        }
+                        channel.deliver(message.value.as_str().as_deref());
                     }
                 }
                 Err(RecvError::Lagged(missed)) => {
@@ -528,5 +551,61 @@ async fn sync(link: &Link, channels: &Channels, mut names: Vec<Arc<str>>) {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A channel of `waiters` parked waiters, woken as `rule` says.
+    fn channel(waiters: usize, rule: WakeRule) -> Channel {
+        Channel {
+            waiters,
+            state: watch::Sender::new(Subscription::Active),
+            queue: (0..waiters as u64)
+                .map(|id| (id, Arc::new(Slot::default())))
+                .collect(),
+            recent: [0; 2],
+            rule,
+            busy_until: None,
+        }
+    }
+
+    fn woken(channel: &Channel) -> Vec<bool> {
+        let slots = channel.queue.iter();
+        slots
+            .map(|(_, s)| s.woken.load(Ordering::Acquire))
+            .collect()
+    }
+
+    #[test]
+    fn a_message_wakes_whom_the_types_rule_says_in_arrival_order() {
+        let one = |_: Option<&str>| Wakes::One;
+        let two = |_: Option<&str>| Wakes::UpTo(2);
+        let all = |_: Option<&str>| Wakes::All;
+        let c = channel(3, one);
+        c.deliver(None);
+        assert_eq!(woken(&c), [true, false, false]);
+        c.deliver(None);
+        assert_eq!(woken(&c), [true, true, false], "woke a woken waiter again");
+        let c = channel(3, two);
+        c.deliver(None);
+        assert_eq!(woken(&c), [true, true, false]);
+        c.deliver(None);
+        assert_eq!(woken(&c), [true, true, true]);
+        let c = channel(3, all);
+        c.deliver(Some("0"));
+        assert_eq!(woken(&c), [true, true, true]);
+    }
+
+    #[test]
+    fn the_plain_rule_wakes_one_per_release_and_all_on_anything_else() {
+        let c = channel(2, crate::lock::PLAIN_WAKES);
+        c.deliver(Some("0"));
+        assert_eq!(woken(&c), [true, false]);
+        let c = channel(2, crate::lock::PLAIN_WAKES);
+        c.deliver(Some("1"));
+        assert_eq!(woken(&c), [true, true]);
     }
 }

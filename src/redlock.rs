@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use crate::client::Client;
 use crate::config::millis;
 use crate::error::{Error, Result};
-use crate::lock::{subscribe, time_left, Lock, LockGuard, Lost};
+use crate::lock::{subscribe, time_left, Lock, LockGuard, Lost, PLAIN_WAKES};
 use crate::names::LockKeys;
 use crate::owner::Owner;
 use crate::pubsub::Waiter;
@@ -372,7 +372,10 @@ impl RedLock {
                 .busy_at
                 .iter()
                 .filter(|&&i| waiters[i].is_none())
-                .map(|&i| async move { (i, subscribe(&self.shared[i], channel, deadline).await) });
+                .map(|&i| async move {
+                    let waiter = subscribe(&self.shared[i], channel, PLAIN_WAKES, deadline);
+                    (i, waiter.await)
+                });
             for (i, waiter) in join_all(subscribing).await {
                 waiters[i] = Some(waiter);
             }

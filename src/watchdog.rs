@@ -12,8 +12,10 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::connection::Connection;
-use crate::holds::{HoldKey, Holds};
-use crate::scripts;
+use crate::holds::{Held, HoldKey, Holds};
+
+/// Holds renewed together: a type that renews them, and each hold with its generation.
+type Renewals = (Arc<dyn Held>, Vec<(HoldKey, u64)>);
 
 /// What the watchdog needs to run.
 pub(crate) struct Watchdog {
@@ -43,26 +45,27 @@ impl Watchdog {
         let due = self.holds.due();
         let count = due.len();
         let lease_ms = self.lease.as_millis() as u64;
-        // One script renews one kind of hold (plain fields, or readers), on one slot.
-        let mut groups: HashMap<(bool, u16), Vec<(HoldKey, u64)>> = HashMap::new();
-        for (key, generation, reader) in due {
+        // One call renews the holds of one renewal (as their types name it), on one slot.
+        let mut groups: HashMap<(&'static str, u16), Renewals> = HashMap::new();
+        for (key, generation, held) in due {
             let slot = if self.per_slot {
                 fred::util::redis_keyslot(key.0.as_bytes())
             } else {
                 0
             };
             groups
-                .entry((reader, slot))
-                .or_default()
+                .entry((held.renewal(), slot))
+                .or_insert_with(|| (held.clone(), Vec::new()))
+                .1
                 .push((key, generation));
         }
         let batches = groups
-            .iter()
-            .flat_map(|(&(reader, _), group)| group.chunks(self.batch).map(move |b| (reader, b)))
-            .map(|(reader, batch)| async move {
+            .values()
+            .flat_map(|(held, group)| group.chunks(self.batch).map(move |b| (held, b)))
+            .map(|(held, batch)| async move {
             let locks: Vec<HoldKey> = batch.iter().map(|(k, _)| k.clone()).collect();
             let sent_at = Instant::now();
-            match scripts::renew(&self.redis, &locks, lease_ms, reader).await {
+            match held.renew(&self.redis, &locks, lease_ms).await {
                 Ok(renewed) => {
                     for ((key, generation), ok) in batch.iter().zip(renewed) {
                         if ok {

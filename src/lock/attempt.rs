@@ -1,6 +1,6 @@
 //! One attempt to take a hold, the same for every lock type: wait for the owner's releases of
-//! the lock still in flight (see `inflight`), run the type's acquire script (which `kind`
-//! picks), resolve a lost reply by reading the lock back, and register the hold with the client's
+//! the lock still in flight (see `inflight`), run the type's acquire script (its `LockType`'s),
+//! resolve a lost reply by reading the lock back, and register the hold with the client's
 //! registry, which renews it and tells its guards when it is lost. With replica sync on, the
 //! guard's maker then waits for a replica to have the hold ([`Hold::await_replica`]).
 
@@ -17,7 +17,7 @@ use super::kind::Ask;
 use crate::background::Ended;
 use crate::connection::Connection;
 use crate::error::{Error, Result};
-use crate::holds::{Registration, Renew};
+use crate::holds::Registration;
 use crate::inflight::Acquiring;
 use crate::scripts::{self, Answer};
 use crate::shared::ReplicaSync;
@@ -179,16 +179,13 @@ impl<'a> Sending<'a> {
     /// among those that remain.
     pub(super) fn taken(mut self, sent_at: Instant) -> Registration {
         let hold = self.hold;
-        let renew = match hold.lease {
-            Lease::Fixed(_) => Renew::No,
-            Lease::Watchdog if hold.kind.renews_readers() => Renew::Reader,
-            Lease::Watchdog => Renew::Field,
-        };
+        let renew = hold.lease == Lease::Watchdog;
         let lease = Duration::from_millis(hold.lease_ms);
+        let held = hold.kind.held();
         let registration = hold
             .shared
             .holds
-            .register(hold.hold_key(), renew, sent_at, lease);
+            .register(hold.hold_key(), held, renew, sent_at, lease);
         self.orphan.disarm();
         drop(self.acquiring);
         registration

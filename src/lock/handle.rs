@@ -11,7 +11,7 @@ use fred::bytes_utils::Str;
 use super::guard::{LockGuard, Lost};
 use super::hold::{Hold, Lease};
 use super::kind::Kind;
-use super::wait::{self, TakeTurns};
+use super::wait;
 use crate::config::millis;
 use crate::error::{Error, Result};
 use crate::inflight::Fingerprint;
@@ -67,18 +67,9 @@ impl Handle {
 }
 
 impl Handle {
-    /// A handle on lock `name` of the type `kind` makes of the name.
-    pub(crate) fn new(
-        shared: Arc<Shared>,
-        name: String,
-        kind: impl FnOnce(&str) -> Kind,
-    ) -> Handle {
-        let kind = kind(&name);
-        let keys = match kind {
-            Kind::Read | Kind::Write => LockKeys::rw(&name),
-            _ => LockKeys::new(&name),
-        };
-        let keys = keys.map(Arc::new);
+    /// A handle on lock `name` of type `kind`.
+    pub(crate) fn new(shared: Arc<Shared>, name: String, kind: Kind) -> Handle {
+        let keys = kind.keys(&name).map(Arc::new);
         Handle {
             kind,
             shared,
@@ -110,8 +101,10 @@ impl Handle {
         &self.kind
     }
 
-    pub(crate) fn kind_mut(&mut self) -> &mut Kind {
-        &mut self.kind
+    /// Makes the handle's lock one of type `kind` (the same keys: a spin lock with another
+    /// backoff, say).
+    pub(crate) fn set_kind(&mut self, kind: Kind) {
+        self.kind = kind;
     }
 
     fn owner(&self) -> Owner {
@@ -119,16 +112,15 @@ impl Handle {
     }
 
     /// Takes the lock: with the watchdog's lease (`lease: None`) or a fixed one, waiting at most
-    /// `wait` (`None`: as long as it takes), taking turns as the type's `turns` make them.
+    /// `wait` (`None`: as long as it takes), taking turns as the type makes them.
     pub(crate) async fn acquire(
         &self,
         lease: Option<Duration>,
         wait: Option<Duration>,
-        turns: impl TakeTurns,
     ) -> Result<Option<LockGuard>> {
         self.shared.check_open()?;
         let hold = self.hold(lease)?;
-        wait::acquire(&hold, turns.turns(&hold, wait), wait).await
+        wait::acquire(&hold, hold.kind.turns(&hold, wait), wait).await
     }
 
     /// The hold an acquire of this handle asks for: with the watchdog's lease (`lease: None`)
@@ -156,12 +148,12 @@ impl Handle {
     }
 
     /// Takes the lock (as long as it takes), runs `work`, and releases the lock.
-    pub(crate) async fn with<F, Fut, T>(&self, turns: impl TakeTurns, work: F) -> Result<T>
+    pub(crate) async fn with<F, Fut, T>(&self, work: F) -> Result<T>
     where
         F: FnOnce(Lost) -> Fut,
         Fut: Future<Output = T>,
     {
-        let guard = self.acquire(None, None, turns).await?;
+        let guard = self.acquire(None, None).await?;
         let guard = guard.expect("an unbounded wait ends only with the lock");
         let value = work(guard.lost()).await;
         guard.unlock().await?;

@@ -19,14 +19,9 @@ use futures::future::{join_all, select_all};
 use tokio::time::Instant;
 
 use super::batch::{self, BatchAttempt};
-use super::fair::Queue;
 use super::guard::{LockGuard, Lost};
 use super::handle::Handle;
 use super::hold::Hold;
-use super::kind::Kind;
-use super::rw::Rw;
-use super::spin::Spin;
-use super::turns::Plain;
 use super::wait::time_left;
 use super::{FairLock, FencedLock, Lock, ReadLock, SpinLock, WriteLock};
 use crate::error::{Error, Result};
@@ -331,7 +326,7 @@ fn plan(parts: &[Handle]) -> Result<Vec<Step>> {
                     prev.shared().redis.server, part.shared().redis.server
                 )));
             }
-            if std::mem::discriminant(prev.kind()) != std::mem::discriminant(part.kind()) {
+            if prev.kind().tag() != part.kind().tag() {
                 return Err(Error::invalid(format!(
                     "lock `{name}` is listed as two types (such as its read and write sides): its parts would wait for each other"
                 )));
@@ -345,7 +340,7 @@ fn plan(parts: &[Handle]) -> Result<Vec<Step>> {
     let mut steps: Vec<Step> = Vec::with_capacity(merged.len());
     let mut group_slot = None;
     for (slot, part) in merged {
-        let plain = matches!(part.kind(), Kind::Reentrant);
+        let plain = part.kind().batches();
         if let (true, Some(Step::Together(group))) = (plain, steps.last_mut()) {
             if Arc::ptr_eq(group[0].shared(), part.shared()) && group_slot == Some(slot) {
                 group.push(part.clone());
@@ -543,13 +538,8 @@ async fn acquire_part(
     lease: Option<Duration>,
     wait: Option<Duration>,
 ) -> Result<Option<LockGuard>> {
-    // Boxed: each type's acquire future is large, and a multi-lock's would carry them all.
-    match part.kind() {
-        Kind::Reentrant | Kind::Fenced(_) => Box::pin(part.acquire(lease, wait, Plain)).await,
-        Kind::Fair(_) => Box::pin(part.acquire(lease, wait, Queue)).await,
-        Kind::Spin(_) => Box::pin(part.acquire(lease, wait, Spin)).await,
-        Kind::Read | Kind::Write => Box::pin(part.acquire(lease, wait, Rw)).await,
-    }
+    // Boxed: an acquire future is large, and a multi-lock's would carry one per step.
+    Box::pin(part.acquire(lease, wait)).await
 }
 
 /// Releases the parts an acquire took before it gave up, all at once.

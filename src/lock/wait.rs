@@ -1,12 +1,13 @@
 //! The wait loop every lock type shares: try → get ready to wait → try → wait for a turn → try.
 //!
 //! What differs between types is how a waiter waits for its turn and what it asks of each
-//! attempt; each type supplies that as its [`Turns`] (`turns` for the plain lock, `fair`,
-//! `spin`). The loop itself only counts attempts, keeps the deadline and traces the outcome.
+//! attempt; each type makes that as its [`Turns`] (`LockType::turns`). The loop itself only
+//! counts attempts, keeps the deadline and traces the outcome.
 //! An attempt is [`Hold::try_once`].
 
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use tokio::time::Instant;
 use tracing::{field::Empty, Instrument};
 
@@ -16,13 +17,15 @@ use super::hold::Hold;
 use super::kind::Ask;
 use crate::error::Result;
 use crate::holds::Registration;
-use crate::pubsub::Waiter;
+use crate::pubsub::{Waiter, WakeRule};
 use crate::shared::Shared;
 
 /// How the waiters of one lock type take turns. One value serves one acquire; dropped before
 /// [`acquired`](Turns::acquired), it undoes what waiting left on Redis (a claim, a place in a
-/// queue), in the background.
-pub(crate) trait Turns {
+/// queue), in the background. Each type makes its own ([`LockType::turns`]).
+///
+/// [`LockType::turns`]: super::kind::LockType::turns
+pub(crate) trait Turns: Send {
     /// Whether the first attempt waits for its turn before it is sent, instead of at once.
     fn queue_first(&self) -> bool {
         false
@@ -33,32 +36,29 @@ pub(crate) trait Turns {
 
     /// Gets ready to wait (subscribes to the wake-up, for instance), after a first attempt that
     /// found the lock busy (`first`: what it found) or instead of one (`first` is `None`).
-    async fn start(&mut self, deadline: Option<Instant>, first: Option<Option<Duration>>);
+    fn start(
+        &mut self,
+        deadline: Option<Instant>,
+        first: Option<Option<Duration>>,
+    ) -> BoxFuture<'_, ()>;
 
     /// Waits until the next attempt is due. `busy` is what the last attempt found (the most to
     /// wait before trying again; `None` inside when no bound is known), or `None` for the first
     /// attempt after [`start`](Turns::start). `false` once the deadline has passed.
-    async fn wait_turn(
+    fn wait_turn(
         &mut self,
         busy: Option<Option<Duration>>,
         deadline: Option<Instant>,
-    ) -> bool;
+    ) -> BoxFuture<'_, bool>;
 
     /// The attempt took the lock.
-    fn acquired(self);
-}
-
-/// Makes the [`Turns`] of one acquire: each lock type has one.
-pub(crate) trait TakeTurns {
-    type Turns<'h>: Turns;
-
-    fn turns<'h>(&self, hold: &'h Hold, wait: Option<Duration>) -> Self::Turns<'h>;
+    fn acquired(self: Box<Self>);
 }
 
 /// Takes `hold`, waiting at most `wait` (`None`: as long as it takes; zero: one attempt).
-pub(crate) async fn acquire<T: Turns>(
+pub(crate) async fn acquire(
     hold: &Hold,
-    mut turns: T,
+    mut turns: Box<dyn Turns + '_>,
     wait: Option<Duration>,
 ) -> Result<Option<LockGuard>> {
     let span = tracing::debug_span!(
@@ -135,22 +135,16 @@ async fn guard(hold: &Hold, registration: Registration, token: Option<u64>) -> R
     Ok(guard)
 }
 
-/// Registers a waiter on `channel` and waits until its subscription is confirmed, at most a
-/// command timeout and never past `deadline` (a wait that starts unconfirmed still ends: every
-/// wait is bounded).
-pub(crate) async fn subscribe(shared: &Shared, channel: &str, deadline: Option<Instant>) -> Waiter {
-    subscribe_as(shared, channel, false, deadline).await
-}
-
-/// [`subscribe`], on a channel whose every message wakes all of this client's waiters when
-/// `broadcast` (a read-write lock's: readers come in together), else one per message "0".
-pub(crate) async fn subscribe_as(
+/// Registers a waiter on `channel`, woken as `rule` says, and waits until its subscription is
+/// confirmed, at most a command timeout and never past `deadline` (a wait that starts
+/// unconfirmed still ends: every wait is bounded).
+pub(crate) async fn subscribe(
     shared: &Shared,
     channel: &str,
-    broadcast: bool,
+    rule: WakeRule,
     deadline: Option<Instant>,
 ) -> Waiter {
-    let mut waiter = shared.hub.register(channel, broadcast);
+    let mut waiter = shared.hub.register(channel, rule);
     let confirm_by = Instant::now() + shared.command_timeout;
     waiter
         .subscribed(deadline.map_or(confirm_by, |d| d.min(confirm_by)))
