@@ -598,14 +598,4 @@ mod tests {
         c.deliver(Some("0"));
         assert_eq!(woken(&c), [true, true, true]);
     }
-
-    #[test]
-    fn the_plain_rule_wakes_one_per_release_and_all_on_anything_else() {
-        let c = channel(2, crate::lock::PLAIN_WAKES);
-        c.deliver(Some("0"));
-        assert_eq!(woken(&c), [true, false]);
-        let c = channel(2, crate::lock::PLAIN_WAKES);
-        c.deliver(Some("1"));
-        assert_eq!(woken(&c), [true, true]);
-    }
 }

@@ -3,7 +3,6 @@
 //! the votes it won.
 
 use std::borrow::Borrow;
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::join_all;
@@ -13,11 +12,10 @@ use tokio::time::Instant;
 use crate::client::Client;
 use crate::config::millis;
 use crate::error::{Error, Result};
-use crate::lock::{subscribe, time_left, Lock, LockGuard, Lost, PLAIN_WAKES};
+use crate::lock::{time_left, until_taken, Lock, LockGuard, Lost, Try, Waiting};
 use crate::names::LockKeys;
 use crate::owner::Owner;
-use crate::pubsub::Waiter;
-use crate::shared::Shared;
+use crate::pubsub::{Waiter, Wake};
 
 /// A lock held by a majority of N independent Redis masters: the Redlock algorithm.
 ///
@@ -86,7 +84,6 @@ pub struct RedLock {
     name: String,
     /// One lock per master, in the order the clients were given.
     parts: Vec<Lock>,
-    shared: Vec<Arc<Shared>>,
     owner: Option<Owner>,
     retry_delay: Duration,
     retry_jitter: Duration,
@@ -150,7 +147,6 @@ impl RedLock {
         }
         RedLock {
             parts: clients.iter().map(|c| c.lock(name.clone())).collect(),
-            shared: clients.iter().map(|c| c.shared.clone()).collect(),
             name,
             owner: None,
             retry_delay: Duration::from_millis(200),
@@ -328,73 +324,22 @@ impl RedLock {
                 millis(lease, "lease")?;
                 lease
             }
-            None => self
-                .shared
-                .iter()
-                .map(|s| s.watchdog_timeout)
-                .min()
-                .unwrap(),
+            None => self.parts.iter().map(Lock::watchdog_timeout).min().unwrap(),
         };
         let vote_timeout = self.vote_timeout.unwrap_or_else(|| {
             (length / 10).clamp(Duration::from_millis(1), Duration::from_millis(100))
         });
-        let owner = self.owner.clone().unwrap_or_else(Owner::current);
-        let deadline = wait.and_then(|wait| Instant::now().checked_add(wait));
-        let channel = LockKeys::new(&self.name)?.channel;
-        // Wake-ups from the masters that refused, kept across rounds so no release is missed.
-        let mut waiters: Vec<Option<Waiter>> = self.parts.iter().map(|_| None).collect();
-        loop {
-            let missed = match self.round(&owner, lease, length, vote_timeout).await {
-                Ok((guard, held_at)) => {
-                    for (waiter, held) in waiters.iter_mut().zip(held_at) {
-                        if let (Some(waiter), true) = (waiter.take(), held) {
-                            waiter.acquired(); // our release of that part wakes the next
-                        }
-                    }
-                    return Ok(Some(guard));
-                }
-                Err(missed) => missed,
-            };
-            if missed.granted + missed.busy < self.quorum() {
-                return Err(Error::NoQuorum {
-                    lock: self.name.clone(),
-                    granted: missed.granted,
-                    busy: missed.busy,
-                    failed: missed.failed,
-                    needed: self.quorum(),
-                });
-            }
-            if wait == Some(Duration::ZERO) || time_left(deadline).is_none() {
-                return Ok(None);
-            }
-            let channel = &channel;
-            let subscribing = missed
-                .busy_at
-                .iter()
-                .filter(|&&i| waiters[i].is_none())
-                .map(|&i| async move {
-                    let waiter = subscribe(&self.shared[i], channel, PLAIN_WAKES, deadline);
-                    (i, waiter.await)
-                });
-            for (i, waiter) in join_all(subscribing).await {
-                waiters[i] = Some(waiter);
-            }
-            let Some(left) = time_left(deadline) else {
-                return Ok(None);
-            };
-            let pause = self.retry_delay - self.retry_jitter + random_below(2 * self.retry_jitter);
-            let live: Vec<_> = waiters
-                .iter()
-                .flatten()
-                .map(|w| Box::pin(w.wait(left.min(pause))))
-                .collect();
-            if live.is_empty() {
-                tokio::time::sleep(left.min(pause)).await;
-            } else if futures::future::select_all(live).await.0 == crate::pubsub::Wake::Message {
-                let left = time_left(deadline).unwrap_or_default();
-                tokio::time::sleep(left.min(random_below(self.retry_jitter / 2))).await;
-            }
-        }
+        let rounds = Rounds {
+            lock: self,
+            owner: self.owner.clone().unwrap_or_else(Owner::current),
+            lease,
+            length,
+            vote_timeout,
+            waiters: self.parts.iter().map(|_| None).collect(),
+            busy_at: Vec::new(),
+        };
+        let taken = until_taken(rounds, wait).await?;
+        Ok(taken.map(|(guard, _)| guard))
     }
 
     /// One round: every master asked at once. The guard (and which masters granted it) when a
@@ -473,6 +418,93 @@ impl RedLock {
             }
         }
         Err(missed)
+    }
+}
+
+/// A RedLock's acquire as the wait loop runs it: each attempt a round, and between rounds a
+/// pause with jitter, cut short by a release on a master that was busy.
+struct Rounds<'a> {
+    lock: &'a RedLock,
+    owner: Owner,
+    lease: Option<Duration>,
+    length: Duration,
+    vote_timeout: Duration,
+    /// Wake-ups from the masters that refused, kept across rounds so no release is missed.
+    waiters: Vec<Option<Waiter>>,
+    /// The masters the last round found busy.
+    busy_at: Vec<usize>,
+}
+
+impl Waiting for Rounds<'_> {
+    /// The guard, and which masters granted it.
+    type Taken = (RedLockGuard, Vec<bool>);
+
+    async fn attempt(&mut self) -> Result<Try<Self::Taken>> {
+        let lock = self.lock;
+        let (lease, length, timeout) = (self.lease, self.length, self.vote_timeout);
+        let missed = match lock.round(&self.owner, lease, length, timeout).await {
+            Ok(taken) => return Ok(Try::Taken(taken)),
+            Err(missed) => missed,
+        };
+        if missed.granted + missed.busy < lock.quorum() {
+            return Err(Error::NoQuorum {
+                lock: lock.name.clone(),
+                granted: missed.granted,
+                busy: missed.busy,
+                failed: missed.failed,
+                needed: lock.quorum(),
+            });
+        }
+        self.busy_at = missed.busy_at;
+        Ok(Try::Busy(None))
+    }
+
+    async fn start(&mut self, _deadline: Option<Instant>, _first: Option<Option<Duration>>) {}
+
+    async fn wait_turn(
+        &mut self,
+        _busy: Option<Option<Duration>>,
+        deadline: Option<Instant>,
+    ) -> bool {
+        if time_left(deadline).is_none() {
+            return false;
+        }
+        let lock = self.lock;
+        let waiters = &self.waiters;
+        let subscribing = self
+            .busy_at
+            .iter()
+            .filter(|&&i| waiters[i].is_none())
+            .map(|&i| async move { (i, lock.parts[i].waiter(deadline).await) });
+        for (i, waiter) in join_all(subscribing).await {
+            // The name was checked before the first round: its keys are sound.
+            self.waiters[i] = waiter.ok();
+        }
+        let Some(left) = time_left(deadline) else {
+            return false;
+        };
+        let pause = lock.retry_delay - lock.retry_jitter + random_below(2 * lock.retry_jitter);
+        let live: Vec<_> = self
+            .waiters
+            .iter()
+            .flatten()
+            .map(|w| Box::pin(w.wait(left.min(pause))))
+            .collect();
+        if live.is_empty() {
+            tokio::time::sleep(left.min(pause)).await;
+        } else if futures::future::select_all(live).await.0 == Wake::Message {
+            let left = time_left(deadline).unwrap_or_default();
+            tokio::time::sleep(left.min(random_below(lock.retry_jitter / 2))).await;
+        }
+        true
+    }
+
+    fn taken(mut self, (_, held_at): &Self::Taken) {
+        for (waiter, held) in self.waiters.iter_mut().zip(held_at) {
+            if let (Some(waiter), true) = (waiter.take(), held) {
+                waiter.acquired(); // our release of that part wakes the next
+            }
+        }
     }
 }
 

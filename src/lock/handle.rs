@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::inflight::Fingerprint;
 use crate::names::LockKeys;
 use crate::owner::Owner;
+use crate::pubsub::Waiter;
 use crate::scripts;
 use crate::shared::Shared;
 
@@ -158,6 +159,14 @@ impl Handle {
         let value = work(guard.lost()).await;
         guard.unlock().await?;
         Ok(value)
+    }
+
+    /// A waiter on the lock's wake-up channel, woken as the type's waiters are, once its
+    /// subscription is confirmed (at most a command timeout, never past `deadline`).
+    pub(crate) async fn waiter(&self, deadline: Option<tokio::time::Instant>) -> Result<Waiter> {
+        let keys = self.keys.clone()?;
+        let rule = self.kind.wakes();
+        Ok(wait::subscribe(&self.shared, &keys.channel, rule, deadline).await)
     }
 
     pub(crate) async fn force_unlock(&self) -> Result<bool> {

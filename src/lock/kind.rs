@@ -288,3 +288,15 @@ impl std::fmt::Debug for Kind {
         f.write_str(self.of.tag())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lock_hashs_rule_wakes_one_per_release_and_all_on_anything_else() {
+        assert_eq!(one_per_unlock(Some(UNLOCK_MESSAGE)), Wakes::One);
+        assert_eq!(one_per_unlock(Some("1")), Wakes::All);
+        assert_eq!(one_per_unlock(None), Wakes::All);
+    }
+}

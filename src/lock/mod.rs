@@ -43,7 +43,4 @@ pub use multi::{MultiGuard, MultiLock, Part};
 pub use reentrant::Lock;
 pub use rw::{ReadLock, RwLock, WriteLock};
 pub use spin::SpinLock;
-pub(crate) use wait::{subscribe, time_left};
-
-/// How a message on a plain [`Lock`]'s channel wakes its waiters (a RedLock's, too).
-pub(crate) const PLAIN_WAKES: crate::pubsub::WakeRule = kind::one_per_unlock;
+pub(crate) use wait::{time_left, until_taken, Try, Waiting};

@@ -87,6 +87,22 @@ impl Lock {
 
 lock_api!(Lock, "lock");
 
+impl Lock {
+    /// A waiter woken by this lock's releases (see [`Handle::waiter`]); for a RedLock, which
+    /// waits on its masters' locks between rounds.
+    pub(crate) async fn waiter(
+        &self,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Result<crate::pubsub::Waiter> {
+        self.handle.waiter(deadline).await
+    }
+
+    /// The lease of a hold taken without one: its client's watchdog timeout.
+    pub(crate) fn watchdog_timeout(&self) -> Duration {
+        self.handle.shared().watchdog_timeout
+    }
+}
+
 /// The plain lock's type: Redisson's lock hash and channel, woken one waiter per process, with
 /// claims and hand-off graces (see `turns`). Its last release skips the replay key when no retry
 /// can need it (see `inflight`), and holds of one owner and client may go together (`batch`).
