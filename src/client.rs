@@ -20,10 +20,9 @@ use crate::config::{millis, Config};
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::handoff::Handoffs;
-use crate::holds::{Closing, Holds};
 use crate::lock::{FairLock, FencedLock, Lock, MultiLock, RwLock, SpinLock};
 use crate::pubsub::Hub;
-use crate::queued::Queued;
+use crate::registry::{Closing, Place, Registry};
 use crate::scripts::{PUBLISH, SPUBLISH};
 use crate::shared::{ReplicaSync, Shared};
 use crate::sweeper::Sweeper;
@@ -117,11 +116,11 @@ impl Client {
         };
 
         let (shutdown, _) = watch::channel(false);
-        let holds = Arc::new(Holds::new(config.watchdog_timeout));
+        let registry = Arc::new(Registry::new(config.watchdog_timeout));
         let connection = Connection::new(redis.clone(), &server);
         let watchdog = Watchdog {
             redis: connection.clone(),
-            holds: holds.clone(),
+            registry: registry.clone(),
             lease: config.watchdog_timeout,
             batch: config.renewal_batch,
             per_slot: config.redis.server.is_clustered(),
@@ -141,11 +140,8 @@ impl Client {
                 subscriber,
                 hub,
                 handoffs: Handoffs::new(config.handoff_grace),
-                queued: Queued::default(),
-                claimed: Queued::default(),
                 sweeper,
-                holds,
-                in_flight: Arc::default(),
+                registry,
                 watchdog_ms: millis(config.watchdog_timeout, "watchdog timeout")?,
                 watchdog_timeout: config.watchdog_timeout,
                 command_timeout: config.command_timeout,
@@ -211,14 +207,14 @@ impl Client {
 
     /// Counts of what the client tracks locally, for tests and leak checks.
     pub fn stats(&self) -> ClientStats {
-        let (holds, renewing) = self.shared.holds.counts();
+        let (holds, renewing) = self.shared.registry.hold_counts();
         let (channels, waiters) = self.shared.hub.counts();
         ClientStats {
             holds,
             renewing,
             channels,
             waiters,
-            in_flight: self.shared.in_flight.total(),
+            in_flight: self.shared.registry.in_flight(),
         }
     }
 
@@ -278,7 +274,7 @@ impl Client {
             Ok(())
         };
         self.withdraw_claims().await;
-        self.shared.holds.lose_all("the client shut down");
+        self.shared.registry.lose_all("the client shut down");
         let _ =
             tokio::time::timeout(self.shared.command_timeout, self.shared.sweeper.flush()).await;
         self.shared.shutdown.send_replace(true);
@@ -310,7 +306,7 @@ impl Client {
     /// gives up its own.
     async fn leave_queues(&self) {
         let closing = &self.closing();
-        let places = self.shared.queued.all();
+        let places = self.shared.registry.places(Place::Queue);
         let leaves = places
             .iter()
             .map(|((name, field), held)| held.close_place(closing, name, field));
@@ -329,7 +325,7 @@ impl Client {
     /// its own.
     async fn withdraw_claims(&self) {
         let closing = &self.closing();
-        let claims = self.shared.claimed.all();
+        let claims = self.shared.registry.places(Place::Claim);
         let unclaims = claims
             .iter()
             .map(|((name, field), held)| held.close_claim(closing, name, field));
@@ -345,7 +341,7 @@ impl Client {
     /// type lets go of its own.
     async fn release_all(&self) -> Result<()> {
         let closing = &self.closing();
-        let holds = self.shared.holds.all();
+        let holds = self.shared.registry.holds();
         let releases = holds
             .iter()
             .map(|((name, field), held)| held.close_holds(closing, name, field));

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::connection::Connection;
-use crate::holds::{Held, HoldKey, Holds};
+use crate::registry::{Held, HoldKey, Registry};
 
 /// Holds renewed together: a type that renews them, and each hold with its generation.
 type Renewals = (Arc<dyn Held>, Vec<(HoldKey, u64)>);
@@ -20,7 +20,7 @@ type Renewals = (Arc<dyn Held>, Vec<(HoldKey, u64)>);
 /// What the watchdog needs to run.
 pub(crate) struct Watchdog {
     pub(crate) redis: Connection,
-    pub(crate) holds: Arc<Holds>,
+    pub(crate) registry: Arc<Registry>,
     pub(crate) lease: Duration,
     pub(crate) batch: usize,
     /// Cluster: one script's keys must share a slot, so batches are built per slot.
@@ -42,7 +42,7 @@ impl Watchdog {
     }
 
     async fn renew_all(&self) {
-        let due = self.holds.due();
+        let due = self.registry.due();
         let count = due.len();
         let lease_ms = self.lease.as_millis() as u64;
         // One call renews the holds of one renewal (as their types name it), on one slot.
@@ -69,9 +69,9 @@ impl Watchdog {
                 Ok(renewed) => {
                     for ((key, generation), ok) in batch.iter().zip(renewed) {
                         if ok {
-                            self.holds.renewed(key, *generation, sent_at);
+                            self.registry.renewed(key, *generation, sent_at);
                         } else {
-                            self.holds
+                            self.registry
                                 .lose(key, *generation, "the lock is gone (expired or deleted)");
                         }
                     }
@@ -84,6 +84,6 @@ impl Watchdog {
         futures::future::join_all(batches)
             .instrument(tracing::debug_span!("relock.renew", locks = count))
             .await;
-        self.holds.lose_lapsed();
+        self.registry.lose_lapsed();
     }
 }

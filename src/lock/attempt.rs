@@ -17,8 +17,8 @@ use super::kind::Ask;
 use crate::background::Ended;
 use crate::connection::Connection;
 use crate::error::{Error, Result};
-use crate::holds::Registration;
-use crate::inflight::Acquiring;
+use crate::registry::Acquiring;
+use crate::registry::Registration;
 use crate::scripts::{self, Answer};
 use crate::shared::ReplicaSync;
 
@@ -142,8 +142,8 @@ impl<'a> Sending<'a> {
     /// replay key: a hold taken now could be the one its retry finds and releases. It goes
     /// first.
     pub(super) async fn gate(hold: &Hold) -> Acquiring {
-        let in_flight = &hold.shared.in_flight;
-        in_flight.acquiring(hold.in_flight_key, hold.lease_ms).await
+        let registry = &hold.shared.registry;
+        registry.acquiring(&hold.hold_key(), hold.lease_ms).await
     }
 
     /// Arms the orphan check of an acquire counted in flight (by [`gate`](Sending::gate)), just
@@ -153,7 +153,7 @@ impl<'a> Sending<'a> {
             hold,
             orphan: OrphanCheck::arm(hold),
             acquiring,
-            held_before: hold.shared.holds.guards(&hold.hold_key()),
+            held_before: hold.shared.registry.guards(&hold.hold_key()),
         }
     }
 
@@ -182,10 +182,10 @@ impl<'a> Sending<'a> {
         let renew = hold.lease == Lease::Watchdog;
         let lease = Duration::from_millis(hold.lease_ms);
         let held = hold.kind.held();
-        let registration = hold
-            .shared
-            .holds
-            .register(hold.hold_key(), held, renew, sent_at, lease);
+        let registration =
+            hold.shared
+                .registry
+                .register(hold.hold_key(), held, renew, sent_at, lease);
         self.orphan.disarm();
         drop(self.acquiring);
         registration
@@ -231,7 +231,7 @@ impl Drop for OrphanCheck<'_> {
                     let Ok(state) = &inspected else {
                         return Ended::of(&inspected); // the hold, if any, expires with its lease
                     };
-                    if state.holds > u64::from(shared.holds.guards(&hold.hold_key())) {
+                    if state.holds > u64::from(shared.registry.guards(&hold.hold_key())) {
                         tracing::debug!(lock = %hold.keys.name, "releasing the hold of a cancelled acquire");
                         return hold.release_orphan(fresh.as_deref(), &releasing).await;
                     }

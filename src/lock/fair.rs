@@ -27,6 +27,7 @@ use crate::connection::Connection;
 use crate::error::Result;
 use crate::names::{FairKeys, LockKeys};
 use crate::pubsub::Waiter;
+use crate::registry::Place;
 use crate::scripts::{self, Answer, ReleaseHow, Released};
 use crate::shared::Shared;
 
@@ -194,7 +195,9 @@ impl Turns for FairTurns<'_> {
         if self.queued.is_none() {
             let hold = self.hold;
             let held = hold.kind.held();
-            hold.shared.queued.enter(&hold.keys.name, &hold.field, held);
+            hold.shared
+                .registry
+                .enter(Place::Queue, &hold.keys.name, &hold.field, held);
             self.queued = Some(LeaveQueue {
                 hold: hold.clone(),
                 armed: true,
@@ -265,7 +268,9 @@ impl Drop for LeaveQueue {
             // `Client::shutdown`): the place stays listed for it.
             return;
         }
-        shared.queued.leave(&self.hold.keys.name, &self.hold.field);
+        shared
+            .registry
+            .leave(Place::Queue, &self.hold.keys.name, &self.hold.field);
         if !self.armed {
             return;
         }

@@ -14,7 +14,6 @@ use super::kind::Kind;
 use super::wait;
 use crate::config::millis;
 use crate::error::{Error, Result};
-use crate::inflight::Fingerprint;
 use crate::names::LockKeys;
 use crate::owner::Owner;
 use crate::pubsub::Waiter;
@@ -139,7 +138,6 @@ impl Handle {
         Ok(Hold {
             shared: shared.clone(),
             kind: self.kind.clone(),
-            in_flight_key: Fingerprint::of(&keys.name, &field),
             field,
             keys,
             owner,

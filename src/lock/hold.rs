@@ -7,10 +7,9 @@ use std::time::Duration;
 use fred::bytes_utils::Str;
 
 use super::kind::{Holder, Kind};
-use crate::holds::HoldKey;
-use crate::inflight::Fingerprint;
 use crate::names::LockKeys;
 use crate::owner::Owner;
+use crate::registry::HoldKey;
 use crate::shared::Shared;
 
 /// How long a hold lasts.
@@ -32,8 +31,6 @@ pub(crate) struct Hold {
     /// The holder field, `<client-uuid>:<owner>`, shared with script arguments and the
     /// registry of holds.
     pub(crate) field: Str,
-    /// The lock name and field as acquires and releases in flight are counted.
-    pub(crate) in_flight_key: Fingerprint,
     pub(crate) lease: Lease,
     pub(crate) lease_ms: u64,
 }

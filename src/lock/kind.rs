@@ -16,9 +16,9 @@ use super::hold::Hold;
 use super::wait::Turns;
 use crate::connection::Connection;
 use crate::error::Result;
-use crate::holds::{Closing, Held, HoldKey};
 use crate::names::LockKeys;
 use crate::pubsub::{WakeRule, Wakes};
+use crate::registry::{Closing, Held, HoldKey};
 use crate::scripts::{self, Answer, ReleaseHow, Released, UNLOCK_MESSAGE};
 use crate::shared::Shared;
 

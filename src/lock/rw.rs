@@ -21,9 +21,9 @@ use super::turns::ClaimGuard;
 use super::wait::{subscribe, time_left, Turns};
 use crate::connection::Connection;
 use crate::error::Result;
-use crate::holds::HoldKey;
 use crate::names::LockKeys;
 use crate::pubsub::{Waiter, WakeRule, Wakes};
+use crate::registry::HoldKey;
 use crate::scripts::{self, Answer, ReleaseHow, Released};
 use crate::shared::Shared;
 

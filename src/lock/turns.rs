@@ -23,6 +23,7 @@ use super::hold::Hold;
 use super::kind::Ask;
 use super::wait::{subscribe, time_left, Turns};
 use crate::pubsub::{Waiter, Wake};
+use crate::registry::Place;
 
 /// The turns of one plain acquire (of a [`Lock`](crate::Lock) or a
 /// [`FencedLock`](crate::FencedLock)).
@@ -45,7 +46,7 @@ impl<'a> PlainTurns<'a> {
         let behind_waiters = shared.hub.waiters(channel) > 0;
         let queue_first = !one_shot
             && (behind_waiters || shared.handoffs.pending(&shared.hub, channel).is_some())
-            && shared.holds.guards(&hold.hold_key()) == 0;
+            && shared.registry.guards(&hold.hold_key()) == 0;
         PlainTurns {
             hold,
             one_shot,
@@ -220,9 +221,8 @@ impl<'a> ClaimGuard<'a> {
             self.counted = true;
             let hold = self.hold;
             let held = hold.kind.held();
-            hold.shared
-                .claimed
-                .enter(&hold.keys.name, &hold.field, held);
+            let (name, field) = (&hold.keys.name, &hold.field);
+            hold.shared.registry.enter(Place::Claim, name, field, held);
         }
     }
 
@@ -252,7 +252,9 @@ impl Drop for ClaimGuard<'_> {
         let hold = self.hold.clone();
         if !self.claimed {
             // Taking the lock spent the claim.
-            hold.shared.claimed.leave(&hold.keys.name, &hold.field);
+            hold.shared
+                .registry
+                .leave(Place::Claim, &hold.keys.name, &hold.field);
             return;
         }
         let shared = hold.shared.clone();
@@ -265,7 +267,7 @@ impl Drop for ClaimGuard<'_> {
             if let Err(error) = unclaim.await {
                 tracing::debug!(lock = %hold.keys.name, %error, "could not withdraw a claim; it lapses with its window");
             }
-            shared.claimed.leave(&hold.keys.name, &hold.field);
+            shared.registry.leave(Place::Claim, &hold.keys.name, &hold.field);
         }));
     }
 }

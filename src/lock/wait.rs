@@ -18,8 +18,8 @@ use super::guard::LockGuard;
 use super::hold::Hold;
 use super::kind::Ask;
 use crate::error::Result;
-use crate::holds::Registration;
 use crate::pubsub::{Waiter, WakeRule};
+use crate::registry::Registration;
 use crate::shared::Shared;
 
 /// How the waiters of one lock type take turns. One value serves one acquire; dropped before
