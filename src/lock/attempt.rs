@@ -12,8 +12,8 @@ use fred::types::config::Options;
 use fred::types::ClusterHash;
 use tokio::time::Instant;
 
-use super::hold::{Hold, Lease};
 use super::kind::Ask;
+use super::kind::{Hold, Lease};
 use crate::background::Ended;
 use crate::connection::Connection;
 use crate::error::{Error, Result};

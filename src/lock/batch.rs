@@ -29,7 +29,7 @@ use tracing::Instrument;
 
 use super::attempt::Sending;
 use super::guard::LockGuard;
-use super::hold::Hold;
+use super::kind::Hold;
 use super::release::{until_answered, Outgoing, ReleaseAs, ResumeRelease};
 use crate::error::Result;
 use crate::names::LockKeys;

@@ -19,9 +19,10 @@ use tokio::time::Instant;
 
 use super::api::lock_api;
 use super::handle::Handle;
-use super::hold::Hold;
+use super::kind::Hold;
+use super::kind::Turns;
 use super::kind::{Ask, Holder, Kind, LockType};
-use super::wait::{subscribe, time_left, Turns};
+use super::wait::{subscribe, time_left};
 use crate::background::Ended;
 use crate::connection::Connection;
 use crate::error::Result;

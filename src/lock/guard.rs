@@ -14,7 +14,7 @@ use futures::future::BoxFuture;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::hold::{Hold, Lease};
+use super::kind::{Hold, Lease};
 use super::release::{ReleaseAs, ResumeRelease};
 use crate::error::{Error, Result};
 use crate::owner::Owner;

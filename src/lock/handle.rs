@@ -9,8 +9,8 @@ use std::time::Duration;
 use fred::bytes_utils::Str;
 
 use super::guard::{LockGuard, Lost};
-use super::hold::{Hold, Lease};
 use super::kind::Kind;
+use super::kind::{Hold, Lease};
 use super::wait;
 use crate::config::millis;
 use crate::error::{Error, Result};

@@ -1,6 +1,9 @@
 //! What sets the lock types apart: one [`LockType`] per type, implemented once in that type's
-//! file (`reentrant`, `fair`, `spin`, `fenced`, `rw`), and [`Kind`], the handle the shared core
-//! holds it by. Nothing outside a type's file asks which type a lock is: the core asks the type.
+//! file (`reentrant`, `fair`, `spin`, `fenced`, `rw`), with the [`Turns`] its waiters take, and
+//! [`Kind`], the handle the shared core holds it by; and a [`Hold`] of one, as an acquire asks
+//! for it and a guard keeps it (the two refer to each other, so they live here together; `attempt`
+//! takes a hold, `release` gives it back). Nothing outside a type's file asks which type a lock
+//! is: the core asks the type.
 //!
 //! Every type keeps its holds in the same Redisson hash (`<name>`: holder field → count), so
 //! inspection and the release bookkeeping are shared; the defaults below are that hash's
@@ -11,12 +14,12 @@ use std::time::Duration;
 
 use fred::bytes_utils::Str;
 use futures::future::{self, BoxFuture};
+use tokio::time::Instant;
 
-use super::hold::Hold;
-use super::wait::Turns;
 use crate::connection::Connection;
 use crate::error::Result;
 use crate::names::LockKeys;
+use crate::owner::Owner;
 use crate::pubsub::{WakeRule, Wakes};
 use crate::registry::{Closing, Held, HoldKey};
 use crate::scripts::{self, Answer, ReleaseHow, Released, UNLOCK_MESSAGE};
@@ -286,6 +289,75 @@ impl std::ops::Deref for Kind {
 impl std::fmt::Debug for Kind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.of.tag())
+    }
+}
+
+/// How the waiters of one lock type take turns. One value serves one acquire; dropped before
+/// [`acquired`](Turns::acquired), it undoes what waiting left on Redis (a claim, a place in a
+/// queue), in the background. Each type makes its own ([`LockType::turns`]).
+pub(crate) trait Turns: Send {
+    /// Whether the first attempt waits for its turn before it is sent, instead of at once.
+    fn queue_first(&self) -> bool {
+        false
+    }
+
+    /// What the next attempt asks for.
+    fn ask(&mut self) -> Ask;
+
+    /// Gets ready to wait (subscribes to the wake-up, for instance), after a first attempt that
+    /// found the lock busy (`first`: what it found) or instead of one (`first` is `None`).
+    fn start(
+        &mut self,
+        deadline: Option<Instant>,
+        first: Option<Option<Duration>>,
+    ) -> BoxFuture<'_, ()>;
+
+    /// Waits until the next attempt is due. `busy` is what the last attempt found (the most to
+    /// wait before trying again; `None` inside when no bound is known), or `None` for the first
+    /// attempt after [`start`](Turns::start). `false` once the deadline has passed.
+    fn wait_turn(
+        &mut self,
+        busy: Option<Option<Duration>>,
+        deadline: Option<Instant>,
+    ) -> BoxFuture<'_, bool>;
+
+    /// The attempt took the lock.
+    fn acquired(self: Box<Self>);
+}
+
+/// How long a hold lasts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lease {
+    /// The watchdog timeout, renewed by the watchdog while the guard lives.
+    Watchdog,
+    /// A fixed lease that nobody renews.
+    Fixed(Duration),
+}
+
+/// A hold: the lock, its type, the owner and the lease.
+#[derive(Clone)]
+pub(crate) struct Hold {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) kind: Kind,
+    pub(crate) keys: Arc<LockKeys>,
+    pub(crate) owner: Owner,
+    /// The holder field, `<client-uuid>:<owner>`, shared with script arguments and the
+    /// registry of holds.
+    pub(crate) field: Str,
+    pub(crate) lease: Lease,
+    pub(crate) lease_ms: u64,
+}
+
+impl Hold {
+    pub(crate) fn hold_key(&self) -> HoldKey {
+        (self.keys.name.clone(), self.field.clone())
+    }
+
+    pub(crate) fn holder(&self) -> Holder<'_> {
+        Holder {
+            keys: &self.keys,
+            field: &self.field,
+        }
     }
 }
 

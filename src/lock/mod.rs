@@ -9,7 +9,7 @@
 //! - `handle`: the handle every type wraps (name, client, owner, type), which makes a hold;
 //! - `wait`: the wait loop, which asks the type's turns when to try;
 //! - `turns`: the plain lock's turns (a `Lock`'s and a `FencedLock`'s) and its claims;
-//! - `hold`: what a hold is; `attempt`: one attempt to take it: the in-flight gate, the type's
+//! - `attempt`: one attempt to take a hold (`kind::Hold`): the in-flight gate, the type's
 //!   acquire script, the read-back of a lost reply, the registration;
 //! - `guard`: the guard and its `Lost` signal; `release`: releases that count once;
 //! - `batch`: several plain locks of one owner taken and released by one script each.
@@ -25,7 +25,6 @@ mod fair;
 mod fenced;
 mod guard;
 mod handle;
-mod hold;
 mod kind;
 mod multi;
 mod reentrant;

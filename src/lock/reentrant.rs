@@ -14,10 +14,10 @@ use futures::future::BoxFuture;
 
 use super::api::lock_api;
 use super::handle::Handle;
-use super::hold::Hold;
+use super::kind::Hold;
+use super::kind::Turns;
 use super::kind::{Ask, Holder, Kind, LockType};
 use super::turns::PlainTurns;
-use super::wait::Turns;
 use crate::connection::Connection;
 use crate::error::Result;
 use crate::names::LockKeys;

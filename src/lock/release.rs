@@ -17,7 +17,7 @@ use futures::future::BoxFuture;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::hold::Hold;
+use super::kind::Hold;
 use crate::background::Ended;
 use crate::connection::Connection;
 use crate::error::{Error, Result};

@@ -9,10 +9,11 @@ use tokio::time::Instant;
 
 use super::api::lock_api;
 use super::handle::Handle;
-use super::hold::Hold;
+use super::kind::Hold;
+use super::kind::Turns;
 use super::kind::{Ask, Holder, Kind, LockType};
 use super::reentrant::{plain_acquire, Reentrant};
-use super::wait::{time_left, Turns};
+use super::wait::time_left;
 use crate::backoff::{Backoff, Delays};
 use crate::connection::Connection;
 use crate::error::Result;

@@ -19,9 +19,10 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tokio::time::Instant;
 
-use super::hold::Hold;
 use super::kind::Ask;
-use super::wait::{subscribe, time_left, Turns};
+use super::kind::Hold;
+use super::kind::Turns;
+use super::wait::{subscribe, time_left};
 use crate::pubsub::{Waiter, Wake};
 use crate::registry::Place;
 

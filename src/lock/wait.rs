@@ -9,53 +9,16 @@
 use std::future::Future;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use tokio::time::Instant;
 use tracing::{field::Empty, Instrument};
 
 use super::attempt::Attempt;
 use super::guard::LockGuard;
-use super::hold::Hold;
-use super::kind::Ask;
+use super::kind::{Hold, Turns};
 use crate::error::Result;
 use crate::pubsub::{Waiter, WakeRule};
 use crate::registry::Registration;
 use crate::shared::Shared;
-
-/// How the waiters of one lock type take turns. One value serves one acquire; dropped before
-/// [`acquired`](Turns::acquired), it undoes what waiting left on Redis (a claim, a place in a
-/// queue), in the background. Each type makes its own ([`LockType::turns`]).
-///
-/// [`LockType::turns`]: super::kind::LockType::turns
-pub(crate) trait Turns: Send {
-    /// Whether the first attempt waits for its turn before it is sent, instead of at once.
-    fn queue_first(&self) -> bool {
-        false
-    }
-
-    /// What the next attempt asks for.
-    fn ask(&mut self) -> Ask;
-
-    /// Gets ready to wait (subscribes to the wake-up, for instance), after a first attempt that
-    /// found the lock busy (`first`: what it found) or instead of one (`first` is `None`).
-    fn start(
-        &mut self,
-        deadline: Option<Instant>,
-        first: Option<Option<Duration>>,
-    ) -> BoxFuture<'_, ()>;
-
-    /// Waits until the next attempt is due. `busy` is what the last attempt found (the most to
-    /// wait before trying again; `None` inside when no bound is known), or `None` for the first
-    /// attempt after [`start`](Turns::start). `false` once the deadline has passed.
-    fn wait_turn(
-        &mut self,
-        busy: Option<Option<Duration>>,
-        deadline: Option<Instant>,
-    ) -> BoxFuture<'_, bool>;
-
-    /// The attempt took the lock.
-    fn acquired(self: Box<Self>);
-}
 
 /// What one attempt found.
 pub(crate) enum Try<T> {

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use super::super::batch::{self, BatchAttempt};
 use super::super::guard::LockGuard;
 use super::super::handle::Handle;
-use super::super::hold::Hold;
+use super::super::kind::Hold;
 use super::super::wait::time_left;
 use crate::error::{Error, Result};
 
