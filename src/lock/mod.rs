@@ -32,7 +32,9 @@ mod release;
 mod rw;
 mod spin;
 mod turns;
-mod wait;
+/// The one wait loop, for whatever waits: the lock types here, a RedLock, and any primitive
+/// that can say what an attempt is and how it waits between attempts.
+pub(crate) mod wait;
 
 pub use fair::FairLock;
 pub use fenced::{FencedGuard, FencedLock};
@@ -42,4 +44,3 @@ pub use multi::{MultiGuard, MultiLock, Part};
 pub use reentrant::Lock;
 pub use rw::{ReadLock, RwLock, WriteLock};
 pub use spin::SpinLock;
-pub(crate) use wait::{time_left, until_taken, Try, Waiting};

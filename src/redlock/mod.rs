@@ -8,7 +8,8 @@ use std::time::Duration;
 use crate::client::Client;
 use crate::config::millis;
 use crate::error::{Error, Result};
-use crate::lock::{until_taken, Lock, Lost};
+use crate::lock::wait::until_taken;
+use crate::lock::{Lock, Lost};
 use crate::names::LockKeys;
 use crate::owner::Owner;
 

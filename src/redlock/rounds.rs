@@ -10,7 +10,8 @@ use tokio::time::Instant;
 
 use super::{RedLock, RedLockGuard};
 use crate::error::{Error, Result};
-use crate::lock::{time_left, LockGuard, Try, Waiting};
+use crate::lock::wait::{time_left, Try, Waiting};
+use crate::lock::LockGuard;
 use crate::owner::Owner;
 use crate::pubsub::{Waiter, Wake};
 
