@@ -20,12 +20,10 @@ use crate::config::{millis, Config};
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::handoff::Handoffs;
-use crate::holds::Holds;
 use crate::lock::{FairLock, FencedLock, Lock, MultiLock, RwLock, SpinLock};
-use crate::names::{FairKeys, LockKeys};
 use crate::pubsub::Hub;
-use crate::queued::Queued;
-use crate::scripts::{self, PUBLISH, SPUBLISH};
+use crate::registry::{Closing, Place, Registry};
+use crate::scripts::{PUBLISH, SPUBLISH};
 use crate::shared::{ReplicaSync, Shared};
 use crate::sweeper::Sweeper;
 use crate::watchdog::Watchdog;
@@ -118,11 +116,11 @@ impl Client {
         };
 
         let (shutdown, _) = watch::channel(false);
-        let holds = Arc::new(Holds::new(config.watchdog_timeout));
+        let registry = Arc::new(Registry::new(config.watchdog_timeout));
         let connection = Connection::new(redis.clone(), &server);
         let watchdog = Watchdog {
             redis: connection.clone(),
-            holds: holds.clone(),
+            registry: registry.clone(),
             lease: config.watchdog_timeout,
             batch: config.renewal_batch,
             per_slot: config.redis.server.is_clustered(),
@@ -142,11 +140,8 @@ impl Client {
                 subscriber,
                 hub,
                 handoffs: Handoffs::new(config.handoff_grace),
-                queued: Queued::default(),
-                claimed: Queued::default(),
                 sweeper,
-                holds,
-                in_flight: Arc::default(),
+                registry,
                 watchdog_ms: millis(config.watchdog_timeout, "watchdog timeout")?,
                 watchdog_timeout: config.watchdog_timeout,
                 command_timeout: config.command_timeout,
@@ -212,14 +207,14 @@ impl Client {
 
     /// Counts of what the client tracks locally, for tests and leak checks.
     pub fn stats(&self) -> ClientStats {
-        let (holds, renewing) = self.shared.holds.counts();
+        let (holds, renewing) = self.shared.registry.hold_counts();
         let (channels, waiters) = self.shared.hub.counts();
         ClientStats {
             holds,
             renewing,
             channels,
             waiters,
-            in_flight: self.shared.in_flight.total(),
+            in_flight: self.shared.registry.in_flight(),
         }
     }
 
@@ -279,7 +274,7 @@ impl Client {
             Ok(())
         };
         self.withdraw_claims().await;
-        self.shared.holds.lose_all("the client shut down");
+        self.shared.registry.lose_all("the client shut down");
         let _ =
             tokio::time::timeout(self.shared.command_timeout, self.shared.sweeper.flush()).await;
         self.shared.shutdown.send_replace(true);
@@ -297,21 +292,26 @@ impl Client {
         released
     }
 
-    /// Gives up every place this client's waiters hold in fair queues, all at once, within a
-    /// command timeout; a place left behind lapses with its deadline.
+    /// What each held thing gets to let go with.
+    fn closing(&self) -> Closing<'_> {
+        Closing {
+            redis: &self.shared.redis,
+            publish: self.shared.publish,
+            claim_window_ms: self.shared.claim_window_ms,
+        }
+    }
+
+    /// Gives up every place this client's waiters hold in queues (a fair lock's), all at once,
+    /// within a command timeout; a place left behind lapses with its deadline. Each lock's type
+    /// gives up its own.
     async fn leave_queues(&self) {
-        let shared = &self.shared;
-        let leaves = shared
-            .queued
-            .all()
-            .into_iter()
-            .map(|(name, field)| async move {
-                let keys = LockKeys::new(&name)?;
-                let fair = FairKeys::new(&name);
-                scripts::fair::leave(&shared.redis, &keys, &fair, &field, shared.publish).await
-            });
+        let closing = &self.closing();
+        let places = self.shared.registry.places(Place::Queue);
+        let leaves = places
+            .iter()
+            .map(|((name, field), held)| held.close_place(closing, name, field));
         let all = futures::future::join_all(leaves);
-        if let Ok(outcomes) = tokio::time::timeout(shared.command_timeout, all).await {
+        if let Ok(outcomes) = tokio::time::timeout(self.shared.command_timeout, all).await {
             for error in outcomes.into_iter().filter_map(Result::err) {
                 tracing::debug!(%error, "could not leave a fair queue at shutdown; the place lapses with its deadline");
             }
@@ -321,49 +321,30 @@ impl Client {
     /// Withdraws every claim this client's waiters may have on a lock's next hand-off, all at
     /// once, within a command timeout; a claim left behind lapses by itself. A waiter that gives
     /// up withdraws its own claim, but in the background, where the closing connection may beat
-    /// it; meanwhile a read-write lock's claim keeps new readers out.
+    /// it; meanwhile a read-write lock's claim keeps new readers out. Each lock's type withdraws
+    /// its own.
     async fn withdraw_claims(&self) {
-        let shared = &self.shared;
-        let unclaims = shared
-            .claimed
-            .all()
-            .into_iter()
-            .map(|(name, field)| async move {
-                // Only a read-write lock's writer field ends in `:write`.
-                if scripts::rw::is_writer_field(&field) {
-                    let keys = LockKeys::rw(&name)?;
-                    scripts::unclaim(&shared.redis, &keys, &field, Some(shared.publish)).await
-                } else {
-                    let keys = LockKeys::new(&name)?;
-                    scripts::unclaim(&shared.redis, &keys, &field, None).await
-                }
-            });
+        let closing = &self.closing();
+        let claims = self.shared.registry.places(Place::Claim);
+        let unclaims = claims
+            .iter()
+            .map(|((name, field), held)| held.close_claim(closing, name, field));
         let all = futures::future::join_all(unclaims);
-        if let Ok(outcomes) = tokio::time::timeout(shared.command_timeout, all).await {
+        if let Ok(outcomes) = tokio::time::timeout(self.shared.command_timeout, all).await {
             for error in outcomes.into_iter().filter_map(Result::err) {
                 tracing::debug!(%error, "could not withdraw a claim at shutdown; it lapses by itself");
             }
         }
     }
 
-    /// Drops every hold of this client's, one script call per lock, all at once.
+    /// Drops every hold of this client's, one script call per lock, all at once; each lock's
+    /// type lets go of its own.
     async fn release_all(&self) -> Result<()> {
-        let inner = &self.shared;
-        let releases = inner
-            .holds
-            .keys()
-            .into_iter()
-            .map(|(name, field)| async move {
-                let keys = LockKeys::new(&name)?;
-                scripts::abandon(
-                    &inner.redis,
-                    &keys,
-                    &field,
-                    inner.publish,
-                    inner.claim_window_ms,
-                )
-                .await
-            });
+        let closing = &self.closing();
+        let holds = self.shared.registry.holds();
+        let releases = holds
+            .iter()
+            .map(|((name, field), held)| held.close_holds(closing, name, field));
         let outcomes = futures::future::join_all(releases).await;
         outcomes
             .into_iter()

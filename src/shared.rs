@@ -15,11 +15,9 @@ use crate::background::Background;
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::handoff::Handoffs;
-use crate::holds::Holds;
-use crate::inflight::InFlight;
 use crate::owner::Owner;
 use crate::pubsub::Hub;
-use crate::queued::Queued;
+use crate::registry::Registry;
 use crate::sweeper::Sweeper;
 
 /// What every lock of one client shares: its identity, connections, settings and background tasks.
@@ -35,14 +33,10 @@ pub(crate) struct Shared {
     pub(crate) hub: Hub,
     /// The plain lock's hand-off graces.
     pub(crate) handoffs: Handoffs,
-    /// This client's waiters' places in fair queues.
-    pub(crate) queued: Queued,
-    /// This client's waiters' claims on hand-offs, until withdrawn or spent.
-    pub(crate) claimed: Queued,
     pub(crate) sweeper: Sweeper,
-    pub(crate) holds: Arc<Holds>,
-    /// Acquires and releases in flight, per lock and holder field.
-    pub(crate) in_flight: Arc<InFlight>,
+    /// Per lock and holder field: this client's holds, its acquires and releases in flight, and
+    /// its waiters' places in queues and claims on hand-offs.
+    pub(crate) registry: Arc<Registry>,
     pub(crate) watchdog_timeout: Duration,
     pub(crate) watchdog_ms: u64,
     pub(crate) command_timeout: Duration,

@@ -12,13 +12,15 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::connection::Connection;
-use crate::holds::{HoldKey, Holds};
-use crate::scripts;
+use crate::registry::{Held, HoldKey, Registry};
+
+/// Holds renewed together: a type that renews them, and each hold with its generation.
+type Renewals = (Arc<dyn Held>, Vec<(HoldKey, u64)>);
 
 /// What the watchdog needs to run.
 pub(crate) struct Watchdog {
     pub(crate) redis: Connection,
-    pub(crate) holds: Arc<Holds>,
+    pub(crate) registry: Arc<Registry>,
     pub(crate) lease: Duration,
     pub(crate) batch: usize,
     /// Cluster: one script's keys must share a slot, so batches are built per slot.
@@ -40,35 +42,36 @@ impl Watchdog {
     }
 
     async fn renew_all(&self) {
-        let due = self.holds.due();
+        let due = self.registry.due();
         let count = due.len();
         let lease_ms = self.lease.as_millis() as u64;
-        // One script renews one kind of hold (plain fields, or readers), on one slot.
-        let mut groups: HashMap<(bool, u16), Vec<(HoldKey, u64)>> = HashMap::new();
-        for (key, generation, reader) in due {
+        // One call renews the holds of one renewal (as their types name it), on one slot.
+        let mut groups: HashMap<(&'static str, u16), Renewals> = HashMap::new();
+        for (key, generation, held) in due {
             let slot = if self.per_slot {
                 fred::util::redis_keyslot(key.0.as_bytes())
             } else {
                 0
             };
             groups
-                .entry((reader, slot))
-                .or_default()
+                .entry((held.renewal(), slot))
+                .or_insert_with(|| (held.clone(), Vec::new()))
+                .1
                 .push((key, generation));
         }
         let batches = groups
-            .iter()
-            .flat_map(|(&(reader, _), group)| group.chunks(self.batch).map(move |b| (reader, b)))
-            .map(|(reader, batch)| async move {
+            .values()
+            .flat_map(|(held, group)| group.chunks(self.batch).map(move |b| (held, b)))
+            .map(|(held, batch)| async move {
             let locks: Vec<HoldKey> = batch.iter().map(|(k, _)| k.clone()).collect();
             let sent_at = Instant::now();
-            match scripts::renew(&self.redis, &locks, lease_ms, reader).await {
+            match held.renew(&self.redis, &locks, lease_ms).await {
                 Ok(renewed) => {
                     for ((key, generation), ok) in batch.iter().zip(renewed) {
                         if ok {
-                            self.holds.renewed(key, *generation, sent_at);
+                            self.registry.renewed(key, *generation, sent_at);
                         } else {
-                            self.holds
+                            self.registry
                                 .lose(key, *generation, "the lock is gone (expired or deleted)");
                         }
                     }
@@ -81,6 +84,6 @@ impl Watchdog {
         futures::future::join_all(batches)
             .instrument(tracing::debug_span!("relock.renew", locks = count))
             .await;
-        self.holds.lose_lapsed();
+        self.registry.lose_lapsed();
     }
 }

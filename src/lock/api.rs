@@ -1,16 +1,16 @@
 //! The methods every lock type has, written once: each type's file says `lock_api!` with its
-//! name, its way of taking turns and the client method that makes it, and documents what is
-//! special about it on the type itself.
+//! name and the client method that makes it, and documents what is special about it on the type
+//! itself.
 
-/// Implements the shared lock API on `$Type` (a struct with a `handle: Handle` field), taking
-/// turns with `$turns`; `$make` is the `Client` method that makes one, for the examples, and
+/// Implements the shared lock API on `$Type` (a struct with a `handle: Handle` field, which
+/// knows the lock's type); `$make` is the `Client` method that makes one, for the examples, and
 /// `$then` what follows its call there (`.read()` for a read lock). The guards are `$Guard`s,
 /// made from a [`LockGuard`](crate::LockGuard) (by default, the `LockGuard` itself).
 macro_rules! lock_api {
-    ($Type:ident, $turns:expr, $make:literal) => {
-        $crate::lock::api::lock_api!($Type, $turns, $make, "", $crate::LockGuard);
+    ($Type:ident, $make:literal) => {
+        $crate::lock::api::lock_api!($Type, $make, "", $crate::LockGuard);
     };
-    ($Type:ident, $turns:expr, $make:literal, $then:literal, $Guard:ty) => {
+    ($Type:ident, $make:literal, $then:literal, $Guard:ty) => {
         impl std::fmt::Debug for $Type {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 self.handle.debug_as(stringify!($Type), f)
@@ -51,7 +51,7 @@ macro_rules! lock_api {
             #[allow(clippy::useless_conversion)]
             pub async fn lock(&self) -> $crate::Result<$Guard> {
                 self.handle
-                    .acquire(None, None, $turns)
+                    .acquire(None, None)
                     .await
                     .map(|guard| guard.expect("an unbounded wait ends only with the lock").into())
             }
@@ -74,7 +74,7 @@ macro_rules! lock_api {
                 lease: std::time::Duration,
             ) -> $crate::Result<$Guard> {
                 self.handle
-                    .acquire(Some(lease), None, $turns)
+                    .acquire(Some(lease), None)
                     .await
                     .map(|guard| guard.expect("an unbounded wait ends only with the lock").into())
             }
@@ -94,7 +94,7 @@ macro_rules! lock_api {
             #[allow(clippy::useless_conversion)]
             pub async fn try_lock(&self) -> $crate::Result<Option<$Guard>> {
                 self.handle
-                    .acquire(None, Some(std::time::Duration::ZERO), $turns)
+                    .acquire(None, Some(std::time::Duration::ZERO))
                     .await
                     .map(|guard| guard.map(Into::into))
             }
@@ -117,7 +117,7 @@ macro_rules! lock_api {
                 lease: Option<std::time::Duration>,
             ) -> $crate::Result<Option<$Guard>> {
                 self.handle
-                    .acquire(lease, Some(wait), $turns)
+                    .acquire(lease, Some(wait))
                     .await
                     .map(|guard| guard.map(Into::into))
             }
@@ -158,7 +158,7 @@ macro_rules! lock_api {
                 F: FnOnce($crate::Lost) -> Fut,
                 Fut: std::future::Future<Output = T>,
             {
-                self.handle.with($turns, work).await
+                self.handle.with(work).await
             }
 
             /// Deletes the lock whoever holds it, and tells its waiters as a last release does

@@ -1,6 +1,6 @@
 //! One attempt to take a hold, the same for every lock type: wait for the owner's releases of
-//! the lock still in flight (see `inflight`), run the type's acquire script (which `kind`
-//! picks), resolve a lost reply by reading the lock back, and register the hold with the client's
+//! the lock still in flight (see `inflight`), run the type's acquire script (its `LockType`'s),
+//! resolve a lost reply by reading the lock back, and register the hold with the client's
 //! registry, which renews it and tells its guards when it is lost. With replica sync on, the
 //! guard's maker then waits for a replica to have the hold ([`Hold::await_replica`]).
 
@@ -12,13 +12,13 @@ use fred::types::config::Options;
 use fred::types::ClusterHash;
 use tokio::time::Instant;
 
-use super::hold::{Hold, Lease};
 use super::kind::Ask;
+use super::kind::{Hold, Lease};
 use crate::background::Ended;
 use crate::connection::Connection;
 use crate::error::{Error, Result};
-use crate::holds::{Registration, Renew};
-use crate::inflight::Acquiring;
+use crate::registry::Acquiring;
+use crate::registry::Registration;
 use crate::scripts::{self, Answer};
 use crate::shared::ReplicaSync;
 
@@ -142,8 +142,8 @@ impl<'a> Sending<'a> {
     /// replay key: a hold taken now could be the one its retry finds and releases. It goes
     /// first.
     pub(super) async fn gate(hold: &Hold) -> Acquiring {
-        let in_flight = &hold.shared.in_flight;
-        in_flight.acquiring(hold.in_flight_key, hold.lease_ms).await
+        let registry = &hold.shared.registry;
+        registry.acquiring(&hold.hold_key(), hold.lease_ms).await
     }
 
     /// Arms the orphan check of an acquire counted in flight (by [`gate`](Sending::gate)), just
@@ -153,7 +153,7 @@ impl<'a> Sending<'a> {
             hold,
             orphan: OrphanCheck::arm(hold),
             acquiring,
-            held_before: hold.shared.holds.guards(&hold.hold_key()),
+            held_before: hold.shared.registry.guards(&hold.hold_key()),
         }
     }
 
@@ -179,16 +179,13 @@ impl<'a> Sending<'a> {
     /// among those that remain.
     pub(super) fn taken(mut self, sent_at: Instant) -> Registration {
         let hold = self.hold;
-        let renew = match hold.lease {
-            Lease::Fixed(_) => Renew::No,
-            Lease::Watchdog if hold.kind.renews_readers() => Renew::Reader,
-            Lease::Watchdog => Renew::Field,
-        };
+        let renew = hold.lease == Lease::Watchdog;
         let lease = Duration::from_millis(hold.lease_ms);
-        let registration = hold
-            .shared
-            .holds
-            .register(hold.hold_key(), renew, sent_at, lease);
+        let held = hold.kind.held();
+        let registration =
+            hold.shared
+                .registry
+                .register(hold.hold_key(), held, renew, sent_at, lease);
         self.orphan.disarm();
         drop(self.acquiring);
         registration
@@ -234,7 +231,7 @@ impl Drop for OrphanCheck<'_> {
                     let Ok(state) = &inspected else {
                         return Ended::of(&inspected); // the hold, if any, expires with its lease
                     };
-                    if state.holds > u64::from(shared.holds.guards(&hold.hold_key())) {
+                    if state.holds > u64::from(shared.registry.guards(&hold.hold_key())) {
                         tracing::debug!(lock = %hold.keys.name, "releasing the hold of a cancelled acquire");
                         return hold.release_orphan(fresh.as_deref(), &releasing).await;
                     }

@@ -2,7 +2,7 @@
 //! script in one round trip ([`try_all`]) and released by one ([`release_all`]).
 //!
 //! A batch is a set of holds that one script can take: at least one, all of the plain lock
-//! (`Kind::Reentrant`, which claims nothing here), on one client (one `Shared`), with one
+//! (whose type `batches`; it claims nothing here), on one client (one `Shared`), with one
 //! holder field (one owner) and one lease, on distinct lock names, and in one cluster slot when
 //! the client is clustered. The callers (the multi-lock) make sure of it; debug builds assert it.
 //!
@@ -29,7 +29,7 @@ use tracing::Instrument;
 
 use super::attempt::Sending;
 use super::guard::LockGuard;
-use super::hold::Hold;
+use super::kind::Hold;
 use super::release::{until_answered, Outgoing, ReleaseAs, ResumeRelease};
 use crate::error::Result;
 use crate::names::LockKeys;
@@ -273,10 +273,7 @@ fn debug_assert_batch<'a>(holds: impl Iterator<Item = &'a Hold> + Clone) {
             std::sync::Arc::ptr_eq(&hold.shared, &first.shared),
             "a batch is on one client"
         );
-        assert!(
-            matches!(hold.kind, super::kind::Kind::Reentrant),
-            "a batch is of plain locks"
-        );
+        assert!(hold.kind.batches(), "a batch is of plain locks");
         assert!(hold.field == first.field, "a batch has one owner");
         assert!(
             hold.lease == first.lease && hold.lease_ms == first.lease_ms,

@@ -13,18 +13,23 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use fred::bytes_utils::Str;
+use futures::future::BoxFuture;
 use tokio::time::Instant;
 
 use super::api::lock_api;
 use super::handle::Handle;
-use super::hold::Hold;
-use super::kind::{Ask, Kind};
-use super::wait::{subscribe, time_left, TakeTurns, Turns};
+use super::kind::Hold;
+use super::kind::Turns;
+use super::kind::{Ask, Holder, Kind, LockType};
+use super::wait::{subscribe, time_left};
 use crate::background::Ended;
 use crate::connection::Connection;
-use crate::names::FairKeys;
+use crate::error::Result;
+use crate::names::{FairKeys, LockKeys};
 use crate::pubsub::Waiter;
-use crate::scripts;
+use crate::registry::Place;
+use crate::scripts::{self, Answer, ReleaseHow, Released};
 use crate::shared::Shared;
 
 /// A fair (first come, first served) reentrant distributed lock, wire-compatible with Redisson's
@@ -71,23 +76,98 @@ pub struct FairLock {
 impl FairLock {
     pub(crate) fn new(shared: Arc<Shared>, name: String) -> FairLock {
         FairLock {
-            handle: Handle::new(shared, name, |name| {
-                Kind::Fair(Arc::new(FairKeys::new(name)))
-            }),
+            handle: Handle::new(
+                shared,
+                name.clone(),
+                Kind::of(Fair {
+                    keys: Arc::new(FairKeys::new(&name)),
+                }),
+            ),
         }
     }
 }
 
-lock_api!(FairLock, Queue, "fair_lock");
+lock_api!(FairLock, "fair_lock");
 
-/// The fair lock's way of taking turns: a queue on Redis.
-pub(super) struct Queue;
+/// The fair lock's type: the lock hash, a queue of waiters and their deadlines on Redis, and a
+/// wake-up channel per waiter. Its releases always leave a replay key, as they move the queue
+/// too, as Redisson's do.
+pub(super) struct Fair {
+    keys: Arc<FairKeys>,
+}
 
-impl TakeTurns for Queue {
-    type Turns<'h> = FairTurns<'h>;
+impl LockType for Fair {
+    fn tag(&self) -> &'static str {
+        "fair_lock"
+    }
 
-    fn turns<'h>(&self, hold: &'h Hold, wait: Option<Duration>) -> FairTurns<'h> {
-        FairTurns::new(hold, wait)
+    fn turns<'h>(&self, hold: &'h Hold, wait: Option<Duration>) -> Box<dyn Turns + 'h> {
+        Box::new(FairTurns {
+            hold,
+            one_shot: wait == Some(Duration::ZERO),
+            waiter: None,
+            queued: None,
+        })
+    }
+
+    fn acquire<'a>(
+        &'a self,
+        shared: &'a Shared,
+        redis: &'a Connection,
+        hold: Holder<'a>,
+        lease_ms: u64,
+        ask: Ask,
+    ) -> BoxFuture<'a, Result<Answer>> {
+        let (keys, field, fair) = (hold.keys, hold.field, &*self.keys);
+        let (queue, waiter) = (ask == Ask::Queue, shared.fair_waiter_ms);
+        Box::pin(async move {
+            let busy =
+                scripts::fair::acquire(redis, keys, fair, lease_ms, field, waiter, queue).await?;
+            Ok(busy.into())
+        })
+    }
+
+    fn release<'a>(
+        &'a self,
+        hold: Holder<'a>,
+        redis: &'a Connection,
+        keep_ms: u64,
+        how: ReleaseHow<'a>,
+    ) -> BoxFuture<'a, Result<Released>> {
+        let (keys, field, fair) = (hold.keys, hold.field, &*self.keys);
+        Box::pin(scripts::fair::release(
+            redis, keys, fair, field, keep_ms, how,
+        ))
+    }
+
+    fn force_release<'a>(
+        &'a self,
+        shared: &'a Shared,
+        keys: &'a LockKeys,
+    ) -> BoxFuture<'a, Result<bool>> {
+        let publish = self.publish(shared);
+        Box::pin(scripts::fair::force_release(
+            &shared.redis,
+            keys,
+            &self.keys,
+            publish,
+        ))
+    }
+
+    fn always_replays(&self) -> bool {
+        true
+    }
+
+    fn leave_queue<'a>(
+        &'a self,
+        redis: &'a Connection,
+        keys: &'a LockKeys,
+        field: &'a Str,
+        publish: &'static str,
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(scripts::fair::leave(
+            redis, keys, &self.keys, field, publish,
+        ))
     }
 }
 
@@ -95,27 +175,13 @@ impl TakeTurns for Queue {
 /// wake-up channel of its own.
 pub(super) struct FairTurns<'a> {
     hold: &'a Hold,
-    fair: Arc<FairKeys>,
     one_shot: bool,
     waiter: Option<Waiter>,
     /// Set once an attempt may have queued this waiter: it leaves the queue if dropped.
     queued: Option<LeaveQueue>,
 }
 
-impl<'a> FairTurns<'a> {
-    fn new(hold: &'a Hold, wait: Option<Duration>) -> FairTurns<'a> {
-        let Kind::Fair(fair) = &hold.kind else {
-            unreachable!("fair turns are made for fair locks only");
-        };
-        FairTurns {
-            hold,
-            fair: fair.clone(),
-            one_shot: wait == Some(Duration::ZERO),
-            waiter: None,
-            queued: None,
-        }
-    }
-
+impl FairTurns<'_> {
     /// This waiter's wake-up channel: `redisson_lock__channel:{<name>}:<field>`.
     fn channel(&self) -> String {
         [&*self.hold.keys.channel, ":", &*self.hold.field].concat()
@@ -129,42 +195,54 @@ impl Turns for FairTurns<'_> {
         }
         if self.queued.is_none() {
             let hold = self.hold;
-            hold.shared.queued.enter(&hold.keys.name, &hold.field);
+            let held = hold.kind.held();
+            hold.shared
+                .registry
+                .enter(Place::Queue, &hold.keys.name, &hold.field, held);
             self.queued = Some(LeaveQueue {
                 hold: hold.clone(),
-                fair: self.fair.clone(),
                 armed: true,
             });
         }
         Ask::Queue
     }
 
-    async fn start(&mut self, deadline: Option<Instant>, _first: Option<Option<Duration>>) {
-        self.waiter = Some(subscribe(&self.hold.shared, &self.channel(), deadline).await);
+    fn start(
+        &mut self,
+        deadline: Option<Instant>,
+        _first: Option<Option<Duration>>,
+    ) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let (shared, channel) = (&self.hold.shared, self.channel());
+            let rule = self.hold.kind.wakes();
+            self.waiter = Some(subscribe(shared, &channel, rule, deadline).await);
+        })
     }
 
-    async fn wait_turn(
+    fn wait_turn(
         &mut self,
         busy: Option<Option<Duration>>,
         deadline: Option<Instant>,
-    ) -> bool {
-        let Some(remaining) = time_left(deadline) else {
-            return false;
-        };
-        // The first attempt after subscribing goes at once: a release before the subscription
-        // woke nobody.
-        let Some(retry) = busy else {
-            return true;
-        };
-        // Renew the place in the queue every third of the waiter timeout, whatever the hint.
-        let renew = Duration::from_millis((self.hold.shared.fair_waiter_ms / 3).max(1));
-        let bound = retry.map_or(renew, |retry| retry.min(renew)).min(remaining);
-        let waiter = self.waiter.as_ref().expect("started before waiting");
-        waiter.wait(bound.max(Duration::from_millis(1))).await;
-        true
+    ) -> BoxFuture<'_, bool> {
+        Box::pin(async move {
+            let Some(remaining) = time_left(deadline) else {
+                return false;
+            };
+            // The first attempt after subscribing goes at once: a release before the
+            // subscription woke nobody.
+            let Some(retry) = busy else {
+                return true;
+            };
+            // Renew the place in the queue every third of the waiter timeout, whatever the hint.
+            let renew = Duration::from_millis((self.hold.shared.fair_waiter_ms / 3).max(1));
+            let bound = retry.map_or(renew, |retry| retry.min(renew)).min(remaining);
+            let waiter = self.waiter.as_ref().expect("started before waiting");
+            waiter.wait(bound.max(Duration::from_millis(1))).await;
+            true
+        })
     }
 
-    fn acquired(mut self) {
+    fn acquired(mut self: Box<Self>) {
         // The acquire script took this waiter out of the queue with the lock.
         if let Some(mut queued) = self.queued.take() {
             queued.armed = false;
@@ -180,7 +258,6 @@ impl Turns for FairTurns<'_> {
 /// attempts sent before it, so the next waiter need not wait out its deadline.
 struct LeaveQueue {
     hold: Hold,
-    fair: Arc<FairKeys>,
     armed: bool,
 }
 
@@ -192,16 +269,18 @@ impl Drop for LeaveQueue {
             // `Client::shutdown`): the place stays listed for it.
             return;
         }
-        shared.queued.leave(&self.hold.keys.name, &self.hold.field);
+        shared
+            .registry
+            .leave(Place::Queue, &self.hold.keys.name, &self.hold.field);
         if !self.armed {
             return;
         }
-        let (hold, fair) = (self.hold.clone(), self.fair.clone());
+        let hold = self.hold.clone();
         let shared = hold.shared.clone();
         shared
             .background
             .must_run(Arc::new(move |fresh: Option<Arc<Connection>>| {
-                let (hold, fair) = (hold.clone(), fair.clone());
+                let hold = hold.clone();
                 Box::pin(async move {
                     let shared = &hold.shared;
                     // On the acquires' connection, so it runs after the last of them.
@@ -209,7 +288,9 @@ impl Drop for LeaveQueue {
                         .as_deref()
                         .unwrap_or_else(|| shared.acquire_connection());
                     let publish = hold.kind.publish(shared);
-                    let left = scripts::fair::leave(redis, &hold.keys, &fair, &hold.field, publish);
+                    let left = hold
+                        .kind
+                        .leave_queue(redis, &hold.keys, &hold.field, publish);
                     let left = left.await;
                     if let Err(error) = &left {
                         tracing::debug!(lock = %hold.keys.name, %error, "could not leave the fair queue; the place lapses with its deadline");

@@ -4,16 +4,23 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use fred::bytes_utils::Str;
 use fred::interfaces::KeysInterface;
+use futures::future::BoxFuture;
 
 use super::api::lock_api;
 use super::guard::{LockGuard, Lost};
 use super::handle::Handle;
-use super::kind::Kind;
-use super::turns::Plain;
+use super::kind::Hold;
+use super::kind::Turns;
+use super::kind::{Ask, Holder, Kind, LockType};
+use super::reentrant::{plain_acquire, Reentrant};
+use super::turns::PlainTurns;
+use crate::connection::Connection;
 use crate::error::{Error, Result};
-use crate::names::prefixed;
+use crate::names::{prefixed, LockKeys};
 use crate::owner::Owner;
+use crate::scripts::{Answer, ReleaseHow, Released};
 use crate::shared::Shared;
 
 /// A reentrant distributed lock whose holders get a **fencing token**: a number that grows with
@@ -61,9 +68,13 @@ pub struct FencedLock {
 impl FencedLock {
     pub(crate) fn new(shared: Arc<Shared>, name: String) -> FencedLock {
         FencedLock {
-            handle: Handle::new(shared, name, |name| {
-                Kind::Fenced(prefixed("redisson_lock_token", name).into())
-            }),
+            handle: Handle::new(
+                shared,
+                name.clone(),
+                Kind::of(Fenced {
+                    token: prefixed("redisson_lock_token", &name).into(),
+                }),
+            ),
         }
     }
 
@@ -88,7 +99,77 @@ impl FencedLock {
     }
 }
 
-lock_api!(FencedLock, Plain, "fenced_lock", "", FencedGuard);
+lock_api!(FencedLock, "fenced_lock", "", FencedGuard);
+
+/// The fenced lock's type: the plain lock's, whose acquires also take a token from this counter
+/// when a new owner comes in.
+pub(super) struct Fenced {
+    /// The token counter, `redisson_lock_token:{<name>}`.
+    token: Str,
+}
+
+impl LockType for Fenced {
+    fn tag(&self) -> &'static str {
+        "fenced_lock"
+    }
+
+    fn turns<'h>(&self, hold: &'h Hold, wait: Option<Duration>) -> Box<dyn Turns + 'h> {
+        Box::new(PlainTurns::new(hold, wait))
+    }
+
+    fn acquire<'a>(
+        &'a self,
+        shared: &'a Shared,
+        redis: &'a Connection,
+        hold: Holder<'a>,
+        lease_ms: u64,
+        ask: Ask,
+    ) -> BoxFuture<'a, Result<Answer>> {
+        plain_acquire(shared, redis, hold, lease_ms, ask, Some(&self.token))
+    }
+
+    fn token<'a>(
+        &'a self,
+        redis: &'a Connection,
+        keys: &'a LockKeys,
+    ) -> BoxFuture<'a, Result<Option<u64>>> {
+        Box::pin(async move {
+            let token = &self.token;
+            let value: Option<u64> = redis
+                .get(token.clone())
+                .await
+                .map_err(|e| Error::from_redis(e, &keys.name, &redis.server))?;
+            // The acquire wrote it; gone since (deleted by hand), the hold has no token to give.
+            let gone = || {
+                let why = format!("the fencing token counter `{token}` is gone");
+                Error::redis(crate::redis_error::missing(why), &redis.server)
+            };
+            value.map(Some).ok_or_else(gone)
+        })
+    }
+
+    fn release<'a>(
+        &'a self,
+        hold: Holder<'a>,
+        redis: &'a Connection,
+        keep_ms: u64,
+        how: ReleaseHow<'a>,
+    ) -> BoxFuture<'a, Result<Released>> {
+        Reentrant.release(hold, redis, keep_ms, how)
+    }
+
+    fn force_release<'a>(
+        &'a self,
+        shared: &'a Shared,
+        keys: &'a LockKeys,
+    ) -> BoxFuture<'a, Result<bool>> {
+        Reentrant.force_release(shared, keys)
+    }
+
+    fn hands_off_with_grace(&self) -> bool {
+        true
+    }
+}
 
 /// A hold of a [`FencedLock`], with its fencing token. Everything else is a
 /// [`LockGuard`]'s: release it with [`unlock`](FencedGuard::unlock); dropping it releases it in

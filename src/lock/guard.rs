@@ -14,11 +14,11 @@ use futures::future::BoxFuture;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::hold::{Hold, Lease};
+use super::kind::{Hold, Lease};
 use super::release::{ReleaseAs, ResumeRelease};
 use crate::error::{Error, Result};
-use crate::holds::{Leaving, Registration, Standing};
 use crate::owner::Owner;
+use crate::registry::{Leaving, Registration, Standing};
 use crate::scripts::{self, Released};
 
 /// One hold of a lock of any type ([`Lock`](crate::Lock), [`FairLock`](crate::FairLock),
@@ -257,7 +257,7 @@ impl LockGuard {
     fn stop_renewal(&self) -> Leaving {
         self.hold
             .shared
-            .holds
+            .registry
             .unregister(&self.hold.hold_key(), &self.registration)
     }
 }

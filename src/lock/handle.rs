@@ -9,14 +9,14 @@ use std::time::Duration;
 use fred::bytes_utils::Str;
 
 use super::guard::{LockGuard, Lost};
-use super::hold::{Hold, Lease};
 use super::kind::Kind;
-use super::wait::{self, TakeTurns};
+use super::kind::{Hold, Lease};
+use super::wait;
 use crate::config::millis;
 use crate::error::{Error, Result};
-use crate::inflight::Fingerprint;
 use crate::names::LockKeys;
 use crate::owner::Owner;
+use crate::pubsub::Waiter;
 use crate::scripts;
 use crate::shared::Shared;
 
@@ -67,18 +67,9 @@ impl Handle {
 }
 
 impl Handle {
-    /// A handle on lock `name` of the type `kind` makes of the name.
-    pub(crate) fn new(
-        shared: Arc<Shared>,
-        name: String,
-        kind: impl FnOnce(&str) -> Kind,
-    ) -> Handle {
-        let kind = kind(&name);
-        let keys = match kind {
-            Kind::Read | Kind::Write => LockKeys::rw(&name),
-            _ => LockKeys::new(&name),
-        };
-        let keys = keys.map(Arc::new);
+    /// A handle on lock `name` of type `kind`.
+    pub(crate) fn new(shared: Arc<Shared>, name: String, kind: Kind) -> Handle {
+        let keys = kind.keys(&name).map(Arc::new);
         Handle {
             kind,
             shared,
@@ -110,8 +101,10 @@ impl Handle {
         &self.kind
     }
 
-    pub(crate) fn kind_mut(&mut self) -> &mut Kind {
-        &mut self.kind
+    /// Makes the handle's lock one of type `kind` (the same keys: a spin lock with another
+    /// backoff, say).
+    pub(crate) fn set_kind(&mut self, kind: Kind) {
+        self.kind = kind;
     }
 
     fn owner(&self) -> Owner {
@@ -119,16 +112,15 @@ impl Handle {
     }
 
     /// Takes the lock: with the watchdog's lease (`lease: None`) or a fixed one, waiting at most
-    /// `wait` (`None`: as long as it takes), taking turns as the type's `turns` make them.
+    /// `wait` (`None`: as long as it takes), taking turns as the type makes them.
     pub(crate) async fn acquire(
         &self,
         lease: Option<Duration>,
         wait: Option<Duration>,
-        turns: impl TakeTurns,
     ) -> Result<Option<LockGuard>> {
         self.shared.check_open()?;
         let hold = self.hold(lease)?;
-        wait::acquire(&hold, turns.turns(&hold, wait), wait).await
+        wait::acquire(&hold, hold.kind.turns(&hold, wait), wait).await
     }
 
     /// The hold an acquire of this handle asks for: with the watchdog's lease (`lease: None`)
@@ -146,7 +138,6 @@ impl Handle {
         Ok(Hold {
             shared: shared.clone(),
             kind: self.kind.clone(),
-            in_flight_key: Fingerprint::of(&keys.name, &field),
             field,
             keys,
             owner,
@@ -156,16 +147,24 @@ impl Handle {
     }
 
     /// Takes the lock (as long as it takes), runs `work`, and releases the lock.
-    pub(crate) async fn with<F, Fut, T>(&self, turns: impl TakeTurns, work: F) -> Result<T>
+    pub(crate) async fn with<F, Fut, T>(&self, work: F) -> Result<T>
     where
         F: FnOnce(Lost) -> Fut,
         Fut: Future<Output = T>,
     {
-        let guard = self.acquire(None, None, turns).await?;
+        let guard = self.acquire(None, None).await?;
         let guard = guard.expect("an unbounded wait ends only with the lock");
         let value = work(guard.lost()).await;
         guard.unlock().await?;
         Ok(value)
+    }
+
+    /// A waiter on the lock's wake-up channel, woken as the type's waiters are, once its
+    /// subscription is confirmed (at most a command timeout, never past `deadline`).
+    pub(crate) async fn waiter(&self, deadline: Option<tokio::time::Instant>) -> Result<Waiter> {
+        let keys = self.keys.clone()?;
+        let rule = self.kind.wakes();
+        Ok(wait::subscribe(&self.shared, &keys.channel, rule, deadline).await)
     }
 
     pub(crate) async fn force_unlock(&self) -> Result<bool> {

@@ -1,44 +1,34 @@
-//! What sets the lock types apart on the wire: which scripts take, release and force-release a
-//! hold, and whether a release publishes a wake-up and leaves a hand-off grace.
+//! What sets the lock types apart: one [`LockType`] per type, implemented once in that type's
+//! file (`reentrant`, `fair`, `spin`, `fenced`, `rw`), with the [`Turns`] its waiters take, and
+//! [`Kind`], the handle the shared core holds it by; and a [`Hold`] of one, as an acquire asks
+//! for it and a guard keeps it (the two refer to each other, so they live here together; `attempt`
+//! takes a hold, `release` gives it back). Nothing outside a type's file asks which type a lock
+//! is: the core asks the type.
 //!
 //! Every type keeps its holds in the same Redisson hash (`<name>`: holder field → count), so
-//! inspection, renewal and the shutdown release are shared; how waiters are ordered and woken is
-//! the job of each type's turns (`turns`, `fair`, `spin`).
+//! inspection and the release bookkeeping are shared; the defaults below are that hash's
+//! (renewal, the shutdown's release, claims), and a type overrides what it does differently.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use fred::bytes_utils::Str;
-use fred::interfaces::KeysInterface;
+use futures::future::{self, BoxFuture};
+use tokio::time::Instant;
 
-use crate::backoff::Backoff;
 use crate::connection::Connection;
-use crate::error::{Error, Result};
-use crate::names::{FairKeys, LockKeys};
-use crate::scripts::{self, Answer, Claim, ReleaseHow, Released, NO_PUBLISH};
+use crate::error::Result;
+use crate::names::LockKeys;
+use crate::owner::Owner;
+use crate::pubsub::{WakeRule, Wakes};
+use crate::registry::{Closing, Held, HoldKey};
+use crate::scripts::{self, Answer, ReleaseHow, Released, UNLOCK_MESSAGE};
 use crate::shared::Shared;
 
 /// Who asks: the lock's keys and the holder field.
 pub(crate) struct Holder<'a> {
     pub(crate) keys: &'a LockKeys,
     pub(crate) field: &'a Str,
-}
-
-/// A lock type, as the shared core sees it.
-#[derive(Debug, Clone)]
-pub(crate) enum Kind {
-    /// [`Lock`](crate::Lock): waiters woken one per process by a message on the lock's channel.
-    Reentrant,
-    /// [`FairLock`](crate::FairLock): a queue on Redis; a release wakes its first waiter alone.
-    Fair(Arc<FairKeys>),
-    /// [`SpinLock`](crate::SpinLock): no messages; waiters retry after growing pauses.
-    Spin(Backoff),
-    /// [`FencedLock`](crate::FencedLock): the plain lock, whose new owners also take a token
-    /// from this counter.
-    Fenced(Str),
-    /// The read lock of an [`RwLock`](crate::RwLock): many readers, each with its own lease.
-    Read,
-    /// The write lock of an [`RwLock`](crate::RwLock): one writer, which may also read.
-    Write,
 }
 
 /// What one acquire attempt asks the script for, beyond the hold.
@@ -54,158 +44,331 @@ pub(crate) enum Ask {
     Queue,
 }
 
-impl Kind {
-    /// The holder field of `owner_field` (`<client-uuid>:<owner>`) for this type: a read-write
-    /// lock's writer appends `:write`, as Redisson's does.
-    pub(crate) fn field(&self, owner_field: String) -> Str {
-        match self {
-            Kind::Write => scripts::rw::writer_field(&owner_field),
-            _ => owner_field.into(),
-        }
+/// A lock type: its keys, holder field, turn-taking, scripts, renewal, wake-ups and shutdown.
+/// Each type implements it once, in its own file; the defaults are the lock hash's.
+pub(crate) trait LockType: Send + Sync + 'static {
+    /// The type's name. Two handles on one lock name are one lock only when their tags match.
+    fn tag(&self) -> &'static str;
+
+    /// The keys of lock `name`, or the error its name gets.
+    fn keys(&self, name: &str) -> Result<LockKeys> {
+        LockKeys::new(name)
     }
 
+    /// The holder field of `owner_field` (`<client-uuid>:<owner>`) for this type.
+    fn field(&self, owner_field: String) -> Str {
+        owner_field.into()
+    }
+
+    /// What [`inspect`](scripts::inspect) counts as locked for this type (see
+    /// `lua/inspect.lua`).
+    fn view(&self) -> &'static str {
+        ""
+    }
+
+    /// Whether holds of this type may be taken and released several at once, by one script
+    /// (see `batch`).
+    fn batches(&self) -> bool {
+        false
+    }
+
+    /// The turns of one acquire of `hold`, waiting at most `wait`: how its waiter waits for its
+    /// turn and what each attempt asks for.
+    fn turns<'h>(&self, hold: &'h Hold, wait: Option<Duration>) -> Box<dyn Turns + 'h>;
+
     /// Runs the type's acquire script.
-    pub(crate) async fn acquire(
-        &self,
-        shared: &Shared,
-        redis: &Connection,
-        hold: Holder<'_>,
+    fn acquire<'a>(
+        &'a self,
+        shared: &'a Shared,
+        redis: &'a Connection,
+        hold: Holder<'a>,
         lease_ms: u64,
         ask: Ask,
-    ) -> Result<Answer> {
-        let window = shared.claim_window_ms;
-        let (keys, field) = (hold.keys, hold.field);
-        let claim = match ask {
-            Ask::Claim(priority) => Claim::For { priority },
-            Ask::Now | Ask::Queue => Claim::No,
-        };
-        Ok(match self {
-            Kind::Reentrant | Kind::Spin(_) => {
-                scripts::acquire(redis, keys, lease_ms, field, claim, window, None).await?
-            }
-            Kind::Fenced(token) => {
-                scripts::acquire(redis, keys, lease_ms, field, claim, window, Some(token)).await?
-            }
-            Kind::Fair(fair) => {
-                let queue = ask == Ask::Queue;
-                let waiter = shared.fair_waiter_ms;
-                scripts::fair::acquire(redis, keys, fair, lease_ms, field, waiter, queue)
-                    .await?
-                    .into()
-            }
-            Kind::Read => scripts::rw::read_acquire(redis, keys, lease_ms, field, window)
-                .await?
-                .into(),
-            Kind::Write => {
-                let claim = claim != Claim::No;
-                scripts::rw::write_acquire(redis, keys, lease_ms, field, claim, window)
-                    .await?
-                    .into()
-            }
-        })
-    }
+    ) -> BoxFuture<'a, Result<Answer>>;
 
     /// The owner's fencing token, read back after an acquire whose reply was lost but which the
     /// read-back showed took the hold (`None` for the types without tokens).
-    pub(crate) async fn token(&self, redis: &Connection, keys: &LockKeys) -> Result<Option<u64>> {
-        let Kind::Fenced(token) = self else {
-            return Ok(None);
-        };
-        // Boxed: fred's command future is large, and every waiting lock() would carry it.
-        let value: Option<u64> = Box::pin(redis.get(token.clone()))
-            .await
-            .map_err(|e| Error::from_redis(e, &keys.name, &redis.server))?;
-        // The acquire wrote it; gone since (deleted by hand), the hold has no token to give.
-        let gone = || {
-            let why = format!("the fencing token counter `{token}` is gone");
-            Error::redis(crate::redis_error::missing(why), &redis.server)
-        };
-        value.map(Some).ok_or_else(gone)
-    }
-
-    /// What [`inspect`](scripts::inspect) counts as locked for this type (see `lua/inspect.lua`).
-    pub(crate) fn view(&self) -> &'static str {
-        match self {
-            Kind::Read => "read",
-            Kind::Write => "write",
-            _ => "",
-        }
-    }
-
-    /// Whether a withdrawn claim of this type's waiter wakes the lock's waiters: a read-write
-    /// lock's writer's claim keeps new readers out of a read-locked lock, and they may come in
-    /// once it goes (see `lua/unclaim.lua`).
-    pub(crate) fn wakes_on_unclaim(&self) -> bool {
-        matches!(self, Kind::Write)
-    }
-
-    /// Whether the watchdog renews this type's holds as a read-write lock's readers (each with
-    /// its own timeout keys).
-    pub(crate) fn renews_readers(&self) -> bool {
-        matches!(self, Kind::Read)
+    fn token<'a>(
+        &'a self,
+        _redis: &'a Connection,
+        _keys: &'a LockKeys,
+    ) -> BoxFuture<'a, Result<Option<u64>>> {
+        Box::pin(future::ready(Ok(None)))
     }
 
     /// Runs the type's release script for one hold; `keep_ms` is the TTL the owner's remaining
     /// holds need.
-    pub(crate) async fn release(
-        &self,
-        hold: Holder<'_>,
-        redis: &Connection,
+    fn release<'a>(
+        &'a self,
+        hold: Holder<'a>,
+        redis: &'a Connection,
         keep_ms: u64,
-        how: ReleaseHow<'_>,
-    ) -> Result<Released> {
-        match self {
-            Kind::Reentrant | Kind::Spin(_) | Kind::Fenced(_) => {
-                scripts::release(redis, hold.keys, hold.field, keep_ms, how).await
-            }
-            Kind::Fair(fair) => {
-                scripts::fair::release(redis, hold.keys, fair, hold.field, keep_ms, how).await
-            }
-            Kind::Read | Kind::Write => {
-                let write = matches!(self, Kind::Write);
-                scripts::rw::release(redis, hold.keys, hold.field, write, keep_ms, how).await
-            }
-        }
-    }
+        how: ReleaseHow<'a>,
+    ) -> BoxFuture<'a, Result<Released>>;
 
     /// Deletes the lock whoever holds it and wakes whom the type wakes; `true` when there was
     /// one.
-    pub(crate) async fn force_release(&self, shared: &Shared, keys: &LockKeys) -> Result<bool> {
-        let publish = self.publish(shared);
-        let window = shared.claim_window_ms;
-        match self {
-            Kind::Reentrant | Kind::Spin(_) | Kind::Fenced(_) => {
-                scripts::force_release(&shared.redis, keys, publish, window).await
-            }
-            Kind::Fair(fair) => {
-                scripts::fair::force_release(&shared.redis, keys, fair, publish).await
-            }
-            Kind::Read | Kind::Write => {
-                let mode = self.view();
-                scripts::rw::force_release(&shared.redis, keys, mode, publish, window).await
-            }
-        }
-    }
+    fn force_release<'a>(
+        &'a self,
+        shared: &'a Shared,
+        keys: &'a LockKeys,
+    ) -> BoxFuture<'a, Result<bool>>;
 
     /// The publish command of the type's releases.
-    pub(crate) fn publish(&self, shared: &Shared) -> &'static str {
-        match self {
-            Kind::Spin(_) => NO_PUBLISH,
-            _ => shared.publish,
-        }
+    fn publish(&self, shared: &Shared) -> &'static str {
+        shared.publish
+    }
+
+    /// Whom a message on the type's wake-up channel wakes among this client's waiters. By
+    /// default Redisson's rule: a release (`0`) wakes one waiter per process, anything else
+    /// every waiter.
+    fn wakes(&self) -> WakeRule {
+        one_per_unlock
     }
 
     /// Whether this client's release of the lock leaves other processes' waiters a hand-off
     /// grace (the plain lock's turn-taking; see `turns`).
-    pub(crate) fn hands_off_with_grace(&self) -> bool {
-        matches!(self, Kind::Reentrant | Kind::Fenced(_))
+    fn hands_off_with_grace(&self) -> bool {
+        false
     }
 
-    /// Whether every release writes a replay key. The plain and spin locks skip it on a last
-    /// release when no retry can need it (see `inflight`); the fair and read-write locks'
-    /// releases move more than the hash (a queue, readers' timeout keys), so they always keep
-    /// one, as Redisson does.
-    pub(crate) fn always_replays(&self) -> bool {
-        matches!(self, Kind::Fair(_) | Kind::Read | Kind::Write)
+    /// Whether every release writes a replay key; else the last release skips it when no
+    /// retry can need it (see `inflight`).
+    fn always_replays(&self) -> bool {
+        false
+    }
+
+    /// Withdraws `field`'s claim on the lock's next hand-off (`publish`: the client's publish
+    /// command); `true` when it had one.
+    fn unclaim<'a>(
+        &'a self,
+        redis: &'a Connection,
+        keys: &'a LockKeys,
+        field: &'a Str,
+        _publish: &'static str,
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(scripts::unclaim(redis, keys, field, None))
+    }
+
+    /// Gives up `field`'s place in the lock's queue, waking whom that lets go first; `true`
+    /// when it had one (never, for a type without queues).
+    fn leave_queue<'a>(
+        &'a self,
+        _redis: &'a Connection,
+        _keys: &'a LockKeys,
+        _field: &'a Str,
+        _publish: &'static str,
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(future::ready(Ok(false)))
+    }
+
+    /// The renewals the watchdog batches this type's holds with (see [`Held::renewal`]).
+    fn renews_with(&self) -> &'static str {
+        "hash"
+    }
+
+    /// Extends each of `locks` whose holder field is still there (see [`Held::renew`]).
+    fn renew_all<'a>(
+        &'a self,
+        redis: &'a Connection,
+        locks: &'a [HoldKey],
+        lease_ms: u64,
+    ) -> BoxFuture<'a, Result<Vec<bool>>> {
+        Box::pin(scripts::renew(redis, locks, lease_ms, false))
+    }
+
+    /// Drops every hold of `field` at once as its client shuts down (see `lua/abandon.lua`,
+    /// which knows every type on the lock hash).
+    fn abandon<'a>(
+        &'a self,
+        closing: &'a Closing<'a>,
+        name: &'a Str,
+        field: &'a Str,
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let keys = LockKeys::new(name)?;
+            let (publish, window) = (closing.publish, closing.claim_window_ms);
+            scripts::abandon(closing.redis, &keys, field, publish, window).await
+        })
+    }
+}
+
+/// Redisson's wake-up rule: a release (`0`) wakes one waiter per process, any other message
+/// every waiter.
+pub(crate) fn one_per_unlock(message: Option<&str>) -> Wakes {
+    if message == Some(UNLOCK_MESSAGE) {
+        Wakes::One
+    } else {
+        Wakes::All
+    }
+}
+
+/// Every lock type is a held thing the watchdog renews and a shutdown lets go of.
+impl<T: LockType> Held for T {
+    fn renewal(&self) -> &'static str {
+        self.renews_with()
+    }
+
+    fn renew<'a>(
+        &'a self,
+        redis: &'a Connection,
+        locks: &'a [HoldKey],
+        lease_ms: u64,
+    ) -> BoxFuture<'a, Result<Vec<bool>>> {
+        self.renew_all(redis, locks, lease_ms)
+    }
+
+    fn close_holds<'a>(
+        &'a self,
+        closing: &'a Closing<'a>,
+        name: &'a Str,
+        field: &'a Str,
+    ) -> BoxFuture<'a, Result<bool>> {
+        self.abandon(closing, name, field)
+    }
+
+    fn close_place<'a>(
+        &'a self,
+        closing: &'a Closing<'a>,
+        name: &'a Str,
+        field: &'a Str,
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let keys = self.keys(name)?;
+            self.leave_queue(closing.redis, &keys, field, closing.publish)
+                .await
+        })
+    }
+
+    fn close_claim<'a>(
+        &'a self,
+        closing: &'a Closing<'a>,
+        name: &'a Str,
+        field: &'a Str,
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let keys = self.keys(name)?;
+            self.unclaim(closing.redis, &keys, field, closing.publish)
+                .await
+        })
+    }
+}
+
+/// A lock's type as the shared core holds it: the type's behaviour, and the same value as the
+/// client's registries keep it. Cheap to clone.
+#[derive(Clone)]
+pub(crate) struct Kind {
+    of: Arc<dyn LockType>,
+    held: Arc<dyn Held>,
+}
+
+impl Kind {
+    /// The kind of type `of`.
+    pub(crate) fn of<T: LockType>(of: T) -> Kind {
+        let of = Arc::new(of);
+        Kind {
+            held: of.clone(),
+            of,
+        }
+    }
+
+    /// The type as the client's registries keep it.
+    pub(crate) fn held(&self) -> &Arc<dyn Held> {
+        &self.held
+    }
+}
+
+impl std::ops::Deref for Kind {
+    type Target = dyn LockType;
+
+    fn deref(&self) -> &(dyn LockType + 'static) {
+        &*self.of
+    }
+}
+
+impl std::fmt::Debug for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.of.tag())
+    }
+}
+
+/// How the waiters of one lock type take turns. One value serves one acquire; dropped before
+/// [`acquired`](Turns::acquired), it undoes what waiting left on Redis (a claim, a place in a
+/// queue), in the background. Each type makes its own ([`LockType::turns`]).
+pub(crate) trait Turns: Send {
+    /// Whether the first attempt waits for its turn before it is sent, instead of at once.
+    fn queue_first(&self) -> bool {
+        false
+    }
+
+    /// What the next attempt asks for.
+    fn ask(&mut self) -> Ask;
+
+    /// Gets ready to wait (subscribes to the wake-up, for instance), after a first attempt that
+    /// found the lock busy (`first`: what it found) or instead of one (`first` is `None`).
+    fn start(
+        &mut self,
+        deadline: Option<Instant>,
+        first: Option<Option<Duration>>,
+    ) -> BoxFuture<'_, ()>;
+
+    /// Waits until the next attempt is due. `busy` is what the last attempt found (the most to
+    /// wait before trying again; `None` inside when no bound is known), or `None` for the first
+    /// attempt after [`start`](Turns::start). `false` once the deadline has passed.
+    fn wait_turn(
+        &mut self,
+        busy: Option<Option<Duration>>,
+        deadline: Option<Instant>,
+    ) -> BoxFuture<'_, bool>;
+
+    /// The attempt took the lock.
+    fn acquired(self: Box<Self>);
+}
+
+/// How long a hold lasts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lease {
+    /// The watchdog timeout, renewed by the watchdog while the guard lives.
+    Watchdog,
+    /// A fixed lease that nobody renews.
+    Fixed(Duration),
+}
+
+/// A hold: the lock, its type, the owner and the lease.
+#[derive(Clone)]
+pub(crate) struct Hold {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) kind: Kind,
+    pub(crate) keys: Arc<LockKeys>,
+    pub(crate) owner: Owner,
+    /// The holder field, `<client-uuid>:<owner>`, shared with script arguments and the
+    /// registry of holds.
+    pub(crate) field: Str,
+    pub(crate) lease: Lease,
+    pub(crate) lease_ms: u64,
+}
+
+impl Hold {
+    pub(crate) fn hold_key(&self) -> HoldKey {
+        (self.keys.name.clone(), self.field.clone())
+    }
+
+    pub(crate) fn holder(&self) -> Holder<'_> {
+        Holder {
+            keys: &self.keys,
+            field: &self.field,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lock_hashs_rule_wakes_one_per_release_and_all_on_anything_else() {
+        assert_eq!(one_per_unlock(Some(UNLOCK_MESSAGE)), Wakes::One);
+        assert_eq!(one_per_unlock(Some("1")), Wakes::All);
+        assert_eq!(one_per_unlock(None), Wakes::All);
     }
 }

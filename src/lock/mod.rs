@@ -1,14 +1,16 @@
 //! The lock family on one core.
 //!
-//! Each lock type is a small file that says what is special about it: [`Lock`] (`reentrant`),
-//! [`FairLock`] (`fair`), [`SpinLock`] (`spin`), [`FencedLock`] (`fenced`), [`RwLock`] (`rw`). The rest is shared, and an acquire goes down
-//! through it once:
+//! Each lock type is one file that says everything special about it, as its implementation of
+//! `kind::LockType` (its keys, holder field, turns, scripts, renewal, wake-up rule and what a
+//! shutdown does with it): [`Lock`] (`reentrant`), [`FairLock`] (`fair`), [`SpinLock`]
+//! (`spin`), [`FencedLock`] (`fenced`), [`RwLock`] (`rw`). The rest is shared, asks the type
+//! and never which type it is, and an acquire goes down through it once:
 //!
-//! - `handle`: the handle every type wraps (name, client, owner), which makes a hold;
+//! - `handle`: the handle every type wraps (name, client, owner, type), which makes a hold;
 //! - `wait`: the wait loop, which asks the type's turns when to try;
-//! - `turns` (the plain lock's), `fair`, `spin` and `rw`: how waiters take turns;
-//! - `hold`: what a hold is; `attempt`: one attempt to take it: the in-flight gate, the type's
-//!   acquire script (picked by `kind`), the read-back of a lost reply, the registration;
+//! - `turns`: the plain lock's turns (a `Lock`'s and a `FencedLock`'s) and its claims;
+//! - `attempt`: one attempt to take a hold (`kind::Hold`): the in-flight gate, the type's
+//!   acquire script, the read-back of a lost reply, the registration;
 //! - `guard`: the guard and its `Lost` signal; `release`: releases that count once;
 //! - `batch`: several plain locks of one owner taken and released by one script each.
 //!
@@ -23,7 +25,6 @@ mod fair;
 mod fenced;
 mod guard;
 mod handle;
-mod hold;
 mod kind;
 mod multi;
 mod reentrant;
@@ -31,7 +32,9 @@ mod release;
 mod rw;
 mod spin;
 mod turns;
-mod wait;
+/// The one wait loop, for whatever waits: the lock types here, a RedLock, and any primitive
+/// that can say what an attempt is and how it waits between attempts.
+pub(crate) mod wait;
 
 pub use fair::FairLock;
 pub use fenced::{FencedGuard, FencedLock};
@@ -41,4 +44,3 @@ pub use multi::{MultiGuard, MultiLock, Part};
 pub use reentrant::Lock;
 pub use rw::{ReadLock, RwLock, WriteLock};
 pub use spin::SpinLock;
-pub(crate) use wait::{subscribe, time_left};

@@ -8,11 +8,20 @@
 //! on the same name and wake each other's waiters.
 
 use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
 
 use super::api::lock_api;
 use super::handle::Handle;
-use super::kind::Kind;
-use super::turns::Plain;
+use super::kind::Hold;
+use super::kind::Turns;
+use super::kind::{Ask, Holder, Kind, LockType};
+use super::turns::PlainTurns;
+use crate::connection::Connection;
+use crate::error::Result;
+use crate::names::LockKeys;
+use crate::scripts::{self, Answer, Claim, ReleaseHow, Released};
 use crate::shared::Shared;
 
 /// A reentrant distributed lock: a cheap handle (a name, a client and an optional explicit
@@ -71,9 +80,99 @@ pub struct Lock {
 impl Lock {
     pub(crate) fn new(shared: Arc<Shared>, name: String) -> Lock {
         Lock {
-            handle: Handle::new(shared, name, |_| Kind::Reentrant),
+            handle: Handle::new(shared, name, Kind::of(Reentrant)),
         }
     }
 }
 
-lock_api!(Lock, Plain, "lock");
+lock_api!(Lock, "lock");
+
+impl Lock {
+    /// A waiter woken by this lock's releases (see [`Handle::waiter`]); for a RedLock, which
+    /// waits on its masters' locks between rounds.
+    pub(crate) async fn waiter(
+        &self,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Result<crate::pubsub::Waiter> {
+        self.handle.waiter(deadline).await
+    }
+
+    /// The lease of a hold taken without one: its client's watchdog timeout.
+    pub(crate) fn watchdog_timeout(&self) -> Duration {
+        self.handle.shared().watchdog_timeout
+    }
+}
+
+/// The plain lock's type: Redisson's lock hash and channel, woken one waiter per process, with
+/// claims and hand-off graces (see `turns`). Its last release skips the replay key when no retry
+/// can need it (see `inflight`), and holds of one owner and client may go together (`batch`).
+pub(super) struct Reentrant;
+
+impl LockType for Reentrant {
+    fn tag(&self) -> &'static str {
+        "lock"
+    }
+
+    fn batches(&self) -> bool {
+        true
+    }
+
+    fn turns<'h>(&self, hold: &'h Hold, wait: Option<Duration>) -> Box<dyn Turns + 'h> {
+        Box::new(PlainTurns::new(hold, wait))
+    }
+
+    fn acquire<'a>(
+        &'a self,
+        shared: &'a Shared,
+        redis: &'a Connection,
+        hold: Holder<'a>,
+        lease_ms: u64,
+        ask: Ask,
+    ) -> BoxFuture<'a, Result<Answer>> {
+        plain_acquire(shared, redis, hold, lease_ms, ask, None)
+    }
+
+    fn release<'a>(
+        &'a self,
+        hold: Holder<'a>,
+        redis: &'a Connection,
+        keep_ms: u64,
+        how: ReleaseHow<'a>,
+    ) -> BoxFuture<'a, Result<Released>> {
+        Box::pin(scripts::release(redis, hold.keys, hold.field, keep_ms, how))
+    }
+
+    fn force_release<'a>(
+        &'a self,
+        shared: &'a Shared,
+        keys: &'a LockKeys,
+    ) -> BoxFuture<'a, Result<bool>> {
+        let (publish, window) = (self.publish(shared), shared.claim_window_ms);
+        Box::pin(scripts::force_release(&shared.redis, keys, publish, window))
+    }
+
+    fn hands_off_with_grace(&self) -> bool {
+        true
+    }
+}
+
+/// The plain lock's acquire (a fenced lock's with its `token` counter): the hold, or else a
+/// claim on its next hand-off when `ask` says so.
+pub(super) fn plain_acquire<'a>(
+    shared: &'a Shared,
+    redis: &'a Connection,
+    hold: Holder<'a>,
+    lease_ms: u64,
+    ask: Ask,
+    token: Option<&'a fred::bytes_utils::Str>,
+) -> BoxFuture<'a, Result<Answer>> {
+    let claim = match ask {
+        Ask::Claim(priority) => Claim::For { priority },
+        Ask::Now | Ask::Queue => Claim::No,
+    };
+    let window = shared.claim_window_ms;
+    let (keys, field) = (hold.keys, hold.field);
+    Box::pin(scripts::acquire(
+        redis, keys, lease_ms, field, claim, window, token,
+    ))
+}

@@ -17,12 +17,12 @@ use futures::future::BoxFuture;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::hold::Hold;
+use super::kind::Hold;
 use crate::background::Ended;
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::handoff::ReleaseMark;
-use crate::inflight::Releasing;
+use crate::registry::Releasing;
 use crate::scripts::{ReleaseHow, Released};
 
 /// How one release is sent.
@@ -63,7 +63,7 @@ impl Drop for ResumeRelease<'_> {
 impl Hold {
     /// Counts a release of this hold in flight until the token drops.
     pub(crate) fn releasing(&self) -> Releasing {
-        self.shared.in_flight.releasing(self.in_flight_key)
+        self.shared.registry.releasing(self.hold_key())
     }
 
     /// Sends (or finishes) a release under the request id `latch` in the background; see
@@ -156,7 +156,7 @@ impl Hold {
         // the last one is sent within 2 * TRIES - 1 command timeouts: the replay key outlives it.
         let latch_ttl = shared.command_timeout * (2 * TRIES);
         let keep_ms = shared
-            .holds
+            .registry
             .need(&self.hold_key())
             .map_or(0, |need| need.as_millis().max(1) as u64)
             .max(releasing.acquire_lease_ms)
@@ -275,7 +275,9 @@ impl<'a> Outgoing<'a> {
         match released {
             Released::StillHeld => {
                 let keep = Duration::from_millis(self.keep_ms);
-                shared.holds.lease_set(&hold.hold_key(), self.sent_at, keep);
+                shared
+                    .registry
+                    .lease_set(&hold.hold_key(), self.sent_at, keep);
                 tracing::debug!(lock = %hold.keys.name, holder = %hold.field, keep_ms = self.keep_ms, "one hold released; the owner still holds the lock");
             }
             Released::Freed { woken } => {

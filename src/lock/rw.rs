@@ -9,15 +9,23 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use fred::bytes_utils::Str;
+use futures::future::BoxFuture;
 use tokio::time::Instant;
 
 use super::api::lock_api;
 use super::handle::Handle;
-use super::hold::Hold;
-use super::kind::{Ask, Kind};
+use super::kind::Hold;
+use super::kind::Turns;
+use super::kind::{Ask, Holder, Kind, LockType};
 use super::turns::ClaimGuard;
-use super::wait::{subscribe_as, time_left, TakeTurns, Turns};
-use crate::pubsub::Waiter;
+use super::wait::{subscribe, time_left};
+use crate::connection::Connection;
+use crate::error::Result;
+use crate::names::LockKeys;
+use crate::pubsub::{Waiter, WakeRule, Wakes};
+use crate::registry::HoldKey;
+use crate::scripts::{self, Answer, ReleaseHow, Released};
 use crate::shared::Shared;
 
 /// A distributed read-write lock, wire-compatible with Redisson's `RReadWriteLock`: many readers
@@ -86,14 +94,14 @@ impl RwLock {
     /// The read side: shared by many readers.
     pub fn read(&self) -> ReadLock {
         ReadLock {
-            handle: Handle::new(self.shared.clone(), self.name.clone(), |_| Kind::Read),
+            handle: Handle::new(self.shared.clone(), self.name.clone(), Kind::of(Read)),
         }
     }
 
     /// The write side: one writer, no readers but its own.
     pub fn write(&self) -> WriteLock {
         WriteLock {
-            handle: Handle::new(self.shared.clone(), self.name.clone(), |_| Kind::Write),
+            handle: Handle::new(self.shared.clone(), self.name.clone(), Kind::of(Write)),
         }
     }
 }
@@ -113,22 +121,192 @@ pub struct WriteLock {
     pub(super) handle: Handle,
 }
 
-lock_api!(ReadLock, Rw, "rw_lock", ".read()", crate::LockGuard);
-lock_api!(WriteLock, Rw, "rw_lock", ".write()", crate::LockGuard);
+lock_api!(ReadLock, "rw_lock", ".read()", crate::LockGuard);
+lock_api!(WriteLock, "rw_lock", ".write()", crate::LockGuard);
 
-/// The read-write lock's way of taking turns.
-pub(super) struct Rw;
+/// Every message on the lock's channel wakes every waiter of this client: a freed lock may take
+/// many readers at once.
+fn wakes_all(_message: Option<&str>) -> Wakes {
+    Wakes::All
+}
 
-impl TakeTurns for Rw {
-    type Turns<'h> = RwTurns<'h>;
+/// The read side's type: many readers, each with its own lease (timeout keys) that the
+/// watchdog renews apart from the lock's other holds.
+pub(super) struct Read;
 
-    fn turns<'h>(&self, hold: &'h Hold, wait: Option<Duration>) -> RwTurns<'h> {
-        RwTurns {
-            hold,
-            one_shot: wait == Some(Duration::ZERO),
-            waiter: None,
-            claim: ClaimGuard::new(hold),
-        }
+impl LockType for Read {
+    fn tag(&self) -> &'static str {
+        "read_lock"
+    }
+
+    fn keys(&self, name: &str) -> Result<LockKeys> {
+        LockKeys::rw(name)
+    }
+
+    fn view(&self) -> &'static str {
+        "read"
+    }
+
+    fn turns<'h>(&self, hold: &'h Hold, wait: Option<Duration>) -> Box<dyn Turns + 'h> {
+        Box::new(RwTurns::new(hold, wait, false))
+    }
+
+    fn acquire<'a>(
+        &'a self,
+        shared: &'a Shared,
+        redis: &'a Connection,
+        hold: Holder<'a>,
+        lease_ms: u64,
+        _ask: Ask,
+    ) -> BoxFuture<'a, Result<Answer>> {
+        let (keys, field, window) = (hold.keys, hold.field, shared.claim_window_ms);
+        Box::pin(async move {
+            let busy = scripts::rw::read_acquire(redis, keys, lease_ms, field, window).await?;
+            Ok(busy.into())
+        })
+    }
+
+    fn release<'a>(
+        &'a self,
+        hold: Holder<'a>,
+        redis: &'a Connection,
+        keep_ms: u64,
+        how: ReleaseHow<'a>,
+    ) -> BoxFuture<'a, Result<Released>> {
+        let (keys, field) = (hold.keys, hold.field);
+        Box::pin(scripts::rw::release(
+            redis, keys, field, false, keep_ms, how,
+        ))
+    }
+
+    fn force_release<'a>(
+        &'a self,
+        shared: &'a Shared,
+        keys: &'a LockKeys,
+    ) -> BoxFuture<'a, Result<bool>> {
+        let (publish, window) = (self.publish(shared), shared.claim_window_ms);
+        let mode = self.view();
+        Box::pin(scripts::rw::force_release(
+            &shared.redis,
+            keys,
+            mode,
+            publish,
+            window,
+        ))
+    }
+
+    fn wakes(&self) -> WakeRule {
+        wakes_all
+    }
+
+    fn always_replays(&self) -> bool {
+        true
+    }
+
+    fn renews_with(&self) -> &'static str {
+        "readers"
+    }
+
+    fn renew_all<'a>(
+        &'a self,
+        redis: &'a Connection,
+        locks: &'a [HoldKey],
+        lease_ms: u64,
+    ) -> BoxFuture<'a, Result<Vec<bool>>> {
+        Box::pin(scripts::renew(redis, locks, lease_ms, true))
+    }
+}
+
+/// The write side's type: one writer, whose field is `<client-uuid>:<owner>:write` (as
+/// Redisson's), and whose waiting claims keep new readers out.
+pub(super) struct Write;
+
+impl LockType for Write {
+    fn tag(&self) -> &'static str {
+        "write_lock"
+    }
+
+    fn keys(&self, name: &str) -> Result<LockKeys> {
+        LockKeys::rw(name)
+    }
+
+    fn field(&self, owner_field: String) -> Str {
+        let field = scripts::rw::writer_field(&owner_field);
+        // The scripts tell a writer from a reader by its field alone (`lua/abandon.lua`).
+        debug_assert!(scripts::rw::is_writer_field(&field));
+        field
+    }
+
+    fn view(&self) -> &'static str {
+        "write"
+    }
+
+    fn turns<'h>(&self, hold: &'h Hold, wait: Option<Duration>) -> Box<dyn Turns + 'h> {
+        Box::new(RwTurns::new(hold, wait, true))
+    }
+
+    fn acquire<'a>(
+        &'a self,
+        shared: &'a Shared,
+        redis: &'a Connection,
+        hold: Holder<'a>,
+        lease_ms: u64,
+        ask: Ask,
+    ) -> BoxFuture<'a, Result<Answer>> {
+        let (keys, field, window) = (hold.keys, hold.field, shared.claim_window_ms);
+        let claim = matches!(ask, Ask::Claim(_));
+        Box::pin(async move {
+            let busy =
+                scripts::rw::write_acquire(redis, keys, lease_ms, field, claim, window).await?;
+            Ok(busy.into())
+        })
+    }
+
+    fn release<'a>(
+        &'a self,
+        hold: Holder<'a>,
+        redis: &'a Connection,
+        keep_ms: u64,
+        how: ReleaseHow<'a>,
+    ) -> BoxFuture<'a, Result<Released>> {
+        let (keys, field) = (hold.keys, hold.field);
+        Box::pin(scripts::rw::release(redis, keys, field, true, keep_ms, how))
+    }
+
+    fn force_release<'a>(
+        &'a self,
+        shared: &'a Shared,
+        keys: &'a LockKeys,
+    ) -> BoxFuture<'a, Result<bool>> {
+        let (publish, window) = (self.publish(shared), shared.claim_window_ms);
+        let mode = self.view();
+        Box::pin(scripts::rw::force_release(
+            &shared.redis,
+            keys,
+            mode,
+            publish,
+            window,
+        ))
+    }
+
+    fn wakes(&self) -> WakeRule {
+        wakes_all
+    }
+
+    fn always_replays(&self) -> bool {
+        true
+    }
+
+    /// A writer's claim keeps new readers out of a read-locked lock: withdrawn, it wakes the
+    /// lock's waiters, who may come in now (see `lua/unclaim.lua`).
+    fn unclaim<'a>(
+        &'a self,
+        redis: &'a Connection,
+        keys: &'a LockKeys,
+        field: &'a Str,
+        publish: &'static str,
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(scripts::unclaim(redis, keys, field, Some(publish)))
     }
 }
 
@@ -137,49 +315,72 @@ impl TakeTurns for Rw {
 pub(super) struct RwTurns<'a> {
     hold: &'a Hold,
     one_shot: bool,
+    /// A writer's: a waiting attempt claims the lock's next turn.
+    claims: bool,
     waiter: Option<Waiter>,
     /// A writer's claim, withdrawn if it gives up.
     claim: ClaimGuard<'a>,
 }
 
+impl<'a> RwTurns<'a> {
+    fn new(hold: &'a Hold, wait: Option<Duration>, claims: bool) -> RwTurns<'a> {
+        RwTurns {
+            hold,
+            one_shot: wait == Some(Duration::ZERO),
+            claims,
+            waiter: None,
+            claim: ClaimGuard::new(hold),
+        }
+    }
+}
+
 impl Turns for RwTurns<'_> {
     fn ask(&mut self) -> Ask {
-        if self.one_shot || !matches!(self.hold.kind, Kind::Write) {
+        if self.one_shot || !self.claims {
             return Ask::Now;
         }
         self.claim.claim();
         Ask::Claim(1)
     }
 
-    async fn start(&mut self, deadline: Option<Instant>, _first: Option<Option<Duration>>) {
-        let (shared, channel) = (&self.hold.shared, &self.hold.keys.channel);
-        self.waiter = Some(subscribe_as(shared, channel, true, deadline).await);
+    fn start(
+        &mut self,
+        deadline: Option<Instant>,
+        _first: Option<Option<Duration>>,
+    ) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let (shared, channel) = (&self.hold.shared, &self.hold.keys.channel);
+            let rule = self.hold.kind.wakes();
+            self.waiter = Some(subscribe(shared, channel, rule, deadline).await);
+        })
     }
 
-    async fn wait_turn(
+    fn wait_turn(
         &mut self,
         busy: Option<Option<Duration>>,
         deadline: Option<Instant>,
-    ) -> bool {
-        let Some(remaining) = time_left(deadline) else {
-            return false;
-        };
-        // The first attempt after subscribing goes at once: a release before the subscription
-        // woke nobody.
-        let Some(ttl) = busy else {
-            return true;
-        };
-        // Without a known TTL (a lock without expiry), re-check now and then.
-        let bound = ttl
-            .unwrap_or(self.hold.shared.watchdog_timeout)
-            .max(Duration::from_millis(1))
-            .min(remaining);
-        let waiter = self.waiter.as_ref().expect("started before waiting");
-        waiter.wait(bound).await;
-        true
+    ) -> BoxFuture<'_, bool> {
+        Box::pin(async move {
+            let Some(remaining) = time_left(deadline) else {
+                return false;
+            };
+            // The first attempt after subscribing goes at once: a release before the
+            // subscription woke nobody.
+            let Some(ttl) = busy else {
+                return true;
+            };
+            // Without a known TTL (a lock without expiry), re-check now and then.
+            let bound = ttl
+                .unwrap_or(self.hold.shared.watchdog_timeout)
+                .max(Duration::from_millis(1))
+                .min(remaining);
+            let waiter = self.waiter.as_ref().expect("started before waiting");
+            waiter.wait(bound).await;
+            true
+        })
     }
 
-    fn acquired(mut self) {
+    fn acquired(mut self: Box<Self>) {
         // Taking the lock used up the claim.
         self.claim.claimed = false;
         if let Some(waiter) = self.waiter.take() {

@@ -4,14 +4,21 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use tokio::time::Instant;
 
 use super::api::lock_api;
 use super::handle::Handle;
-use super::hold::Hold;
-use super::kind::{Ask, Kind};
-use super::wait::{time_left, TakeTurns, Turns};
+use super::kind::Hold;
+use super::kind::Turns;
+use super::kind::{Ask, Holder, Kind, LockType};
+use super::reentrant::{plain_acquire, Reentrant};
+use super::wait::time_left;
 use crate::backoff::{Backoff, Delays};
+use crate::connection::Connection;
+use crate::error::Result;
+use crate::names::LockKeys;
+use crate::scripts::{Answer, ReleaseHow, Released, NO_PUBLISH};
 use crate::shared::Shared;
 
 /// A reentrant distributed lock whose waiters poll with exponential backoff instead of pub/sub,
@@ -46,33 +53,81 @@ pub struct SpinLock {
 impl SpinLock {
     pub(crate) fn new(shared: Arc<Shared>, name: String) -> SpinLock {
         SpinLock {
-            handle: Handle::new(shared, name, |_| Kind::Spin(Backoff::default())),
+            handle: Handle::new(
+                shared,
+                name,
+                Kind::of(Spin {
+                    backoff: Backoff::default(),
+                }),
+            ),
         }
     }
 
     /// The same lock, with waiters that pause after `backoff`.
     pub fn with_backoff(mut self, backoff: Backoff) -> SpinLock {
-        *self.handle.kind_mut() = Kind::Spin(backoff);
+        self.handle.set_kind(Kind::of(Spin { backoff }));
         self
     }
 }
 
-lock_api!(SpinLock, Spin, "spin_lock");
+lock_api!(SpinLock, "spin_lock");
 
-/// The spin lock's way of taking turns: none; each waiter retries after its pauses.
-pub(super) struct Spin;
+/// The spin lock's type: the plain lock's data and scripts, with waiters that retry after the
+/// pauses of its backoff and releases that publish nothing.
+pub(super) struct Spin {
+    backoff: Backoff,
+}
 
-impl TakeTurns for Spin {
-    type Turns<'h> = SpinTurns;
+impl LockType for Spin {
+    fn tag(&self) -> &'static str {
+        "spin_lock"
+    }
 
-    fn turns(&self, hold: &Hold, _wait: Option<Duration>) -> SpinTurns {
-        let Kind::Spin(backoff) = &hold.kind else {
-            unreachable!("spin turns are made for spin locks only");
-        };
-        SpinTurns {
-            delays: Delays::new(*backoff),
+    fn turns<'h>(&self, _hold: &'h Hold, _wait: Option<Duration>) -> Box<dyn Turns + 'h> {
+        Box::new(SpinTurns {
+            delays: Delays::new(self.backoff),
             first: None,
-        }
+        })
+    }
+
+    fn acquire<'a>(
+        &'a self,
+        shared: &'a Shared,
+        redis: &'a Connection,
+        hold: Holder<'a>,
+        lease_ms: u64,
+        ask: Ask,
+    ) -> BoxFuture<'a, Result<Answer>> {
+        plain_acquire(shared, redis, hold, lease_ms, ask, None)
+    }
+
+    fn release<'a>(
+        &'a self,
+        hold: Holder<'a>,
+        redis: &'a Connection,
+        keep_ms: u64,
+        how: ReleaseHow<'a>,
+    ) -> BoxFuture<'a, Result<Released>> {
+        Reentrant.release(hold, redis, keep_ms, how)
+    }
+
+    fn force_release<'a>(
+        &'a self,
+        shared: &'a Shared,
+        keys: &'a LockKeys,
+    ) -> BoxFuture<'a, Result<bool>> {
+        let (publish, window) = (self.publish(shared), shared.claim_window_ms);
+        Box::pin(crate::scripts::force_release(
+            &shared.redis,
+            keys,
+            publish,
+            window,
+        ))
+    }
+
+    /// Nobody listens for a spin lock's release.
+    fn publish(&self, _shared: &Shared) -> &'static str {
+        NO_PUBLISH
     }
 }
 
@@ -89,27 +144,34 @@ impl Turns for SpinTurns {
         Ask::Now
     }
 
-    async fn start(&mut self, _deadline: Option<Instant>, first: Option<Option<Duration>>) {
+    fn start(
+        &mut self,
+        _deadline: Option<Instant>,
+        first: Option<Option<Duration>>,
+    ) -> BoxFuture<'_, ()> {
         self.first = first;
+        Box::pin(std::future::ready(()))
     }
 
-    async fn wait_turn(
+    fn wait_turn(
         &mut self,
         busy: Option<Option<Duration>>,
         deadline: Option<Instant>,
-    ) -> bool {
-        let Some(remaining) = time_left(deadline) else {
-            return false;
-        };
-        let pause = self.delays.next();
-        // No message comes after subscribing: the first pause follows the first attempt too.
-        let lease_left = busy
-            .or(self.first.take())
-            .flatten()
-            .unwrap_or(Duration::MAX);
-        tokio::time::sleep(pause.min(lease_left).min(remaining)).await;
-        time_left(deadline).is_some() || deadline.is_none()
+    ) -> BoxFuture<'_, bool> {
+        Box::pin(async move {
+            let Some(remaining) = time_left(deadline) else {
+                return false;
+            };
+            let pause = self.delays.next();
+            // No message comes after subscribing: the first pause follows the first attempt too.
+            let lease_left = busy
+                .or(self.first.take())
+                .flatten()
+                .unwrap_or(Duration::MAX);
+            tokio::time::sleep(pause.min(lease_left).min(remaining)).await;
+            time_left(deadline).is_some() || deadline.is_none()
+        })
     }
 
-    fn acquired(self) {}
+    fn acquired(self: Box<Self>) {}
 }

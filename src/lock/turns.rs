@@ -16,26 +16,18 @@
 
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use tokio::time::Instant;
 
-use super::hold::Hold;
 use super::kind::Ask;
-use super::wait::{subscribe, time_left, TakeTurns, Turns};
+use super::kind::Hold;
+use super::kind::Turns;
+use super::wait::{subscribe, time_left};
 use crate::pubsub::{Waiter, Wake};
-use crate::scripts;
+use crate::registry::Place;
 
-/// The plain lock's way of taking turns.
-pub(crate) struct Plain;
-
-impl TakeTurns for Plain {
-    type Turns<'h> = PlainTurns<'h>;
-
-    fn turns<'h>(&self, hold: &'h Hold, wait: Option<Duration>) -> PlainTurns<'h> {
-        PlainTurns::new(hold, wait)
-    }
-}
-
-/// The turns of one plain acquire.
+/// The turns of one plain acquire (of a [`Lock`](crate::Lock) or a
+/// [`FencedLock`](crate::FencedLock)).
 pub(crate) struct PlainTurns<'a> {
     hold: &'a Hold,
     one_shot: bool,
@@ -48,14 +40,14 @@ pub(crate) struct PlainTurns<'a> {
 }
 
 impl<'a> PlainTurns<'a> {
-    fn new(hold: &'a Hold, wait: Option<Duration>) -> PlainTurns<'a> {
+    pub(super) fn new(hold: &'a Hold, wait: Option<Duration>) -> PlainTurns<'a> {
         let shared = &hold.shared;
         let channel = &hold.keys.channel;
         let one_shot = wait == Some(Duration::ZERO);
         let behind_waiters = shared.hub.waiters(channel) > 0;
         let queue_first = !one_shot
             && (behind_waiters || shared.handoffs.pending(&shared.hub, channel).is_some())
-            && shared.holds.guards(&hold.hold_key()) == 0;
+            && shared.registry.guards(&hold.hold_key()) == 0;
         PlainTurns {
             hold,
             one_shot,
@@ -80,15 +72,48 @@ impl Turns for PlainTurns<'_> {
         }
     }
 
-    async fn start(&mut self, deadline: Option<Instant>, first: Option<Option<Duration>>) {
-        let (shared, channel) = (&self.hold.shared, &self.hold.keys.channel);
-        self.waiter = Some(subscribe(shared, channel, deadline).await);
-        if let Some(Some(ttl)) = first {
-            shared.hub.note_busy_until(channel, Instant::now() + ttl);
-        }
+    fn start(
+        &mut self,
+        deadline: Option<Instant>,
+        first: Option<Option<Duration>>,
+    ) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let (shared, channel) = (&self.hold.shared, &self.hold.keys.channel);
+            let rule = self.hold.kind.wakes();
+            self.waiter = Some(subscribe(shared, channel, rule, deadline).await);
+            if let Some(Some(ttl)) = first {
+                shared.hub.note_busy_until(channel, Instant::now() + ttl);
+            }
+        })
     }
 
-    async fn wait_turn(
+    fn wait_turn(
+        &mut self,
+        busy: Option<Option<Duration>>,
+        deadline: Option<Instant>,
+    ) -> BoxFuture<'_, bool> {
+        Box::pin(self.next_turn(busy, deadline))
+    }
+
+    fn acquired(mut self: Box<Self>) {
+        // Taking the lock used up any claim of ours.
+        self.claim.claimed = false;
+        if let Some(waiter) = self.waiter.take() {
+            // The waiters behind this one park until this hold may end, at the latest: if it
+            // ends by its lease running out, no message comes.
+            let lease = Duration::from_millis(self.hold.lease_ms);
+            let shared = &self.hold.shared;
+            shared
+                .hub
+                .note_busy_until(&self.hold.keys.channel, Instant::now() + lease);
+            waiter.acquired();
+        }
+    }
+}
+
+impl PlainTurns<'_> {
+    /// See [`Turns::wait_turn`].
+    async fn next_turn(
         &mut self,
         busy: Option<Option<Duration>>,
         deadline: Option<Instant>,
@@ -163,21 +188,6 @@ impl Turns for PlainTurns<'_> {
             }
         }
     }
-
-    fn acquired(mut self) {
-        // Taking the lock used up any claim of ours.
-        self.claim.claimed = false;
-        if let Some(waiter) = self.waiter.take() {
-            // The waiters behind this one park until this hold may end, at the latest: if it
-            // ends by its lease running out, no message comes.
-            let lease = Duration::from_millis(self.hold.lease_ms);
-            let shared = &self.hold.shared;
-            shared
-                .hub
-                .note_busy_until(&self.hold.keys.channel, Instant::now() + lease);
-            waiter.acquired();
-        }
-    }
 }
 
 /// A waiter's claim on a lock's next hand-off. Dropped while `claimed` (the waiter gave up, ran
@@ -211,7 +221,9 @@ impl<'a> ClaimGuard<'a> {
         if !self.counted {
             self.counted = true;
             let hold = self.hold;
-            hold.shared.claimed.enter(&hold.keys.name, &hold.field);
+            let held = hold.kind.held();
+            let (name, field) = (&hold.keys.name, &hold.field);
+            hold.shared.registry.enter(Place::Claim, name, field, held);
         }
     }
 
@@ -241,19 +253,22 @@ impl Drop for ClaimGuard<'_> {
         let hold = self.hold.clone();
         if !self.claimed {
             // Taking the lock spent the claim.
-            hold.shared.claimed.leave(&hold.keys.name, &hold.field);
+            hold.shared
+                .registry
+                .leave(Place::Claim, &hold.keys.name, &hold.field);
             return;
         }
         let shared = hold.shared.clone();
         // Without a runtime to run it, the claim lapses with its window (or goes at shutdown).
         shared.background.spawn(Box::pin(async move {
             let shared = &hold.shared;
-            let wake = hold.kind.wakes_on_unclaim().then_some(shared.publish);
-            let unclaim = scripts::unclaim(&shared.redis, &hold.keys, &hold.field, wake);
+            let unclaim = hold
+                .kind
+                .unclaim(&shared.redis, &hold.keys, &hold.field, shared.publish);
             if let Err(error) = unclaim.await {
                 tracing::debug!(lock = %hold.keys.name, %error, "could not withdraw a claim; it lapses with its window");
             }
-            shared.claimed.leave(&hold.keys.name, &hold.field);
+            shared.registry.leave(Place::Claim, &hold.keys.name, &hold.field);
         }));
     }
 }

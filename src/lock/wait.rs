@@ -1,10 +1,12 @@
-//! The wait loop every lock type shares: try → get ready to wait → try → wait for a turn → try.
+//! The one wait loop ([`until_taken`]): try → get ready to wait → try → wait for a turn → try.
 //!
-//! What differs between types is how a waiter waits for its turn and what it asks of each
-//! attempt; each type supplies that as its [`Turns`] (`turns` for the plain lock, `fair`,
-//! `spin`). The loop itself only counts attempts, keeps the deadline and traces the outcome.
-//! An attempt is [`Hold::try_once`].
+//! Whatever waits says what an attempt is and how it waits between attempts, as a [`Waiting`];
+//! the loop only keeps the deadline. A lock's attempt is [`Hold::try_once`], and each type makes
+//! its way of waiting as its [`Turns`] (`LockType::turns`); [`acquire`] runs them and traces the
+//! outcome. A RedLock's attempt is a round over its masters (see `redlock`); a multi-lock waits
+//! for each part through its part's type.
 
+use std::future::Future;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -12,53 +14,138 @@ use tracing::{field::Empty, Instrument};
 
 use super::attempt::Attempt;
 use super::guard::LockGuard;
-use super::hold::Hold;
-use super::kind::Ask;
+use super::kind::{Hold, Turns};
 use crate::error::Result;
-use crate::holds::Registration;
-use crate::pubsub::Waiter;
+use crate::pubsub::{Waiter, WakeRule};
+use crate::registry::Registration;
 use crate::shared::Shared;
 
-/// How the waiters of one lock type take turns. One value serves one acquire; dropped before
-/// [`acquired`](Turns::acquired), it undoes what waiting left on Redis (a claim, a place in a
-/// queue), in the background.
-pub(crate) trait Turns {
+/// What one attempt found.
+pub(crate) enum Try<T> {
+    /// It took what it asked for.
+    Taken(T),
+    /// Busy: how long to wait at most before the next attempt (`None`: no bound known).
+    Busy(Option<Duration>),
+}
+
+/// Something a caller waits for: its attempts, and how it takes turns between them (for a lock,
+/// its type's [`Turns`]; for a RedLock, its rounds).
+pub(crate) trait Waiting: Send {
+    /// What an attempt that succeeds gives.
+    type Taken: Send;
+
     /// Whether the first attempt waits for its turn before it is sent, instead of at once.
     fn queue_first(&self) -> bool {
         false
     }
 
-    /// What the next attempt asks for.
-    fn ask(&mut self) -> Ask;
+    /// One attempt.
+    fn attempt(&mut self) -> impl Future<Output = Result<Try<Self::Taken>>> + Send;
 
-    /// Gets ready to wait (subscribes to the wake-up, for instance), after a first attempt that
-    /// found the lock busy (`first`: what it found) or instead of one (`first` is `None`).
-    async fn start(&mut self, deadline: Option<Instant>, first: Option<Option<Duration>>);
+    /// Gets ready to wait, after a first attempt that found it busy (`first`: what it found)
+    /// or instead of one (`first` is `None`).
+    fn start(
+        &mut self,
+        deadline: Option<Instant>,
+        first: Option<Option<Duration>>,
+    ) -> impl Future<Output = ()> + Send;
 
-    /// Waits until the next attempt is due. `busy` is what the last attempt found (the most to
-    /// wait before trying again; `None` inside when no bound is known), or `None` for the first
-    /// attempt after [`start`](Turns::start). `false` once the deadline has passed.
-    async fn wait_turn(
+    /// Waits until the next attempt is due. `busy` is what the last attempt found, or `None`
+    /// for the first attempt after [`start`](Waiting::start). `false` once the deadline has
+    /// passed.
+    fn wait_turn(
         &mut self,
         busy: Option<Option<Duration>>,
         deadline: Option<Instant>,
-    ) -> bool;
+    ) -> impl Future<Output = bool> + Send;
 
-    /// The attempt took the lock.
-    fn acquired(self);
+    /// The last attempt took `taken`; what waiting set up is spent, not undone.
+    fn taken(self, taken: &Self::Taken);
 }
 
-/// Makes the [`Turns`] of one acquire: each lock type has one.
-pub(crate) trait TakeTurns {
-    type Turns<'h>: Turns;
-
-    fn turns<'h>(&self, hold: &'h Hold, wait: Option<Duration>) -> Self::Turns<'h>;
+/// The wait loop: try → get ready to wait → try → wait for a turn → try, until an attempt takes
+/// it, an attempt fails, or the wait (`None`: as long as it takes; zero: one attempt) runs out
+/// (`Ok(None)`).
+pub(crate) async fn until_taken<W: Waiting>(
+    mut waiting: W,
+    wait: Option<Duration>,
+) -> Result<Option<W::Taken>> {
+    let deadline = wait.and_then(|wait| Instant::now().checked_add(wait));
+    let mut first = None;
+    if !waiting.queue_first() {
+        match waiting.attempt().await? {
+            Try::Taken(taken) => {
+                waiting.taken(&taken);
+                return Ok(Some(taken));
+            }
+            Try::Busy(_) if wait == Some(Duration::ZERO) => return Ok(None),
+            Try::Busy(retry) => first = Some(retry),
+        }
+    }
+    waiting.start(deadline, first).await;
+    let mut busy = None;
+    loop {
+        if !waiting.wait_turn(busy.take(), deadline).await {
+            return Ok(None);
+        }
+        match waiting.attempt().await? {
+            Try::Taken(taken) => {
+                waiting.taken(&taken);
+                return Ok(Some(taken));
+            }
+            Try::Busy(retry) => busy = Some(retry),
+        }
+    }
 }
 
-/// Takes `hold`, waiting at most `wait` (`None`: as long as it takes; zero: one attempt).
-pub(crate) async fn acquire<T: Turns>(
+/// A hold waited for: its attempts ([`Hold::try_once`]) and its type's turns.
+struct Turning<'h, 'a> {
+    hold: &'h Hold,
+    turns: Box<dyn Turns + 'h>,
+    attempts: &'a mut u32,
+}
+
+impl Waiting for Turning<'_, '_> {
+    type Taken = (Registration, Option<u64>);
+
+    fn queue_first(&self) -> bool {
+        self.turns.queue_first()
+    }
+
+    async fn attempt(&mut self) -> Result<Try<Self::Taken>> {
+        *self.attempts += 1;
+        Ok(match self.hold.try_once(self.turns.ask()).await? {
+            Attempt::Acquired(registration, token) => Try::Taken((registration, token)),
+            Attempt::Busy(retry) => Try::Busy(retry),
+        })
+    }
+
+    fn start(
+        &mut self,
+        deadline: Option<Instant>,
+        first: Option<Option<Duration>>,
+    ) -> impl Future<Output = ()> + Send {
+        self.turns.start(deadline, first)
+    }
+
+    fn wait_turn(
+        &mut self,
+        busy: Option<Option<Duration>>,
+        deadline: Option<Instant>,
+    ) -> impl Future<Output = bool> + Send {
+        self.turns.wait_turn(busy, deadline)
+    }
+
+    fn taken(self, _taken: &Self::Taken) {
+        self.turns.acquired();
+    }
+}
+
+/// Takes `hold`, waiting at most `wait` (`None`: as long as it takes; zero: one attempt),
+/// taking turns as `turns` say.
+pub(crate) async fn acquire(
     hold: &Hold,
-    mut turns: T,
+    turns: Box<dyn Turns + '_>,
     wait: Option<Duration>,
 ) -> Result<Option<LockGuard>> {
     let span = tracing::debug_span!(
@@ -70,35 +157,16 @@ pub(crate) async fn acquire<T: Turns>(
         acquired = Empty,
     );
     let started = Instant::now();
-    let deadline = wait.and_then(|wait| started.checked_add(wait));
     let mut attempts = 0u32;
     let outcome = async {
-        let mut first = None;
-        if !turns.queue_first() {
-            attempts += 1;
-            match hold.try_once(turns.ask()).await? {
-                Attempt::Acquired(registration, token) => {
-                    turns.acquired();
-                    return guard(hold, registration, token).await.map(Some);
-                }
-                Attempt::Busy(_) if wait == Some(Duration::ZERO) => return Ok(None),
-                Attempt::Busy(retry) => first = Some(retry),
-            }
-        }
-        turns.start(deadline, first).await;
-        let mut busy = None;
-        loop {
-            if !turns.wait_turn(busy.take(), deadline).await {
-                return Ok(None);
-            }
-            attempts += 1;
-            match hold.try_once(turns.ask()).await? {
-                Attempt::Acquired(registration, token) => {
-                    turns.acquired();
-                    return guard(hold, registration, token).await.map(Some);
-                }
-                Attempt::Busy(retry) => busy = Some(retry),
-            }
+        let waiting = Turning {
+            hold,
+            turns,
+            attempts: &mut attempts,
+        };
+        match until_taken(waiting, wait).await? {
+            Some((registration, token)) => guard(hold, registration, token).await.map(Some),
+            None => Ok(None),
         }
     }
     .instrument(span.clone())
@@ -135,22 +203,16 @@ async fn guard(hold: &Hold, registration: Registration, token: Option<u64>) -> R
     Ok(guard)
 }
 
-/// Registers a waiter on `channel` and waits until its subscription is confirmed, at most a
-/// command timeout and never past `deadline` (a wait that starts unconfirmed still ends: every
-/// wait is bounded).
-pub(crate) async fn subscribe(shared: &Shared, channel: &str, deadline: Option<Instant>) -> Waiter {
-    subscribe_as(shared, channel, false, deadline).await
-}
-
-/// [`subscribe`], on a channel whose every message wakes all of this client's waiters when
-/// `broadcast` (a read-write lock's: readers come in together), else one per message "0".
-pub(crate) async fn subscribe_as(
+/// Registers a waiter on `channel`, woken as `rule` says, and waits until its subscription is
+/// confirmed, at most a command timeout and never past `deadline` (a wait that starts
+/// unconfirmed still ends: every wait is bounded).
+pub(crate) async fn subscribe(
     shared: &Shared,
     channel: &str,
-    broadcast: bool,
+    rule: WakeRule,
     deadline: Option<Instant>,
 ) -> Waiter {
-    let mut waiter = shared.hub.register(channel, broadcast);
+    let mut waiter = shared.hub.register(channel, rule);
     let confirm_by = Instant::now() + shared.command_timeout;
     waiter
         .subscribed(deadline.map_or(confirm_by, |d| d.min(confirm_by)))

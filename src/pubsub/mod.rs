@@ -3,10 +3,11 @@
 //! A waiter registers on a channel before its second attempt, so a release published between its
 //! failed attempt and its sleep is not lost: try → subscribe → try → wait → try. The first waiter
 //! of a channel subscribes it, the last one to leave unsubscribes it. Waiters of a channel queue in
-//! arrival order; a `0` message wakes the first one not already woken, any other message wakes
-//! them all, and so does a reconnect, a connection error or a lagged message stream (messages may
-//! have been lost; and a waiter woken while the server is gone fails within the command timeout
-//! instead of sleeping out the holder's lease).
+//! arrival order; how many of them one message wakes (the first one not already woken, some, or
+//! all) is the rule of the type whose waiters listen there ([`WakeRule`], given when a waiter
+//! registers). A reconnect, a connection error or a lagged message stream wakes them all (messages
+//! may have been lost; and a waiter woken while the server is gone fails within the command
+//! timeout instead of sleeping out the holder's lease).
 //! Pub/sub is only a hint: every wait is bounded by the holder's TTL, so a lost message costs
 //! latency, never a hang. On a Redis 7 cluster the channels are sharded (`SSUBSCRIBE`), so a
 //! lock's messages stay on the shard that holds the lock.
@@ -21,12 +22,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fred::clients::SubscriberClient;
-use fred::interfaces::{ClientLike, EventInterface, PubsubInterface};
-use fred::types::Value;
 use tokio::sync::{mpsc, watch, Notify};
 use tokio::time::Instant;
 
-use crate::scripts::UNLOCK_MESSAGE;
+mod link;
+
+use link::{run, Link};
 
 /// Whether a channel's subscription is confirmed by the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,6 +36,23 @@ enum Subscription {
     Active,
     Failed,
 }
+
+/// How many of a channel's waiters one message wakes, in arrival order, skipping those woken
+/// already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wakes {
+    /// The first one.
+    One,
+    /// At most this many (the rule of a type whose release lets several waiters in at once,
+    /// such as a semaphore's; none of the lock types has it).
+    #[cfg_attr(not(test), allow(dead_code))]
+    UpTo(usize),
+    /// Every one.
+    All,
+}
+
+/// A type's rule for its channel: what one message (its text, when it is one) wakes.
+pub(crate) type WakeRule = fn(Option<&str>) -> Wakes;
 
 /// One parked (or about to park) waiter.
 #[derive(Default)]
@@ -57,8 +75,9 @@ struct Channel {
     queue: VecDeque<(u64, Arc<Slot>)>,
     /// Sequence numbers (see [`Channels::messages`]) of the last two messages received.
     recent: [u64; 2],
-    /// Every message wakes every waiter (a read-write lock's channel), not one per "0".
-    broadcast: bool,
+    /// What one message wakes: the rule its first waiter registered with (every waiter of a
+    /// channel is of a type that shares it).
+    rule: WakeRule,
     /// The latest moment this client learned the lock may be busy until: its holder's lease
     /// end, as an attempt's reply or this client's own acquire told it.
     busy_until: Option<Instant>,
@@ -66,12 +85,24 @@ struct Channel {
 
 impl Channel {
     fn wake_one(&self) {
-        if let Some((_, slot)) = self
-            .queue
+        self.wake_up_to(1);
+    }
+
+    /// Wakes the first `n` waiters not already woken.
+    fn wake_up_to(&self, n: usize) {
+        self.queue
             .iter()
-            .find(|(_, slot)| !slot.woken.load(Ordering::Acquire))
-        {
-            slot.wake();
+            .filter(|(_, slot)| !slot.woken.load(Ordering::Acquire))
+            .take(n)
+            .for_each(|(_, slot)| slot.wake());
+    }
+
+    /// Wakes whom `message` wakes by the channel's rule.
+    fn deliver(&self, message: Option<&str>) {
+        match (self.rule)(message) {
+            Wakes::One => self.wake_one(),
+            Wakes::UpTo(n) => self.wake_up_to(n),
+            Wakes::All => self.wake_all(),
         }
     }
 
@@ -140,9 +171,9 @@ impl Hub {
         Hub { channels, sync_tx }
     }
 
-    /// Registers a waiter on `channel`, subscribing it if this is its first waiter. On a
-    /// `broadcast` channel every message wakes every waiter.
-    pub(crate) fn register(&self, channel: &str, broadcast: bool) -> Waiter {
+    /// Registers a waiter on `channel`, subscribing it if this is its first waiter. `rule` says
+    /// whom a message on it wakes (the first waiter's rule stands while the channel has any).
+    pub(crate) fn register(&self, channel: &str, rule: WakeRule) -> Waiter {
         let id = self.channels.next_id.fetch_add(1, Ordering::Relaxed);
         let slot = Arc::new(Slot::default());
         let mut map = self.channels.map.lock().unwrap();
@@ -162,7 +193,7 @@ impl Hub {
                         state: watch::Sender::new(Subscription::Pending),
                         queue: VecDeque::new(),
                         recent: [0; 2],
-                        broadcast,
+                        rule,
                         busy_until: None,
                     },
                 );
@@ -314,219 +345,48 @@ impl Drop for Waiter {
     }
 }
 
-/// The subscriber connection and how to subscribe on it.
-struct Link {
-    subscriber: SubscriberClient,
-    sharded: bool,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-impl Link {
-    /// Subscribes `names`; sharded channels go one slot at a time, as Redis requires.
-    /// Returns each group with its outcome.
-    async fn subscribe(&self, names: Vec<Arc<str>>) -> Vec<(Vec<Arc<str>>, bool)> {
-        let mut outcomes = Vec::new();
-        for group in self.groups(names) {
-            let list: Vec<String> = group.iter().map(|n| n.to_string()).collect();
-            let result = if self.sharded {
-                self.subscriber.ssubscribe(list).await
-            } else {
-                // fred answers a SUBSCRIBE as soon as it is queued, before the server has run
-                // it (it waits for SSUBSCRIBE's reply). A PING behind it on the same connection
-                // is answered only after it: a release published from then on reaches us.
-                match self.subscriber.subscribe(list).await {
-                    Ok(()) => self.subscriber.ping::<Value>(None).await.map(drop),
-                    failed => failed,
-                }
-            };
-            if let Err(error) = &result {
-                tracing::warn!(%error, "subscribe failed; waiters fall back to lease-bounded retries");
-            }
-            outcomes.push((group, result.is_ok()));
-        }
-        outcomes
-    }
-
-    async fn unsubscribe(&self, names: Vec<Arc<str>>) {
-        for group in self.groups(names) {
-            let list: Vec<String> = group.iter().map(|n| n.to_string()).collect();
-            let result = if self.sharded {
-                self.subscriber.sunsubscribe(list).await
-            } else {
-                self.subscriber.unsubscribe(list).await
-            };
-            if let Err(error) = result {
-                tracing::debug!(%error, "unsubscribe failed; the connection drops it on reconnect");
-            }
+    /// A channel of `waiters` parked waiters, woken as `rule` says.
+    fn channel(waiters: usize, rule: WakeRule) -> Channel {
+        Channel {
+            waiters,
+            state: watch::Sender::new(Subscription::Active),
+            queue: (0..waiters as u64)
+                .map(|id| (id, Arc::new(Slot::default())))
+                .collect(),
+            recent: [0; 2],
+            rule,
+            busy_until: None,
         }
     }
 
-    /// One group for classic pub/sub, one per hash slot for sharded pub/sub.
-    fn groups(&self, names: Vec<Arc<str>>) -> Vec<Vec<Arc<str>>> {
-        if !self.sharded {
-            return vec![names];
-        }
-        let mut by_slot: HashMap<u16, Vec<Arc<str>>> = HashMap::new();
-        for name in names {
-            let slot = fred::util::redis_keyslot(name.as_bytes());
-            by_slot.entry(slot).or_default().push(name);
-        }
-        by_slot.into_values().collect()
-    }
-}
-
-/// The hub task: keeps subscriptions in step with waiters and routes messages to them.
-async fn run(
-    link: Link,
-    channels: Arc<Channels>,
-    mut sync_rx: mpsc::UnboundedReceiver<Arc<str>>,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    use tokio::sync::broadcast::error::RecvError;
-
-    let mut messages = link.subscriber.message_rx();
-    let mut reconnects = link.subscriber.reconnect_rx();
-    let mut errors = link.subscriber.error_rx();
-    loop {
-        tokio::select! {
-            biased;
-            _ = shutdown.changed() => break,
-            message = messages.recv() => match message {
-                Ok(message) => {
-                    let mut map = channels.map.lock().unwrap();
-                    if let Some(channel) = map.get_mut(&*message.channel) {
-                        let seq = channels.messages.fetch_add(1, Ordering::AcqRel) + 1;
-                        channel.recent = [seq, channel.recent[0]];
-                        if !channel.broadcast
-                            && message.value.as_str().as_deref() == Some(UNLOCK_MESSAGE)
-                        {
-                            channel.wake_one();
-                        } else {
-                            channel.wake_all();
-                        }
-                    }
-                }
-                Err(RecvError::Lagged(missed)) => {
-                    tracing::debug!(missed, "pub/sub messages lagged; waking every waiter");
-                    channels.wake_all();
-                }
-                Err(RecvError::Closed) => break,
-            },
-            // The connection broke: a release may go unheard, and when the server is gone a
-            // waiter learns it only from an attempt of its own. Each attempt is bounded by the
-            // command timeout, so waking them makes them fail promptly rather than sleep out
-            // the holder's lease; if the server is still there they find the lock busy and
-            // park again.
-            error = errors.recv() => match error {
-                Ok((error, _)) => {
-                    tracing::debug!(%error, "subscriber connection error; waking every waiter");
-                    channels.wake_all();
-                }
-                Err(RecvError::Lagged(_)) => channels.wake_all(),
-                Err(RecvError::Closed) => break,
-            },
-            reconnect = reconnects.recv() => match reconnect {
-                Ok(_) => {
-                    let all: Vec<Arc<str>> = {
-                        let map = channels.map.lock().unwrap();
-                        map.iter()
-                            .filter(|(_, c)| c.waiters > 0)
-                            .map(|(name, c)| {
-                                c.state.send_replace(Subscription::Pending);
-                                name.clone()
-                            })
-                            .collect()
-                    };
-                    sync(&link, &channels, all).await;
-                    channels.wake_all();
-                }
-                Err(RecvError::Lagged(_)) => continue,
-                Err(RecvError::Closed) => break,
-            },
-            first = sync_rx.recv() => {
-                let Some(first) = first else { break };
-                let mut batch = vec![first];
-                while let Ok(more) = sync_rx.try_recv() {
-                    batch.push(more);
-                }
-                sync(&link, &channels, batch).await;
-            }
-        }
-    }
-    // Nobody syncs subscriptions from here on: a waiter that leaves last now forgets its channel
-    // itself (its send fails), and a channel whose last waiter left just before is forgotten
-    // here, not kept for a sync that will not come.
-    sync_rx.close();
-    channels
-        .map
-        .lock()
-        .unwrap()
-        .retain(|_, channel| channel.waiters > 0);
-    // Waiters re-try at once and find the client closed instead of sleeping out a lease.
-    channels.wake_all();
-}
-
-/// Brings the subscriptions of `names` in step with their waiters, one command each way.
-async fn sync(link: &Link, channels: &Channels, mut names: Vec<Arc<str>>) {
-    names.sort();
-    names.dedup();
-    let (subscribe, unsubscribe): (Vec<Arc<str>>, Vec<Arc<str>>) = {
-        let map = channels.map.lock().unwrap();
-        let mut subscribe = Vec::new();
-        let mut unsubscribe = Vec::new();
-        for name in names {
-            match map.get(&name) {
-                Some(c) if c.waiters > 0 && *c.state.borrow() != Subscription::Active => {
-                    subscribe.push(name)
-                }
-                Some(c) if c.waiters == 0 => unsubscribe.push(name),
-                _ => {}
-            }
-        }
-        (subscribe, unsubscribe)
-    };
-
-    if !unsubscribe.is_empty() {
-        // Mark them pending first: a waiter arriving meanwhile waits for the resubscription.
-        {
-            let map = channels.map.lock().unwrap();
-            for name in &unsubscribe {
-                if let Some(c) = map.get(name) {
-                    c.state.send_replace(Subscription::Pending);
-                }
-            }
-        }
-        link.unsubscribe(unsubscribe.clone()).await;
-        let mut again = Vec::new();
-        {
-            let mut map = channels.map.lock().unwrap();
-            for name in unsubscribe {
-                match map.get(&name) {
-                    Some(c) if c.waiters > 0 => again.push(name),
-                    Some(_) => {
-                        map.remove(&name);
-                    }
-                    None => {}
-                }
-            }
-        }
-        if !again.is_empty() {
-            Box::pin(sync(link, channels, again)).await;
-        }
+    fn woken(channel: &Channel) -> Vec<bool> {
+        let slots = channel.queue.iter();
+        slots
+            .map(|(_, s)| s.woken.load(Ordering::Acquire))
+            .collect()
     }
 
-    if !subscribe.is_empty() {
-        for (group, ok) in link.subscribe(subscribe).await {
-            let state = if ok {
-                Subscription::Active
-            } else {
-                Subscription::Failed
-            };
-            let map = channels.map.lock().unwrap();
-            for name in group {
-                if let Some(c) = map.get(&name) {
-                    c.state.send_replace(state);
-                }
-            }
-        }
+    #[test]
+    fn a_message_wakes_whom_the_types_rule_says_in_arrival_order() {
+        let one = |_: Option<&str>| Wakes::One;
+        let two = |_: Option<&str>| Wakes::UpTo(2);
+        let all = |_: Option<&str>| Wakes::All;
+        let c = channel(3, one);
+        c.deliver(None);
+        assert_eq!(woken(&c), [true, false, false]);
+        c.deliver(None);
+        assert_eq!(woken(&c), [true, true, false], "woke a woken waiter again");
+        let c = channel(3, two);
+        c.deliver(None);
+        assert_eq!(woken(&c), [true, true, false]);
+        c.deliver(None);
+        assert_eq!(woken(&c), [true, true, true]);
+        let c = channel(3, all);
+        c.deliver(Some("0"));
+        assert_eq!(woken(&c), [true, true, true]);
     }
 }

@@ -19,60 +19,16 @@
 //! Both counts are kept under one mutex, so an acquire and a release that start at once are
 //! ordered one way or the other. Releases never wait, so nothing here can deadlock.
 //!
-//! Counts are kept per [`Fingerprint`] of the lock name and holder field, computed once per
-//! `lock()` call, so the bookkeeping costs every acquire and release a mutex and no hashing of
-//! strings. Two pairs with the same fingerprint would only share counts: an acquire could wait
-//! for a release of the other, or a release write a replay key it did not need, never the
-//! reverse.
+//! The counts are the in-flight part of the client's registry entry of the lock name and holder
+//! field (see `registry`).
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hash, Hasher};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use tokio::sync::Notify;
+use super::{HoldKey, Registry};
 
-/// A 64-bit hash of a lock name and holder field, the key of the counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct Fingerprint(u64);
-
-impl Fingerprint {
-    pub(crate) fn of(name: &str, field: &str) -> Fingerprint {
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        (name, field).hash(&mut hasher);
-        Fingerprint(hasher.finish())
-    }
-}
-
-/// Fingerprints are hashes already: the map uses them as they are.
+/// What is in flight for one lock and holder field.
 #[derive(Default)]
-struct AsIs(u64);
-
-impl Hasher for AsIs {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &byte in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(byte);
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
-}
-
-/// What is in flight for each lock and holder field that has anything in flight.
-#[derive(Default)]
-pub(crate) struct InFlight {
-    counts: Mutex<HashMap<Fingerprint, Counts, BuildHasherDefault<AsIs>>>,
-    /// Told whenever a lock and field has no release in flight any more.
-    settled: Notify,
-}
-
-#[derive(Default)]
-struct Counts {
+pub(super) struct Counts {
     acquires: u32,
     releases: u32,
     /// The longest lease asked for by the acquires in flight since `acquires` was last 0.
@@ -82,15 +38,15 @@ struct Counts {
 /// An acquire in flight, from just before it is sent until its outcome is known (its reply, or
 /// the read-back after a lost one).
 pub(crate) struct Acquiring {
-    in_flight: Arc<InFlight>,
-    key: Fingerprint,
+    registry: Arc<Registry>,
+    key: HoldKey,
 }
 
 /// A release in flight, from before it is first sent until it ends, retries and all (or, for a
 /// dropped `unlock()`, until the background task finishing it ends).
 pub(crate) struct Releasing {
-    in_flight: Arc<InFlight>,
-    key: Fingerprint,
+    registry: Arc<Registry>,
+    key: HoldKey,
     /// An acquire of the same lock and owner was in flight when the release started: the
     /// release must write a replay key even if it frees the lock.
     pub(crate) beside_acquire: bool,
@@ -99,18 +55,24 @@ pub(crate) struct Releasing {
     pub(crate) acquire_lease_ms: u64,
 }
 
-impl InFlight {
+impl Counts {
+    pub(super) fn is_empty(&self) -> bool {
+        self.acquires == 0 && self.releases == 0
+    }
+}
+
+impl Registry {
     /// Counts an acquire of `key` with a lease of `lease_ms` in flight, once no release of `key`
     /// is.
-    pub(crate) async fn acquiring(self: &Arc<Self>, key: Fingerprint, lease_ms: u64) -> Acquiring {
-        if self.try_acquiring(&key, lease_ms) {
+    pub(crate) async fn acquiring(self: &Arc<Self>, key: &HoldKey, lease_ms: u64) -> Acquiring {
+        if self.try_acquiring(key, lease_ms) {
             return self.acquire_token(key);
         }
         loop {
             let notified = self.settled.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if self.try_acquiring(&key, lease_ms) {
+            if self.try_acquiring(key, lease_ms) {
                 return self.acquire_token(key);
             }
             notified.await;
@@ -118,74 +80,65 @@ impl InFlight {
     }
 
     /// Counts an acquire of `key` unless a release of it is in flight.
-    fn try_acquiring(&self, key: &Fingerprint, lease_ms: u64) -> bool {
-        let mut counts = self.counts.lock().unwrap();
-        let entry = counts.entry(*key).or_default();
-        if entry.releases > 0 {
+    fn try_acquiring(&self, key: &HoldKey, lease_ms: u64) -> bool {
+        let mut map = self.map.lock().unwrap();
+        if map.get(key).is_some_and(|e| e.in_flight.releases > 0) {
             return false;
         }
+        let entry = &mut map.entry(key.clone()).or_default().in_flight;
         entry.acquires += 1;
         entry.acquire_lease_ms = entry.acquire_lease_ms.max(lease_ms);
         true
     }
 
-    fn acquire_token(self: &Arc<Self>, key: Fingerprint) -> Acquiring {
+    fn acquire_token(self: &Arc<Self>, key: &HoldKey) -> Acquiring {
         Acquiring {
-            in_flight: self.clone(),
-            key,
+            registry: self.clone(),
+            key: key.clone(),
         }
     }
 
     /// Counts a release of `key` in flight; it never waits.
-    pub(crate) fn releasing(self: &Arc<Self>, key: Fingerprint) -> Releasing {
-        let mut counts = self.counts.lock().unwrap();
-        let entry = counts.entry(key).or_default();
+    pub(crate) fn releasing(self: &Arc<Self>, key: HoldKey) -> Releasing {
+        let mut map = self.map.lock().unwrap();
+        let entry = &mut map.entry(key.clone()).or_default().in_flight;
         entry.releases += 1;
         let beside_acquire = entry.acquires > 0;
         let acquire_lease_ms = entry.acquire_lease_ms;
-        drop(counts);
+        drop(map);
         Releasing {
-            in_flight: self.clone(),
+            registry: self.clone(),
             key,
             beside_acquire,
             acquire_lease_ms,
         }
     }
 
-    /// Takes one off `key`'s counts and drops the entry once nothing is in flight; returns the
-    /// releases left.
-    fn done(&self, key: &Fingerprint, count: impl FnOnce(&mut Counts)) -> u32 {
-        let mut counts = self.counts.lock().unwrap();
-        let Some(entry) = counts.get_mut(key) else {
+    /// Takes one off `key`'s counts and forgets what is spent; returns the releases left.
+    fn done(&self, key: &HoldKey, count: impl FnOnce(&mut Counts)) -> u32 {
+        let mut map = self.map.lock().unwrap();
+        let Some(entry) = map.get_mut(key) else {
             return 0;
         };
-        count(entry);
-        let releases = entry.releases;
-        if entry.acquires == 0 && releases == 0 {
-            counts.remove(key);
-        }
+        count(&mut entry.in_flight);
+        let releases = entry.in_flight.releases;
+        Registry::forget(&mut map, key, |_| {});
         releases
     }
 
     /// How many acquires and releases are in flight, over every lock and field.
-    pub(crate) fn total(&self) -> usize {
-        let counts = self.counts.lock().unwrap();
+    pub(crate) fn in_flight(&self) -> usize {
+        let map = self.map.lock().unwrap();
+        let counts = map.values().map(|e| &e.in_flight);
         counts
-            .values()
             .map(|c| c.acquires as usize + c.releases as usize)
             .sum()
-    }
-
-    /// How many locks and fields have something in flight.
-    #[cfg(test)]
-    fn len(&self) -> usize {
-        self.counts.lock().unwrap().len()
     }
 }
 
 impl Drop for Acquiring {
     fn drop(&mut self) {
-        self.in_flight.done(&self.key, |c| {
+        self.registry.done(&self.key, |c| {
             c.acquires -= 1;
             if c.acquires == 0 {
                 c.acquire_lease_ms = 0;
@@ -196,8 +149,8 @@ impl Drop for Acquiring {
 
 impl Drop for Releasing {
     fn drop(&mut self) {
-        if self.in_flight.done(&self.key, |c| c.releases -= 1) == 0 {
-            self.in_flight.settled.notify_waiters();
+        if self.registry.done(&self.key, |c| c.releases -= 1) == 0 {
+            self.registry.settled.notify_waiters();
         }
     }
 }
@@ -206,14 +159,18 @@ impl Drop for Releasing {
 mod tests {
     use super::*;
 
-    fn key(name: &str) -> Fingerprint {
-        Fingerprint::of(name, "client:task-1")
+    fn key(name: &str) -> HoldKey {
+        (name.into(), "client:task-1".into())
+    }
+
+    fn registry() -> Arc<Registry> {
+        Arc::new(Registry::new(std::time::Duration::from_secs(30)))
     }
 
     #[tokio::test]
     async fn a_release_beside_an_acquire_asks_for_a_replay_key() {
-        let in_flight = Arc::new(InFlight::default());
-        let acquire = in_flight.acquiring(key("a"), 30_000).await;
+        let in_flight = registry();
+        let acquire = in_flight.acquiring(&key("a"), 30_000).await;
         let beside = in_flight.releasing(key("a"));
         assert!(beside.beside_acquire);
         assert_eq!(
@@ -230,19 +187,19 @@ mod tests {
         assert!(!alone.beside_acquire);
         assert_eq!(alone.acquire_lease_ms, 0, "a spent acquire's lease is kept");
         drop(alone);
-        assert_eq!(in_flight.len(), 0, "spent entries are kept");
+        assert_eq!(in_flight.entries(), 0, "spent entries are kept");
     }
 
     #[tokio::test]
     async fn an_acquire_waits_for_the_releases_in_flight() {
-        let in_flight = Arc::new(InFlight::default());
+        let in_flight = registry();
         let first = in_flight.releasing(key("a"));
         let second = in_flight.releasing(key("a"));
-        let other = in_flight.acquiring(key("b"), 30_000).await; // another lock: no wait
+        let other = in_flight.acquiring(&key("b"), 30_000).await; // another lock: no wait
         let waiting = tokio::spawn({
             let in_flight = in_flight.clone();
             async move {
-                let _acquire = in_flight.acquiring(key("a"), 30_000).await;
+                let _acquire = in_flight.acquiring(&key("a"), 30_000).await;
             }
         });
         tokio::task::yield_now().await;
@@ -255,6 +212,6 @@ mod tests {
             .expect("the acquire was never let go")
             .unwrap();
         drop(other);
-        assert_eq!(in_flight.len(), 0, "spent entries are kept");
+        assert_eq!(in_flight.entries(), 0, "spent entries are kept");
     }
 }

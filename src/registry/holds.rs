@@ -1,5 +1,5 @@
-//! Who holds what in this client: one entry per (lock name, holder field) with its live guards,
-//! the leases they need and what they know of their hold.
+//! Who holds what in this client: the part of a registry entry (one per lock name and holder
+//! field) with its live guards, the leases they need and what they know of their hold.
 //!
 //! Every live guard is counted here under its lock name and holder field, with the lease its
 //! hold needs: a watchdog hold needs the watchdog timeout, renewed; a fixed hold needs its own
@@ -7,7 +7,7 @@
 //! TTL, so relock keeps this rule: **the lock's TTL is never shorter than what any live hold
 //! needs, and never longer than the longest of them.** An acquire and a renewal only ever extend
 //! the TTL (`lua/lock/acquire.lua`, `lua/lock/renew.lua`), and a release that leaves holds
-//! behind sets it to what the holds that remain need, as computed here ([`Holds::need`]).
+//! behind sets it to what the holds that remain need, as computed here ([`Registry::need`]).
 //!
 //! The watchdog (`watchdog`) renews the entries with watchdog holds and reports back here. A
 //! release stops renewal before it sends anything, so renewal and release never race.
@@ -20,29 +20,14 @@
 //! signal. A release hands the lapse moment on: a last release whose hold could lapse before its
 //! last retry writes a replay key (see `inflight`).
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
-use fred::bytes_utils::Str;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-/// A lock name and a holder field.
-pub(crate) type HoldKey = (Str, Str);
-
-/// Whether and how the watchdog renews a hold.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Renew {
-    /// A fixed lease: nobody renews it.
-    No,
-    /// The watchdog extends the lock while the holder field is there.
-    Field,
-    /// A read-write lock's reader: the watchdog extends the reader's own timeout keys (and the
-    /// lock with them) while one of them lives.
-    Reader,
-}
+use super::{Entry, Held, HoldKey, Registry};
 
 /// What the guards of one field know of their hold.
 #[derive(Debug, Clone, Copy)]
@@ -60,7 +45,8 @@ impl Standing {
     }
 }
 
-struct Entry {
+/// The holds of one lock name and holder field, while it has live guards.
+pub(super) struct Holding {
     /// Live guards of this field, of every generation.
     guards: u32,
     /// This generation's live watchdog holds.
@@ -69,15 +55,15 @@ struct Entry {
     fixed: Vec<(u64, Instant)>,
     /// Tells an older generation's guards and renewals from this one's.
     generation: u64,
-    /// Whether the field is a read-write lock's reader (see [`Renew::Reader`]).
-    reader: bool,
+    /// The type of the hold, which renews it and lets go of it at shutdown.
+    held: Arc<dyn Held>,
     standing: watch::Sender<Standing>,
     /// When the latest release that set the TTL outright was sent: a command sent before it
     /// was overridden by it.
     set_sent_at: Instant,
 }
 
-impl Entry {
+impl Holding {
     fn lapsed(&self, now: Instant) -> bool {
         self.standing.borrow().is_lost(now)
     }
@@ -109,14 +95,6 @@ impl Entry {
     }
 }
 
-/// The holds of one client.
-pub(crate) struct Holds {
-    map: Mutex<HashMap<HoldKey, Entry>>,
-    next_id: AtomicU64,
-    /// The lease of a watchdog hold.
-    watchdog: Duration,
-}
-
 /// What a guard keeps of its registration.
 pub(crate) struct Registration {
     id: u64,
@@ -125,7 +103,7 @@ pub(crate) struct Registration {
     pub(crate) standing: watch::Receiver<Standing>,
 }
 
-/// What [`Holds::unregister`] tells the release of a hold.
+/// What [`Registry::unregister`] tells the release of a hold.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Leaving {
     /// Send the release: the hold can lapse from `lapses_after` on, as far as this client knows.
@@ -135,44 +113,42 @@ pub(crate) enum Leaving {
     Lost,
 }
 
-impl Holds {
-    pub(crate) fn new(watchdog: Duration) -> Holds {
-        Holds {
-            map: Mutex::default(),
-            next_id: AtomicU64::new(1),
-            watchdog,
-        }
-    }
+/// The holds of the entry of `key`, if any.
+fn holding<'a>(
+    map: &'a mut std::collections::HashMap<HoldKey, Entry>,
+    key: &HoldKey,
+) -> Option<&'a mut Holding> {
+    map.get_mut(key).and_then(|entry| entry.holding.as_mut())
+}
 
+impl Registry {
     /// This generation's live holds of `key`.
     pub(crate) fn guards(&self, key: &HoldKey) -> u32 {
-        self.map
-            .lock()
-            .unwrap()
-            .get(key)
-            .map_or(0, |e| e.renewing + e.fixed.len() as u32)
+        let map = self.map.lock().unwrap();
+        let holding = map.get(key).and_then(|e| e.holding.as_ref());
+        holding.map_or(0, |e| e.renewing + e.fixed.len() as u32)
     }
 
-    /// Counts a new guard; its acquire was sent at `sent_at` and asked for `lease`, renewed by
-    /// the watchdog as `renew` says.
+    /// Counts a new guard of a hold of type `held`; its acquire was sent at `sent_at` and asked
+    /// for `lease`, renewed by the watchdog when `renew` (a watchdog lease).
     pub(crate) fn register(
         &self,
         key: HoldKey,
-        renew: Renew,
+        held: &Arc<dyn Held>,
+        renew: bool,
         sent_at: Instant,
         lease: Duration,
     ) -> Registration {
-        let reader = renew == Renew::Reader;
-        let renew = renew != Renew::No;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let now = Instant::now();
         let mut map = self.map.lock().unwrap();
-        let entry = map.entry(key).or_insert_with(|| Entry {
+        let entry = map.entry(key).or_default();
+        let entry = entry.holding.get_or_insert_with(|| Holding {
             guards: 0,
             renewing: 0,
             fixed: Vec::new(),
             generation: 0,
-            reader,
+            held: held.clone(),
             standing: watch::Sender::new(Standing {
                 lost: true,
                 lapses_after: sent_at,
@@ -214,7 +190,7 @@ impl Holds {
     /// Forgets a guard. Called before its release is sent, so no renewal follows the release.
     pub(crate) fn unregister(&self, key: &HoldKey, registration: &Registration) -> Leaving {
         let mut map = self.map.lock().unwrap();
-        let Some(entry) = map.get_mut(key) else {
+        let Some(entry) = holding(&mut map, key) else {
             return Leaving::Lost;
         };
         entry.guards = entry.guards.saturating_sub(1);
@@ -228,7 +204,7 @@ impl Holds {
         }
         let lapses_after = entry.standing.borrow().lapses_after;
         if entry.guards == 0 {
-            map.remove(key);
+            Registry::forget(&mut map, key, |entry| entry.holding = None);
         }
         if current {
             Leaving::Release { lapses_after }
@@ -242,7 +218,7 @@ impl Holds {
     /// hold, or only fixed ones past their deadline).
     pub(crate) fn need(&self, key: &HoldKey) -> Option<Duration> {
         let map = self.map.lock().unwrap();
-        let entry = map.get(key)?;
+        let entry = map.get(key)?.holding.as_ref()?;
         if entry.renewing > 0 {
             return Some(self.watchdog);
         }
@@ -255,7 +231,7 @@ impl Holds {
     pub(crate) fn lease_set(&self, key: &HoldKey, sent_at: Instant, lease: Duration) {
         let now = Instant::now();
         let mut map = self.map.lock().unwrap();
-        let Some(entry) = map.get_mut(key) else {
+        let Some(entry) = holding(&mut map, key) else {
             return;
         };
         if entry.lapsed(now) {
@@ -271,20 +247,22 @@ impl Holds {
         }
     }
 
-    /// The locks to renew now, with the generation of their entry and whether the field is a
-    /// reader's.
-    pub(crate) fn due(&self) -> Vec<(HoldKey, u64, bool)> {
+    /// The locks to renew now, with the generation of their entry and their type.
+    pub(crate) fn due(&self) -> Vec<(HoldKey, u64, Arc<dyn Held>)> {
         let map = self.map.lock().unwrap();
-        map.iter()
+        let holdings = map
+            .iter()
+            .filter_map(|(k, e)| Some((k, e.holding.as_ref()?)));
+        holdings
             .filter(|(_, e)| e.renewing > 0 && !e.standing.borrow().lost)
-            .map(|(k, e)| (k.clone(), e.generation, e.reader))
+            .map(|(k, e)| (k.clone(), e.generation, e.held.clone()))
             .collect()
     }
 
     pub(crate) fn renewed(&self, key: &HoldKey, generation: u64, sent_at: Instant) {
         let now = Instant::now();
         let mut map = self.map.lock().unwrap();
-        if let Some(entry) = map.get_mut(key) {
+        if let Some(entry) = holding(&mut map, key) {
             if entry.generation != generation {
                 return;
             }
@@ -300,7 +278,7 @@ impl Holds {
     /// Marks a hold lost: its guards' `lost()` completes and renewal stops.
     pub(crate) fn lose(&self, key: &HoldKey, generation: u64, why: &str) {
         let mut map = self.map.lock().unwrap();
-        if let Some(entry) = map.get_mut(key) {
+        if let Some(entry) = holding(&mut map, key) {
             if entry.generation == generation {
                 entry.lose(key, why);
             }
@@ -311,29 +289,45 @@ impl Holds {
     pub(crate) fn lose_lapsed(&self) {
         let now = Instant::now();
         let mut map = self.map.lock().unwrap();
-        for (key, entry) in map.iter_mut() {
+        let holdings = map
+            .iter_mut()
+            .filter_map(|(k, e)| Some((k, e.holding.as_mut()?)));
+        for (key, entry) in holdings {
             if entry.renewing > 0 && entry.lapsed(now) {
                 entry.lose(key, "renewals did not come back before the lease ran out");
             }
         }
     }
 
-    /// Every lock and field with live guards.
-    pub(crate) fn keys(&self) -> Vec<HoldKey> {
-        self.map.lock().unwrap().keys().cloned().collect()
+    /// Every lock and field with live guards, with the type of its holds.
+    pub(crate) fn holds(&self) -> Vec<(HoldKey, Arc<dyn Held>)> {
+        let map = self.map.lock().unwrap();
+        let holdings = map
+            .iter()
+            .filter_map(|(k, e)| Some((k, e.holding.as_ref()?)));
+        holdings.map(|(k, e)| (k.clone(), e.held.clone())).collect()
     }
 
     /// Marks every hold lost, saying `why`.
     pub(crate) fn lose_all(&self, why: &str) {
         let mut map = self.map.lock().unwrap();
-        for (key, entry) in map.iter_mut() {
+        let holdings = map
+            .iter_mut()
+            .filter_map(|(k, e)| Some((k, e.holding.as_mut()?)));
+        for (key, entry) in holdings {
             entry.lose(key, why);
         }
     }
 
     /// (holds, of which renewing) for leak checks.
-    pub(crate) fn counts(&self) -> (usize, usize) {
+    pub(crate) fn hold_counts(&self) -> (usize, usize) {
         let map = self.map.lock().unwrap();
-        (map.len(), map.values().filter(|e| e.renewing > 0).count())
+        let holdings = map.values().filter_map(|e| e.holding.as_ref());
+        let (mut holds, mut renewing) = (0, 0);
+        for holding in holdings {
+            holds += 1;
+            renewing += usize::from(holding.renewing > 0);
+        }
+        (holds, renewing)
     }
 }
