@@ -3,6 +3,7 @@
 -- lock's channel and, when the lock has a fair queue, the first waiter on its own channel; on a
 -- read-write lock it also drops a reader's timeout keys, and wakes the lock's waiters when the
 -- lock is freed or a writer's leaving turns it into a read lock. Sent after `lua/rw/readers.lua`.
+-- Needs: rw/readers
 --
 -- KEYS[1]  the lock hash <name>
 -- KEYS[2]  the wake-up channel redisson_lock__channel:{<name>}

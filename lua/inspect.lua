@@ -1,4 +1,5 @@
 -- Read a lock's state in one consistent step.
+-- Needs: common/hash
 --
 -- KEYS[1]  the lock hash <name>
 -- ARGV[1]  holder field <client-uuid>:<owner> (a read-write lock's writer: ...:<owner>:write)

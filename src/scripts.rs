@@ -150,10 +150,10 @@ impl Script {
     }
 }
 
-static ACQUIRE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::ACQUIRE));
-static RELEASE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::RELEASE));
-static RENEW: Lazy<Script> = Lazy::new(|| Script::new(catalogue::RENEW));
-static FORCE_RELEASE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::FORCE_RELEASE));
+static ACQUIRE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::LOCK_ACQUIRE));
+static RELEASE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::LOCK_RELEASE));
+static RENEW: Lazy<Script> = Lazy::new(|| Script::new(catalogue::LOCK_RENEW));
+static FORCE_RELEASE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::LOCK_FORCE_RELEASE));
 static INSPECT: Lazy<Script> = Lazy::new(|| Script::new(catalogue::INSPECT));
 static ABANDON: Lazy<Script> = Lazy::new(|| Script::new(catalogue::ABANDON));
 static UNCLAIM: Lazy<Script> = Lazy::new(|| Script::new(catalogue::UNCLAIM));

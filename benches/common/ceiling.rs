@@ -10,7 +10,7 @@ use std::process::Command;
 use super::Redis;
 use relock::testing::RedisServer;
 
-use relock::testing::scripts::{ACQUIRE, RELEASE};
+use relock::testing::scripts::{LOCK_ACQUIRE as ACQUIRE, LOCK_RELEASE as RELEASE};
 
 /// One acquire + release pair, as the server sees it.
 #[derive(Clone, Copy, Debug)]

@@ -1,5 +1,6 @@
 -- Acquire a fair lock, or count one more hold for its owner. A waiter that finds it busy queues
 -- up at the tail, or, queued already, proves it is alive by pushing its deadline on.
+-- Needs: common/lease, fair/queue
 --
 -- KEYS[1]  the lock hash <name>
 -- KEYS[2]  the queue redisson_lock_queue:{<name>}: LIST of waiting holder fields, in FIFO order

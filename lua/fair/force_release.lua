@@ -1,4 +1,5 @@
 -- Delete a fair lock whoever holds it, and wake the head of the queue on its own channel.
+-- Needs: common/hash, fair/queue
 --
 -- KEYS[1]  the lock hash <name>
 -- KEYS[2]  the queue redisson_lock_queue:{<name>}

@@ -1,5 +1,6 @@
 -- A waiter gives up (timed out, cancelled, failed): remove it from the queue, and wake the next
 -- head if it was the head of a free lock's queue.
+-- Needs: fair/queue
 --
 -- KEYS[1]  the lock hash <name>
 -- KEYS[2]  the queue redisson_lock_queue:{<name>}

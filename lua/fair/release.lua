@@ -1,5 +1,6 @@
 -- Release one hold of a fair lock; the last hold deletes the lock and wakes the head of the queue
 -- on its own channel.
+-- Needs: common/replay, fair/queue
 --
 -- Every applied release writes its replay key, the last one too: a retry after a lost reply
 -- then replays the result instead of counting twice or reading another owner's state.

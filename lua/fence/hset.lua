@@ -1,4 +1,5 @@
 -- A fenced HSET of one field, after lua/fence/check.lua's check.
+-- Needs: fence/check
 --
 -- KEYS[1]  the data hash
 -- ARGV[1]  the field

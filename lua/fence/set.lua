@@ -1,4 +1,5 @@
 -- A fenced SET, after lua/fence/check.lua's check: like SET, it replaces the value and any TTL.
+-- Needs: fence/check
 --
 -- KEYS[1]  the data key
 -- ARGV[1]  its new value

@@ -1,4 +1,5 @@
 -- Acquire a reentrant lock, or count one more hold for its owner.
+-- Needs: common/claim, common/lease
 --
 -- KEYS[1]  the lock hash <name>
 -- KEYS[2]  the hand-off claim relock_claim:{<name>}: "<priority>:<holder field>" of the waiter

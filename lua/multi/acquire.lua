@@ -1,5 +1,6 @@
 -- Acquire several reentrant locks of one owner at once, all or none: the fast path of a
 -- multi-lock whose plain locks share a client and a cluster slot.
+-- Needs: common/claim, common/lease
 --
 -- Each part is taken exactly as lua/lock/acquire.lua takes a lock with claim priority 0 (it
 -- claims nothing), and only if every part can be taken now: free and not claimed by another

@@ -2,6 +2,7 @@
 -- multi-lock whose plain locks share a client and a cluster slot. Each part is released exactly
 -- as lua/lock/release.lua releases one lock; the parts are independent (one may be held no more
 -- while the others are released).
+-- Needs: common/claim, common/replay
 --
 -- KEYS     for each part i = 1..k, four keys:
 -- KEYS[4i-3]  the lock hash <name>

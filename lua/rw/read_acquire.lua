@@ -1,4 +1,5 @@
 -- Take a read hold of a read-write lock (Redisson's RReadWriteLock read lock).
+-- Needs: common/claim, common/lease, rw/readers
 --
 -- KEYS[1]  the lock hash <name>
 -- KEYS[2]  the hand-off claim relock_claim:{<name>}: "<priority>:<writer field>" of a writer

@@ -1,4 +1,5 @@
 -- Take the write hold of a read-write lock (Redisson's RReadWriteLock write lock).
+-- Needs: common/claim, common/lease, rw/readers
 --
 -- KEYS[1]  the lock hash <name>
 -- KEYS[2]  the hand-off claim relock_claim:{<name>}

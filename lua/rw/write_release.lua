@@ -1,6 +1,7 @@
 -- Release one write hold of a read-write lock. The writer's last release frees the lock, or,
 -- when the writer also took read holds, turns it into a read lock (a downgrade); either way it
 -- wakes every waiter, since readers may now come in.
+-- Needs: common/claim, common/replay, rw/readers
 --
 -- KEYS[1]  the lock hash <name>
 -- KEYS[2]  the wake-up channel redisson_rwlock:{<name>}

@@ -6,10 +6,15 @@
 //! fragment: `lua/common/` for the rules of every type (the hand-off claim's format, the replay
 //! key, the type check of a lock hash, the lease that never shortens), and a type's own
 //! fragment in its folder (`lua/fair/queue.lua`, `lua/rw/readers.lua`, `lua/fence/check.lua`).
-//! A script's source is its fragments, in the order listed, then its own file: that text is what
-//! the client hashes, loads and runs by `EVALSHA`, and each script's header comment gives its
-//! KEYS / ARGV / reply contract. A fragment reads only the keys and arguments its callers pass
-//! it, so every key a script touches is still one of its `KEYS` (as a cluster requires).
+//! A script's source is the fragments its header's `-- Needs: a/b, c/d` line names, in that
+//! order, then its own file: that text is what the client hashes, loads and runs by `EVALSHA`,
+//! and each script's header comment gives its KEYS / ARGV / reply contract. A fragment reads
+//! only the keys and arguments its callers pass it, so every key a script touches is still one
+//! of its `KEYS` (as a cluster requires).
+//!
+//! The constants are written by `build.rs`, one per file, named after its path
+//! (`lua/fair/acquire.lua` is `FAIR_ACQUIRE`), documented by the file's first comment
+//! paragraph: a new script, or a new type's folder of them, needs no Rust here.
 //!
 //! With the `testing` feature the catalogue is public, as `relock::testing::scripts`: tests that
 //! run a script directly (`EVAL` on a real server), or compute the SHA1 it is sent under, take
@@ -18,93 +23,32 @@
 //! ```
 //! use relock::testing::scripts;
 //! // The composed acquire script: the claim's rules (`lua/common/claim.lua`), the lease's, then
-//! // the lock's own acquire (`lua/lock/acquire.lua`).
-//! assert!(scripts::ACQUIRE.starts_with("-- The hand-off claim relock_claim:{<name>}"));
-//! assert!(scripts::ACQUIRE.contains("-- Acquire a reentrant lock"));
-//! assert!(scripts::ALL.contains(&("ACQUIRE", scripts::ACQUIRE)));
+//! // the lock's own acquire (`lua/lock/acquire.lua`, whose header says `-- Needs:` those two).
+//! assert!(scripts::LOCK_ACQUIRE.starts_with(scripts::COMMON_CLAIM));
+//! assert!(scripts::LOCK_ACQUIRE.contains("-- Acquire a reentrant lock"));
+//! assert!(scripts::ALL.contains(&("LOCK_ACQUIRE", scripts::LOCK_ACQUIRE)));
+//! // Fragments have constants too, but are no scripts of their own.
+//! assert!(!scripts::ALL.iter().any(|(name, _)| *name == "COMMON_CLAIM"));
 //! ```
 // Public so that `testing` can re-export it; without that feature nothing outside the crate
 // sees it.
 #![cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
 
-/// Defines one `&str` constant per script, each the concatenation of `lua/<part>.lua` for its
-/// parts (one path style: from the crate root), and [`ALL`].
+/// Defines one `&str` constant per file of `lua/`, each the concatenation of `lua/<part>.lua`
+/// for its parts (one path style: from the crate root).
 macro_rules! catalogue {
-    ($($(#[$doc:meta])* $name:ident = [$($part:literal),+ $(,)?];)+) => {
+    ($(#[doc = $doc:expr] $name:ident = [$($part:literal),+ $(,)?];)+) => {
         $(
-            $(#[$doc])*
+            #[doc = $doc]
             pub const $name: &str = concat!($(
                 include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/", $part, ".lua"))
             ),+);
         )+
-
-        /// Every script above, as (its constant's name, its source), in the order listed.
-        // Read by the tests only.
-        #[cfg_attr(not(any(test, feature = "testing")), allow(dead_code))]
-        pub const ALL: &[(&str, &str)] = &[$((stringify!($name), $name)),+];
     };
 }
 
-catalogue! {
-    /// Takes a hold of a reentrant lock (also a spin lock's and a fenced lock's), or claims
-    /// its next hand-off: `lua/lock/acquire.lua`.
-    ACQUIRE = ["common/claim", "common/lease", "lock/acquire"];
-    /// Releases one hold of a reentrant lock: `lua/lock/release.lua`.
-    RELEASE = ["common/claim", "common/replay", "lock/release"];
-    /// Extends the lease of many reentrant locks' holds at once: `lua/lock/renew.lua`.
-    RENEW = ["common/lease", "lock/renew"];
-    /// Deletes a reentrant lock whoever holds it: `lua/lock/force_release.lua`.
-    FORCE_RELEASE = ["common/claim", "common/hash", "lock/force_release"];
-
-    /// Takes a hold of a fair lock, or queues for it: `lua/fair/acquire.lua` after the queue's
-    /// rules (`lua/fair/queue.lua`).
-    FAIR_ACQUIRE = ["common/lease", "fair/queue", "fair/acquire"];
-    /// Releases one hold of a fair lock and wakes the head of its queue: `lua/fair/release.lua`.
-    FAIR_RELEASE = ["common/replay", "fair/queue", "fair/release"];
-    /// Deletes a fair lock whoever holds it: `lua/fair/force_release.lua`.
-    FAIR_FORCE_RELEASE = ["common/hash", "fair/queue", "fair/force_release"];
-    /// Takes a waiter out of a fair lock's queue: `lua/fair/leave.lua`.
-    FAIR_LEAVE = ["fair/queue", "fair/leave"];
-
-    /// Takes a read hold of a read-write lock: `lua/rw/read_acquire.lua` after the readers'
-    /// rules (`lua/rw/readers.lua`).
-    RW_READ_ACQUIRE = ["common/claim", "common/lease", "rw/readers", "rw/read_acquire"];
-    /// Takes the write hold of a read-write lock: `lua/rw/write_acquire.lua`.
-    RW_WRITE_ACQUIRE = ["common/claim", "common/lease", "rw/readers", "rw/write_acquire"];
-    /// Releases one read hold of a read-write lock: `lua/rw/read_release.lua`.
-    RW_READ_RELEASE = ["common/claim", "common/replay", "rw/readers", "rw/read_release"];
-    /// Releases one write hold of a read-write lock: `lua/rw/write_release.lua`.
-    RW_WRITE_RELEASE = ["common/claim", "common/replay", "rw/readers", "rw/write_release"];
-    /// Deletes a read-write lock in a given mode whoever holds it: `lua/rw/force_release.lua`.
-    RW_FORCE_RELEASE = ["common/claim", "common/hash", "rw/readers", "rw/force_release"];
-    /// Extends the leases of many read holds at once: `lua/rw/renew_read.lua`.
-    RW_RENEW_READ = ["common/hash", "common/lease", "rw/readers", "rw/renew_read"];
-
-    /// Takes several reentrant locks of one owner at once, all or none:
-    /// `lua/multi/acquire.lua`.
-    MULTI_ACQUIRE = ["common/claim", "common/lease", "multi/acquire"];
-    /// Releases one hold of each of several reentrant locks of one owner at once:
-    /// `lua/multi/release.lua`.
-    MULTI_RELEASE = ["common/claim", "common/replay", "multi/release"];
-
-    /// The fence's check alone, which every fenced script starts with (a user's fenced script
-    /// is this followed by the user's Lua): `lua/fence/check.lua`.
-    FENCE_CHECK = ["fence/check"];
-    /// A fenced SET: `lua/fence/set.lua` after the check.
-    FENCED_SET = ["fence/check", "fence/set"];
-    /// A fenced HSET of one field: `lua/fence/hset.lua` after the check.
-    FENCED_HSET = ["fence/check", "fence/hset"];
-    /// A fenced GET: `lua/fence/get.lua` after the check.
-    FENCED_GET = ["fence/check", "fence/get"];
-
-    /// Reads a lock's state, whatever its type: `lua/inspect.lua`.
-    INSPECT = ["common/hash", "inspect"];
-    /// Withdraws a waiter's claim on a lock's next hand-off: `lua/unclaim.lua`.
-    UNCLAIM = ["common/claim", "unclaim"];
-    /// Drops every hold of one holder at once, whatever the lock's type, as its client shuts
-    /// down: `lua/abandon.lua` after the readers' rules.
-    ABANDON = ["rw/readers", "abandon"];
-}
+// Written by `build.rs` from the files under `lua/` and their `-- Needs:` lines.
+include!(concat!(env!("OUT_DIR"), "/catalogue.rs"));
 
 #[cfg(test)]
 mod tests {

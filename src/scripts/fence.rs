@@ -13,9 +13,9 @@ use crate::connection::Connection;
 use crate::error::{Error, Result, Shown};
 use crate::redis_error::{self, classify, Blamed, What};
 
-static SET: Lazy<Script> = Lazy::new(|| Script::new(catalogue::FENCED_SET));
-static HSET: Lazy<Script> = Lazy::new(|| Script::new(catalogue::FENCED_HSET));
-static GET: Lazy<Script> = Lazy::new(|| Script::new(catalogue::FENCED_GET));
+static SET: Lazy<Script> = Lazy::new(|| Script::new(catalogue::FENCE_SET));
+static HSET: Lazy<Script> = Lazy::new(|| Script::new(catalogue::FENCE_HSET));
+static GET: Lazy<Script> = Lazy::new(|| Script::new(catalogue::FENCE_GET));
 
 /// The check's refusal of a stale token, `RELOCK_STALE <seen>` (see `lua/fence/check.lua`; its
 /// answer for a fence key of another type is a `WRONGTYPE` that [`Blamed::Fence`] recognizes).

@@ -127,7 +127,7 @@ impl Family {
     /// The SHA1 of this type's acquire script, as it appears in its `EVALSHA` request.
     pub fn acquire_sha(self) -> String {
         fred::util::sha1_hash(match self {
-            Family::Lock | Family::Spin | Family::Fenced => scripts::ACQUIRE,
+            Family::Lock | Family::Spin | Family::Fenced => scripts::LOCK_ACQUIRE,
             Family::Fair => scripts::FAIR_ACQUIRE,
             Family::Write => scripts::RW_WRITE_ACQUIRE,
             Family::Read => scripts::RW_READ_ACQUIRE,
@@ -137,7 +137,7 @@ impl Family {
     /// The SHA1 of this type's release script, as it appears in its `EVALSHA` request.
     pub fn release_sha(self) -> String {
         fred::util::sha1_hash(match self {
-            Family::Lock | Family::Spin | Family::Fenced => scripts::RELEASE,
+            Family::Lock | Family::Spin | Family::Fenced => scripts::LOCK_RELEASE,
             Family::Fair => scripts::FAIR_RELEASE,
             Family::Write => scripts::RW_WRITE_RELEASE,
             Family::Read => scripts::RW_READ_RELEASE,

@@ -13,7 +13,7 @@ use common::{
 use fred::interfaces::LuaInterface;
 use fred::types::Value;
 use futures::FutureExt;
-use relock::testing::scripts::RELEASE as RELEASE_LUA;
+use relock::testing::scripts::LOCK_RELEASE as RELEASE_LUA;
 
 /// Whether `client` has nothing left locally: no hold, no waiter, no channel, and nothing in
 /// flight (a dropped acquire's script may still run on the server until its check ends).

@@ -30,7 +30,7 @@ fn sha(lua: &str) -> String {
 }
 
 fn release_sha() -> String {
-    sha(relock::testing::scripts::RELEASE)
+    sha(relock::testing::scripts::LOCK_RELEASE)
 }
 
 async fn connect(url: &str, lease: Duration, command_timeout: Duration) -> Client {

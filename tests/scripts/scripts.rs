@@ -12,7 +12,10 @@ use common::{resp, resp_int, RawSubscriber, RedisServer, Resp};
 use fred::clients::Client as Redis;
 use fred::interfaces::LuaInterface;
 use fred::types::Value;
-use relock::testing::scripts::{ACQUIRE, FORCE_RELEASE, INSPECT, RELEASE, RENEW, UNCLAIM};
+use relock::testing::scripts::{
+    INSPECT, LOCK_ACQUIRE as ACQUIRE, LOCK_FORCE_RELEASE as FORCE_RELEASE, LOCK_RELEASE as RELEASE,
+    LOCK_RENEW as RENEW, UNCLAIM,
+};
 
 const ME: &str = "11111111-2222-3333-4444-555555555555:task-1";
 const OTHER: &str = "99999999-8888-7777-6666-555555555555:task-2";
