@@ -2,9 +2,12 @@
 //!
 //! Each script's source is composed by [`catalogue`] from `lua/` (a type's scripts in
 //! `lua/<type>/`, the rules several share in `lua/common/`), with its KEYS / ARGV / reply
-//! contract in its own file's header. It is hashed
-//! once per process and run by `EVALSHA`; when the server answers `NOSCRIPT` (after a restart, a
-//! failover or `SCRIPT FLUSH`) it is loaded and run again. A lock script must never be applied
+//! contract in its own file's header. It is hashed once per process and run by `EVALSHA`; when
+//! the server answers `NOSCRIPT` (after a restart, a failover or `SCRIPT FLUSH`) it is loaded
+//! and run again. A type's file outside this module runs its own scripts the same way:
+//! `static ACQUIRE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::<TYPE>_ACQUIRE))`, then
+//! `ACQUIRE.run(redis, &keys, &args)`, with [`text`], [`ms_arg`] and [`integer`] for the
+//! arguments and the reply. A lock script must never be applied
 //! twice by a transport retry: the client's connection sends every command once (see
 //! [`Client::new`](crate::Client::new)), and a reply that never came is resolved by the caller.
 
@@ -45,7 +48,7 @@ pub(crate) struct Script {
 }
 
 impl Script {
-    fn new(lua: &'static str) -> Script {
+    pub(crate) fn new(lua: &'static str) -> Script {
         Script::from_text(Str::from_static(lua))
     }
 
@@ -72,7 +75,7 @@ impl Script {
     ///
     /// Keys and arguments come as fred's own types so that sending them copies nothing: a
     /// [`Key`] or [`Str`] made once per lock (or per hold) is shared by reference count.
-    async fn run(
+    pub(crate) async fn run(
         &self,
         redis: &Connection,
         keys: &[Key],
@@ -159,7 +162,7 @@ static ABANDON: Lazy<Script> = Lazy::new(|| Script::new(catalogue::ABANDON));
 static UNCLAIM: Lazy<Script> = Lazy::new(|| Script::new(catalogue::UNCLAIM));
 
 /// A static argument, sent without a copy.
-fn text(s: &'static str) -> Value {
+pub(crate) fn text(s: &'static str) -> Value {
     Value::String(Str::from_static(s))
 }
 
@@ -306,7 +309,7 @@ pub(crate) async fn release(
 }
 
 /// A release script's reply: nil, 0, or 1 + the connections its wake-up reached.
-fn released(reply: Value, name: &str, server: &str) -> Result<Released> {
+pub(crate) fn released(reply: Value, name: &str, server: &str) -> Result<Released> {
     match reply {
         Value::Null => Ok(Released::NotHeld),
         other => match integer(other, name, server)? {
@@ -480,12 +483,12 @@ pub(crate) async fn inspect(
 }
 
 /// A duration in ms as an argument (validated to fit 2^53 by `config::millis`).
-fn ms_arg(ms: u64) -> Value {
+pub(crate) fn ms_arg(ms: u64) -> Value {
     Value::Integer(ms as i64)
 }
 
 /// The integer `value`, or an error naming `context` (a lock name) and the server.
-fn integer(value: Value, context: &str, server: &str) -> Result<i64> {
+pub(crate) fn integer(value: Value, context: &str, server: &str) -> Result<i64> {
     value
         .as_i64()
         .ok_or_else(|| unexpected(&value, context, server))
