@@ -158,7 +158,7 @@ static RELEASE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::LOCK_RELEASE)
 static RENEW: Lazy<Script> = Lazy::new(|| Script::new(catalogue::LOCK_RENEW));
 static FORCE_RELEASE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::LOCK_FORCE_RELEASE));
 static INSPECT: Lazy<Script> = Lazy::new(|| Script::new(catalogue::INSPECT));
-static ABANDON: Lazy<Script> = Lazy::new(|| Script::new(catalogue::ABANDON));
+static ABANDON: Lazy<Script> = Lazy::new(|| Script::new(catalogue::LOCK_ABANDON));
 static UNCLAIM: Lazy<Script> = Lazy::new(|| Script::new(catalogue::UNCLAIM));
 
 /// A static argument, sent without a copy.
@@ -378,8 +378,8 @@ pub(crate) async fn force_release(
     Ok(integer(reply, &keys.name, &redis.server)? == 1)
 }
 
-/// Drops every hold of `field` at once (its client shuts down), whatever the lock's type; `true`
-/// when it had any.
+/// Drops every hold of `field` on a lock hash at once (its client shuts down); `true` when it
+/// had any. A read-write lock's holds go by `rw::abandon` instead.
 pub(crate) async fn abandon(
     redis: &Connection,
     keys: &LockKeys,
@@ -389,17 +389,10 @@ pub(crate) async fn abandon(
 ) -> Result<bool> {
     let fair = crate::names::FairKeys::new(&keys.name);
     let [name, channel, claim] = freeing_keys(keys);
-    let rw_channel = crate::names::prefixed("redisson_rwlock", &keys.name);
     let reply = ABANDON
         .run(
             redis,
-            &[
-                name,
-                channel,
-                claim,
-                Key::from(&fair.queue),
-                Key::from(rw_channel),
-            ],
+            &[name, channel, claim, Key::from(&fair.queue)],
             &[
                 text(UNLOCK_MESSAGE),
                 Value::String(field.clone()),

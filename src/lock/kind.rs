@@ -177,8 +177,8 @@ pub(crate) trait LockType: Send + Sync + 'static {
         Box::pin(scripts::renew(redis, locks, lease_ms, false))
     }
 
-    /// Drops every hold of `field` at once as its client shuts down (see `lua/abandon.lua`,
-    /// which knows every type on the lock hash).
+    /// Drops every hold of `field` at once as its client shuts down, waking whom that lets in
+    /// (by default the lock hash's: `lua/lock/abandon.lua`).
     fn abandon<'a>(
         &'a self,
         closing: &'a Closing<'a>,
@@ -186,7 +186,7 @@ pub(crate) trait LockType: Send + Sync + 'static {
         field: &'a Str,
     ) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
-            let keys = LockKeys::new(name)?;
+            let keys = self.keys(name)?;
             let (publish, window) = (closing.publish, closing.claim_window_ms);
             scripts::abandon(closing.redis, &keys, field, publish, window).await
         })

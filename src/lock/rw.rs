@@ -24,7 +24,7 @@ use crate::connection::Connection;
 use crate::error::Result;
 use crate::names::LockKeys;
 use crate::pubsub::{Waiter, WakeRule, Wakes};
-use crate::registry::HoldKey;
+use crate::registry::{Closing, HoldKey};
 use crate::scripts::{self, Answer, ReleaseHow, Released};
 use crate::shared::Shared;
 
@@ -215,6 +215,15 @@ impl LockType for Read {
     ) -> BoxFuture<'a, Result<Vec<bool>>> {
         Box::pin(scripts::renew(redis, locks, lease_ms, true))
     }
+
+    fn abandon<'a>(
+        &'a self,
+        closing: &'a Closing<'a>,
+        name: &'a Str,
+        field: &'a Str,
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(abandon(closing, name, field))
+    }
 }
 
 /// The write side's type: one writer, whose field is `<client-uuid>:<owner>:write` (as
@@ -232,7 +241,7 @@ impl LockType for Write {
 
     fn field(&self, owner_field: String) -> Str {
         let field = scripts::rw::writer_field(&owner_field);
-        // The scripts tell a writer from a reader by its field alone (`lua/abandon.lua`).
+        // The scripts tell a writer from a reader by its field alone (`lua/rw/abandon.lua`).
         debug_assert!(scripts::rw::is_writer_field(&field));
         field
     }
@@ -307,6 +316,15 @@ impl LockType for Write {
         publish: &'static str,
     ) -> BoxFuture<'a, Result<bool>> {
         Box::pin(scripts::unclaim(redis, keys, field, Some(publish)))
+    }
+
+    fn abandon<'a>(
+        &'a self,
+        closing: &'a Closing<'a>,
+        name: &'a Str,
+        field: &'a Str,
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(abandon(closing, name, field))
     }
 }
 
@@ -387,4 +405,11 @@ impl Turns for RwTurns<'_> {
             waiter.acquired();
         }
     }
+}
+
+/// A read-write lock's shutdown release of every hold of `field` (a reader's or a writer's).
+async fn abandon(closing: &Closing<'_>, name: &Str, field: &Str) -> Result<bool> {
+    let keys = LockKeys::rw(name)?;
+    let (publish, window) = (closing.publish, closing.claim_window_ms);
+    scripts::rw::abandon(closing.redis, &keys, field, publish, window).await
 }

@@ -1,9 +1,9 @@
 //! Every Lua script relock sends, each composed from its parts: the one place that says which.
 //!
 //! The scripts live under `lua/`, a type's own in `lua/<type>/` (`lock`, `fair`, `rw`, `multi`,
-//! `fence`) and the few that every lock type shares at the top (`inspect`, `unclaim`,
-//! `abandon`). A rule that several scripts follow is written once, as Lua local functions in a
-//! fragment: `lua/common/` for the rules of every type (the hand-off claim's format, the replay
+//! `fence`) and the two that every lock type shares at the top (`inspect`, `unclaim`). A rule
+//! that several scripts follow is written once, as Lua local functions in a fragment:
+//! `lua/common/` for the rules of every type (the hand-off claim's format, the replay
 //! key, the type check of a lock hash, the lease that never shortens), and a type's own
 //! fragment in its folder (`lua/fair/queue.lua`, `lua/rw/readers.lua`, `lua/fence/check.lua`).
 //! A script's source is the fragments its header's `-- Needs: a/b, c/d` line names, in that

@@ -17,6 +17,7 @@ static WRITE_ACQUIRE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::RW_WRIT
 static READ_RELEASE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::RW_READ_RELEASE));
 static WRITE_RELEASE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::RW_WRITE_RELEASE));
 static FORCE_RELEASE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::RW_FORCE_RELEASE));
+static ABANDON: Lazy<Script> = Lazy::new(|| Script::new(catalogue::RW_ABANDON));
 pub(super) static RENEW_READ: Lazy<Script> = Lazy::new(|| Script::new(catalogue::RW_RENEW_READ));
 
 /// Redisson's read unlock message: wakes one waiter per process (relock's own waiters on a
@@ -169,4 +170,33 @@ pub(crate) async fn force_release(
         .await
         .map_err(|e| Error::from_redis(e, &keys.name, &redis.server))?;
     Ok(integer(reply, &keys.name, &redis.server)? == 1)
+}
+
+/// Drops every hold of `field` (a reader's, or a writer's) on a read-write lock at once (its
+/// client shuts down), waking the lock's waiters when that frees it or turns it into a read
+/// lock; `true` when it had any. `keys` are the read-write lock's.
+pub(crate) async fn abandon(
+    redis: &Connection,
+    keys: &LockKeys,
+    field: &Str,
+    publish: &'static str,
+    window_ms: u64,
+) -> Result<bool> {
+    let reply = ABANDON
+        .run(
+            redis,
+            &[
+                Key::from(&keys.name),
+                Key::from(&keys.channel),
+                Key::from(&keys.claim),
+            ],
+            &[
+                Value::String(field.clone()),
+                text(publish),
+                ms_arg(window_ms),
+            ],
+        )
+        .await
+        .map_err(|e| Error::from_redis(e, &keys.name, &redis.server))?;
+    Ok(integer(reply, &keys.name, &redis.server)? > 0)
 }

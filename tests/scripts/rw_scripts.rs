@@ -1,5 +1,5 @@
 //! Every branch of the read-write lock's Lua scripts (`lua/rw/`, and the read-write side of
-//! `lua/abandon.lua`), each as the client composes it (`relock::testing::scripts`: after the
+//! `lua/rw/abandon.lua`), each as the client composes it (`relock::testing::scripts`: after the
 //! readers' rules, `lua/rw/readers.lua`), run directly with `EVAL` on a real server: the reply, what the lock hash, the readers'
 //! timeout keys, the claim and the replay keys hold afterwards, and what was published on the
 //! lock's channel. The last tests interleave Redisson's own read-write scripts with relock's on
@@ -14,8 +14,8 @@ use fred::clients::Client as Redis;
 use fred::interfaces::LuaInterface;
 use fred::types::Value;
 use relock::testing::scripts::{
-    ABANDON, INSPECT, RW_FORCE_RELEASE as FORCE_RELEASE, RW_READ_ACQUIRE as READ_ACQUIRE,
-    RW_READ_RELEASE as READ_RELEASE, RW_RENEW_READ as RENEW_READ,
+    INSPECT, RW_ABANDON as ABANDON, RW_FORCE_RELEASE as FORCE_RELEASE,
+    RW_READ_ACQUIRE as READ_ACQUIRE, RW_READ_RELEASE as READ_RELEASE, RW_RENEW_READ as RENEW_READ,
     RW_WRITE_ACQUIRE as WRITE_ACQUIRE, RW_WRITE_RELEASE as WRITE_RELEASE, UNCLAIM,
 };
 
@@ -247,17 +247,10 @@ impl Fixture {
 
     /// The shutdown release of every hold of `field`.
     async fn abandon(&self, field: &str) -> Result<Value, fred::error::Error> {
-        let queue = common::fair_queue_key(&self.name);
         self.eval(
             ABANDON,
-            &[
-                &self.name,
-                &common::lock_channel(&self.name),
-                &self.claim,
-                &queue,
-                &self.channel,
-            ],
-            &["0", field, "PUBLISH", &CLAIM_WINDOW_MS.to_string()],
+            &[&self.name, &self.channel, &self.claim],
+            &[field, "PUBLISH", &CLAIM_WINDOW_MS.to_string()],
         )
         .await
     }

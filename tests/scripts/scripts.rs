@@ -1,4 +1,4 @@
-//! Every branch of every Lua script in `lua/lock/`, and of `lua/inspect.lua` and
+//! Every branch of every Lua script in `lua/lock/` (`abandon.lua` included), and of `lua/inspect.lua` and
 //! `lua/unclaim.lua`, run directly with `EVAL` on a real server (each as the client composes it,
 //! from `relock::testing::scripts`): the
 //! reply, the Redis state it leaves (hash fields, TTLs, replay keys) and whether it published on
@@ -13,8 +13,8 @@ use fred::clients::Client as Redis;
 use fred::interfaces::LuaInterface;
 use fred::types::Value;
 use relock::testing::scripts::{
-    INSPECT, LOCK_ACQUIRE as ACQUIRE, LOCK_FORCE_RELEASE as FORCE_RELEASE, LOCK_RELEASE as RELEASE,
-    LOCK_RENEW as RENEW, UNCLAIM,
+    INSPECT, LOCK_ABANDON as ABANDON, LOCK_ACQUIRE as ACQUIRE, LOCK_FORCE_RELEASE as FORCE_RELEASE,
+    LOCK_RELEASE as RELEASE, LOCK_RENEW as RENEW, UNCLAIM,
 };
 
 const ME: &str = "11111111-2222-3333-4444-555555555555:task-1";
@@ -113,6 +113,18 @@ impl Fixture {
             ACQUIRE,
             &[&self.name, &self.claim],
             &[&lease, field, &priority, &window],
+        )
+        .await
+    }
+
+    /// The shutdown release of every hold of `field`, with the fair queue's key.
+    async fn abandon(&self, field: &str) -> Result<Value, fred::error::Error> {
+        let queue = common::fair_queue_key(&self.name);
+        let window = CLAIM_WINDOW_MS.to_string();
+        self.eval(
+            ABANDON,
+            &[&self.name, &self.channel, &self.claim, &queue],
+            &["0", field, "PUBLISH", &window],
         )
         .await
     }
@@ -780,5 +792,74 @@ async fn inspect_on_a_string_is_wrongtype() {
     assert_eq!(
         resp(&fx.cmd(&["GET", &fx.name])),
         Resp::Bulk(Some("user-data".into()))
+    );
+}
+
+/// The shutdown release of every hold of one field (`lua/lock/abandon.lua`): 0 when it holds
+/// nothing, 1 when other holders remain (nothing published), 2 when it frees the lock: the
+/// claim is cut to the window, `0` goes to the lock's channel and to the fair queue's first
+/// waiter's. A read-write lock's hash (it has a mode) is left alone.
+#[tokio::test]
+async fn abandon_drops_every_hold_of_a_field_and_wakes_when_it_frees_the_lock() {
+    let fx = Fixture::new("scripts-abandon").await;
+    let queue = common::fair_queue_key(&fx.name);
+    let head = format!("{}:{}", fx.channel, OTHER);
+    assert_eq!(
+        fx.abandon(ME).await.unwrap().as_i64(),
+        Some(0),
+        "nothing held: nothing to drop"
+    );
+
+    // Two holds of ME and one of another field: ME's go at once, the lock stays, no message.
+    let mut sub = RawSubscriber::subscribe(&fx.server, &[&fx.channel, &head]).await;
+    fx.cmd(&["HSET", &fx.name, ME, "2", "someone", "1"]);
+    fx.cmd(&["PEXPIRE", &fx.name, "30000"]);
+    assert_eq!(fx.abandon(ME).await.unwrap().as_i64(), Some(1));
+    assert_eq!(fx.hash(), vec![("someone".to_owned(), "1".to_owned())]);
+    sub.assert_quiet(&fx.server, &fx.channel).await;
+
+    // The last field: the lock is freed, a long claim is cut to the window, and both the lock's
+    // channel and the fair queue's first waiter hear `0`.
+    fx.cmd(&["HSET", &fx.name, ME, "1"]);
+    fx.cmd(&["HDEL", &fx.name, "someone"]);
+    fx.cmd(&["SET", &fx.claim, &format!("1:{OTHER}"), "PX", "60000"]);
+    fx.cmd(&["RPUSH", &queue, OTHER]);
+    assert_eq!(fx.abandon(ME).await.unwrap().as_i64(), Some(2));
+    assert!(!fx.exists(&fx.name), "the lock hash is gone");
+    let claim_left = fx.pttl(&fx.claim);
+    assert!(
+        claim_left > 0 && claim_left <= CLAIM_WINDOW_MS,
+        "the claim was not cut to the window: {claim_left} ms left"
+    );
+    let mut heard = vec![
+        sub.next_message(Duration::from_secs(5)).await,
+        sub.next_message(Duration::from_secs(5)).await,
+    ];
+    heard.sort();
+    let mut expected = vec![
+        Some((fx.channel.clone(), "0".to_owned())),
+        Some((head.clone(), "0".to_owned())),
+    ];
+    expected.sort();
+    assert_eq!(heard, expected);
+
+    // A read-write lock's hash with ME as a reader is not this script's to touch.
+    fx.cmd(&["HSET", &fx.name, "mode", "read", ME, "1"]);
+    assert_eq!(fx.abandon(ME).await.unwrap().as_i64(), Some(0));
+    assert_eq!(
+        fx.hash().len(),
+        2,
+        "the read-write lock was touched: {:?}",
+        fx.hash()
+    );
+
+    // A key of another type is refused, and left alone.
+    fx.cmd(&["DEL", &fx.name]);
+    fx.cmd(&["SET", &fx.name, "not a lock"]);
+    let error = fx.abandon(ME).await.unwrap_err();
+    assert!(error.details().starts_with("WRONGTYPE"), "{error:?}");
+    assert_eq!(
+        resp(&fx.cmd(&["GET", &fx.name])),
+        Resp::Bulk(Some("not a lock".into()))
     );
 }

@@ -1,0 +1,33 @@
+-- Drop every hold of one holder of a lock hash at once, as its client shuts down (a plain,
+-- fair, spin or fenced lock's); wake a waiter if that frees the lock: the lock's waiters on its
+-- channel and, when the lock has a fair queue, the queue's first waiter on its own channel.
+-- Needs: common/claim
+--
+-- KEYS[1]  the lock hash <name>
+-- KEYS[2]  the wake-up channel redisson_lock__channel:{<name>}
+-- KEYS[3]  the hand-off claim relock_claim:{<name>}
+-- KEYS[4]  the fair queue redisson_lock_queue:{<name>} (a LIST of waiter fields; usually absent)
+-- ARGV[1]  the message to publish when the lock is freed ("0")
+-- ARGV[2]  holder field <client-uuid>:<owner>
+-- ARGV[3]  the publish command: PUBLISH (or SPUBLISH)
+-- ARGV[4]  the claim window in ms: a claim lives at most this much longer once the lock is free
+--
+-- Reply:   0 when the field held nothing (a read-write lock's hash, which has a mode, holds
+--          nothing of these types), 1 when it was dropped and the lock is still held, 2 when
+--          dropping it freed the lock.
+-- Errors:  WRONGTYPE when <name> exists but is not a hash.
+local name = KEYS[1]
+if redis.call('hget', name, 'mode') or redis.call('hexists', name, ARGV[2]) == 0 then
+    return 0
+end
+redis.call('hdel', name, ARGV[2])
+if redis.call('exists', name) == 1 then
+    return 1
+end
+claim_cut(KEYS[3], ARGV[4])
+redis.call(ARGV[3], KEYS[2], ARGV[1])
+local first = redis.call('lindex', KEYS[4], 0)
+if first then
+    redis.call(ARGV[3], KEYS[2] .. ':' .. first, ARGV[1])
+end
+return 2
