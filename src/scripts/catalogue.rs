@@ -40,6 +40,8 @@ macro_rules! catalogue {
     ($(#[doc = $doc:expr] $name:ident = [$($part:literal),+ $(,)?];)+) => {
         $(
             #[doc = $doc]
+            // A fragment's own constant is read by the tests only.
+            #[cfg_attr(not(any(test, feature = "testing")), allow(dead_code))]
             pub const $name: &str = concat!($(
                 include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/", $part, ".lua"))
             ),+);
