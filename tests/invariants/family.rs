@@ -1573,14 +1573,15 @@ async fn client_kill_keeps_waiters_waking_and_the_watchdog_renewing(family: Fami
             let lock = family.contender(&waiting, &waited);
             let (register, overlaps) = (register.clone(), overlaps.clone());
             tokio::spawn(async move {
-                // A waiter parked on a message sends nothing while it waits, so the cut fails
-                // none of its attempts; a spin waiter polls, and the cut may fail an attempt in
-                // flight: it waits again.
+                // The cut may fail an attempt in flight, and only with a Redis error: a spin
+                // waiter polls, and a parked waiter is woken by its subscriber's reconnect and
+                // tries at once, possibly on the command connection the cut closed before the
+                // client saw it go. Such a waiter waits again; any other error fails the test.
                 let guard = loop {
                     match lock.try_lock_for(Duration::from_secs(30), None).await {
                         Ok(Some(guard)) => break guard,
                         Ok(None) => panic!("no lock within 30 s"),
-                        Err(error) if !family.subscribes() => {
+                        Err(error) if error.is_redis() => {
                             println!("waiter-{i}: an attempt failed: {error}")
                         }
                         Err(error) => panic!("waiter-{i}: the wait failed: {error}"),
