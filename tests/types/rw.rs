@@ -1702,3 +1702,42 @@ async fn a_writer_is_not_starved_by_readers_that_keep_the_lock_busy() {
     readers.stop().await;
     until_clean(&server, &name, &[&a, &b], &[], &[], "the end").await;
 }
+
+/// A read hold taken with a fixed lease and re-entered under the watchdog is renewed as a
+/// reader: the watchdog hold's own timeout key outlives several leases, so a writer stays out;
+/// once that hold is released, the lapsed fixed hold keeps nothing alive and the writer gets in.
+#[tokio::test]
+async fn a_fixed_read_hold_re_entered_under_the_watchdog_is_renewed_as_a_reader() {
+    let server = RedisServer::start();
+    let name = common::prefix("rw-fixed-then-watchdog");
+    let watchdog = ms(600);
+    let (a, b) = (
+        common::client(&server, watchdog).await,
+        common::client(&server, watchdog).await,
+    );
+    let rw = a.rw_lock(&name);
+    let fixed = rw.read().lock_with_lease(ms(400)).await.unwrap();
+    let me = field(&a, fixed.owner());
+    let renewed = rw.read().lock().await.unwrap();
+    assert_eq!(renewed.hold_count().await.unwrap(), 2);
+
+    // Past the fixed lease and several watchdog leases.
+    tokio::time::sleep(watchdog * 4).await;
+    assert!(!renewed.is_lost(), "the watchdog hold was lost");
+    let left = common::raw_pttl(&server, &timeout_key(&name, &me, 2));
+    assert!(left > 0, "the watchdog hold's timeout key lapsed ({left})");
+    let writer = b.rw_lock(&name).write();
+    assert!(
+        writer.try_lock().await.unwrap().is_none(),
+        "a writer got in past a renewed reader"
+    );
+
+    renewed.unlock().await.unwrap();
+    drop(fixed);
+    let write = writer
+        .try_lock_for(Duration::from_secs(5), None)
+        .await
+        .unwrap()
+        .expect("the writer once the renewed hold was released");
+    write.unlock().await.unwrap();
+}
