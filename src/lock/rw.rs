@@ -184,15 +184,7 @@ impl LockType for Read {
         shared: &'a Shared,
         keys: &'a LockKeys,
     ) -> BoxFuture<'a, Result<bool>> {
-        let (publish, window) = (self.publish(shared), shared.claim_window_ms);
-        let mode = self.view();
-        Box::pin(scripts::rw::force_release(
-            &shared.redis,
-            keys,
-            mode,
-            publish,
-            window,
-        ))
+        Box::pin(force_release(self, shared, keys))
     }
 
     fn wakes(&self) -> WakeRule {
@@ -287,15 +279,7 @@ impl LockType for Write {
         shared: &'a Shared,
         keys: &'a LockKeys,
     ) -> BoxFuture<'a, Result<bool>> {
-        let (publish, window) = (self.publish(shared), shared.claim_window_ms);
-        let mode = self.view();
-        Box::pin(scripts::rw::force_release(
-            &shared.redis,
-            keys,
-            mode,
-            publish,
-            window,
-        ))
+        Box::pin(force_release(self, shared, keys))
     }
 
     fn wakes(&self) -> WakeRule {
@@ -405,6 +389,13 @@ impl Turns for RwTurns<'_> {
             waiter.acquired();
         }
     }
+}
+
+/// Deletes the lock in `side`'s mode whoever holds it, waking the lock's waiters; `true` when
+/// there was one.
+async fn force_release(side: &dyn LockType, shared: &Shared, keys: &LockKeys) -> Result<bool> {
+    let (publish, window) = (side.publish(shared), shared.claim_window_ms);
+    scripts::rw::force_release(&shared.redis, keys, side.view(), publish, window).await
 }
 
 /// A read-write lock's shutdown release of every hold of `field` (a reader's or a writer's).
