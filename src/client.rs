@@ -20,10 +20,13 @@ use crate::config::{millis, Config};
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::handoff::Handoffs;
+use crate::latch::CountDownLatch;
 use crate::lock::{FairLock, FencedLock, Lock, MultiLock, RwLock, SpinLock};
+use crate::permit::PermitSemaphore;
 use crate::pubsub::Hub;
 use crate::registry::{Closing, Place, Registry};
 use crate::scripts::{PUBLISH, SPUBLISH};
+use crate::semaphore::Semaphore;
 use crate::shared::{ReplicaSync, Shared};
 use crate::sweeper::Sweeper;
 use crate::watchdog::Watchdog;
@@ -148,6 +151,7 @@ impl Client {
                 claims: config.claims(),
                 claim_window_ms: config.claim_window_ms()?,
                 fair_waiter_ms: millis(config.fair_waiter_timeout, "fair waiter timeout")?,
+                poll_interval: config.poll_interval,
                 publish: if sharded { SPUBLISH } else { PUBLISH },
                 replica_sync,
                 background,
@@ -192,6 +196,26 @@ impl Client {
     /// of several clients, use [`MultiLock::new`]. No I/O happens until it is used.
     pub fn multi_lock<N: Into<String>>(&self, names: impl IntoIterator<Item = N>) -> MultiLock {
         MultiLock::new(names.into_iter().map(|name| self.lock(name)))
+    }
+
+    /// A handle on the semaphore `name`: a count of permits shared by every process (Redisson's
+    /// `RSemaphore`). No I/O happens until it is used.
+    pub fn semaphore(&self, name: impl Into<String>) -> Semaphore {
+        Semaphore::new(self.shared.clone(), name.into())
+    }
+
+    /// A handle on the permit semaphore `name`: permits with ids and leases, renewed by the
+    /// watchdog while their holder lives, so the permits of a holder that dies come back
+    /// (Redisson's `RPermitExpirableSemaphore`). No I/O happens until it is used.
+    pub fn permit_semaphore(&self, name: impl Into<String>) -> PermitSemaphore {
+        PermitSemaphore::new(self.shared.clone(), name.into())
+    }
+
+    /// A handle on the count-down latch `name`: tasks of every process wait until its count,
+    /// set once, is counted down to zero (Redisson's `RCountDownLatch`). No I/O happens until
+    /// it is used.
+    pub fn count_down_latch(&self, name: impl Into<String>) -> CountDownLatch {
+        CountDownLatch::new(self.shared.clone(), name.into())
     }
 
     /// This client's id, the `<client-uuid>` half of every holder field it writes.

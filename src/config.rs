@@ -22,6 +22,7 @@ pub(crate) const MAX_MILLIS: u128 = (1 << 53) - 1;
 /// | `handoff_grace` | 2 ms | after a release that woke other processes' waiters, how long this client's tasks let them go first |
 /// | `claim_window` | 10 ms | how long a waiter's claim on a lock's next hand-off outlives the lease it waits on |
 /// | `fair_waiter_timeout` | 30 s | how long a fair lock's waiter that stopped answering keeps its place in the queue |
+/// | `poll_interval` | 5 s | how long a semaphore's or latch's waiter sleeps without a message before it looks again |
 ///
 /// # Examples
 ///
@@ -43,6 +44,7 @@ pub struct Config {
     pub(crate) handoff_grace: Duration,
     pub(crate) claim_window: Duration,
     pub(crate) fair_waiter_timeout: Duration,
+    pub(crate) poll_interval: Duration,
 }
 
 impl Config {
@@ -128,6 +130,7 @@ impl Config {
             handoff_grace: Duration::from_millis(2),
             claim_window: DEFAULT_CLAIM_WINDOW,
             fair_waiter_timeout: Duration::from_secs(30),
+            poll_interval: Duration::from_secs(5),
         }
     }
 
@@ -198,6 +201,18 @@ impl Config {
         self
     }
 
+    /// Sets how long a waiter of a [`Semaphore`](crate::Semaphore),
+    /// [`PermitSemaphore`](crate::PermitSemaphore) or [`CountDownLatch`](crate::CountDownLatch)
+    /// sleeps without a wake-up message before it looks again, give or take a fifth (so waiters
+    /// do not look all at once). Messages wake waiters at once; this bounds the wait when one is
+    /// lost (a Redisson client's release published nothing a relock waiter could hear, a
+    /// subscription that was down) or never comes (the counter was written by hand). A permit
+    /// semaphore's waiter also looks when the earliest lease of a permit that is out ends.
+    pub fn with_poll_interval(mut self, interval: Duration) -> Config {
+        self.poll_interval = interval;
+        self
+    }
+
     /// The lease of locks taken without one.
     pub fn watchdog_timeout(&self) -> Duration {
         self.watchdog_timeout
@@ -235,6 +250,7 @@ impl Config {
             )));
         }
         self.claim_window_ms()?;
+        millis(self.poll_interval, "poll interval")?;
         if millis(self.fair_waiter_timeout, "fair waiter timeout")? < 3 {
             return Err(Error::invalid(
                 "fair waiter timeout must be at least 3 ms so a waiter can renew its place every third of it",

@@ -6,7 +6,7 @@
 
 use std::fmt;
 
-use crate::redis_error::{self, Headline, What};
+use crate::redis_error::{self, Blamed, Headline, What};
 
 /// What went wrong. Messages read as sentences; [`std::error::Error::source`] keeps the Redis
 /// error when there is one.
@@ -41,6 +41,12 @@ pub enum Error {
     /// [`Fence`](crate::Fence)'s data or fence key of another type.
     WrongType {
         /// The key that holds the wrong type.
+        key: String,
+    },
+    /// The key an operation needs does not exist: a semaphore whose permits were never set
+    /// (`try_set_permits` sets them), or one deleted or expired since.
+    NotFound {
+        /// The missing key.
         key: String,
     },
     /// Replica sync is on and no replica acknowledged the acquire in time. The hold was
@@ -118,6 +124,11 @@ impl Error {
         matches!(self, Error::WrongType { .. })
     }
 
+    /// True when a key the operation needs does not exist.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Error::NotFound { .. })
+    }
+
     /// True when no replica acknowledged an acquire in time (replica sync).
     pub fn is_not_replicated(&self) -> bool {
         matches!(self, Error::NotReplicated { .. })
@@ -172,6 +183,17 @@ impl Error {
         }
     }
 
+    /// Maps a Redis error met on the connection to `server` while running a script on `keys`:
+    /// a `WRONGTYPE` names the key the script blamed (`[key <i>]`), or else the first.
+    pub(crate) fn from_script(error: fred::error::Error, keys: &[&str], server: &str) -> Error {
+        match redis_error::classify(&error) {
+            What::WrongType(Blamed::Key(i)) => Error::WrongType {
+                key: keys.get(i.wrapping_sub(1)).unwrap_or(&keys[0]).to_string(),
+            },
+            _ => Error::from_redis(error, keys[0], server),
+        }
+    }
+
     /// True when a command may or may not have run: the connection broke or the reply timed out.
     pub(crate) fn is_ambiguous(&self) -> bool {
         match self {
@@ -200,6 +222,12 @@ impl fmt::Display for Error {
             Error::WrongType { key } => write!(
                 f,
                 "key `{}` holds a value of another type than the operation works on",
+                Shown(key)
+            ),
+            Error::NotFound { key } => write!(
+                f,
+                "key `{}` does not exist: a semaphore's permits must be set first \
+                 (`try_set_permits`)",
                 Shown(key)
             ),
             Error::NotReplicated { lock } => write!(

@@ -9,14 +9,17 @@ mod connection;
 mod error;
 mod fence;
 mod handoff;
+mod latch;
 mod lock;
 mod names;
 mod owner;
+mod permit;
 mod pubsub;
 mod redis_error;
 mod redlock;
 mod registry;
 mod scripts;
+mod semaphore;
 mod shared;
 mod sweeper;
 #[cfg(feature = "testing")]
@@ -29,12 +32,15 @@ pub use client::{Client, ClientStats};
 pub use config::Config;
 pub use error::{Error, Result};
 pub use fence::Fence;
+pub use latch::CountDownLatch;
 pub use lock::{
     FairLock, FencedGuard, FencedLock, Lock, LockGuard, Lost, MultiGuard, MultiLock, Part,
     ReadLock, RemainingLease, RwLock, SpinLock, WriteLock,
 };
 pub use owner::Owner;
+pub use permit::{Permit, PermitSemaphore};
 pub use redlock::{RedLock, RedLockGuard};
+pub use semaphore::Semaphore;
 
 /// The Redis client relock is built on, re-exported so [`Client::redis`] can be used without
 /// adding a second, possibly different, version of it.

@@ -94,6 +94,79 @@ impl FairKeys {
     }
 }
 
+/// The keys of a semaphore ([`Semaphore`](crate::Semaphore) or
+/// [`PermitSemaphore`](crate::PermitSemaphore)) or a [`CountDownLatch`](crate::CountDownLatch),
+/// as Redisson names them, all in one cluster slot.
+#[derive(Debug)]
+pub(crate) struct CounterKeys {
+    /// The counter: a semaphore's available permits, a latch's count.
+    pub(crate) name: Str,
+    /// The wake-up channel.
+    pub(crate) channel: Str,
+    /// A permit semaphore's leases, `{<name>}:timeout` (Redisson's `suffixName`).
+    pub(crate) leases: Str,
+    /// The prefix of request keys: `<request_prefix>:<client-id>:<n>`.
+    request_prefix: String,
+}
+
+impl CounterKeys {
+    /// The keys of semaphore `name`: its channel is `redisson_sc:{<name>}`.
+    pub(crate) fn semaphore(name: &str) -> Result<CounterKeys> {
+        CounterKeys::new(name, "semaphore", prefixed("redisson_sc", name))
+    }
+
+    /// The keys of count-down latch `name`: its channel is
+    /// `redisson_countdownlatch__channel__{<name>}`, braces and all whatever the name.
+    pub(crate) fn latch(name: &str) -> Result<CounterKeys> {
+        let channel = format!("redisson_countdownlatch__channel__{{{name}}}");
+        CounterKeys::new(name, "latch", channel)
+    }
+
+    fn new(name: &str, what: &str, channel: String) -> Result<CounterKeys> {
+        if name.is_empty() {
+            return Err(Error::invalid(format!("a {what} name must not be empty")));
+        }
+        let leases = if name.contains('{') {
+            format!("{name}:timeout")
+        } else {
+            format!("{{{name}}}:timeout")
+        };
+        let keys = CounterKeys {
+            name: Str::from(name),
+            channel: channel.into(),
+            leases: leases.into(),
+            request_prefix: prefixed("relock_request", name),
+        };
+        let slot = fred::util::redis_keyslot(name.as_bytes());
+        let request = format!("{}:0", keys.request_prefix);
+        let others = [
+            keys.channel.as_bytes(),
+            keys.leases.as_bytes(),
+            request.as_bytes(),
+        ];
+        if others
+            .iter()
+            .any(|key| fred::util::redis_keyslot(key) != slot)
+        {
+            return Err(Error::invalid(format!(
+                "{what} name `{}` has braces that would put its keys in different cluster slots; \
+                 use one non-empty `{{tag}}` (not for a latch), or no braces",
+                Shown(name)
+            )));
+        }
+        Ok(keys)
+    }
+
+    /// A fresh request key of client `client_id`: what one acquire took or one release did,
+    /// kept a little while so a retry or a read-back after a lost reply knows.
+    pub(crate) fn request(&self, client_id: &str) -> Str {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        Str::from(format!("{}:{client_id}:{n:x}", self.request_prefix))
+    }
+}
+
 /// Redisson's `prefixName`: `prefix:{name}`, or `prefix:name` when the name has its own tag.
 pub(crate) fn prefixed(prefix: &str, name: &str) -> String {
     if name.contains('{') {
@@ -127,6 +200,25 @@ mod tests {
     fn a_user_tag_is_kept() {
         let keys = LockKeys::new("{user:7}:profile").unwrap();
         assert_eq!(keys.channel, "redisson_lock__channel:{user:7}:profile");
+    }
+
+    #[test]
+    fn counter_keys_are_redissons() {
+        let sem = CounterKeys::semaphore("jobs").unwrap();
+        assert_eq!(sem.channel, "redisson_sc:{jobs}");
+        assert_eq!(sem.leases, "{jobs}:timeout");
+        let tagged = CounterKeys::semaphore("{tenant:7}:jobs").unwrap();
+        assert_eq!(tagged.channel, "redisson_sc:{tenant:7}:jobs");
+        assert_eq!(tagged.leases, "{tenant:7}:jobs:timeout");
+        let latch = CounterKeys::latch("boot").unwrap();
+        assert_eq!(latch.channel, "redisson_countdownlatch__channel__{boot}");
+        // Redisson's latch channel of a tagged name hashes elsewhere than its key.
+        assert!(CounterKeys::latch("job{42}")
+            .unwrap_err()
+            .is_invalid_argument());
+        assert!(CounterKeys::semaphore("")
+            .unwrap_err()
+            .is_invalid_argument());
     }
 
     #[test]

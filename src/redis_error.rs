@@ -61,6 +61,9 @@ pub(crate) enum Blamed {
     Fence,
     /// Part `i` (1-based) of a multi-lock script, which appends ` [part <i>]`.
     Part(usize),
+    /// `KEYS[i]` of a semaphore's or latch's script, which appends ` [key <i>]`
+    /// (`lua/common/counter.lua`).
+    Key(usize),
 }
 
 impl What<'_> {
@@ -115,7 +118,9 @@ pub(crate) fn classify(error: &RedisError) -> What<'_> {
         What::WrongType(if text.starts_with(FENCE_WRONG_TYPE) {
             Blamed::Fence
         } else {
-            part(text).map_or(Blamed::Command, Blamed::Part)
+            let key = tagged(text, "[key ").map(Blamed::Key);
+            key.or(tagged(text, "[part ").map(Blamed::Part))
+                .unwrap_or(Blamed::Command)
         })
     } else if *error.kind() == ErrorKind::Unknown && text.contains(WRITE_ATTEMPTS) {
         What::NotResent
@@ -124,9 +129,10 @@ pub(crate) fn classify(error: &RedisError) -> What<'_> {
     }
 }
 
-/// The part a multi-lock script's error names: ` [part <i>]` at its end.
-fn part(text: &str) -> Option<usize> {
-    text.rsplit_once("[part ")
+/// The number a script's error ends with after `tag`: ` [part <i>]` (a multi-lock script's
+/// part), ` [key <i>]` (a semaphore's or latch's key).
+fn tagged(text: &str, tag: &str) -> Option<usize> {
+    text.rsplit_once(tag)
         .and_then(|(_, rest)| rest.strip_suffix(']'))
         .and_then(|i| i.parse().ok())
 }

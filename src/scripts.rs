@@ -487,7 +487,7 @@ pub(crate) fn integer(value: Value, context: &str, server: &str) -> Result<i64> 
         .ok_or_else(|| unexpected(&value, context, server))
 }
 
-fn unexpected(value: &Value, context: &str, server: &str) -> Error {
+pub(crate) fn unexpected(value: &Value, context: &str, server: &str) -> Error {
     Error::redis(
         redis_error::unexpected(format!(
             "unexpected script reply {value:?} for `{}`",

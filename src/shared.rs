@@ -47,6 +47,8 @@ pub(crate) struct Shared {
     pub(crate) claim_window_ms: u64,
     /// How long a fair lock's waiter keeps its place without renewing it, in ms.
     pub(crate) fair_waiter_ms: u64,
+    /// How long a semaphore's or latch's waiter sleeps without a message (see [`Shared::poll`]).
+    pub(crate) poll_interval: Duration,
     /// `PUBLISH`, or `SPUBLISH` on a Redis 7 cluster.
     pub(crate) publish: &'static str,
     /// With replica sync on: the connection acquires run on, followed by `WAIT`.
@@ -82,6 +84,18 @@ impl Shared {
     pub(crate) fn same_server(&self, other: &Shared) -> bool {
         self.redis.server == other.redis.server
             || self.server_id.is_some() && self.server_id == other.server_id
+    }
+
+    /// How long a semaphore's or latch's waiter sleeps now without a message before it looks
+    /// again: the poll interval, give or take a fifth at random, so waiters spread out.
+    pub(crate) fn poll(&self) -> Duration {
+        use std::hash::{BuildHasher, Hasher};
+        let random = std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish();
+        let fifth = self.poll_interval / 5;
+        let spread = (fifth * 2).as_micros().max(1) as u64;
+        self.poll_interval - fifth + Duration::from_micros(random % spread)
     }
 
     /// The connection acquires go on: with replica sync, the one its `WAIT` goes on.

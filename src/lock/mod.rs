@@ -36,6 +36,8 @@ mod turns;
 /// that can say what an attempt is and how it waits between attempts.
 pub(crate) mod wait;
 
+pub(crate) use release::until_answered;
+
 pub use fair::FairLock;
 pub use fenced::{FencedGuard, FencedLock};
 pub use guard::{LockGuard, Lost};

@@ -192,7 +192,7 @@ const TRIES: u32 = 3;
 /// Sends a release (`send(sent_before)`) until it is answered: a reply Redis may or may not have
 /// applied (see [`Error::is_ambiguous`]) is sent again, up to [`TRIES`] times in all, as a
 /// retry. The outcome, and whether its request may have reached the server before.
-pub(super) async fn until_answered<T, F, Fut>(
+pub(crate) async fn until_answered<T, F, Fut>(
     mut sent_before: bool,
     mut send: F,
 ) -> (Result<T>, bool)

@@ -43,29 +43,50 @@ enum Subscription {
 pub(crate) enum Wakes {
     /// The first one.
     One,
-    /// At most this many (the rule of a type whose release lets several waiters in at once,
-    /// such as a semaphore's; none of the lock types has it).
-    #[cfg_attr(not(test), allow(dead_code))]
-    UpTo(usize),
+    /// As many as `n` permits serve, in arrival order, each waiter counting the permits it
+    /// waits for: the first one always (it tries again whatever the count says, as a message
+    /// may understate what is free), the ones after it while their permits fit in what the
+    /// waiters before them leave of `n`, stopping at the first that does not fit, so a waiter
+    /// for many permits is not passed by those behind it. A semaphore's rule: the message is
+    /// how many permits may be free.
+    Permits(u64),
     /// Every one.
     All,
+    /// Every one, and the wait is over: they need not look again (a latch that reached zero).
+    AllDone,
 }
 
 /// A type's rule for its channel: what one message (its text, when it is one) wakes.
 pub(crate) type WakeRule = fn(Option<&str>) -> Wakes;
 
 /// One parked (or about to park) waiter.
-#[derive(Default)]
 struct Slot {
     /// A wake-up was delivered and not yet consumed.
     woken: AtomicBool,
+    /// A wake-up said the wait is over ([`Wakes::AllDone`]).
+    done: AtomicBool,
+    /// The permits this waiter waits for (1 for anything but a semaphore's waiter).
+    permits: u64,
     notify: Notify,
 }
 
 impl Slot {
+    fn new(permits: u64) -> Slot {
+        Slot {
+            woken: AtomicBool::new(false),
+            done: AtomicBool::new(false),
+            permits,
+            notify: Notify::new(),
+        }
+    }
+
     fn wake(&self) {
         self.woken.store(true, Ordering::Release);
         self.notify.notify_one();
+    }
+
+    fn is_woken(&self) -> bool {
+        self.woken.load(Ordering::Acquire)
     }
 }
 
@@ -84,25 +105,45 @@ struct Channel {
 }
 
 impl Channel {
+    /// Wakes the first waiter not already woken.
     fn wake_one(&self) {
-        self.wake_up_to(1);
+        let mut idle = self.queue.iter().filter(|(_, slot)| !slot.is_woken());
+        if let Some((_, slot)) = idle.next() {
+            slot.wake();
+        }
     }
 
-    /// Wakes the first `n` waiters not already woken.
-    fn wake_up_to(&self, n: usize) {
-        self.queue
-            .iter()
-            .filter(|(_, slot)| !slot.woken.load(Ordering::Acquire))
-            .take(n)
-            .for_each(|(_, slot)| slot.wake());
+    /// Wakes as [`Wakes::Permits`] says: the waiters woken already count against `permits`
+    /// too, as they are about to try.
+    fn wake_for(&self, permits: u64) {
+        let mut left = permits;
+        for (i, (_, slot)) in self.queue.iter().enumerate() {
+            if !slot.is_woken() {
+                if i > 0 && slot.permits > left {
+                    return;
+                }
+                slot.wake();
+            }
+            left = left.saturating_sub(slot.permits);
+        }
     }
 
     /// Wakes whom `message` wakes by the channel's rule.
     fn deliver(&self, message: Option<&str>) {
-        match (self.rule)(message) {
+        self.wake((self.rule)(message));
+    }
+
+    fn wake(&self, wakes: Wakes) {
+        match wakes {
             Wakes::One => self.wake_one(),
-            Wakes::UpTo(n) => self.wake_up_to(n),
+            Wakes::Permits(n) => self.wake_for(n),
             Wakes::All => self.wake_all(),
+            Wakes::AllDone => {
+                for (_, slot) in &self.queue {
+                    slot.done.store(true, Ordering::Release);
+                    slot.wake();
+                }
+            }
         }
     }
 
@@ -172,10 +213,11 @@ impl Hub {
     }
 
     /// Registers a waiter on `channel`, subscribing it if this is its first waiter. `rule` says
-    /// whom a message on it wakes (the first waiter's rule stands while the channel has any).
-    pub(crate) fn register(&self, channel: &str, rule: WakeRule) -> Waiter {
+    /// whom a message on it wakes (the first waiter's rule stands while the channel has any);
+    /// the waiter waits for `permits` permits (1 but for a semaphore's; see [`Wakes::Permits`]).
+    pub(crate) fn register(&self, channel: &str, rule: WakeRule, permits: u64) -> Waiter {
         let id = self.channels.next_id.fetch_add(1, Ordering::Relaxed);
-        let slot = Arc::new(Slot::default());
+        let slot = Arc::new(Slot::new(permits));
         let mut map = self.channels.map.lock().unwrap();
         let name: Arc<str> = match map.get_key_value(channel) {
             Some((name, entry)) => {
@@ -248,6 +290,14 @@ impl Hub {
         map.get(channel).and_then(|entry| entry.busy_until)
     }
 
+    /// Wakes `channel`'s waiters as `wakes` says, as if a message had come (a semaphore's
+    /// waiter that took permits and saw more left, say).
+    pub(crate) fn wake(&self, channel: &str, wakes: Wakes) {
+        if let Some(entry) = self.channels.map.lock().unwrap().get(channel) {
+            entry.wake(wakes);
+        }
+    }
+
     /// How many waiters of this client wait on `channel`.
     pub(crate) fn waiters(&self, channel: &str) -> usize {
         let map = self.channels.map.lock().unwrap();
@@ -267,6 +317,8 @@ pub(crate) enum Wake {
     Message,
     /// The bound ran out: the holder's lease may have ended.
     Timeout,
+    /// A message said the wait is over ([`Wakes::AllDone`]).
+    Done,
 }
 
 /// A waiter's place on a channel. Dropping it without the lock leaves the queue and wakes the
@@ -300,7 +352,11 @@ impl Waiter {
         match tokio::time::timeout(bound, self.slot.notify.notified()).await {
             Ok(()) => {
                 self.slot.woken.store(false, Ordering::Release);
-                Wake::Message
+                if self.slot.done.load(Ordering::Acquire) {
+                    Wake::Done
+                } else {
+                    Wake::Message
+                }
             }
             Err(_) => Wake::Timeout,
         }
@@ -355,7 +411,7 @@ mod tests {
             waiters,
             state: watch::Sender::new(Subscription::Active),
             queue: (0..waiters as u64)
-                .map(|id| (id, Arc::new(Slot::default())))
+                .map(|id| (id, Arc::new(Slot::new(1))))
                 .collect(),
             recent: [0; 2],
             rule,
@@ -373,7 +429,7 @@ mod tests {
     #[test]
     fn a_message_wakes_whom_the_types_rule_says_in_arrival_order() {
         let one = |_: Option<&str>| Wakes::One;
-        let two = |_: Option<&str>| Wakes::UpTo(2);
+        let two = |_: Option<&str>| Wakes::Permits(2);
         let all = |_: Option<&str>| Wakes::All;
         let c = channel(3, one);
         c.deliver(None);
@@ -388,5 +444,31 @@ mod tests {
         let c = channel(3, all);
         c.deliver(Some("0"));
         assert_eq!(woken(&c), [true, true, true]);
+    }
+
+    #[test]
+    fn permits_wake_waiters_in_order_while_they_fit_and_the_first_always() {
+        let rule = |m: Option<&str>| Wakes::Permits(m.and_then(|m| m.parse().ok()).unwrap_or(0));
+        let mut c = channel(0, rule);
+        for (id, permits) in [(0, 4), (1, 1), (2, 1)] {
+            c.queue.push_back((id, Arc::new(Slot::new(permits))));
+        }
+        c.deliver(Some("3"));
+        assert_eq!(woken(&c), [true, false, false], "passed the waiter for 4");
+        c.deliver(Some("5"));
+        assert_eq!(
+            woken(&c),
+            [true, true, false],
+            "the woken first counts against 5"
+        );
+        c.queue.pop_front();
+        c.deliver(Some("0"));
+        assert_eq!(
+            woken(&c),
+            [true, false],
+            "0 permits wake nobody behind the first"
+        );
+        c.deliver(Some("2"));
+        assert_eq!(woken(&c), [true, true]);
     }
 }

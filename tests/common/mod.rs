@@ -229,7 +229,7 @@ pub fn claim_key(name: &str) -> String {
 
 /// A Redisson name for lock `name`'s key with `prefix`: `<prefix>:{<name>}`, or `<prefix>:<name>`
 /// when `name` already holds a hash tag.
-fn braced(prefix: &str, name: &str) -> String {
+pub fn braced(prefix: &str, name: &str) -> String {
     if name.contains('{') {
         format!("{prefix}:{name}")
     } else {
@@ -297,6 +297,62 @@ pub async fn until_subscribed(server: &RedisServer, name: &str, connections: i64
         raw_numsub(server, &channel) == connections
     })
     .await
+}
+
+// ---- Semaphores and latches. ----
+
+/// The counter as Redis holds it (`GET`), `None` when there is none.
+pub fn raw_count(server: &RedisServer, key: &str) -> Option<i64> {
+    match resp(&server.cmd(&["GET", key])) {
+        Resp::Bulk(None) => None,
+        Resp::Bulk(Some(n)) => Some(n.parse().expect("a count")),
+        other => panic!("unexpected GET reply {other:?}"),
+    }
+}
+
+/// The semaphore channel of `name`, as Redisson names it.
+pub fn semaphore_channel(name: &str) -> String {
+    braced("redisson_sc", name)
+}
+
+/// The latch channel of `name`, as Redisson names it (braces whatever the name).
+pub fn latch_channel(name: &str) -> String {
+    format!("redisson_countdownlatch__channel__{{{name}}}")
+}
+
+/// The permit semaphore leases key of `name` (`{<name>}:timeout`), as Redisson names it.
+pub fn leases_key(name: &str) -> String {
+    if name.contains('{') {
+        format!("{name}:timeout")
+    } else {
+        format!("{{{name}}}:timeout")
+    }
+}
+
+/// The members of the sorted set `key` as (member as hex, score), by score (`ZRANGE ... WITHSCORES`).
+pub fn raw_zrange_hex(server: &RedisServer, key: &str) -> Vec<(String, i64)> {
+    let Resp::Array(Some(items)) = resp(&server.cmd(&["EVAL", "local r = redis.call('zrange', KEYS[1], 0, -1, 'withscores') for i = 1, #r, 2 do r[i] = string.gsub(r[i], '.', function(c) return string.format('%02x', string.byte(c)) end) end return r", "1", key])) else {
+        panic!("ZRANGE {key} did not return an array");
+    };
+    items
+        .chunks(2)
+        .map(|pair| match pair {
+            [Resp::Bulk(Some(member)), Resp::Bulk(Some(score))] => {
+                (member.clone(), score.parse().expect("an integer score"))
+            }
+            other => panic!("bad ZRANGE pair {other:?}"),
+        })
+        .collect()
+}
+
+/// A client whose waiters poll every `poll` without a message.
+pub async fn polling_client(server: &RedisServer, poll: Duration) -> relock::Client {
+    let config = relock::Config::from_url(&server.url())
+        .unwrap()
+        .with_watchdog_timeout(Duration::from_secs(5))
+        .with_command_timeout(Duration::from_secs(2))
+        .with_poll_interval(poll);
+    relock::Client::new(config).await.expect("connect")
 }
 
 // ---- Raw Redis access outside relock: a plain fred client and a raw pub/sub subscriber. ----

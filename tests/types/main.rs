@@ -15,6 +15,7 @@ mod redlock;
 mod reentrancy;
 mod release;
 mod rw;
+mod semaphore;
 mod spin;
 mod waiting;
 mod watchdog;

@@ -1,0 +1,784 @@
+//! The permit semaphore, Redisson's `RPermitExpirableSemaphore` in async Rust: permits with
+//! ids and leases, renewed by the watchdog while their holder lives.
+//!
+//! The available count is the string `<name>` (a [`Semaphore`](crate::Semaphore)'s counter);
+//! each permit out is a member of the sorted set `{<name>}:timeout`, its 16-byte id scored by
+//! the moment its lease ends. A script that finds a lease ended gives its permit back (Redisson's
+//! lazy reclaim), so a holder that dies returns its permits one lease later. Releases publish
+//! the count on `redisson_sc:{<name>}`, the channel both semaphores share. Scripts:
+//! `lua/permit/`, and `lua/semaphore/` for setting, adding and deleting.
+//!
+//! A [`Permit`] is registered with the client's registry as a lock's hold is (under the
+//! semaphore's name and the permit's id), so the watchdog renews it (many permits per script
+//! call) and tells its guard when it is lost, and a shutdown gives it back.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fred::bytes_utils::Str;
+use fred::types::{Key, Value};
+use futures::future::BoxFuture;
+use once_cell::sync::Lazy;
+use tokio::time::Instant;
+
+use crate::background::Ended;
+use crate::config::millis;
+use crate::connection::Connection;
+use crate::error::{Error, Result};
+use crate::lock::wait::{until_taken, Counted, OnChannel, Try};
+use crate::lock::{until_answered, Lost};
+use crate::names::CounterKeys;
+use crate::registry::{Closing, Held, HoldKey, Leaving, Registration, Releasing, Standing};
+use crate::scripts::{self, catalogue, integer, ms_arg, text, Script};
+use crate::semaphore::{self, wakes};
+use crate::shared::Shared;
+
+static ACQUIRE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::PERMIT_ACQUIRE));
+static RELEASE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::PERMIT_RELEASE));
+static RENEW: Lazy<Script> = Lazy::new(|| Script::new(catalogue::PERMIT_RENEW));
+static STATE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::PERMIT_STATE));
+
+/// Redisson's score of a permit taken without a lease: a moment that never comes.
+const NO_LEASE: &str = "922337203685477";
+
+/// A distributed semaphore whose permits have ids and leases (Redisson's
+/// `RPermitExpirableSemaphore`, on the same keys and channel): a permit taken by a process that
+/// dies comes back by itself when its lease ends. A cheap handle that does no I/O until used.
+///
+/// Set the permits once with [`try_set_permits`](Self::try_set_permits); then
+/// [`acquire`](Self::acquire) takes one and returns it as a [`Permit`], which gives it back when
+/// released or dropped. By default the client's watchdog renews a permit's lease for as long as
+/// its `Permit` lives, as it renews locks (many permits per script call), so **a permit never
+/// expires while its holder lives, and comes back one watchdog timeout after its holder dies**.
+/// [`acquire_with_lease`](Self::acquire_with_lease) takes one with a fixed lease that nobody
+/// renews instead.
+///
+/// Redisson processes can share the semaphore: their permits (with a lease or without) and
+/// relock's count against one total, and each side's releases wake the other's waiters. Leases
+/// are scored on the server's clock by relock and on the client's by Redisson, so a mixed fleet
+/// should keep its clocks in step.
+///
+/// Waiting is as a [`Semaphore`](crate::Semaphore)'s, and a waiter also looks again when the
+/// earliest lease of a permit that is out ends (it may have been left by a holder that died).
+///
+/// ```no_run
+/// # async fn run(client: relock::Client) -> relock::Result<()> {
+/// let workers = client.permit_semaphore("gpu-slots");
+/// workers.try_set_permits(2).await?;
+/// let permit = workers.acquire().await?;
+/// tokio::select! {
+///     _ = permit.lost() => eprintln!("permit lost: stop using the slot"),
+///     _ = async { /* ... use one of the 2 slots ... */ } => {}
+/// }
+/// permit.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct PermitSemaphore {
+    shared: Arc<Shared>,
+    keys: std::result::Result<Arc<CounterKeys>, Error>,
+    display: Arc<str>,
+}
+
+impl std::fmt::Debug for PermitSemaphore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PermitSemaphore")
+            .field("name", &self.display)
+            .finish()
+    }
+}
+
+impl PermitSemaphore {
+    pub(crate) fn new(shared: Arc<Shared>, name: String) -> PermitSemaphore {
+        PermitSemaphore {
+            shared,
+            keys: CounterKeys::semaphore(&name).map(Arc::new),
+            display: name.into(),
+        }
+    }
+
+    /// The semaphore's name, which is also the Redis key of its available count.
+    pub fn name(&self) -> &str {
+        &self.display
+    }
+
+    fn keys(&self) -> Result<&Arc<CounterKeys>> {
+        self.shared.check_open()?;
+        self.keys.as_ref().map_err(Clone::clone)
+    }
+
+    /// Sets the semaphore's permits to `permits`, unless it has permits set already. Returns
+    /// whether it set them.
+    ///
+    /// # Errors
+    ///
+    /// As [`Semaphore::try_set_permits`](crate::Semaphore::try_set_permits).
+    pub async fn try_set_permits(&self, permits: u64) -> Result<bool> {
+        semaphore::try_set(&self.shared, self.keys()?, permits, true).await
+    }
+
+    /// Adds `delta` permits to those available (a negative `delta` takes them away).
+    ///
+    /// # Errors
+    ///
+    /// As [`Semaphore::add_permits`](crate::Semaphore::add_permits).
+    pub async fn add_permits(&self, delta: i64) -> Result<()> {
+        semaphore::add(&self.shared, self.keys()?, delta, true)
+            .await
+            .map(drop)
+    }
+
+    /// The permits available now, once the permits whose lease ended are given back; 0 when
+    /// the semaphore does not exist.
+    ///
+    /// # Errors
+    ///
+    /// As [`Semaphore::try_set_permits`](crate::Semaphore::try_set_permits).
+    pub async fn available_permits(&self) -> Result<i64> {
+        Ok(self.state().await?.0.unwrap_or(0))
+    }
+
+    /// The permits out now (taken, their lease not ended), by relock and Redisson alike.
+    ///
+    /// # Errors
+    ///
+    /// As [`available_permits`](Self::available_permits).
+    pub async fn acquired_permits(&self) -> Result<u64> {
+        Ok(self.state().await?.1)
+    }
+
+    /// All the semaphore's permits: those available plus those out; 0 when it does not exist.
+    ///
+    /// # Errors
+    ///
+    /// As [`available_permits`](Self::available_permits).
+    pub async fn permits(&self) -> Result<i64> {
+        match self.state().await? {
+            (Some(available), acquired) => Ok(available + acquired as i64),
+            (None, _) => Ok(0),
+        }
+    }
+
+    /// (available, out) after giving back the permits whose lease ended.
+    async fn state(&self) -> Result<(Option<i64>, u64)> {
+        let keys = self.keys()?;
+        let shared = &self.shared;
+        let redis = &shared.redis;
+        let sent = [
+            Key::from(&keys.name),
+            Key::from(&keys.leases),
+            Key::from(&keys.channel),
+        ];
+        let reply = STATE.run(redis, &sent, &[text(shared.publish)]).await;
+        let reply = reply.map_err(|e| blamed(e, keys, redis, ACQUIRE_KEYS))?;
+        let Value::Array(mut items) = reply else {
+            return Err(scripts::unexpected(&reply, &keys.name, &redis.server));
+        };
+        if items.len() != 2 {
+            let reply = Value::Array(items);
+            return Err(scripts::unexpected(&reply, &keys.name, &redis.server));
+        }
+        let acquired = integer(items.pop().expect("two"), &keys.name, &redis.server)?;
+        let available = match items.pop().expect("two") {
+            Value::Null => None,
+            other => Some(integer(other, &keys.name, &redis.server)?),
+        };
+        Ok((available, acquired.max(0) as u64))
+    }
+
+    /// Deletes the semaphore: its available count and its permits out (whose holders find
+    /// their permits lost). `true` when there was something to delete.
+    ///
+    /// # Errors
+    ///
+    /// As [`available_permits`](Self::available_permits).
+    pub async fn delete(&self) -> Result<bool> {
+        semaphore::delete(&self.shared, self.keys()?, true).await
+    }
+
+    /// Takes a permit, waiting as long as it takes. The watchdog renews its lease until the
+    /// permit is released or dropped.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a bad name, [`Error::NotFound`] when the semaphore does
+    /// not exist (its permits were never set, or it was deleted or expired: waiting for it
+    /// would wait forever), [`Error::WrongType`] when one of its keys holds something else,
+    /// [`Error::Redis`] when Redis fails, [`Error::Closed`] after shutdown.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a dropped call holds no permit. If its last attempt had reached Redis, the
+    /// permit it took, if any, is given back in the background.
+    pub async fn acquire(&self) -> Result<Permit> {
+        let permit = self.acquire_within(None, None).await?;
+        Ok(permit.expect("an unbounded wait ends only with a permit"))
+    }
+
+    /// Takes a permit with a fixed lease, waiting as long as it takes. Nobody renews the lease:
+    /// the permit comes back when it ends, `Permit` or no `Permit`.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire), and [`Error::InvalidArgument`] for a lease under 1 ms or
+    /// over 2^53 ms.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Self::acquire).
+    pub async fn acquire_with_lease(&self, lease: Duration) -> Result<Permit> {
+        let permit = self.acquire_within(Some(lease), None).await?;
+        Ok(permit.expect("an unbounded wait ends only with a permit"))
+    }
+
+    /// Takes a permit if one is available now (one attempt, no waiting), renewed by the
+    /// watchdog; `None` when none is.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Self::acquire).
+    pub async fn try_acquire(&self) -> Result<Option<Permit>> {
+        self.acquire_within(None, Some(Duration::ZERO)).await
+    }
+
+    /// Takes a permit, waiting at most `wait`, with a fixed `lease` (`None`: renewed by the
+    /// watchdog); `None` when the wait ran out.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_with_lease`](Self::acquire_with_lease).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Self::acquire).
+    pub async fn try_acquire_for(
+        &self,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<Permit>> {
+        self.acquire_within(lease, Some(wait)).await
+    }
+
+    async fn acquire_within(
+        &self,
+        lease: Option<Duration>,
+        wait: Option<Duration>,
+    ) -> Result<Option<Permit>> {
+        let keys = self.keys()?;
+        let shared = &self.shared;
+        let lease_ms = match lease {
+            Some(lease) => millis(lease, "permit lease")?,
+            None => shared.watchdog_ms,
+        };
+        let takes_turns = wait != Some(Duration::ZERO);
+        let attempt = |_| take(shared, keys, lease, lease_ms);
+        let waiting = OnChannel::new(shared, &keys.channel, wakes, 1, takes_turns, attempt);
+        Ok(until_taken(waiting, wait).await?.map(|(permit, _)| permit))
+    }
+
+    /// Gives back the permit with id `id` (32 hex characters, as [`Permit::id`] shows it, or
+    /// as Redisson returns it), whoever holds it: for an operator, or a process that keeps ids
+    /// rather than `Permit`s. `true` when it was out. A relock holder of it finds its permit
+    /// lost at its next renewal.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for an id that is not 32 hex characters, and as
+    /// [`available_permits`](Self::available_permits).
+    pub async fn release_id(&self, id: &str) -> Result<bool> {
+        let keys = self.keys()?;
+        let bytes = from_hex(id).ok_or_else(|| {
+            Error::invalid(format!(
+                "a permit id is 32 hexadecimal characters, got `{}`",
+                crate::error::Shown(id)
+            ))
+        })?;
+        let released = give_back(&self.shared, None, keys, &bytes).await?;
+        Ok(released != Released::NotOut)
+    }
+}
+
+/// One permit of a [`PermitSemaphore`], taken by this client. Release it with
+/// [`release`](Permit::release); dropping it releases it in the background (on the client's
+/// runtime, or on a thread of its own where no runtime runs, as a
+/// [`LockGuard`](crate::LockGuard) does).
+#[must_use = "dropping the permit gives it back at once"]
+pub struct Permit {
+    shared: Arc<Shared>,
+    keys: Arc<CounterKeys>,
+    /// The id as shown: 32 lowercase hex characters.
+    id: Str,
+    /// The id as stored: 16 raw bytes.
+    bytes: [u8; 16],
+    lease: Option<Duration>,
+    registration: Registration,
+    released: bool,
+}
+
+impl std::fmt::Debug for Permit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Permit")
+            .field("semaphore", &self.keys.name)
+            .field("id", &self.id)
+            .field("lease", &self.lease)
+            .finish()
+    }
+}
+
+impl Permit {
+    /// The permit's id: 32 lowercase hex characters (Redis stores the 16 bytes they spell, as
+    /// Redisson does).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The semaphore's name.
+    pub fn name(&self) -> &str {
+        &self.keys.name
+    }
+
+    /// The fixed lease of this permit, or `None` when the watchdog renews it.
+    pub fn lease(&self) -> Option<Duration> {
+        self.lease
+    }
+
+    /// A future that completes as soon as this client knows the permit may be gone, so another
+    /// holder may have it: its lease may have run out (the send time of the latest acquire or
+    /// renewal Redis confirmed, plus its lease: no round trip needed), the watchdog found it
+    /// gone, or the client shut down. A loss is final. It completes too once the permit is
+    /// released. The same snapshot caveat as [`LockGuard::lost`](crate::LockGuard::lost)
+    /// applies.
+    pub fn lost(&self) -> Lost {
+        let mut standing = self.registration.standing.clone();
+        Lost::from_future(async move {
+            loop {
+                let known: Standing = *standing.borrow_and_update();
+                if known.is_lost(Instant::now()) {
+                    return;
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep_until(known.lapses_after) => return,
+                    changed = standing.changed() => if changed.is_err() {
+                        return; // the permit was released
+                    },
+                }
+            }
+        })
+    }
+
+    /// Whether [`lost`](Self::lost) has completed (or would complete at once), checked against
+    /// the clock without a round trip.
+    pub fn is_lost(&self) -> bool {
+        self.registration.standing.borrow().is_lost(Instant::now())
+    }
+
+    /// Gives the permit back and wakes the semaphore's waiters. Renewal stops before the
+    /// release is sent.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseLost`] when the permit's lease had ended (the permit went back to the
+    /// semaphore then, or goes back now), [`Error::NotHeld`] when the permit was gone otherwise
+    /// (released by id, or the semaphore deleted), [`Error::Closed`] after the client shut down
+    /// (which gave it back), [`Error::Redis`] when Redis fails. A release whose reply was lost
+    /// is sent again: giving back a permit twice gives it back once.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the release runs to its end in the background.
+    pub async fn release(mut self) -> Result<()> {
+        self.released = true;
+        let was_lost = self.is_lost();
+        let leaving = self.stop_renewal();
+        self.shared.check_open()?;
+        let Leaving::Release { lapses_after } = leaving else {
+            return Err(self.lease_lost());
+        };
+        let (shared, keys) = (&self.shared, &self.keys);
+        let in_flight = (keys.name.clone(), self.id.clone());
+        let mut resume = ResumeRelease {
+            pending: Some((
+                shared.clone(),
+                keys.clone(),
+                self.bytes,
+                shared.registry.releasing(in_flight),
+            )),
+        };
+        let bytes = self.bytes;
+        let send = |_| give_back(shared, None, keys, &bytes);
+        let (outcome, sent_before) = until_answered(false, send).await;
+        resume.pending = None;
+        match outcome? {
+            Released::Given => Ok(()),
+            Released::Lapsed => Err(self.lease_lost()),
+            // A retry that finds it gone: the first send gave it back, unless it lapsed.
+            Released::NotOut if sent_before && Instant::now() < lapses_after => Ok(()),
+            Released::NotOut if was_lost || self.is_lost() => Err(self.lease_lost()),
+            Released::NotOut => Err(Error::NotHeld {
+                lock: self.keys.name.to_string(),
+                owner: self.id.to_string(),
+            }),
+        }
+    }
+
+    fn lease_lost(&self) -> Error {
+        Error::LeaseLost {
+            lock: self.keys.name.to_string(),
+            owner: self.id.to_string(),
+        }
+    }
+
+    fn stop_renewal(&self) -> Leaving {
+        let key = (self.keys.name.clone(), self.id.clone());
+        self.shared.registry.unregister(&key, &self.registration)
+    }
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        self.released = true;
+        if !matches!(self.stop_renewal(), Leaving::Release { .. }) {
+            return;
+        }
+        if self.shared.check_open().is_err() {
+            return;
+        }
+        let in_flight = (self.keys.name.clone(), self.id.clone());
+        drop(ResumeRelease {
+            pending: Some((
+                self.shared.clone(),
+                self.keys.clone(),
+                self.bytes,
+                self.shared.registry.releasing(in_flight),
+            )),
+        });
+    }
+}
+
+/// What giving back a permit found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Released {
+    /// Given back within its lease.
+    Given,
+    /// Given back, but its lease had ended (nobody had reclaimed it yet).
+    Lapsed,
+    /// Not out: given back already, reclaimed after its lease ended, or never taken.
+    NotOut,
+}
+
+/// The order of the keys the acquire and state scripts take.
+const ACQUIRE_KEYS: [Blame; 3] = [Blame::Name, Blame::Leases, Blame::Channel];
+/// The order of the keys the release script takes.
+const RELEASE_KEYS: [Blame; 3] = [Blame::Name, Blame::Channel, Blame::Leases];
+
+/// Which of a permit semaphore's keys a script's `KEYS[i]` is.
+#[derive(Clone, Copy)]
+enum Blame {
+    Name,
+    Channel,
+    Leases,
+}
+
+/// A script's error, a `WRONGTYPE` naming the key (in the script's order `order`) it blamed.
+fn blamed(
+    error: fred::error::Error,
+    keys: &CounterKeys,
+    redis: &Connection,
+    order: [Blame; 3],
+) -> Error {
+    let names = order.map(|blame| match blame {
+        Blame::Name => &*keys.name,
+        Blame::Channel => &*keys.channel,
+        Blame::Leases => &*keys.leases,
+    });
+    Error::from_script(error, &names, &redis.server)
+}
+
+/// Gives back the permit `id` (16 bytes) on `fresh`, or the client's connection.
+async fn give_back(
+    shared: &Shared,
+    fresh: Option<&Connection>,
+    keys: &CounterKeys,
+    id: &[u8; 16],
+) -> Result<Released> {
+    let redis = fresh.unwrap_or(&shared.redis);
+    give_back_on(redis, shared.publish, keys, id).await
+}
+
+async fn give_back_on(
+    redis: &Connection,
+    publish: &'static str,
+    keys: &CounterKeys,
+    id: &[u8; 16],
+) -> Result<Released> {
+    let sent = [
+        Key::from(&keys.name),
+        Key::from(&keys.channel),
+        Key::from(&keys.leases),
+    ];
+    let args = [Value::Bytes(id.to_vec().into()), text(publish)];
+    let reply = RELEASE.run(redis, &sent, &args).await;
+    let reply = reply.map_err(|e| blamed(e, keys, redis, RELEASE_KEYS))?;
+    match integer(reply, &keys.name, &redis.server)? {
+        1 => Ok(Released::Given),
+        2 => Ok(Released::Lapsed),
+        _ => Ok(Released::NotOut),
+    }
+}
+
+/// One attempt to take a permit. Cancel safe: dropped after the script was sent, it leaves an
+/// [`ResumeRelease`] behind that gives back the permit the script may have taken.
+async fn take(
+    shared: &Arc<Shared>,
+    keys: &Arc<CounterKeys>,
+    lease: Option<Duration>,
+    lease_ms: u64,
+) -> Result<Try<Counted<Permit>>> {
+    shared.check_open()?;
+    let bytes = uuid::Uuid::new_v4().into_bytes();
+    let id: Str = to_hex(&bytes).into();
+    let key: HoldKey = (keys.name.clone(), id.clone());
+    let acquiring = shared.registry.acquiring(&key, lease_ms).await;
+    // Armed until the outcome is known: dropped armed, it gives the permit back, if taken.
+    let mut orphan = ResumeRelease {
+        pending: Some((
+            shared.clone(),
+            keys.clone(),
+            bytes,
+            shared.registry.releasing(key.clone()),
+        )),
+    };
+    let redis = &shared.redis;
+    let sent = [
+        Key::from(&keys.name),
+        Key::from(&keys.leases),
+        Key::from(&keys.channel),
+    ];
+    let args = [
+        ms_arg(lease_ms),
+        Value::Bytes(bytes.to_vec().into()),
+        text(shared.publish),
+        text(NO_LEASE),
+    ];
+    let sent_at = Instant::now();
+    let reply = ACQUIRE.run(redis, &sent, &args).await;
+    let not_taken = |orphan: &mut ResumeRelease| orphan.pending = None;
+    let left = match reply {
+        Ok(Value::Null) => {
+            not_taken(&mut orphan);
+            return Err(Error::NotFound {
+                key: keys.name.to_string(),
+            });
+        }
+        Ok(Value::Array(reply)) if reply.len() == 2 => {
+            match [&reply[0], &reply[1]].map(Value::as_i64) {
+                [Some(1), Some(left)] => left.max(0) as u64,
+                [Some(0), Some(wait_ms)] => {
+                    not_taken(&mut orphan);
+                    let bound = u64::try_from(wait_ms).ok().map(Duration::from_millis);
+                    return Ok(Try::Busy(bound));
+                }
+                _ => {
+                    not_taken(&mut orphan);
+                    let reply = Value::Array(reply);
+                    return Err(scripts::unexpected(&reply, &keys.name, &redis.server));
+                }
+            }
+        }
+        Ok(other) => {
+            not_taken(&mut orphan);
+            return Err(scripts::unexpected(&other, &keys.name, &redis.server));
+        }
+        Err(error) => {
+            let error = blamed(error, keys, redis, ACQUIRE_KEYS);
+            if !error.is_ambiguous() {
+                not_taken(&mut orphan);
+                return Err(error);
+            }
+            // Read back on the same connection, after the acquire: the permit is in the leases
+            // when it took it. On an error the orphan's release gives it back, if taken.
+            let score = fred::interfaces::SortedSetsInterface::zscore::<Option<f64>, _, _>(
+                &**redis,
+                Key::from(&keys.leases),
+                Value::Bytes(bytes.to_vec().into()),
+            )
+            .await
+            .map_err(|_| error.clone())?;
+            if score.is_none() {
+                not_taken(&mut orphan);
+                return Err(error);
+            }
+            tracing::debug!(semaphore = %keys.name, "acquire reply lost; the read-back shows the permit");
+            0
+        }
+    };
+    let renew = lease.is_none();
+    let lease_for = Duration::from_millis(lease_ms);
+    let registry = &shared.registry;
+    let registration = registry.register(key, &PERMITS, renew, sent_at, lease_for);
+    not_taken(&mut orphan);
+    drop(acquiring);
+    let permit = Permit {
+        shared: shared.clone(),
+        keys: keys.clone(),
+        id,
+        bytes,
+        lease,
+        registration,
+        released: false,
+    };
+    Ok(Try::Taken((permit, left)))
+}
+
+/// Gives back a permit in the background: one whose `Permit` was dropped, whose `release()`
+/// was dropped mid-flight, or that a cancelled acquire may have taken. Giving back a permit
+/// that is not out does nothing, so it is safe to run whether or not the permit was taken.
+struct ResumeRelease {
+    pending: Option<Pending>,
+}
+
+/// A permit to give back: its semaphore and id, counted in flight until it is given back.
+type Pending = (Arc<Shared>, Arc<CounterKeys>, [u8; 16], Releasing);
+
+impl Drop for ResumeRelease {
+    fn drop(&mut self) {
+        let Some((shared, keys, bytes, releasing)) = self.pending.take() else {
+            return;
+        };
+        let releasing = Arc::new(releasing);
+        let background = shared.clone();
+        let job = move |fresh: Option<Arc<Connection>>| {
+            let (shared, keys) = (shared.clone(), keys.clone());
+            let releasing = releasing.clone();
+            Box::pin(async move {
+                let send = |_| give_back(&shared, fresh.as_deref(), &keys, &bytes);
+                let (outcome, _) = until_answered(true, send).await;
+                if let Err(error) = &outcome {
+                    tracing::debug!(semaphore = %keys.name, %error, "background permit release failed; it comes back when its lease ends");
+                }
+                drop(releasing);
+                Ended::of(&outcome)
+            }) as BoxFuture<'static, Ended>
+        };
+        background.background.must_run(Arc::new(job));
+    }
+}
+
+/// The permits' type, as the client's registry keeps it: the watchdog renews permits many per
+/// script call, and a shutdown gives them back.
+struct Permits;
+
+static PERMITS: Lazy<Arc<dyn Held>> = Lazy::new(|| Arc::new(Permits));
+
+impl Held for Permits {
+    fn renewal(&self) -> &'static str {
+        "permit"
+    }
+
+    fn renew<'a>(
+        &'a self,
+        redis: &'a Connection,
+        locks: &'a [HoldKey],
+        lease_ms: u64,
+    ) -> BoxFuture<'a, Result<Vec<bool>>> {
+        Box::pin(async move {
+            let mut sent = Vec::with_capacity(locks.len());
+            let mut args = Vec::with_capacity(locks.len() + 1);
+            args.push(ms_arg(lease_ms));
+            for (name, id) in locks {
+                let keys = CounterKeys::semaphore(name)?;
+                sent.push(Key::from(&keys.leases));
+                let bytes = from_hex(id).expect("registered with a hex id");
+                args.push(Value::Bytes(bytes.to_vec().into()));
+            }
+            let reply = RENEW.run(redis, &sent, &args).await;
+            let reply = reply.map_err(|e| Error::redis(e, &redis.server))?;
+            let Value::Array(items) = reply else {
+                return Err(scripts::unexpected(&reply, "permit renewal", &redis.server));
+            };
+            items
+                .into_iter()
+                .map(|item| Ok(integer(item, "permit renewal", &redis.server)? == 1))
+                .collect()
+        })
+    }
+
+    fn close_holds<'a>(
+        &'a self,
+        closing: &'a Closing<'a>,
+        name: &'a Str,
+        field: &'a Str,
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let keys = CounterKeys::semaphore(name)?;
+            let bytes = from_hex(field).expect("registered with a hex id");
+            let released = give_back_on(closing.redis, closing.publish, &keys, &bytes).await?;
+            Ok(released != Released::NotOut)
+        })
+    }
+
+    fn close_place<'a>(
+        &'a self,
+        _closing: &'a Closing<'a>,
+        _name: &'a Str,
+        _field: &'a Str,
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(futures::future::ready(Ok(false)))
+    }
+
+    fn close_claim<'a>(
+        &'a self,
+        _closing: &'a Closing<'a>,
+        _name: &'a Str,
+        _field: &'a Str,
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(futures::future::ready(Ok(false)))
+    }
+}
+
+/// 16 bytes as 32 lowercase hex characters.
+fn to_hex(bytes: &[u8; 16]) -> String {
+    use std::fmt::Write;
+    bytes.iter().fold(String::with_capacity(32), |mut hex, b| {
+        let _ = write!(hex, "{b:02x}");
+        hex
+    })
+}
+
+/// 32 hex characters (either case) as 16 bytes.
+fn from_hex(hex: &str) -> Option<[u8; 16]> {
+    let hex = hex.as_bytes();
+    if hex.len() != 32 {
+        return None;
+    }
+    let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    let mut bytes = [0u8; 16];
+    for (i, pair) in hex.chunks(2).enumerate() {
+        bytes[i] = digit(pair[0])? << 4 | digit(pair[1])?;
+    }
+    Some(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_read_back_as_they_were_shown() {
+        let bytes = *uuid::Uuid::new_v4().as_bytes();
+        let hex = to_hex(&bytes);
+        assert_eq!(hex.len(), 32);
+        assert_eq!(hex, hex.to_lowercase());
+        assert_eq!(from_hex(&hex), Some(bytes));
+        assert_eq!(from_hex(&hex.to_uppercase()), Some(bytes));
+        assert_eq!(from_hex("xyz"), None);
+        assert_eq!(from_hex(&"g".repeat(32)), None);
+    }
+}
