@@ -129,12 +129,13 @@ pub(crate) fn classify(error: &RedisError) -> What<'_> {
     }
 }
 
-/// The number a script's error ends with after `tag`: ` [part <i>]` (a multi-lock script's
-/// part), ` [key <i>]` (a semaphore's or latch's key).
+/// The number a script's error names after `tag`: ` [part <i>]` (a multi-lock script's part,
+/// at the end of the error), ` [key <i>]` (a semaphore's or latch's key; Redis may follow it
+/// with where the script raised it).
 fn tagged(text: &str, tag: &str) -> Option<usize> {
     text.rsplit_once(tag)
-        .and_then(|(_, rest)| rest.strip_suffix(']'))
-        .and_then(|i| i.parse().ok())
+        .and_then(|(_, rest)| rest.split_once(']'))
+        .and_then(|(i, _)| i.parse().ok())
 }
 
 /// How an error message starts: what failed, as far as the error's kind tells.

@@ -192,6 +192,13 @@ mod live {
         assert_eq!(part.details(), format!("{TEXT} [part 2]"));
         assert_eq!(classify(&part), What::WrongType(Blamed::Part(2)));
 
+        // As the semaphore and latch scripts raise it (`lua/common/counter.lua`): Redis may
+        // append where the script raised it, after the key's place.
+        let key = "error({err = 'WRONGTYPE the key holds a hash [key 2]'})";
+        let key = eval_error(&redis, key, vec!["k", "j"]).await;
+        assert!(key.details().contains("[key 2]"), "{key:?}");
+        assert_eq!(classify(&key), What::WrongType(Blamed::Key(2)));
+
         // As the fence check answers a fence key of another type.
         let fence = "return redis.error_reply('WRONGTYPE relock fence key holds a value of \
                      another type')";

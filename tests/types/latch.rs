@@ -1,0 +1,172 @@
+//! `CountDownLatch`: Redisson's latch. Redis's layout and messages, waiters woken together by
+//! the count-down that reaches zero and not before, and bad input.
+
+use crate::common;
+
+use std::time::Duration;
+
+use common::{latch_channel, polling_client, raw_count, raw_exists, RawSubscriber, RedisServer};
+
+#[tokio::test]
+async fn the_count_is_redissons_and_zero_deletes_it_and_says_so() {
+    let server = RedisServer::start();
+    let client = common::client(&server, Duration::from_secs(5)).await;
+    let name = common::prefix("latch-layout");
+    let latch = client.count_down_latch(name.clone());
+    let channel = latch_channel(&name);
+    let mut messages = RawSubscriber::subscribe(&server, &[&channel]).await;
+
+    assert_eq!(latch.count().await.unwrap(), 0);
+    assert!(latch.try_set_count(2).await.unwrap());
+    assert_eq!(raw_count(&server, &name), Some(2));
+    assert_eq!(
+        messages.next_message(Duration::from_secs(5)).await,
+        Some((channel.clone(), "1".into())),
+        "a new count is published as Redisson's `1`"
+    );
+    assert!(!latch.try_set_count(5).await.unwrap());
+    assert_eq!(latch.count().await.unwrap(), 2);
+
+    latch.count_down().await.unwrap();
+    assert_eq!(raw_count(&server, &name), Some(1));
+    messages.assert_quiet(&server, &channel).await;
+    latch.count_down().await.unwrap();
+    assert!(!raw_exists(&server, &name), "a latch at zero keeps its key");
+    assert_eq!(
+        messages.next_message(Duration::from_secs(5)).await,
+        Some((channel.clone(), "0".into()))
+    );
+    latch.count_down().await.unwrap();
+    assert!(
+        !raw_exists(&server, &name),
+        "a count-down of an open latch wrote"
+    );
+    messages.assert_quiet(&server, &channel).await;
+
+    // Open again, it can be set again; deleting it opens it.
+    assert!(latch.try_set_count(3).await.unwrap());
+    assert!(latch.delete().await.unwrap());
+    assert!(!latch.delete().await.unwrap());
+    assert_eq!(latch.count().await.unwrap(), 0);
+}
+
+#[tokio::test]
+async fn waiters_of_two_clients_wake_on_the_last_count_down_and_not_before() {
+    let server = RedisServer::start();
+    // Waiters poll only every 60 s: only the message explains a prompt wake-up.
+    let clients = [
+        polling_client(&server, Duration::from_secs(60)).await,
+        polling_client(&server, Duration::from_secs(60)).await,
+    ];
+    let counter = common::client(&server, Duration::from_secs(5)).await;
+    let name = common::prefix("latch-wake");
+    assert!(counter
+        .count_down_latch(name.clone())
+        .try_set_count(3)
+        .await
+        .unwrap());
+
+    let mut waiters = Vec::new();
+    for client in &clients {
+        for _ in 0..5 {
+            let latch = client.count_down_latch(name.clone());
+            waiters.push(tokio::spawn(async move {
+                latch.wait().await.unwrap();
+                std::time::Instant::now()
+            }));
+        }
+    }
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            common::raw_numsub(&server, &latch_channel(&name)) == 2
+        })
+        .await,
+        "one subscription per client"
+    );
+    let latch = counter.count_down_latch(name.clone());
+    for _ in 0..2 {
+        latch.count_down().await.unwrap();
+        assert!(
+            common::stays(Duration::from_millis(200), || async {
+                waiters.iter().all(|w| !w.is_finished())
+            })
+            .await,
+            "a waiter woke before zero"
+        );
+    }
+    let last = std::time::Instant::now();
+    latch.count_down().await.unwrap();
+    for waiter in waiters {
+        let woke = tokio::time::timeout(common::HANG, waiter)
+            .await
+            .expect("a waiter hung")
+            .unwrap();
+        assert!(woke.duration_since(last) < common::PROMPT);
+    }
+    for client in &clients {
+        assert_eq!(client.stats().waiters, 0);
+    }
+}
+
+#[tokio::test]
+async fn a_deleted_latch_is_open_and_a_timed_wait_ends() {
+    let server = RedisServer::start();
+    let client = polling_client(&server, Duration::from_secs(60)).await;
+    let name = common::prefix("latch-delete");
+    let latch = client.count_down_latch(name.clone());
+    assert!(latch.try_set_count(1).await.unwrap());
+    assert!(!latch.wait_for(Duration::from_millis(100)).await.unwrap());
+
+    let waiter = tokio::spawn({
+        let latch = latch.clone();
+        async move { latch.wait_for(common::HANG).await.unwrap() }
+    });
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            client.stats().waiters == 1
+        })
+        .await
+    );
+    assert!(latch.delete().await.unwrap());
+    assert!(tokio::time::timeout(common::PROMPT, waiter)
+        .await
+        .expect("deleting the latch did not wake its waiter")
+        .unwrap());
+}
+
+#[tokio::test]
+async fn bad_input_is_refused_with_nothing_changed() {
+    let server = RedisServer::start();
+    let client = common::client(&server, Duration::from_secs(5)).await;
+    let name = common::prefix("latch-bad");
+    let latch = client.count_down_latch(name.clone());
+
+    assert!(latch
+        .try_set_count(0)
+        .await
+        .unwrap_err()
+        .is_invalid_argument());
+    assert!(!raw_exists(&server, &name));
+    // Redisson's channel for a tagged name would hash to another slot than its key.
+    assert!(client
+        .count_down_latch("job{42}")
+        .count()
+        .await
+        .unwrap_err()
+        .is_invalid_argument());
+
+    server.cmd(&["LPUSH", &name, "x"]);
+    for error in [
+        latch.try_set_count(1).await.unwrap_err(),
+        latch.count_down().await.unwrap_err(),
+        latch.count().await.unwrap_err(),
+        latch.wait().await.unwrap_err(),
+        latch.delete().await.unwrap_err(),
+    ] {
+        match &error {
+            relock::Error::WrongType { key } => assert_eq!(key, &name),
+            other => panic!("expected WrongType, got {other:?}"),
+        }
+    }
+    assert!(raw_exists(&server, &name), "a failed call deleted the key");
+}
