@@ -9,5 +9,6 @@ mod dead_server;
 mod reconnect;
 mod replica_sync;
 mod sentinel;
+mod synchronizers;
 mod tls;
 mod topology;
