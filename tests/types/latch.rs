@@ -170,3 +170,60 @@ async fn bad_input_is_refused_with_nothing_changed() {
     }
     assert!(raw_exists(&server, &name), "a failed call deleted the key");
 }
+
+#[tokio::test]
+async fn one_message_wakes_every_waiter_of_a_client_without_another_read() {
+    let server = RedisServer::start();
+    let client = polling_client(&server, Duration::from_secs(60)).await;
+    let name = common::prefix("latch-one-read");
+    let latch = client.count_down_latch(name.clone());
+    assert!(latch.try_set_count(1).await.unwrap());
+    let waiters: Vec<_> = (0..50)
+        .map(|_| {
+            let latch = latch.clone();
+            tokio::spawn(async move { latch.wait().await.unwrap() })
+        })
+        .collect();
+    assert!(
+        common::eventually(Duration::from_secs(10), || async {
+            client.stats().waiters == 50
+        })
+        .await
+    );
+    let scripts_before = common::raw_command_calls(&server, "evalsha");
+    latch.count_down().await.unwrap();
+    for waiter in waiters {
+        tokio::time::timeout(common::HANG, waiter)
+            .await
+            .expect("a waiter hung")
+            .unwrap();
+    }
+    let scripts = common::raw_command_calls(&server, "evalsha") - scripts_before;
+    // The count-down is one script; 50 waiters reading the count again would be 50 more.
+    assert!(scripts < 10, "{scripts} scripts ran to wake 50 waiters");
+}
+
+#[tokio::test]
+async fn a_latch_opened_by_hand_is_seen_within_a_poll() {
+    let server = RedisServer::start();
+    let client = polling_client(&server, Duration::from_millis(300)).await;
+    let name = common::prefix("latch-poll");
+    let latch = client.count_down_latch(name.clone());
+    assert!(latch.try_set_count(5).await.unwrap());
+    let waiter = tokio::spawn({
+        let latch = latch.clone();
+        async move { latch.wait().await.unwrap() }
+    });
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            client.stats().waiters == 1
+        })
+        .await
+    );
+    // Deleted without a message: only the poll can tell the waiter.
+    server.cmd(&["DEL", &name]);
+    tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("the waiter slept through its poll")
+        .unwrap();
+}

@@ -239,3 +239,40 @@ async fn bad_input_is_refused_with_nothing_changed() {
     assert_eq!(client.stats().holds, 0);
     assert_eq!(client.stats().in_flight, 0);
 }
+
+#[tokio::test]
+async fn the_watchdog_renews_many_permits_per_script_call() {
+    let server = RedisServer::start();
+    let lease = Duration::from_millis(600);
+    let client = common::client(&server, lease).await;
+    let name = common::prefix("permit-batch");
+    let sem = client.permit_semaphore(name.clone());
+    const HELD: usize = 30;
+    assert!(sem.try_set_permits(HELD as u64).await.unwrap());
+    let mut permits = Vec::new();
+    for _ in 0..HELD {
+        permits.push(sem.acquire().await.unwrap());
+    }
+    let before = common::raw_command_calls(&server, "evalsha");
+    let started = std::time::Instant::now();
+    tokio::time::sleep(lease * 3).await;
+    let scripts = common::raw_command_calls(&server, "evalsha") - before;
+    // One renewal period is a third of the lease: count how many passed, with one to spare.
+    let periods = (started.elapsed().as_millis() / (lease / 3).as_millis()) as u64 + 1;
+    assert!(
+        scripts <= 2 * periods,
+        "{scripts} scripts in {periods} renewal periods for {HELD} permits: not batched"
+    );
+    let now = common::raw_time_ms(&server);
+    let leases = raw_zrange_hex(&server, &leases_key(&name));
+    assert_eq!(leases.len(), HELD);
+    assert!(
+        leases.iter().all(|(_, ends)| *ends > now),
+        "a permit lapsed"
+    );
+    assert!(permits.iter().all(|p| !p.is_lost()));
+    for permit in permits {
+        permit.release().await.unwrap();
+    }
+    assert_eq!(raw_count(&server, &name), Some(HELD as i64));
+}
