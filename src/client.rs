@@ -432,7 +432,7 @@ async fn run_id(redis: &Redis) -> Option<String> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ClientStats {
-    /// Distinct (lock, owner) pairs with live guards.
+    /// Distinct (lock, owner) pairs with live guards, and live [`Permit`](crate::Permit)s.
     pub holds: usize,
     /// Of those, the ones the watchdog renews.
     pub renewing: usize,
@@ -440,10 +440,11 @@ pub struct ClientStats {
     pub channels: usize,
     /// Waiters registered on those channels.
     pub waiters: usize,
-    /// Acquire scripts sent and releases started that have not ended yet, including those
-    /// finished in the background: the release of a dropped guard or of a dropped `unlock()`,
-    /// and the check that gives back the hold of an acquire dropped after its script was sent
-    /// (the script may still run on the server after the drop). Once it is 0, nothing this
-    /// client started can still change a lock on Redis, save the watchdog's renewals.
+    /// Acquire scripts sent and releases started that have not ended yet (of locks, permits,
+    /// semaphore permits and latch count-downs), including those finished in the background:
+    /// the release of a dropped guard or permit or of a dropped `unlock()`, and the check that
+    /// gives back what an acquire dropped after its script was sent took (the script may still
+    /// run on the server after the drop). Once it is 0, nothing this client started can still
+    /// change a lock or synchronizer on Redis, save the watchdog's renewals.
     pub in_flight: usize,
 }

@@ -36,8 +36,12 @@ fn handles_and_guards_are_send_sync_static() {
     shared::<FencedGuard>();
     shared::<MultiGuard>();
     shared::<RedLockGuard>();
+    shared::<relock::Semaphore>();
+    shared::<relock::PermitSemaphore>();
+    shared::<relock::CountDownLatch>();
     shared::<relock::Error>();
     fn send_static<T: Send + 'static>() {}
+    send_static::<relock::Permit>();
     send_static::<Lost>();
 }
 
@@ -125,6 +129,77 @@ async fn every_future_is_send_and_spawnable() {
     send(fence.hset(1, "h", "f", "v"));
     send(fence.get::<Option<String>>(1, "k"));
     send(fence.eval::<i64>(1, "return 1", &[], &[]));
+
+    let sem = client.semaphore(name("sem"));
+    send(sem.try_set_permits(1));
+    send(sem.add_permits(1));
+    send(sem.available_permits());
+    send(sem.drain_permits());
+    send(sem.acquire(1));
+    send(sem.try_acquire(1));
+    send(sem.try_acquire_for(1, wait));
+    send(sem.release(1));
+    send(sem.delete());
+    assert!(tokio::spawn({
+        let sem = sem.clone();
+        async move { sem.try_set_permits(1).await }
+    })
+    .await
+    .unwrap()
+    .unwrap());
+    tokio::spawn({
+        let sem = sem.clone();
+        async move { sem.acquire(1).await }
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(sem.available_permits().await.unwrap(), 0);
+
+    let permits = client.permit_semaphore(name("permits"));
+    send(permits.try_set_permits(1));
+    send(permits.add_permits(1));
+    send(permits.available_permits());
+    send(permits.acquired_permits());
+    send(permits.permits());
+    send(permits.acquire());
+    send(permits.acquire_with_lease(lease));
+    send(permits.try_acquire());
+    send(permits.try_acquire_for(wait, None));
+    send(permits.release_id("00"));
+    send(permits.delete());
+    assert!(permits.try_set_permits(1).await.unwrap());
+    let permit = tokio::spawn({
+        let permits = permits.clone();
+        async move { permits.acquire().await }
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(permits.acquired_permits().await.unwrap(), 1);
+    tokio::spawn(permit.release()).await.unwrap().unwrap();
+    assert_eq!(permits.acquired_permits().await.unwrap(), 0);
+
+    let latch = client.count_down_latch(name("latch"));
+    send(latch.try_set_count(1));
+    send(latch.count_down());
+    send(latch.count());
+    send(latch.wait());
+    send(latch.wait_for(wait));
+    send(latch.delete());
+    assert!(latch.try_set_count(1).await.unwrap());
+    let waiting = tokio::spawn({
+        let latch = latch.clone();
+        async move { latch.wait().await }
+    });
+    tokio::spawn({
+        let latch = latch.clone();
+        async move { latch.count_down().await }
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    waiting.await.unwrap().unwrap();
 
     send(Client::connect(&server.url()));
     send(client.shutdown_keeping_locks());
