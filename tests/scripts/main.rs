@@ -9,3 +9,4 @@ mod multi_scripts;
 mod redisson_compat;
 mod rw_scripts;
 mod scripts;
+mod synchronizer_scripts;
