@@ -7,6 +7,7 @@ mod common;
 mod fair_scripts;
 mod multi_scripts;
 mod redisson_compat;
+mod redisson_sync;
 mod rw_scripts;
 mod scripts;
 mod synchronizer_scripts;
