@@ -27,7 +27,7 @@ local function counter_read(i)
     end
     local value = redis.call('get', KEYS[i])
     local count = tonumber(value)
-    if not count or not string.match(value, '^%-?%d+$') then
+    if not count or not string.match(value, '^%-?[0-9]+$') then
         wrong_type(i, 'string that is not a count')
     end
     return count

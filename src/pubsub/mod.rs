@@ -440,7 +440,11 @@ mod tests {
         c.deliver(None);
         assert_eq!(woken(&c), [true, true, false]);
         c.deliver(None);
-        assert_eq!(woken(&c), [true, true, true]);
+        assert_eq!(
+            woken(&c),
+            [true, true, false],
+            "2 permits woke a third waiter while two woken ones had not tried yet"
+        );
         let c = channel(3, all);
         c.deliver(Some("0"));
         assert_eq!(woken(&c), [true, true, true]);
