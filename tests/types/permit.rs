@@ -108,8 +108,8 @@ async fn a_fixed_lease_runs_out_and_the_permit_comes_back() {
     let sem = client.permit_semaphore(name.clone());
     assert!(sem.try_set_permits(1).await.unwrap());
     let lease = Duration::from_millis(300);
-    let permit = sem.acquire_with_lease(lease).await.unwrap();
     let started = std::time::Instant::now();
+    let permit = sem.acquire_with_lease(lease).await.unwrap();
 
     // A waiter needs no message: it looks again when the earliest lease ends.
     let waiter = tokio::spawn({
