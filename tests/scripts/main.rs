@@ -11,3 +11,4 @@ mod redisson_sync;
 mod rw_scripts;
 mod scripts;
 mod synchronizer_scripts;
+mod synchronizers_compat;
