@@ -156,7 +156,9 @@ impl CountDownLatch {
         Ok(counter(&self.shared, keys).await?.unwrap_or(0).max(0) as u64)
     }
 
-    /// Deletes the count, opening the latch: waiters wake and return. `true` when it had one.
+    /// Deletes the count, opening the latch: waiters of every process wake and return,
+    /// Redisson's too (it publishes `0`, the zero message; Redisson's own delete publishes `1`,
+    /// which leaves Redisson's waiters asleep on an open latch). `true` when it had one.
     ///
     /// # Errors
     ///
