@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use common::redisson_sync::{now_ms, Redisson, NO_LEASE};
 use common::{
     eventually, latch_channel, leases_key, polling_client, raw_command_calls, raw_count,
-    raw_exists, raw_zrange_hex, semaphore_channel, stays, RawSubscriber, RedisServer, HANG, PROMPT,
+    raw_exists, raw_zrange_hex, semaphore_channel, RawSubscriber, RedisServer, HANG, PROMPT,
 };
 use fred::interfaces::{KeysInterface, LuaInterface};
 use fred::types::Value;
@@ -32,9 +32,6 @@ const SOON: Duration = Duration::from_secs(5);
 
 /// How long both sides take and give back permits in the conservation tests.
 const RUN: Duration = Duration::from_secs(2);
-
-/// How long a waiter that must not be woken is watched.
-const QUIET: Duration = Duration::from_millis(300);
 
 /// A lease no test outlives.
 const LONG_LEASE: Duration = Duration::from_secs(30);
