@@ -33,8 +33,9 @@
 //!   until every process had a waiter awake (the message is in everywhere) and the longest a
 //!   process took from its first waiter awake to its last (its fan-out); a fred `PING` on the
 //!   parent's client after the same idle pause as before a `count_down()` (its first leg); and
-//!   a control without Redis or relock, the same tasks in the same processes woken by a
-//!   `tokio::sync::watch`.
+//!   two controls without Redis or relock, the same tasks in the same processes woken by a
+//!   `tokio::sync::watch`, or each by a `tokio::sync::Notify` of its own under a timeout (the
+//!   shape of a relock waiter's sleep).
 //!
 //! Targets (printed, never asserted): a pair ≤ 1.1× a `Lock` pair (each semaphore type);
 //! contended acq/s ≥ 0.9 × 4 / (hold + gap p50), no task starved in any run, longest wait
@@ -416,10 +417,14 @@ fn latch_run(
         .collect();
     let figure = "parent: fred PING on count_down's client after 50 ms idle, p50";
     table.add(figure, "ms", percentile(&pings, 50.0));
-    let control: Vec<f64> = (0..rounds).map(|_| latch.control(waiters)).collect();
-    let figure =
-        format!("W={waiters} control, no Redis: tokio watch wakes the tasks, slowest process p50");
-    table.add(&figure, "ms", percentile(&control, 50.0));
+    for (how, what) in [
+        ("watch", "a tokio watch wakes the tasks"),
+        ("notify", "a Notify per task, 5 s timeout"),
+    ] {
+        let control: Vec<f64> = (0..rounds).map(|_| latch.control(how, waiters)).collect();
+        let figure = format!("W={waiters} control, no Redis: {what}, slowest process p50");
+        table.add(&figure, "ms", percentile(&control, 50.0));
+    }
     latch.finish();
 }
 
@@ -930,15 +935,17 @@ impl LatchWorkers {
         }
     }
 
-    /// The control for the fan-out: `waiters` tasks spread over the workers wait on a
-    /// `tokio::sync::watch` of their process, with no Redis and no relock; the parent tells every
-    /// worker at once, and each stamps the moment it read the line and wakes its tasks. The
-    /// longest any process took from that stamp to its last task awake, ms.
-    fn control(&mut self, waiters: usize) -> f64 {
+    /// The controls for the fan-out: `waiters` tasks spread over the workers wait, with no
+    /// Redis and no relock, on a `tokio::sync::watch` of their process (`watch`), or each on a
+    /// `tokio::sync::Notify` of its own under a 5 s timeout, notified one by one (`notify`: the
+    /// shape of a relock waiter's sleep); the parent tells every worker at once, and each
+    /// stamps the moment it read the line and wakes its tasks. The longest any process took
+    /// from that stamp to its last task awake, ms.
+    fn control(&mut self, how: &str, waiters: usize) -> f64 {
         let procs = self.workers.len();
         for (p, w) in self.workers.iter_mut().enumerate() {
             let tasks = waiters / procs + usize::from(p < waiters % procs);
-            w.send(&format!("fanout {tasks}"));
+            w.send(&format!("fanout {how} {tasks}"));
         }
         for w in &mut self.workers {
             w.expect("waiting");
@@ -990,13 +997,24 @@ fn latch_worker(args: &[String]) {
                 .unwrap()
                 .unwrap_or_default();
             let words: Vec<&str> = line.split(' ').collect();
-            if let ["fanout", tasks] = words[..] {
+            if let ["fanout", how, tasks] = words[..] {
+                let tasks: usize = tasks.parse().unwrap();
                 let (tx, rx) = tokio::sync::watch::channel(false);
-                let handles: Vec<_> = (0..tasks.parse().unwrap())
-                    .map(|_| {
+                let notifies: Vec<_> = (0..tasks)
+                    .map(|_| std::sync::Arc::new(tokio::sync::Notify::new()))
+                    .collect();
+                let handles: Vec<_> = (0..tasks)
+                    .map(|t| {
                         let mut rx = rx.clone();
+                        let notify = notifies[t].clone();
+                        let per_task = how == "notify";
                         tokio::spawn(async move {
-                            rx.changed().await.unwrap();
+                            if per_task {
+                                let bound = Duration::from_secs(5);
+                                let _ = tokio::time::timeout(bound, notify.notified()).await;
+                            } else {
+                                rx.changed().await.unwrap();
+                            }
                             now_us()
                         })
                     })
@@ -1009,6 +1027,9 @@ fn latch_worker(args: &[String]) {
                     .unwrap();
                 let told = now_us();
                 tx.send(true).unwrap();
+                for notify in &notifies {
+                    notify.notify_one();
+                }
                 let mut last = told;
                 for h in handles {
                     last = last.max(h.await.unwrap());
