@@ -5,10 +5,12 @@
 //!
 //! - **Pairs**: one task takes and gives back one permit (`acquire(1)` + `release(1)`; for the
 //!   permit semaphore `acquire()` + `Permit::release()`) in a loop, next to a `Lock` pair
-//!   (`lock()` + `unlock()`), the three types' trials interleaved (one of each, three times
-//!   over; best of three per run, as `uncontended` and `multi`). The pair p50 is a ratio to the
-//!   `Lock` pair's of the same run; redis-server's CPU time and the commands it ran per pair
-//!   (those inside scripts included, `INFO commandstats`) are shown beside it.
+//!   (`lock()` + `unlock()`), interleaved finely: each trial runs blocks of 25 pairs of each
+//!   type in turn (this machine switches between a fast and a slow state for seconds at a time,
+//!   and types measured seconds apart can land in different states); best p50 of three trials
+//!   per run. The pair p50 is a ratio to the `Lock` pair's of the same run; redis-server's CPU
+//!   time and the commands it ran per pair (those inside scripts included, `INFO
+//!   commandstats`), from a block of each type on its own, are shown beside it.
 //! - **Contended**: N = 128 tasks spread over 4 worker processes on one semaphore of 4 permits,
 //!   each taking a permit, holding it 1 ms (a `tokio::time::sleep`, so 1–2 ms) and giving it
 //!   back, in a loop, for a window. Each task stamps the wall clock when it asks, gets the
@@ -193,9 +195,7 @@ fn main() {
         .block_on(relock::Client::connect(&server.url()))
         .unwrap();
     let pairs = Pairs::new(&runtime, &client);
-    runtime.block_on(pairs.trial(PairKind::Lock, 50)); // warm-up: scripts loaded
-    runtime.block_on(pairs.trial(PairKind::Semaphore, 50));
-    runtime.block_on(pairs.trial(PairKind::Permit, 50));
+    runtime.block_on(pairs.trial(3 * BLOCK)); // warm-up: scripts loaded
 
     let mut pair_table = Table::new(
         "semaphore",
@@ -431,7 +431,7 @@ fn latch_run(
 // ------------------------------------------------------------------------------------------
 // Pairs
 
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum PairKind {
     Lock,
     Semaphore,
@@ -472,8 +472,8 @@ impl<'a> Pairs<'a> {
         pairs
     }
 
-    /// The p50 of `count` pairs of `kind`, in ms.
-    async fn trial(&self, kind: PairKind, count: usize) -> f64 {
+    /// How long each of `count` pairs of `kind` took, in ms.
+    async fn pairs(&self, kind: PairKind, count: usize) -> Vec<f64> {
         let mut times = Vec::with_capacity(count);
         for _ in 0..count {
             let t0 = Instant::now();
@@ -494,35 +494,61 @@ impl<'a> Pairs<'a> {
             }
             times.push(common::ms(t0.elapsed()));
         }
-        percentile(&times, 50.0)
+        times
     }
 
-    /// Lock, Semaphore, PermitSemaphore: the best p50 of three trials each, interleaved.
-    fn best_of_three(&self, server: &RedisServer, count: usize) -> [Best; 3] {
-        let kinds = [PairKind::Lock, PairKind::Semaphore, PairKind::Permit];
-        let mut best = [f64::MAX; 3];
-        let mut cpu = [Duration::ZERO; 3];
-        let mut cmds = [0; 3];
-        for _ in 0..3 {
-            for (i, kind) in kinds.into_iter().enumerate() {
-                let calls = command_calls(server);
-                let before = common::server_cpu(server);
-                best[i] = best[i].min(self.runtime.block_on(self.trial(kind, count)));
-                cpu[i] += common::server_cpu(server) - before;
-                // The last trial's key deletions, queued behind its last reply, are in too.
-                self.runtime
-                    .block_on(async { tokio::time::sleep(Duration::from_millis(20)).await });
-                let delta = calls_delta(&calls, &command_calls(server), &PROBES);
-                cmds[i] += delta.values().sum::<u64>();
+    /// One trial: `count` pairs of each kind, in blocks of [`BLOCK`] pairs taking turns (a
+    /// block of `Lock`, one of `Semaphore`, one of `PermitSemaphore`, over again), with a pause
+    /// between blocks so that what a block leaves in flight (the key deletions queued behind
+    /// its last reply) is done before the next starts. This machine switches between a fast
+    /// and a slow state for seconds at a time (a pair takes ~0.04 or ~0.17 ms), and blocks of
+    /// a few milliseconds put the three kinds in the same state alike. The p50 of each, in ms.
+    async fn trial(&self, count: usize) -> [f64; 3] {
+        let mut times = [Vec::new(), Vec::new(), Vec::new()];
+        for _ in 0..count.div_ceil(BLOCK) {
+            for (i, kind) in PAIR_KINDS.into_iter().enumerate() {
+                times[i].extend(self.pairs(kind, BLOCK).await);
+                tokio::time::sleep(Duration::from_millis(1)).await;
             }
         }
-        [0, 1, 2].map(|i| Best {
-            p50: best[i],
-            server_us: cpu[i].as_secs_f64() * 1e6 / (3 * count) as f64,
-            cmds: cmds[i] as f64 / (3 * count) as f64,
+        times.map(|t| percentile(&t, 50.0))
+    }
+
+    /// The best p50 of three trials of each kind; then, in a block of `count` pairs of each
+    /// kind on its own, redis-server's CPU time and the commands it ran per pair.
+    fn best_of_three(&self, server: &RedisServer, count: usize) -> [Best; 3] {
+        let mut best = [f64::MAX; 3];
+        for _ in 0..3 {
+            let p50 = self.runtime.block_on(self.trial(count));
+            for i in 0..3 {
+                best[i] = best[i].min(p50[i]);
+            }
+        }
+        PAIR_KINDS.map(|kind| {
+            let i = PAIR_KINDS.iter().position(|k| *k == kind).unwrap();
+            let calls = command_calls(server);
+            let before = common::server_cpu(server);
+            self.runtime.block_on(self.pairs(kind, count));
+            let cpu = common::server_cpu(server) - before;
+            // The key deletions queued behind the last reply are in too.
+            self.runtime
+                .block_on(async { tokio::time::sleep(Duration::from_millis(20)).await });
+            let cmds: u64 = calls_delta(&calls, &command_calls(server), &PROBES)
+                .values()
+                .sum();
+            Best {
+                p50: best[i],
+                server_us: cpu.as_secs_f64() * 1e6 / count as f64,
+                cmds: cmds as f64 / count as f64,
+            }
         })
     }
 }
+
+/// The pair kinds, in the order of the trials' blocks.
+const PAIR_KINDS: [PairKind; 3] = [PairKind::Lock, PairKind::Semaphore, PairKind::Permit];
+/// Pairs per block of a trial.
+const BLOCK: usize = 25;
 
 // ------------------------------------------------------------------------------------------
 // Contended
