@@ -103,6 +103,16 @@ impl Table {
             })
     }
 
+    /// The best (smallest) value of `figure` over the runs.
+    pub fn min(&self, figure: &str) -> f64 {
+        self.rows
+            .iter()
+            .find(|r| r.figure == figure)
+            .map_or(f64::NAN, |r| {
+                r.values.iter().copied().fold(f64::NAN, f64::min)
+            })
+    }
+
     /// The median ratio of `figure`.
     pub fn ratio(&self, figure: &str) -> f64 {
         self.rows
