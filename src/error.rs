@@ -21,19 +21,22 @@ pub enum Error {
         reason: String,
     },
     /// The owner holds no hold on the lock: it was never taken by this owner, or it was already
-    /// released, or it expired and someone else may hold it now.
+    /// released, or it expired and someone else may hold it now. For a
+    /// [`Permit`](crate::Permit): the permit was given back already (by its id, or with its
+    /// semaphore deleted).
     NotHeld {
-        /// The lock's name.
+        /// The lock's name (a permit's: its semaphore's).
         lock: String,
-        /// The holder field that was asked for, `<client-uuid>:<owner>`.
+        /// The holder field that was asked for, `<client-uuid>:<owner>` (a permit's: its id).
         owner: String,
     },
-    /// The lease ended while the guard was alive: the watchdog found the lock gone, or could not
-    /// renew it for a whole lease, or a fixed lease ran out. Another owner may hold the lock now.
+    /// The lease ended while the guard (or [`Permit`](crate::Permit)) was alive: the watchdog
+    /// found the lock or permit gone, or could not renew it for a whole lease, or a fixed lease
+    /// ran out. Another owner may hold the lock (or the permit's place) now.
     LeaseLost {
-        /// The lock's name.
+        /// The lock's name (a permit's: its semaphore's).
         lock: String,
-        /// The holder field, `<client-uuid>:<owner>`.
+        /// The holder field, `<client-uuid>:<owner>` (a permit's: its id).
         owner: String,
     },
     /// The key exists but holds another type than the operation works on: a lock's key that is
@@ -209,13 +212,13 @@ impl fmt::Display for Error {
             Error::InvalidArgument { reason } => write!(f, "invalid argument: {reason}"),
             Error::NotHeld { lock, owner } => write!(
                 f,
-                "lock `{}` is not held by owner `{}`",
+                "`{}` is not held by `{}`",
                 Shown(lock),
                 Shown(owner)
             ),
             Error::LeaseLost { lock, owner } => write!(
                 f,
-                "the lease of lock `{}` held by `{}` was lost; another owner may hold it",
+                "the lease on `{}` held by `{}` was lost; another holder may have it now",
                 Shown(lock),
                 Shown(owner)
             ),
