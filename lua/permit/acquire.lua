@@ -18,12 +18,11 @@
 --          counter does not exist (its permits were never set).
 -- Errors:  WRONGTYPE ... [key <i>] when a key holds another type; nothing is written then.
 local available = counter_read(1)
-zset_check(2)
 if not available then
     return nil
 end
 local now = now_ms()
-available = available + leases_reclaim(KEYS[1], KEYS[2], KEYS[3], ARGV[3], now)
+available = available + leases_reclaim(KEYS[1], 2, KEYS[3], ARGV[3], now)
 if available < 1 then
     local earliest = redis.call('zrange', KEYS[2], 0, 0, 'withscores')
     if earliest[2] and earliest[2] ~= ARGV[4] then

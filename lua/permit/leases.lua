@@ -10,11 +10,13 @@ local function now_ms()
     return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- Gives back every permit whose lease ended by `now`: removes it from `leases`, adds it to the
--- counter `counter`, and publishes the count on `channel` with `publish` when it is above 0,
--- as Redisson's scripts do. Returns how many were given back.
-local function leases_reclaim(counter, leases, channel, publish, now)
-    local ended = redis.call('zrangebyscore', leases, 0, now)
+-- Gives back every permit whose lease ended by `now`: removes it from the leases KEYS[leases],
+-- adds it to the counter `counter`, and publishes the count on `channel` with `publish` when it
+-- is above 0, as Redisson's scripts do. Returns how many were given back. Its first command
+-- checks the leases' type (see common/counter.lua), so it needs that fragment.
+local function leases_reclaim(counter, leases_i, channel, publish, now)
+    local leases = KEYS[leases_i]
+    local ended = on_key(leases_i, 'zrangebyscore', 0, now)
     if #ended == 0 then
         return 0
     end

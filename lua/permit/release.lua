@@ -13,14 +13,12 @@
 --          had reclaimed it yet); 0 when the id is not in the leases (given back already,
 --          reclaimed after its lease ended, or never taken).
 -- Errors:  WRONGTYPE ... [key <i>] when a key holds another type; nothing is written then.
-counter_read(1)
-zset_check(3)
-local score = redis.call('zscore', KEYS[3], ARGV[1])
+local score = on_key(3, 'zscore', ARGV[1])
 if not score then
     return 0
 end
+local count = on_key(1, 'incrby', 1)
 redis.call('zrem', KEYS[3], ARGV[1])
-local count = redis.call('incrby', KEYS[1], 1)
 if count > 0 then
     redis.call(ARGV[2], KEYS[2], count)
 end

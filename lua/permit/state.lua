@@ -10,8 +10,9 @@
 -- Reply:   {available, acquired}; available is nil when the counter does not exist.
 -- Errors:  WRONGTYPE ... [key <i>] when a key holds another type; nothing is written then.
 local available = counter_read(1)
-zset_check(2)
 if available then
-    available = available + leases_reclaim(KEYS[1], KEYS[2], KEYS[3], ARGV[1], now_ms())
+    available = available + leases_reclaim(KEYS[1], 2, KEYS[3], ARGV[1], now_ms())
+else
+    zset_check(2)
 end
 return {available, redis.call('zcard', KEYS[2])}

@@ -11,11 +11,10 @@
 -- is at least the number added (Redisson's permit semaphore publishes the number added).
 -- Reply:   the count after it.
 -- Errors:  WRONGTYPE ... [key <i>] when a key holds another type; nothing is written then.
-counter_read(1)
 if KEYS[3] then
     zset_check(3)
 end
-local count = redis.call('incrby', KEYS[1], ARGV[1])
+local count = on_key(1, 'incrby', ARGV[1])
 if count > 0 then
     redis.call(ARGV[2], KEYS[2], count)
 end

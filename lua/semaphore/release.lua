@@ -19,8 +19,7 @@ local replayed, reply = replay_read(KEYS[3], ARGV[4])
 if replayed then
     return reply
 end
-counter_read(1)
-local count = redis.call('incrby', KEYS[1], ARGV[1])
+local count = on_key(1, 'incrby', ARGV[1])
 if count > 0 then
     redis.call(ARGV[2], KEYS[2], count)
 end
