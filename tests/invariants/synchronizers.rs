@@ -1705,6 +1705,52 @@ async fn permit_debug_sleep_longer_than_the_lease_loses_the_permit() {
     assert_settled(&server, &[&holder, &other], &[&name]).await;
 }
 
+/// An acquire sent while the server stalls for longer than the watchdog timeout takes a free
+/// permit when the server wakes. `acquire()` promises that the watchdog renews the permit until
+/// it is released: so the `Permit` it returns must not be lost, and its lease must stay on
+/// Redis for several watchdog timeouts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permit_acquire_answered_after_its_lease_keeps_its_permit() {
+    let server = RedisServer::start();
+    let watchdog = Duration::from_millis(500);
+    let stall = Duration::from_millis(1200);
+    // Its acquire waits out the whole stall in the server.
+    let client = connect(&server.url(), watchdog, SLACK, SLACK).await;
+    let name = common::prefix("sync-late-permit");
+    let sem = client.permit_semaphore(&name);
+    assert!(sem.try_set_permits(2).await.unwrap());
+    // Loads the scripts, so the acquire below is one command.
+    sem.acquire().await.unwrap().release().await.unwrap();
+
+    let sleep = faults::debug_sleep(&server, stall.as_secs_f64());
+    assert!(
+        common::family::until_asleep(&server).await,
+        "the server never slept"
+    );
+    let permit = sem.acquire().await.unwrap();
+    let woke = sleep.woken().await;
+    println!(
+        "lost on arrival: {}, leases {:?}",
+        permit.is_lost(),
+        common::raw_zrange_hex(&server, &common::leases_key(&name))
+    );
+    while woke.elapsed() < watchdog * 4 {
+        let now = common::raw_time_ms(&server);
+        let end = lease_end(&server, &name, permit.id());
+        assert!(
+            end.is_some_and(|end| end > now) && !permit.is_lost(),
+            "the permit lapsed {:?} after it was taken (lease end {end:?}, now {now}), lost() says {}",
+            woke.elapsed(),
+            permit.is_lost()
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    permit.release().await.unwrap();
+    until_idle(&[&client]).await;
+    assert_eq!(state(&server, &name), (Some(2), 0));
+    assert_settled(&server, &[&client], &[&name]).await;
+}
+
 /// Count-downs sent while the server stalls, for longer than the command timeout (the first
 /// send times out, the retry replays it) and for less: each counts once, and waiters return at
 /// zero only.
