@@ -2322,6 +2322,51 @@ async fn semaphore_lost_replies_conserve_permits() {
     assert_settled_after_faults(&server, &[&client, &other], &names).await;
 }
 
+/// An acquire whose reply and read-back are lost fails; the permits it took are given back once
+/// the connection works again, also when the first attempt to give them back was lost with the
+/// connection (here its script was not loaded yet, and the `NOSCRIPT` reply was dropped).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_acquire_gives_its_permits_back_once_the_connection_works_again() {
+    let (server, proxy, client) = proxied(LONG).await;
+    let name = common::prefix("sync-undo");
+    let sem = client.semaphore(&name);
+    assert!(sem.try_set_permits(3).await.unwrap());
+    // Loads the acquire script (not the one that gives permits back).
+    assert!(sem.try_acquire(1).await.unwrap());
+    sem.release(1).await.unwrap();
+    let noscript = error_count(&server, "NOSCRIPT");
+
+    proxy.set_mode(Mode::DropReplies);
+    let taken = timeout(Duration::from_secs(15), sem.try_acquire(2))
+        .await
+        .expect("try_acquire hung with replies dropped");
+    assert!(
+        taken.is_err(),
+        "no reply came, yet try_acquire returned {taken:?}"
+    );
+    assert_eq!(raw_count(&server, &name), Some(1), "the acquire ran");
+    // Giving the permits back reached the server, and its reply was dropped too.
+    assert!(
+        eventually(SLACK, || async {
+            error_count(&server, "NOSCRIPT") > noscript
+        })
+        .await,
+        "the permits were not given back: {:?}",
+        client.stats()
+    );
+    proxy.set_mode(Mode::Pass);
+    proxy.cut();
+    until_idle(&[&client]).await;
+    assert_eq!(
+        raw_count(&server, &name),
+        Some(3),
+        "the failed acquire's permits were not given back"
+    );
+    assert!(sem.try_acquire(3).await.unwrap());
+    sem.release(3).await.unwrap();
+    assert_settled_after_faults(&server, &[&client], &[&name]).await;
+}
+
 /// Permit semaphore replies lost in the proxy: an acquire whose reply was lost is read back (a
 /// `Permit` whose lease is on Redis) or given back; a release whose reply was lost is sent again
 /// and gives the permit back once, also from a dropped `Permit`; with every reply dropped an
