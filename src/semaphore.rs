@@ -520,8 +520,11 @@ impl Drop for ResumeRelease {
             Box::pin(async move {
                 let send = |_| give_back(&shared, fresh.as_deref(), &keys, &request, permits, true);
                 let (outcome, _) = until_answered(true, send).await;
-                if let Err(error) = &outcome {
-                    tracing::debug!(semaphore = %keys.name, %error, "background release failed");
+                match &outcome {
+                    Ok(_) => shared.sweeper.delete(Key::from(request)),
+                    Err(error) => {
+                        tracing::debug!(semaphore = %keys.name, %error, "background release failed")
+                    }
                 }
                 drop(releasing);
                 Ended::of(&outcome)
