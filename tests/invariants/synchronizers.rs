@@ -1821,6 +1821,8 @@ async fn semaphore_client_kill_keeps_waiters_waking_and_permits_conserved() {
     let server = RedisServer::start();
     let holder = connect(&server.url(), LONG, CMD, NO_POLL).await;
     let waiting = connect(&server.url(), LONG, CMD, NO_POLL).await;
+    // Its own client, so the waiters' count is the waiters'.
+    let churning = connect(&server.url(), LONG, CMD, NO_POLL).await;
     let waited = common::prefix("sync-kill-plain");
     let churned = format!("{waited}:churn");
     let channel = common::semaphore_channel(&waited);
@@ -1830,7 +1832,7 @@ async fn semaphore_client_kill_keeps_waiters_waking_and_permits_conserved() {
     assert!(holder.semaphore(&churned).try_set_permits(2).await.unwrap());
     let sampler = Sampler::start(&server, &churned, 2, plain_check);
     let churn = Churn::semaphore(
-        &[holder.semaphore(&churned), waiting.semaphore(&churned)],
+        &[holder.semaphore(&churned), churning.semaphore(&churned)],
         4,
     );
     let waiters: Vec<_> = (0..3)
@@ -1858,7 +1860,7 @@ async fn semaphore_client_kill_keeps_waiters_waking_and_permits_conserved() {
 
     let normal = faults::client_kill(&server, "normal");
     let pubsub = faults::client_kill(&server, "pubsub");
-    assert!(normal >= 2, "killed {normal} command connections");
+    assert!(normal >= 3, "killed {normal} command connections");
     assert!(pubsub >= 1, "killed {pubsub} subscriber connections");
     until_waiting(&server, &waiting, &channel, 3, 1).await;
     assert!(churn.progress(5).await, "the workers stalled after the cut");
@@ -1882,11 +1884,16 @@ async fn semaphore_client_kill_keeps_waiters_waking_and_permits_conserved() {
     }
     let ended = churn.stop().await;
     println!("{} rounds, {} errors", ended.rounds, ended.errors);
-    until_idle(&[&holder, &waiting]).await;
+    until_idle(&[&holder, &waiting, &churning]).await;
     assert_eq!(raw_count(&server, &waited), Some(3));
     assert_plain_conserved(&server, &churned, 2, ended.unsure);
     sampler.finish();
-    assert_settled_after_faults(&server, &[&holder, &waiting], &[&waited, &churned]).await;
+    assert_settled_after_faults(
+        &server,
+        &[&holder, &waiting, &churning],
+        &[&waited, &churned],
+    )
+    .await;
 }
 
 /// Every connection is cut while waiters wait for a permit held with a long fixed lease,
@@ -1899,6 +1906,8 @@ async fn permit_client_kill_keeps_the_watchdog_renewing_and_waiters_waking() {
     let lease = Duration::from_millis(900);
     let holder = connect(&server.url(), lease, CMD, NO_POLL).await;
     let waiting = connect(&server.url(), lease, CMD, NO_POLL).await;
+    // Its own client, so the waiters' count is the waiters'.
+    let churning = connect(&server.url(), lease, CMD, NO_POLL).await;
     let waited = common::prefix("sync-kill-permit");
     let renewed = format!("{waited}:renewed");
     let churned = format!("{waited}:churn");
@@ -1920,7 +1929,7 @@ async fn permit_client_kill_keeps_the_watchdog_renewing_and_waiters_waking() {
     let churn = Churn::permits(
         &[
             holder.permit_semaphore(&churned),
-            waiting.permit_semaphore(&churned),
+            churning.permit_semaphore(&churned),
         ],
         3,
     );
@@ -1950,7 +1959,7 @@ async fn permit_client_kill_keeps_the_watchdog_renewing_and_waiters_waking() {
     let pubsub = faults::client_kill(&server, "pubsub");
     let cut_at = Instant::now();
     assert!(
-        normal >= 2 && pubsub >= 1,
+        normal >= 3 && pubsub >= 1,
         "killed {normal} + {pubsub} connections"
     );
     until_waiting(&server, &waiting, &channel, 3, 1).await;
@@ -1994,14 +2003,14 @@ async fn permit_client_kill_keeps_the_watchdog_renewing_and_waiters_waking() {
         ended.rounds, ended.errors, ended.lost
     );
     kept.release().await.unwrap();
-    until_idle(&[&holder, &waiting]).await;
+    until_idle(&[&holder, &waiting, &churning]).await;
     assert_eq!(state(&server, &waited), (Some(1), 0));
     assert_eq!(state(&server, &renewed), (Some(1), 0));
     assert_permits_back(&server, &holder.permit_semaphore(&churned), 2).await;
     sampler.finish();
     assert_settled_after_faults(
         &server,
-        &[&holder, &waiting],
+        &[&holder, &waiting, &churning],
         &[&waited, &renewed, &churned],
     )
     .await;
