@@ -2400,6 +2400,65 @@ async fn work_finished_in_the_background_leaves_no_request_key() {
     assert_settled(&server, &[&client], &[&name, &latched]).await;
 }
 
+/// Two waiters for a permit each. A release wakes the first, whose acquire runs but whose reply
+/// the proxy holds back; meanwhile a second permit is released, and its message comes while the
+/// first waiter's attempt (which did not see that permit) is in flight. The first takes its
+/// permit, and the second must be woken for the other one rather than sleep through its poll.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_that_comes_while_a_waiter_takes_permits_is_passed_on() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port()).await;
+    let client = connect(&proxy.url(), LONG, SLACK, NO_POLL).await;
+    let other = connect(&server.url(), LONG, CMD, NO_POLL).await;
+    let name = common::prefix("sync-pass-on");
+    let channel = common::semaphore_channel(&name);
+    let acquire = sha(relock::testing::scripts::SEMAPHORE_ACQUIRE);
+    let warm = client.semaphore(format!("{name}:warm"));
+    assert!(warm.try_set_permits(1).await.unwrap());
+    assert!(warm.try_acquire(1).await.unwrap());
+    warm.release(1).await.unwrap();
+
+    let sem = client.semaphore(&name);
+    assert!(sem.try_set_permits(0).await.unwrap());
+    let waiter = |sem: Semaphore| {
+        tokio::spawn(async move {
+            let taken = sem.try_acquire_for(1, Duration::from_secs(15)).await;
+            (taken, Instant::now())
+        })
+    };
+    let first = waiter(sem.clone());
+    until_waiting(&server, &client, &channel, 1, 1).await;
+    let second = waiter(sem.clone());
+    until_waiting(&server, &client, &channel, 2, 1).await;
+
+    proxy.swallow_next_reply_for(&[&acquire, &name], Duration::from_secs(2));
+    other.semaphore(&name).release(1).await.unwrap();
+    assert!(
+        eventually(SLACK, || async { raw_count(&server, &name) == Some(0) }).await,
+        "the first waiter's acquire never ran"
+    );
+    let released = Instant::now();
+    other.semaphore(&name).release(1).await.unwrap();
+    for waiter in [first, second] {
+        let (taken, at) = timeout(Duration::from_secs(20), waiter)
+            .await
+            .expect("a waiter hung")
+            .unwrap();
+        assert!(taken.unwrap(), "a waiter got no permit");
+        let after = at - released;
+        assert!(
+            after < common::PROMPT,
+            "a waiter got its permit {after:?} after the second release"
+        );
+    }
+    assert_eq!(proxy.swallowed(), 1, "the fault did not happen");
+    assert_eq!(raw_count(&server, &name), Some(0));
+    sem.release(2).await.unwrap();
+    let names = [name.as_str(), &format!("{name}:warm")].map(str::to_owned);
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    assert_settled_after_faults(&server, &[&client, &other], &names).await;
+}
+
 /// Permit semaphore replies lost in the proxy: an acquire whose reply was lost is read back (a
 /// `Permit` whose lease is on Redis) or given back; a release whose reply was lost is sent again
 /// and gives the permit back once, also from a dropped `Permit`; with every reply dropped an
