@@ -276,8 +276,11 @@ impl Drop for ResumeCountDown {
             Box::pin(async move {
                 let send = |_| count_down_once(&shared, fresh.as_deref(), &keys, &request, true);
                 let (outcome, _) = until_answered(true, send).await;
-                if let Err(error) = &outcome {
-                    tracing::debug!(latch = %keys.name, %error, "background count-down failed");
+                match &outcome {
+                    Ok(_) => shared.sweeper.delete(Key::from(request)),
+                    Err(error) => {
+                        tracing::debug!(latch = %keys.name, %error, "background count-down failed")
+                    }
                 }
                 drop(releasing);
                 Ended::of(&outcome)

@@ -619,8 +619,15 @@ async fn take(
             0
         }
     };
-    let renew = lease.is_none();
     let lease_for = Duration::from_millis(lease_ms);
+    if Instant::now() >= sent_at + lease_for {
+        // Answered after its lease could have run out (a stall longer than the lease): the
+        // permit would be lost on arrival, and may be another's by now. The orphan gives it
+        // back; the caller tries again.
+        tracing::debug!(semaphore = %keys.name, "acquire answered after its lease could have run out; giving the permit back");
+        return Ok(Try::Busy(Some(Duration::ZERO)));
+    }
+    let renew = lease.is_none();
     let registry = &shared.registry;
     let registration = registry.register(key, &PERMITS, renew, sent_at, lease_for);
     not_taken(&mut orphan);

@@ -480,8 +480,13 @@ impl Drop for Undo {
                     Key::from(&keys.channel),
                     Key::from(&request),
                 ];
-                let undone = UNDO.run(redis, &sent, &[text(shared.publish)]).await;
-                let undone = undone.map_err(|e| script_error(e, &keys, redis));
+                // Sent again when its reply is lost: the request key goes with the permits, so a
+                // second run gives back nothing more.
+                let send = |_| async {
+                    let undone = UNDO.run(redis, &sent, &[text(shared.publish)]).await;
+                    undone.map_err(|e| script_error(e, &keys, redis))
+                };
+                let (undone, _) = until_answered(true, send).await;
                 if let Err(error) = &undone {
                     tracing::debug!(semaphore = %keys.name, %error, "could not give back the permits of a cancelled acquire");
                 }
@@ -515,8 +520,11 @@ impl Drop for ResumeRelease {
             Box::pin(async move {
                 let send = |_| give_back(&shared, fresh.as_deref(), &keys, &request, permits, true);
                 let (outcome, _) = until_answered(true, send).await;
-                if let Err(error) = &outcome {
-                    tracing::debug!(semaphore = %keys.name, %error, "background release failed");
+                match &outcome {
+                    Ok(_) => shared.sweeper.delete(Key::from(request)),
+                    Err(error) => {
+                        tracing::debug!(semaphore = %keys.name, %error, "background release failed")
+                    }
                 }
                 drop(releasing);
                 Ended::of(&outcome)

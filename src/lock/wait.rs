@@ -327,9 +327,18 @@ where
 
     fn taken(self, taken: &Counted<T>) {
         if let Some(waiter) = self.waiter {
+            // A message that came while the attempt was in flight counted this waiter among
+            // those it woke, but may tell of permits given back after the attempt ran: it is
+            // passed on to the next waiter rather than dropped with this one.
+            let woken_meanwhile = waiter.is_woken();
             waiter.acquired();
-            if taken.1 > 0 {
-                let wakes = crate::pubsub::Wakes::Permits(taken.1);
+            let left = if woken_meanwhile {
+                taken.1.max(1)
+            } else {
+                taken.1
+            };
+            if left > 0 {
+                let wakes = crate::pubsub::Wakes::Permits(left);
                 self.shared.hub.wake(self.channel, wakes);
             }
         }

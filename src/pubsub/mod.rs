@@ -362,6 +362,12 @@ impl Waiter {
         }
     }
 
+    /// Whether a wake-up was delivered to this waiter and not consumed by a [`wait`](Self::wait)
+    /// yet.
+    pub(crate) fn is_woken(&self) -> bool {
+        self.slot.is_woken()
+    }
+
     /// Whether this waiter is first in its channel's queue: the one the next wake-up is for.
     pub(crate) fn is_first(&self) -> bool {
         let map = self.channels.map.lock().unwrap();

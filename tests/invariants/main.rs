@@ -11,3 +11,4 @@ mod family;
 mod faults;
 mod lost;
 mod mutual_exclusion;
+mod synchronizers;
