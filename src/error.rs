@@ -210,12 +210,9 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::InvalidArgument { reason } => write!(f, "invalid argument: {reason}"),
-            Error::NotHeld { lock, owner } => write!(
-                f,
-                "`{}` is not held by `{}`",
-                Shown(lock),
-                Shown(owner)
-            ),
+            Error::NotHeld { lock, owner } => {
+                write!(f, "`{}` is not held by `{}`", Shown(lock), Shown(owner))
+            }
             Error::LeaseLost { lock, owner } => write!(
                 f,
                 "the lease on `{}` held by `{}` was lost; another holder may have it now",

@@ -1,11 +1,11 @@
-//! Deletes spent unlock replay keys, many per command.
+//! Deletes spent replay and request keys, many per command.
 //!
 //! A release that leaves holds behind writes a short-lived replay key so that a retry after a lost
 //! reply counts once (a last release writes none: see `lua/lock/release.lua`). Once its reply has
 //! arrived the key is useless; deleting it at once keeps memory flat under heavy
 //! use, as Redisson does. Sending one `DEL` per release would cost a command per release, so the
-//! keys queue here and one task deletes whatever has queued while its previous `DEL` was in
-//! flight (per cluster slot when clustered). A key this task never gets to expires on its own.
+//! keys queue here and one task deletes, a few milliseconds after the first, whatever has queued
+//! since (per cluster slot when clustered). A key this task never gets to expires on its own.
 
 use std::collections::HashMap;
 
@@ -13,9 +13,14 @@ use fred::clients::Client as Redis;
 use fred::interfaces::KeysInterface;
 use fred::types::Key;
 use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::{Duration, Instant};
 
 /// The most keys one `DEL` carries.
 const BATCH: usize = 512;
+/// How long the sweeper gathers keys after the first before it sends their `DEL`: one task
+/// that takes and gives back a semaphore's permits in a loop leaves two keys per pair, which
+/// would otherwise cost the server a `DEL` each.
+const GATHER: Duration = Duration::from_millis(5);
 
 enum Job {
     Delete(Key),
@@ -66,15 +71,26 @@ async fn run(
         };
         let mut keys = Vec::new();
         let mut flushes = Vec::new();
+        let gathered_by = Instant::now() + GATHER;
         let mut next = Some(first);
         while let Some(job) = next.take() {
             match job {
                 Job::Delete(key) => keys.push(key),
                 Job::Flush(done) => flushes.push(done),
             }
-            if keys.len() < BATCH {
-                next = jobs.try_recv().ok();
+            if keys.len() >= BATCH {
+                break;
             }
+            next = match jobs.try_recv() {
+                Ok(job) => Some(job),
+                // Gather more, unless a flush waits or the client shuts down.
+                Err(_) if flushes.is_empty() => tokio::select! {
+                    job = jobs.recv() => job,
+                    _ = tokio::time::sleep_until(gathered_by) => None,
+                    _ = shutdown.changed() => None,
+                },
+                Err(_) => None,
+            };
         }
         for group in groups(keys, per_slot) {
             if let Err(error) = redis.del::<i64, _>(group).await {
