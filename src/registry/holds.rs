@@ -84,14 +84,24 @@ impl Holding {
         });
     }
 
-    /// Marks this generation lost, once.
-    fn lose(&mut self, key: &HoldKey, why: &str) {
-        if !self.standing.borrow().lost {
-            self.standing.send_modify(|s| s.lost = true);
-            self.renewing = 0;
-            self.fixed.clear();
-            tracing::warn!(lock = %key.0, holder = %key.1, "lock lease lost: {why}");
+    /// Marks this generation lost, once; whether it was not lost before. The caller logs the
+    /// loss once it has let go of the registry (a `tracing` subscriber is user code, which must
+    /// not run under the registry's lock: should it panic, it would poison it).
+    fn lose(&mut self) -> bool {
+        if self.standing.borrow().lost {
+            return false;
         }
+        self.standing.send_modify(|s| s.lost = true);
+        self.renewing = 0;
+        self.fixed.clear();
+        true
+    }
+}
+
+/// Logs the holds just found lost, each with why; called with the registry unlocked.
+fn log_lost(lost: Vec<(HoldKey, &str)>) {
+    for (key, why) in lost {
+        tracing::warn!(lock = %key.0, holder = %key.1, "lock lease lost: {why}");
     }
 }
 
@@ -235,10 +245,11 @@ impl Registry {
             return;
         };
         if entry.lapsed(now) {
-            entry.lose(
-                key,
-                "its lease ran out before the release that set it came back",
-            );
+            if entry.lose() {
+                drop(map);
+                let why = "its lease ran out before the release that set it came back";
+                log_lost(vec![(key.clone(), why)]);
+            }
         } else if sent_at >= entry.set_sent_at {
             entry.set_sent_at = sent_at;
             entry
@@ -268,7 +279,11 @@ impl Registry {
             }
             if entry.lapsed(now) {
                 // Its guards may have been told already: a loss is not taken back.
-                entry.lose(key, "its lease ran out before its renewal came back");
+                if entry.lose() {
+                    drop(map);
+                    let why = "its lease ran out before its renewal came back";
+                    log_lost(vec![(key.clone(), why)]);
+                }
             } else {
                 entry.extended(sent_at, self.watchdog);
             }
@@ -279,8 +294,9 @@ impl Registry {
     pub(crate) fn lose(&self, key: &HoldKey, generation: u64, why: &str) {
         let mut map = self.map.lock().unwrap();
         if let Some(entry) = holding(&mut map, key) {
-            if entry.generation == generation {
-                entry.lose(key, why);
+            if entry.generation == generation && entry.lose() {
+                drop(map);
+                log_lost(vec![(key.clone(), why)]);
             }
         }
     }
@@ -292,11 +308,15 @@ impl Registry {
         let holdings = map
             .iter_mut()
             .filter_map(|(k, e)| Some((k, e.holding.as_mut()?)));
+        let mut lost = Vec::new();
         for (key, entry) in holdings {
-            if entry.renewing > 0 && entry.lapsed(now) {
-                entry.lose(key, "renewals did not come back before the lease ran out");
+            if entry.renewing > 0 && entry.lapsed(now) && entry.lose() {
+                let why = "renewals did not come back before the lease ran out";
+                lost.push((key.clone(), why));
             }
         }
+        drop(map);
+        log_lost(lost);
     }
 
     /// Every lock and field with live guards, with the type of its holds.
@@ -314,9 +334,11 @@ impl Registry {
         let holdings = map
             .iter_mut()
             .filter_map(|(k, e)| Some((k, e.holding.as_mut()?)));
-        for (key, entry) in holdings {
-            entry.lose(key, why);
-        }
+        let lost: Vec<_> = holdings
+            .filter_map(|(key, entry)| entry.lose().then(|| (key.clone(), why)))
+            .collect();
+        drop(map);
+        log_lost(lost);
     }
 
     /// (holds, of which renewing) for leak checks.

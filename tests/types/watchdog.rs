@@ -311,3 +311,63 @@ async fn renewals_are_batched() {
     );
     assert_eq!(client.stats().holds, 0);
 }
+
+/// A `tracing` subscriber that panics on every warning: user code that misbehaves.
+struct PanicsOnWarnings;
+
+impl tracing::Subscriber for PanicsOnWarnings {
+    fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
+        *metadata.level() <= tracing::Level::WARN
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        panic!("a subscriber that panics on {}", event.metadata().name());
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+/// The watchdog's "lease lost" warning goes to a subscriber that panics. The panic kills the
+/// watchdog's round, but runs with no lock of the client's held: the client keeps working (a
+/// warning logged under the registry's lock would poison it, and every later lock operation
+/// would panic).
+#[test]
+fn a_tracing_subscriber_that_panics_does_not_poison_the_client() {
+    let server = common::RedisServer::start();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let _panicking = tracing::subscriber::set_default(PanicsOnWarnings);
+    runtime.block_on(async {
+        let client = common::client(&server, Duration::from_millis(300)).await;
+        let name = common::prefix("panicking-subscriber");
+        let guard = client.lock(name.clone()).lock().await.unwrap();
+        // Deleted under its holder: the watchdog finds it gone and warns.
+        server.cmd(&["DEL", &name]);
+        tokio::time::timeout(Duration::from_secs(10), guard.lost())
+            .await
+            .expect("the watchdog never found the lock gone");
+        // Give the watchdog's round (and its warning) time to finish.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let other = common::prefix("panicking-subscriber-after");
+        let after = tokio::spawn({
+            let lock = client.lock(other.clone());
+            async move {
+                let guard = lock.try_lock().await?.expect("free");
+                guard.unlock().await
+            }
+        })
+        .await;
+        match after {
+            Ok(outcome) => outcome.unwrap(),
+            Err(panicked) => panic!("the client was poisoned: {panicked}"),
+        }
+        assert!(!raw_exists(&server, &other));
+        drop(guard);
+    });
+}
