@@ -275,3 +275,31 @@ async fn the_holder_field_is_the_client_id_and_the_task_id() {
     let other = common::client(&server, WATCHDOG).await;
     assert_ne!(other.id(), client.id());
 }
+
+/// The README's example, as written: `join!(lock.lock(), lock.lock())` in one task takes the
+/// lock twice (hold count 2), where tokio's `Mutex` would wait.
+#[tokio::test]
+async fn joined_lock_calls_of_one_task_both_hold_the_lock() {
+    let server = common::RedisServer::start();
+    let client = common::client(&server, WATCHDOG).await;
+    let name = common::prefix("reenter-join-readme");
+    let lock = client.lock(name.clone());
+    let (a, b) = tokio::time::timeout(Duration::from_secs(30), async {
+        tokio::join!(lock.lock(), lock.lock())
+    })
+    .await
+    .expect("the joined calls finish");
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert_eq!(a.hold_count().await.unwrap(), 2);
+    assert_eq!(
+        common::raw_holds(
+            &server,
+            &name,
+            &format!("{}:{}", client.id(), a.owner().id())
+        ),
+        2
+    );
+    a.unlock().await.unwrap();
+    b.unlock().await.unwrap();
+    assert!(!common::raw_exists(&server, &name));
+}
