@@ -163,8 +163,9 @@ macro_rules! lock_api {
 
             /// Deletes the lock whoever holds it, and tells its waiters as a last release does
             /// (see [`LockGuard::unlock`](crate::LockGuard::unlock)). `Ok(true)` when there was
-            /// a lock. Holders find out through their watchdog (`lost()`) or when they release
-            /// (`NotHeld`).
+            /// a lock. Holders find out through their watchdog (`lost()`, at its next renewal) or
+            /// when they release: `NotHeld` before their `lost()` completed, `LeaseLost` after
+            /// (see [`LockGuard::unlock`](crate::LockGuard::unlock)).
             ///
             /// # Errors
             ///

@@ -170,9 +170,13 @@ impl LockGuard {
     ///
     /// # Errors
     ///
-    /// [`Error::LeaseLost`](crate::Error::LeaseLost) when the hold was already gone and the guard
-    /// knew it may have lost its lease (see [`lost`](Self::lost)),
-    /// [`Error::NotHeld`](crate::Error::NotHeld) when it was gone otherwise (say, force-unlocked),
+    /// When the hold is gone, the answer says whether this guard knew it when its release was
+    /// answered: [`Error::LeaseLost`](crate::Error::LeaseLost) once [`lost`](Self::lost) has
+    /// completed (or [`is_lost`](Self::is_lost) is true): the lease may have run out, or the
+    /// watchdog found the lock gone (deleted, force-unlocked, wiped by a restart) at its last
+    /// renewal; [`Error::NotHeld`](crate::Error::NotHeld) before that (say, force-unlocked since
+    /// the last renewal, which comes every third of the watchdog timeout). Both mean the hold
+    /// was taken away while the guard lived, and nothing was released. Otherwise,
     /// [`Error::Closed`](crate::Error::Closed) after the client shut down (which released it), and
     /// as [`Lock::lock`](crate::Lock::lock). A release that Redis may or may not have applied is
     /// retried with the same request id, so it counts once. The owner's own acquires of this lock

@@ -320,3 +320,32 @@ async fn only_the_last_release_publishes_the_wake_up_message() {
         Some((channel, "0".to_owned()))
     );
 }
+
+/// After a force-unlock, a guard's `unlock()` says whether the guard knew: `NotHeld` before its
+/// `lost()` completed (no renewal has run since: the watchdog timeout is 30 s), `LeaseLost` once
+/// the watchdog's renewal found the lock gone and `lost()` completed. Neither releases anything.
+#[tokio::test]
+async fn unlock_after_a_force_unlock_says_whether_the_guard_knew() {
+    let server = common::RedisServer::start();
+    let unaware = common::client(&server, Duration::from_secs(30)).await;
+    let name = common::prefix("release-forced-unaware");
+    let lock = unaware.lock(name.clone());
+    let guard = lock.lock().await.unwrap();
+    assert!(lock.force_unlock().await.unwrap());
+    assert!(!guard.is_lost(), "the guard cannot know yet");
+    let err = guard.unlock().await.unwrap_err();
+    assert!(err.is_not_held(), "{err:?}");
+
+    let aware = common::client(&server, Duration::from_millis(600)).await;
+    let name = common::prefix("release-forced-aware");
+    let lock = aware.lock(name.clone());
+    let guard = lock.lock().await.unwrap();
+    assert!(lock.force_unlock().await.unwrap());
+    tokio::time::timeout(SOON, guard.lost())
+        .await
+        .expect("the watchdog never found the lock gone");
+    assert!(guard.is_lost());
+    let err = guard.unlock().await.unwrap_err();
+    assert!(err.is_lease_lost(), "{err:?}");
+    assert!(!common::raw_exists(&server, &name));
+}
