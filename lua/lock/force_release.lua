@@ -1,5 +1,6 @@
--- Delete a lock whoever holds it, and wake a waiter.
--- Needs: common/claim, common/hash
+-- Delete a lock whoever holds it, and wake a waiter. A name held as a read-write lock (the hash
+-- has a `mode`) goes with its readers' timeout keys, as rw/force_release.lua deletes it.
+-- Needs: common/claim, common/hash, rw/readers
 --
 -- KEYS[1]  the lock hash <name>
 -- KEYS[2]  the wake-up channel redisson_lock__channel:{<name>}
@@ -17,7 +18,11 @@ end
 if kind == 'none' then
     return 0
 end
-redis.call('del', KEYS[1])
+if redis.call('hexists', KEYS[1], 'mode') == 1 then
+    rw_delete(KEYS[1])
+else
+    redis.call('del', KEYS[1])
+end
 claim_cut(KEYS[3], ARGV[3])
 if ARGV[2] ~= '' then
     redis.call(ARGV[2], KEYS[2], ARGV[1])

@@ -161,7 +161,11 @@ macro_rules! lock_api {
                 self.handle.with(work).await
             }
 
-            /// Deletes the lock whoever holds it, and tells its waiters as a last release does
+            /// Deletes the lock whoever holds it (a side of an [`RwLock`](crate::RwLock): only
+            /// while the lock is held in that side's mode, see
+            /// [`ReadLock`](crate::ReadLock) and [`WriteLock`](crate::WriteLock); a
+            /// [`Lock`](crate::Lock): in any mode, a read-write lock's readers' timeout keys
+            /// included), and tells its waiters as a last release does
             /// (see [`LockGuard::unlock`](crate::LockGuard::unlock)). `Ok(true)` when there was
             /// a lock. Holders find out through their watchdog (`lost()`, at its next renewal) or
             /// when they release: `NotHeld` before their `lost()` completed, `LeaseLost` after

@@ -108,14 +108,21 @@ impl RwLock {
 
 /// The read side of an [`RwLock`]: held by many owners at once, never with another owner's
 /// write hold. `is_locked()` is true while anyone reads (Redisson's rule: read-locked, or
-/// write-locked by a writer that also reads).
+/// write-locked by a writer that also reads). Its `force_unlock()` deletes the lock only while it
+/// is read-locked (every reader goes, with their timeout keys, and every waiter wakes); while a
+/// writer holds it, it is `Ok(false)` and leaves the writer alone, as Redisson's
+/// `readLock().forceUnlock()` does. To end a hold whatever its mode, use
+/// [`Lock::force_unlock`](crate::Lock::force_unlock) on the same name.
 #[derive(Clone)]
 pub struct ReadLock {
     pub(super) handle: Handle,
 }
 
 /// The write side of an [`RwLock`]: one owner at a time, with no other owner reading.
-/// `is_locked()` is true while someone writes.
+/// `is_locked()` is true while someone writes. Its `force_unlock()` deletes the lock only while
+/// it is write-locked (and every waiter wakes); while readers hold it, it is `Ok(false)` and
+/// leaves them alone, as Redisson's `writeLock().forceUnlock()` does. To end a hold whatever its
+/// mode, use [`Lock::force_unlock`](crate::Lock::force_unlock) on the same name.
 #[derive(Clone)]
 pub struct WriteLock {
     pub(super) handle: Handle,

@@ -1741,3 +1741,43 @@ async fn a_fixed_read_hold_re_entered_under_the_watchdog_is_renewed_as_a_reader(
         .expect("the writer once the renewed hold was released");
     write.unlock().await.unwrap();
 }
+
+/// A plain `Lock::force_unlock` on a name held as a read-write lock ends it whatever its mode,
+/// and takes the readers' timeout keys with the hash: none is left behind.
+#[tokio::test]
+async fn a_plain_force_unlock_of_a_read_held_name_leaves_no_timeout_keys() {
+    let server = common::RedisServer::start();
+    let client = common::client(&server, Duration::from_secs(5)).await;
+    let name = common::prefix("rw-plain-force");
+    let rw = client.rw_lock(name.clone());
+    let first = rw
+        .read()
+        .owned_by(relock::Owner::new())
+        .lock()
+        .await
+        .unwrap();
+    let second = rw
+        .read()
+        .owned_by(relock::Owner::new())
+        .lock()
+        .await
+        .unwrap();
+    let timeouts = format!("{{{name}}}:*rwlock_timeout*");
+    let keys = |pattern: &str| common::family::raw_keys(&server, pattern);
+    assert_eq!(keys(&timeouts).len(), 2, "one timeout key per reader");
+
+    assert!(client.lock(name.clone()).force_unlock().await.unwrap());
+    assert!(!common::raw_exists(&server, &name));
+    assert!(
+        keys(&timeouts).is_empty(),
+        "timeout keys left: {:?}",
+        keys(&timeouts)
+    );
+    for guard in [first, second] {
+        assert!(
+            guard.unlock().await.is_err(),
+            "a forced reader released something"
+        );
+    }
+    assert!(keys(&format!("*{name}*")).is_empty());
+}
