@@ -108,7 +108,11 @@ impl RwLock {
 
 /// The read side of an [`RwLock`]: held by many owners at once, never with another owner's
 /// write hold. `is_locked()` is true while anyone reads (Redisson's rule: read-locked, or
-/// write-locked by a writer that also reads). Its `force_unlock()` deletes the lock only while it
+/// write-locked by a writer that also reads). A reader whose lease ran out holds nothing: its
+/// guard is lost, and `is_locked()`, `hold_count()` and `is_held_by_current_owner()` count only
+/// readers whose lease runs, dropping from Redis a lapsed reader's field they meet (Redis 7.0
+/// has no expiry per hash field, so the field goes with the next script that meets it, a query
+/// included). Its `force_unlock()` deletes the lock only while it
 /// is read-locked (every reader goes, with their timeout keys, and every waiter wakes); while a
 /// writer holds it, it is `Ok(false)` and leaves the writer alone, as Redisson's
 /// `readLock().forceUnlock()` does. To end a hold whatever its mode, use

@@ -1781,3 +1781,48 @@ async fn a_plain_force_unlock_of_a_read_held_name_leaves_no_timeout_keys() {
     }
     assert!(keys(&format!("*{name}*")).is_empty());
 }
+
+/// Two readers, the first with a 200 ms lease, the second with 2 s. Once the first's lease ran
+/// out its guard is lost, and the queries agree: its owner holds nothing, and its field is gone
+/// from the hash (the query drops the lapsed reader it meets); the second reader still holds.
+#[tokio::test]
+async fn a_lapsed_reader_holds_nothing_for_the_queries_either() {
+    let server = common::RedisServer::start();
+    let client = common::client(&server, Duration::from_secs(5)).await;
+    let name = common::prefix("rw-lapsed-reader");
+    let rw = client.rw_lock(name.clone());
+    let (short_owner, long_owner) = (relock::Owner::new(), relock::Owner::new());
+    let short_side = rw.read().owned_by(short_owner.clone());
+    let long_side = rw.read().owned_by(long_owner.clone());
+    let short = short_side
+        .lock_with_lease(Duration::from_millis(200))
+        .await
+        .unwrap();
+    let long = long_side
+        .lock_with_lease(Duration::from_secs(2))
+        .await
+        .unwrap();
+    let short_field = format!("{}:{}", client.id(), short_owner.id());
+    tokio::time::timeout(Duration::from_secs(10), short.lost())
+        .await
+        .expect("the short lease never ended");
+    // The timeout key is gone with the lease, on the server's clock too.
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            common::family::raw_keys(&server, &format!("{{{name}}}:{short_field}:*")).is_empty()
+        })
+        .await
+    );
+    assert!(short.is_lost());
+    assert_eq!(short_side.hold_count().await.unwrap(), 0);
+    assert!(!short_side.is_held_by_current_owner().await.unwrap());
+    assert!(
+        !common::raw_hexists(&server, &name, &short_field),
+        "the lapsed reader's field outlived its lease"
+    );
+    assert_eq!(long_side.hold_count().await.unwrap(), 1);
+    assert!(rw.read().is_locked().await.unwrap());
+    assert!(short.unlock().await.unwrap_err().is_lease_lost());
+    long.unlock().await.unwrap();
+    assert!(!common::raw_exists(&server, &name));
+}
