@@ -6,9 +6,11 @@
 //! `main` ended) spawns it on the runtime the client was made on, when that runtime has worker
 //! threads of its own to run it. Work that must happen ([`Background::must_run`]) is not lost when
 //! that is not possible: when there is no such runtime, or the runtime shuts down before the work
-//! ends (its tasks are dropped then), the work runs again on a thread of its own, with a runtime
-//! and a Redis connection of its own, and the thread that dropped it waits for it, a few command
-//! timeouts at most. The same happens when the work ran but could not reach Redis because the
+//! ends (its tasks are dropped then), the work runs again on the client's rescue thread, which
+//! has a runtime and a Redis connection of its own, and the thread that dropped it waits for it,
+//! a few command timeouts at most. The rescue thread serves every such job of the client while
+//! it lives (a runtime that shuts down drops its tasks' guards one after another: they share one
+//! thread and one connection) and ends a second after the last. The same happens when the work ran but could not reach Redis because the
 //! shutdown had already dropped the client's connection task. So a process that returns from
 //! `main` holding a guard still releases it before it exits. A second run is safe: a release is
 //! retried under its request id, and every other job only reads before it acts.
@@ -58,6 +60,8 @@ pub(crate) struct Background {
     server: Arc<str>,
     /// The longest a rescue run may keep the dropping thread waiting.
     patience: Duration,
+    /// The thread rescue runs go to.
+    rescuer: Arc<Rescuer>,
 }
 
 impl Background {
@@ -73,6 +77,7 @@ impl Background {
             server: server.into(),
             // Connecting, the job's command and its retries.
             patience: command_timeout * 4,
+            rescuer: Arc::default(),
         }
     }
 
@@ -92,6 +97,7 @@ impl Background {
             builder: self.builder.clone(),
             server: self.server.clone(),
             patience: self.patience,
+            rescuer: self.rescuer.clone(),
         };
         let task = async move {
             if job(None).await == Ended::Unreached {
@@ -127,12 +133,13 @@ impl Background {
 }
 
 /// Dropped with its job still set (the task never ran, or its runtime dropped it mid-way), it
-/// runs the job on a thread of its own and waits for it.
+/// hands the job to the client's rescue thread and waits for it.
 struct Rescue {
     job: Option<Job>,
     builder: Builder,
     server: Arc<str>,
     patience: Duration,
+    rescuer: Arc<Rescuer>,
 }
 
 impl Rescue {
@@ -146,34 +153,117 @@ impl Drop for Rescue {
         let Some(job) = self.job.take() else {
             return;
         };
-        let builder = self.builder.clone();
-        let server = self.server.clone();
         let (done, finished) = std::sync::mpsc::channel::<()>();
-        let spawned = std::thread::Builder::new()
-            .name("relock-rescue".into())
-            .spawn(move || {
-                let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                else {
-                    return;
-                };
-                runtime.block_on(async move {
-                    let Ok(redis) = builder.build() else {
-                        return;
-                    };
-                    let connection = Arc::new(Connection::new(redis, &server));
-                    if connection.init().await.is_ok() {
-                        job(Some(connection.clone())).await;
-                    }
-                    let _ = connection.quit().await;
-                });
-                let _ = done.send(());
-            });
-        if spawned.is_ok() && finished.recv_timeout(self.patience).is_err() {
+        let started = self.rescuer.hand(job, done, || {
+            let (builder, server) = (self.builder.clone(), self.server.clone());
+            let rescuer = self.rescuer.clone();
+            std::thread::Builder::new()
+                .name("relock-rescue".into())
+                .spawn(move || rescuer.run(builder, server))
+                .is_ok()
+        });
+        if started && finished.recv_timeout(self.patience).is_err() {
             tracing::warn!(
                 "a background release did not finish in time; its lock expires with its lease"
             );
         }
+    }
+}
+
+/// The client's rescue thread: one thread, with a runtime and a Redis connection of its own,
+/// runs every job handed to it while it lives (all that are waiting at once, on its one
+/// connection), and lingers a moment for the next before it ends. A runtime that shuts down
+/// with many guards in its tasks drops them one after another: they share the thread and its
+/// connection instead of one each.
+#[derive(Default)]
+struct Rescuer {
+    state: std::sync::Mutex<Waiting>,
+    /// Told when a job is queued.
+    queued: tokio::sync::Notify,
+}
+
+/// The jobs waiting for the rescue thread, and whether it runs.
+#[derive(Default)]
+struct Waiting {
+    jobs: Vec<(Job, std::sync::mpsc::Sender<()>)>,
+    running: bool,
+}
+
+/// How long the rescue thread waits for another job before it ends.
+const LINGER: Duration = Duration::from_secs(1);
+
+impl Rescuer {
+    /// Queues `job`, whose end is told on `done`, and starts the thread with `start` when it
+    /// does not run; `false` when it could not be started.
+    fn hand(
+        &self,
+        job: Job,
+        done: std::sync::mpsc::Sender<()>,
+        start: impl FnOnce() -> bool,
+    ) -> bool {
+        let mut state = self.state.lock().unwrap();
+        state.jobs.push((job, done));
+        if state.running {
+            self.queued.notify_one();
+            return true;
+        }
+        state.running = start();
+        if !state.running {
+            state.jobs.clear();
+        }
+        state.running
+    }
+
+    /// The rescue thread: connects once, then runs the jobs as they come.
+    fn run(&self, builder: Builder, server: Arc<str>) {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build();
+        let connection = runtime.as_ref().ok().and_then(|runtime| {
+            runtime.block_on(async {
+                let redis = builder.build().ok()?;
+                let connection = Arc::new(Connection::new(redis, &server));
+                connection.init().await.ok()?;
+                Some(connection)
+            })
+        });
+        let (Ok(runtime), Some(connection)) = (runtime, connection) else {
+            // Nothing can reach Redis from here: the jobs' holds expire with their leases.
+            self.stop();
+            return;
+        };
+        runtime.block_on(async {
+            loop {
+                let jobs = std::mem::take(&mut self.state.lock().unwrap().jobs);
+                if jobs.is_empty() {
+                    let woken = tokio::time::timeout(LINGER, self.queued.notified()).await;
+                    if woken.is_err() {
+                        // Nothing came for a while: end, unless a job came just now.
+                        let mut state = self.state.lock().unwrap();
+                        if state.jobs.is_empty() {
+                            state.running = false;
+                            break;
+                        }
+                    }
+                    continue;
+                }
+                let runs = jobs.into_iter().map(|(job, done)| {
+                    let connection = connection.clone();
+                    async move {
+                        job(Some(connection)).await;
+                        let _ = done.send(());
+                    }
+                });
+                futures::future::join_all(runs).await;
+            }
+            let _ = connection.quit().await;
+        });
+    }
+
+    /// Ends the thread without running its jobs (their senders drop: their waiters go on).
+    fn stop(&self) {
+        let mut state = self.state.lock().unwrap();
+        state.jobs.clear();
+        state.running = false;
     }
 }

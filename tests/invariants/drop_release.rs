@@ -133,3 +133,59 @@ async fn shutdown_keeping_locks_leaves_them_to_their_leases() {
     drop(guard);
     taken.unlock().await.unwrap();
 }
+
+/// Connections the server has accepted so far (`total_connections_received`).
+fn connections_received(server: &RedisServer) -> u64 {
+    let info = server.cmd(&["INFO", "stats"]);
+    info.lines()
+        .find_map(|line| line.strip_prefix("total_connections_received:"))
+        .map(|n| n.trim().parse().unwrap())
+        .unwrap()
+}
+
+/// A runtime shut down while its tasks hold 40 guards: every lock is released, through one
+/// rescue connection (and its thread and runtime) for all of them, not one each.
+#[test]
+fn many_guards_dropped_by_a_shutting_down_runtime_share_one_rescue_connection() {
+    const GUARDS: usize = 40;
+    for multi_thread in [false, true] {
+        let server = RedisServer::start();
+        let runtime = runtime(multi_thread);
+        let prefix = common::prefix("drop-many-in-shutdown");
+        let names: Vec<String> = (0..GUARDS).map(|i| format!("{prefix}:{i}")).collect();
+        let guards = runtime.block_on(async {
+            let client = common::client(&server, WATCHDOG).await;
+            let mut guards = Vec::new();
+            for name in &names {
+                guards.push(client.lock(name.as_str()).lock().await.unwrap());
+            }
+            guards
+        });
+        for guard in guards {
+            runtime.spawn(async move {
+                let _guard = guard;
+                futures::future::pending::<()>().await;
+            });
+        }
+        let before = connections_received(&server);
+        let started = std::time::Instant::now();
+        drop(runtime);
+        let opened = connections_received(&server) - before;
+        eprintln!(
+            "{GUARDS} guards rescued in {:?} over {opened} connection(s) (multi-thread: {multi_thread})",
+            started.elapsed()
+        );
+        let kept: Vec<&String> = names
+            .iter()
+            .filter(|name| common::raw_exists(&server, name))
+            .collect();
+        assert!(
+            kept.is_empty(),
+            "locks kept: {kept:?} (multi-thread: {multi_thread})"
+        );
+        assert!(
+            opened <= 3,
+            "{opened} connections opened to rescue {GUARDS} guards (multi-thread: {multi_thread})"
+        );
+    }
+}
