@@ -110,8 +110,14 @@ impl RedLock {
     /// A RedLock named `name` over the masters behind `clients`, one client per independent
     /// master (a `&Client` or a `Client` each). No I/O happens until it is used; bad arguments
     /// (no clients, the same client twice, an empty or badly braced name) are reported by the
-    /// first operation as [`Error::InvalidArgument`]. Two clients of one server are not detected:
-    /// give each master once.
+    /// first operation as [`Error::InvalidArgument`], before anything is written.
+    ///
+    /// Each master must be given once: two clients of one server (connected to the same
+    /// address, or to two addresses of it such as `127.0.0.1` and `localhost`, told apart by
+    /// the server's `run_id` read at connect) are refused the same way, as
+    /// [`Error::InvalidArgument`] at the first operation: they would count one master twice, and
+    /// the second's vote would find the first's hold busy, so no round could ever hold. (On a
+    /// cluster, where no `run_id` is read, only the same address is detected.)
     pub fn new<I>(clients: I, name: impl Into<String>) -> RedLock
     where
         I: IntoIterator,
@@ -128,6 +134,15 @@ impl RedLock {
                 invalid = Some(Error::invalid(format!(
                     "a RedLock was given the same client twice (client {}): each master counts once",
                     client.id()
+                )));
+            } else if let Some(prev) = clients[..i]
+                .iter()
+                .find(|c| c.shared.same_server(&client.shared))
+            {
+                // Its own hold on the first would make the second vote busy, round after round.
+                invalid = Some(Error::invalid(format!(
+                    "a RedLock was given two clients of one server ({} and {}): each master counts once",
+                    prev.shared.redis.server, client.shared.redis.server
                 )));
             }
         }
