@@ -6,7 +6,7 @@ use std::borrow::Borrow;
 use std::time::Duration;
 
 use crate::client::Client;
-use crate::config::millis;
+use crate::config::{millis, MAX_MILLIS};
 use crate::error::{Error, Result};
 use crate::lock::wait::until_taken;
 use crate::lock::{Lock, Lost};
@@ -168,8 +168,15 @@ impl RedLock {
     /// The pause between rounds when the lock is busy: `delay` ± a uniform random `jitter`
     /// (200 ms ± 100 ms by default). A release published by a master that refused cuts the pause
     /// short, to a random moment within half the jitter (so that contenders woken together do
-    /// not all ask at once). A `jitter` over `delay` is cut to `delay`.
+    /// not all ask at once). A `jitter` over `delay` is cut to `delay`. A `delay` over 2^53 ms
+    /// (such as `Duration::MAX`) is reported by the first operation as
+    /// [`Error::InvalidArgument`], as every other duration past what milliseconds hold.
     pub fn with_retry_delay(mut self, delay: Duration, jitter: Duration) -> RedLock {
+        if delay.as_millis() > MAX_MILLIS {
+            self.invalid = Some(Error::invalid(format!(
+                "a RedLock's retry delay of {delay:?} is too long: the most is {MAX_MILLIS} ms"
+            )));
+        }
         self.retry_delay = delay;
         self.retry_jitter = jitter.min(delay);
         self
