@@ -6,7 +6,7 @@ use std::borrow::Borrow;
 use std::time::Duration;
 
 use crate::client::Client;
-use crate::config::millis;
+use crate::config::{millis, MAX_MILLIS};
 use crate::error::{Error, Result};
 use crate::lock::wait::until_taken;
 use crate::lock::{Lock, Lost};
@@ -110,8 +110,14 @@ impl RedLock {
     /// A RedLock named `name` over the masters behind `clients`, one client per independent
     /// master (a `&Client` or a `Client` each). No I/O happens until it is used; bad arguments
     /// (no clients, the same client twice, an empty or badly braced name) are reported by the
-    /// first operation as [`Error::InvalidArgument`]. Two clients of one server are not detected:
-    /// give each master once.
+    /// first operation as [`Error::InvalidArgument`], before anything is written.
+    ///
+    /// Each master must be given once: two clients of one server (connected to the same
+    /// address, or to two addresses of it such as `127.0.0.1` and `localhost`, told apart by
+    /// the server's `run_id` read at connect) are refused the same way, as
+    /// [`Error::InvalidArgument`] at the first operation: they would count one master twice, and
+    /// the second's vote would find the first's hold busy, so no round could ever hold. (On a
+    /// cluster, where no `run_id` is read, only the same address is detected.)
     pub fn new<I>(clients: I, name: impl Into<String>) -> RedLock
     where
         I: IntoIterator,
@@ -128,6 +134,15 @@ impl RedLock {
                 invalid = Some(Error::invalid(format!(
                     "a RedLock was given the same client twice (client {}): each master counts once",
                     client.id()
+                )));
+            } else if let Some(prev) = clients[..i]
+                .iter()
+                .find(|c| c.shared.same_server(&client.shared))
+            {
+                // Its own hold on the first would make the second vote busy, round after round.
+                invalid = Some(Error::invalid(format!(
+                    "a RedLock was given two clients of one server ({} and {}): each master counts once",
+                    prev.shared.redis.server, client.shared.redis.server
                 )));
             }
         }
@@ -153,8 +168,15 @@ impl RedLock {
     /// The pause between rounds when the lock is busy: `delay` ± a uniform random `jitter`
     /// (200 ms ± 100 ms by default). A release published by a master that refused cuts the pause
     /// short, to a random moment within half the jitter (so that contenders woken together do
-    /// not all ask at once). A `jitter` over `delay` is cut to `delay`.
+    /// not all ask at once). A `jitter` over `delay` is cut to `delay`. A `delay` over 2^53 ms
+    /// (such as `Duration::MAX`) is reported by the first operation as
+    /// [`Error::InvalidArgument`], as every other duration past what milliseconds hold.
     pub fn with_retry_delay(mut self, delay: Duration, jitter: Duration) -> RedLock {
+        if delay.as_millis() > MAX_MILLIS {
+            self.invalid = Some(Error::invalid(format!(
+                "a RedLock's retry delay of {delay:?} is too long: the most is {MAX_MILLIS} ms"
+            )));
+        }
         self.retry_delay = delay;
         self.retry_jitter = jitter.min(delay);
         self

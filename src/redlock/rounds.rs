@@ -93,7 +93,10 @@ impl Waiting for Rounds<'_> {
         let Some(left) = time_left(deadline) else {
             return false;
         };
-        let pause = lock.retry_delay - lock.retry_jitter + random_below(2 * lock.retry_jitter);
+        // Both at most 2^53 ms (see `with_retry_delay`); saturating all the same.
+        let jitter = lock.retry_jitter;
+        let pause =
+            (lock.retry_delay - jitter).saturating_add(random_below(jitter.saturating_mul(2)));
         let live: Vec<_> = self
             .waiters
             .iter()

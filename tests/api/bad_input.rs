@@ -511,3 +511,197 @@ async fn a_waiter_parked_at_shutdown_ends_with_closed() {
         vec![("java-client:1".to_owned(), "1".to_owned())]
     );
 }
+
+/// Every duration the public API takes, at its extremes, is either used or refused as
+/// `InvalidArgument`: nothing overflows into a panic. A busy RedLock whose retry delay does
+/// not fit milliseconds is refused before its first round; endless waits on busy locks,
+/// semaphores and latches just wait; endless leases are refused; and a client whose every
+/// setting is the largest accepted one works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extreme_durations_are_used_or_refused_never_a_panic() {
+    use relock::{Backoff, MultiLock, Owner, RedLock};
+    const MAX_MS: Duration = Duration::from_millis((1 << 53) - 1);
+    let server = RedisServer::start();
+    let client = common::client(&server, Duration::from_secs(30)).await;
+    let p = common::prefix("bad-extremes");
+    let short = Duration::from_millis(300);
+    let busy = |name: &str| {
+        server.cmd(&["HSET", name, "java-client:1", "1"]);
+        server.cmd(&["PEXPIRE", name, "30000"]);
+    };
+
+    // A RedLock: a retry delay past 2^53 ms is refused at the first operation, before any
+    // round; the largest accepted delays and jitters, and endless vote timeouts and graces,
+    // just wait.
+    let red_name = format!("{p}:red");
+    busy(&red_name);
+    for (delay, jitter) in [
+        (Duration::MAX, Duration::from_millis(100)),
+        (Duration::MAX, Duration::MAX),
+        (Duration::MAX, Duration::ZERO),
+        (MAX_MS + Duration::from_millis(1), Duration::ZERO),
+    ] {
+        let lock = RedLock::new([&client], &red_name).with_retry_delay(delay, jitter);
+        for outcome in [
+            soon("try_lock", lock.try_lock()).await,
+            soon("try_lock_for", lock.try_lock_for(short, None)).await,
+            soon("lock", lock.lock()).await.map(Some),
+        ] {
+            let e = outcome.map(|_| ()).unwrap_err();
+            assert!(e.is_invalid_argument(), "retry delay {delay:?}: {e:?}");
+            assert!(e.to_string().contains("retry delay"), "{e}");
+        }
+    }
+    for lock in [
+        RedLock::new([&client], &red_name).with_retry_delay(MAX_MS, MAX_MS),
+        RedLock::new([&client], &red_name).with_retry_delay(MAX_MS, Duration::ZERO),
+        RedLock::new([&client], &red_name)
+            .with_vote_timeout(Duration::MAX)
+            .with_quorum_grace(Duration::MAX),
+    ] {
+        let outcome = soon("try_lock_for", lock.try_lock_for(short, None)).await;
+        assert!(outcome.unwrap().is_none(), "{lock:?}");
+        let outcome = soon("try_lock_for(MAX)", async {
+            tokio::time::timeout(short, lock.try_lock_for(Duration::MAX, None)).await
+        })
+        .await;
+        assert!(outcome.is_err(), "still busy: {lock:?}");
+        let e = lock.lock_with_lease(Duration::MAX).await.unwrap_err();
+        assert!(e.is_invalid_argument(), "{e:?}");
+    }
+    server.cmd(&["DEL", &red_name]);
+    let guard = RedLock::new([&client], &red_name)
+        .with_retry_delay(MAX_MS, MAX_MS)
+        .with_vote_timeout(Duration::MAX)
+        .with_quorum_grace(Duration::MAX)
+        .try_lock_for(Duration::MAX, None)
+        .await
+        .unwrap()
+        .expect("a free lock");
+    guard.unlock().await.unwrap();
+
+    // Every lock type, and a multi-lock: an endless wait on a busy lock waits, an endless
+    // lease is refused.
+    let spin_name = format!("{p}:spin");
+    busy(&spin_name);
+    let spin = client.spin_lock(&spin_name).with_backoff(
+        Backoff::exponential(Duration::from_millis(1), Duration::from_secs(3600), 100.0).unwrap(),
+    );
+    let fair_name = format!("{p}:fair");
+    let fair = client.fair_lock(&fair_name);
+    let _fair_held = fair
+        .clone()
+        .owned_by(Owner::new())
+        .lock_with_lease(Duration::from_secs(30))
+        .await
+        .unwrap();
+    let plain_name = format!("{p}:plain");
+    busy(&plain_name);
+    let multi = MultiLock::new([client.lock(&plain_name), client.lock(format!("{p}:other"))]);
+    macro_rules! waits_and_refuses {
+        ($what:expr, $lock:expr) => {{
+            let waited = tokio::time::timeout(short, $lock.try_lock_for(Duration::MAX, None)).await;
+            assert!(
+                waited.is_err(),
+                "{}: the endless wait ended: {waited:?}",
+                $what
+            );
+            let waited = tokio::time::timeout(
+                short,
+                $lock.try_lock_for(Duration::from_secs(u64::MAX), None),
+            )
+            .await;
+            assert!(
+                waited.is_err(),
+                "{}: the endless wait ended: {waited:?}",
+                $what
+            );
+            let e = soon(
+                $what,
+                $lock.try_lock_for(Duration::MAX, Some(Duration::MAX)),
+            )
+            .await
+            .unwrap_err();
+            assert!(e.is_invalid_argument(), "{}: {e:?}", $what);
+            let e = soon($what, $lock.lock_with_lease(Duration::MAX))
+                .await
+                .unwrap_err();
+            assert!(e.is_invalid_argument(), "{}: {e:?}", $what);
+        }};
+    }
+    waits_and_refuses!("spin", spin);
+    waits_and_refuses!("fair", fair);
+    waits_and_refuses!("fenced", client.fenced_lock(&plain_name));
+    waits_and_refuses!("multi", multi);
+
+    // Synchronizers: endless waits wait, endless permit leases are refused.
+    let semaphore = client.semaphore(format!("{p}:sem"));
+    assert!(semaphore.try_set_permits(0).await.unwrap());
+    let waited = tokio::time::timeout(short, semaphore.try_acquire_for(1, Duration::MAX)).await;
+    assert!(waited.is_err(), "{waited:?}");
+    let permits = client.permit_semaphore(format!("{p}:permits"));
+    assert!(permits.try_set_permits(0).await.unwrap());
+    let waited = tokio::time::timeout(short, permits.try_acquire_for(Duration::MAX, None)).await;
+    assert!(waited.is_err(), "{waited:?}");
+    let e = soon("permit lease", permits.acquire_with_lease(Duration::MAX))
+        .await
+        .unwrap_err();
+    assert!(e.is_invalid_argument(), "{e:?}");
+    let e = soon(
+        "permit lease",
+        permits.try_acquire_for(Duration::MAX, Some(Duration::MAX)),
+    )
+    .await
+    .unwrap_err();
+    assert!(e.is_invalid_argument(), "{e:?}");
+    let latch = client.count_down_latch(format!("{p}:latch"));
+    assert!(latch.try_set_count(1).await.unwrap());
+    let waited = tokio::time::timeout(short, latch.wait_for(Duration::MAX)).await;
+    assert!(waited.is_err(), "{waited:?}");
+
+    // The largest accepted settings, every one at once: a client that works.
+    let config = Config::from_url(&server.url())
+        .unwrap()
+        .with_watchdog_timeout(MAX_MS)
+        .with_command_timeout(MAX_MS)
+        .with_handoff_grace(MAX_MS)
+        .with_claim_window(MAX_MS)
+        .with_fair_waiter_timeout(MAX_MS)
+        .with_poll_interval(MAX_MS);
+    let big = soon("Client::new", Client::new(config)).await.unwrap();
+    let lock = big.lock(format!("{p}:big"));
+    let guard = soon("lock", lock.lock()).await.unwrap();
+    guard.unlock().await.unwrap();
+    let guard = soon("fair lock", big.fair_lock(format!("{p}:big-fair")).lock())
+        .await
+        .unwrap();
+    guard.unlock().await.unwrap();
+    let waited = tokio::time::timeout(short, big.lock(&plain_name).lock()).await;
+    assert!(waited.is_err(), "{waited:?}");
+    let waited = tokio::time::timeout(short, big.semaphore(format!("{p}:sem")).acquire(1)).await;
+    assert!(waited.is_err(), "{waited:?}");
+    big.shutdown().await.unwrap();
+    for (what, config) in [
+        (
+            "endless poll interval",
+            Config::from_url(&server.url())
+                .unwrap()
+                .with_poll_interval(Duration::MAX),
+        ),
+        (
+            "endless replica sync",
+            Config::from_url(&server.url())
+                .unwrap()
+                .with_replica_sync(Duration::MAX),
+        ),
+        (
+            "too long a watchdog",
+            Config::from_url(&server.url())
+                .unwrap()
+                .with_watchdog_timeout(MAX_MS + Duration::from_millis(1)),
+        ),
+    ] {
+        let e = soon(what, Client::new(config)).await.unwrap_err();
+        assert!(e.is_invalid_argument(), "{what}: {e:?}");
+    }
+}

@@ -537,3 +537,58 @@ async fn bad_input_is_a_typed_error() {
     assert_eq!(guard.held_on(), 1);
     guard.unlock().await.unwrap();
 }
+
+/// Two clients of one server are one master, not two: a RedLock over them would find its own
+/// hold busy on the second and wait forever. Refused at the first operation, whether the clients
+/// were given the same address or two addresses of the server (`127.0.0.1` and `localhost`),
+/// among other masters too, before anything is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_clients_of_one_server_are_refused() {
+    let server = RedisServer::start();
+    let other = RedisServer::start();
+    let connect = |host: &str, port: u16| {
+        let url = format!("redis://{host}:{port}");
+        async move { Client::connect(&url).await.unwrap() }
+    };
+    let a = connect("127.0.0.1", server.port()).await;
+    let same_url = connect("127.0.0.1", server.port()).await;
+    let by_host = connect("localhost", server.port()).await;
+    let elsewhere = connect("127.0.0.1", other.port()).await;
+    let name = common::prefix("redlock-one-server");
+    let refused = |what: &str, outcome: relock::Result<Option<relock::RedLockGuard>>| match outcome
+    {
+        Err(error) => {
+            assert!(error.is_invalid_argument(), "{what}: {error:?}");
+            assert!(error.to_string().contains("server"), "{what}: {error}");
+        }
+        Ok(guard) => panic!("{what}: accepted: {guard:?}"),
+    };
+    let soon = Duration::from_secs(3);
+    for (what, clients) in [
+        ("the same URL", vec![&a, &same_url]),
+        ("two addresses", vec![&a, &by_host]),
+        ("among other masters", vec![&a, &elsewhere, &by_host]),
+    ] {
+        let lock = RedLock::new(clients, &name).with_vote_timeout(VOTE);
+        let outcome = tokio::time::timeout(soon, lock.try_lock()).await;
+        refused(what, outcome.expect("try_lock returns at once"));
+        let outcome = tokio::time::timeout(soon, lock.lock()).await;
+        refused(what, outcome.expect("lock returns at once").map(Some));
+        let outcome = tokio::time::timeout(soon, lock.try_lock_for(soon, None)).await;
+        refused(what, outcome.expect("try_lock_for returns at once"));
+    }
+    assert!(!common::raw_exists(&server, &name), "nothing written");
+    assert!(!common::raw_exists(&other, &name), "nothing written");
+    for client in [&a, &same_url, &by_host, &elsewhere] {
+        let stats = client.stats();
+        assert_eq!((stats.holds, stats.channels), (0, 0), "{stats:?}");
+    }
+    // Each server once is a valid RedLock.
+    let guard = RedLock::new([&a, &elsewhere], &name)
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("a free lock");
+    assert_eq!(guard.held_on(), 2);
+    guard.unlock().await.unwrap();
+}
