@@ -10,13 +10,13 @@ use std::sync::Arc;
 
 use fred::clients::Client as Redis;
 use fred::interfaces::ClientLike;
-use fred::types::config::{ReconnectPolicy, ServerConfig};
+use fred::types::config::ReconnectPolicy;
 use fred::types::Builder;
 use fred::types::InfoKind;
 use tokio::sync::watch;
 
 use crate::background::Background;
-use crate::config::{millis, Config};
+use crate::config::{millis, server_name, Config};
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::handoff::Handoffs;
@@ -382,30 +382,6 @@ impl std::fmt::Debug for Client {
         f.debug_struct("Client")
             .field("id", &self.shared.id)
             .finish()
-    }
-}
-
-/// The server a config connects to, as error messages name it: `host:port`; the nodes given
-/// for a cluster; the service and its sentinels for Sentinel.
-fn server_name(server: &ServerConfig) -> String {
-    let list = |hosts: &[fred::types::config::Server]| {
-        hosts
-            .iter()
-            .map(|h| h.to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    match server {
-        ServerConfig::Centralized { server } => server.to_string(),
-        ServerConfig::Clustered { hosts, .. } => format!("{} (cluster)", list(hosts)),
-        ServerConfig::Sentinel {
-            hosts,
-            service_name,
-            ..
-        } => format!("`{service_name}` via sentinel {}", list(hosts)),
-        // A Unix socket, when another crate turns on fred's support for them.
-        #[allow(unreachable_patterns)]
-        other => format!("{other:?}"),
     }
 }
 
