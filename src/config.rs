@@ -371,7 +371,11 @@ const SCHEMES: [&str; 12] = [
 /// compiled in: fred would connect to either in plaintext, as if it were `redis://`.
 fn check_scheme(url: &str) -> Result<()> {
     let Some((scheme, _)) = url.split_once("://") else {
-        return Ok(()); // not a URL at all: fred's parser says why
+        return Err(Error::invalid(format!(
+            "bad Redis URL `{}`: it has no scheme; start it with `redis://` \
+             (`redis://127.0.0.1:6379`), or `rediss://` for TLS",
+            Shown(&redacted_url(url))
+        )));
     };
     let scheme = scheme.to_ascii_lowercase();
     if !SCHEMES.contains(&scheme.as_str()) {

@@ -421,6 +421,26 @@ async fn bad_urls_are_invalid_argument() {
 }
 
 #[tokio::test]
+async fn a_url_without_a_scheme_says_redis_is_missing() {
+    for url in [
+        "127.0.0.1:6379",
+        "localhost:6379",
+        "localhost",
+        "",
+        "not a url",
+    ] {
+        let e = Config::from_url(url).unwrap_err();
+        assert!(e.is_invalid_argument(), "{url:?}: {e:?}");
+        let message = e.to_string();
+        assert!(message.contains("`redis://`"), "{url:?}: {message}");
+        assert!(message.contains("no scheme"), "{url:?}: {message}");
+        assert!(!message.contains("RelativeUrl"), "{url:?}: {message}");
+        let e = soon(url, Client::connect(url)).await.unwrap_err();
+        assert!(e.to_string().contains("`redis://`"), "{url:?}: {e}");
+    }
+}
+
+#[tokio::test]
 async fn connecting_to_a_port_without_a_server_fails() {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
