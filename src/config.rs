@@ -247,7 +247,7 @@ impl Config {
         if self.renewal_batch == 0 {
             return Err(Error::invalid("renewal batch must hold at least one lock"));
         }
-        if self.handoff_grace.as_millis() > MAX_MILLIS {
+        if ceil_millis(self.handoff_grace) > MAX_MILLIS {
             return Err(Error::invalid(format!(
                 "hand-off grace of {:?} is too long: the most is {MAX_MILLIS} ms",
                 self.handoff_grace
@@ -427,10 +427,22 @@ pub(crate) fn server_name(server: &ServerConfig) -> String {
 /// The claim window unless set otherwise.
 const DEFAULT_CLAIM_WINDOW: Duration = Duration::from_millis(10);
 
-/// A positive duration in whole milliseconds, as Redis takes it.
-pub(crate) fn millis(duration: Duration, what: &str) -> Result<u64> {
+/// `duration` in whole milliseconds, a remainder rounded up: what relock sends Redis for it,
+/// so a lease or timeout is never cut short (1.5 ms is 2 ms, never 1).
+pub(crate) fn ceil_millis(duration: Duration) -> u128 {
     let ms = duration.as_millis();
-    if ms == 0 {
+    if duration.subsec_nanos() % 1_000_000 == 0 {
+        ms
+    } else {
+        ms + 1
+    }
+}
+
+/// A duration of at least 1 ms in whole milliseconds, as Redis takes it: a remainder is
+/// rounded up ([`ceil_millis`]), so what relock reports of a lease is what Redis got.
+pub(crate) fn millis(duration: Duration, what: &str) -> Result<u64> {
+    let ms = ceil_millis(duration);
+    if duration < Duration::from_millis(1) {
         return Err(Error::invalid(format!(
             "{what} must be at least 1 ms, got {duration:?}"
         )));
@@ -485,6 +497,24 @@ mod tests {
         ] {
             assert_eq!(redacted_url(url), shown, "{url}");
         }
+    }
+
+    #[test]
+    fn milliseconds_are_rounded_up() {
+        let ms = |d| millis(d, "lease");
+        assert_eq!(ms(Duration::from_millis(1)).unwrap(), 1);
+        assert_eq!(ms(Duration::from_micros(1_999)).unwrap(), 2);
+        assert_eq!(ms(Duration::from_nanos(1_000_001)).unwrap(), 2);
+        assert_eq!(ms(Duration::from_micros(60_000_500)).unwrap(), 60_001);
+        assert!(ms(Duration::from_nanos(999_999)).is_err());
+        assert!(ms(Duration::ZERO).is_err());
+        assert_eq!(
+            ms(Duration::from_millis(MAX_MILLIS as u64)).unwrap() as u128,
+            MAX_MILLIS
+        );
+        assert!(ms(Duration::from_millis(MAX_MILLIS as u64) + Duration::from_nanos(1)).is_err());
+        assert_eq!(ceil_millis(Duration::from_secs(3)), 3_000);
+        assert_eq!(ceil_millis(Duration::ZERO), 0);
     }
 
     #[test]

@@ -270,9 +270,13 @@ impl PermitSemaphore {
     ) -> Result<Option<Permit>> {
         let keys = self.keys()?;
         let shared = &self.shared;
-        let lease_ms = match lease {
-            Some(lease) => millis(lease, "permit lease")?,
-            None => shared.watchdog_ms,
+        // The lease as Redis gets it: whole milliseconds, a remainder rounded up.
+        let (lease, lease_ms) = match lease {
+            Some(lease) => {
+                let ms = millis(lease, "permit lease")?;
+                (Some(Duration::from_millis(ms)), ms)
+            }
+            None => (None, shared.watchdog_ms),
         };
         let takes_turns = wait != Some(Duration::ZERO);
         let attempt = |_| take(shared, keys, lease, lease_ms);

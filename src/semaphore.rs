@@ -384,7 +384,7 @@ pub(crate) async fn counter(shared: &Shared, keys: &CounterKeys) -> Result<Optio
 /// How long a request key lives: past the last retry of its request (each try may wait a
 /// command timeout for the connection and another for the reply), as a lock's replay key.
 pub(crate) fn request_ttl_ms(shared: &Shared) -> u64 {
-    (shared.command_timeout * 6).as_millis() as u64
+    crate::config::ceil_millis(shared.command_timeout * 6) as u64
 }
 
 /// One attempt to take `permits`. Cancel safe: dropped after the script was sent, it leaves an

@@ -131,7 +131,11 @@ impl Handle {
         let keys = self.keys.clone()?;
         let (lease, lease_ms) = match lease {
             None => (Lease::Watchdog, shared.watchdog_ms),
-            Some(lease) => (Lease::Fixed(lease), millis(lease, "lease")?),
+            // The lease as Redis gets it: whole milliseconds, a remainder rounded up.
+            Some(lease) => {
+                let ms = millis(lease, "lease")?;
+                (Lease::Fixed(Duration::from_millis(ms)), ms)
+            }
         };
         let owner = self.owner();
         let field: Str = self.kind.field(shared.holder_field(&owner));

@@ -305,11 +305,13 @@ impl RedLock {
         if let Some(invalid) = &self.invalid {
             return Err(invalid.clone());
         }
+        // A fixed lease as each master gets it: whole milliseconds, a remainder rounded up.
+        let lease = match lease {
+            Some(lease) => Some(Duration::from_millis(millis(lease, "lease")?)),
+            None => None,
+        };
         let length = match lease {
-            Some(lease) => {
-                millis(lease, "lease")?;
-                lease
-            }
+            Some(lease) => lease,
             None => self.parts.iter().map(Lock::watchdog_timeout).min().unwrap(),
         };
         let vote_timeout = self.vote_timeout.unwrap_or_else(|| {

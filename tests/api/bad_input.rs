@@ -144,6 +144,41 @@ async fn zero_and_sub_millisecond_leases_are_invalid() {
     drop(guard);
 }
 
+/// A lease with a part of a millisecond reaches Redis rounded up to the next whole one, and
+/// the guard or permit reports the lease Redis got.
+#[tokio::test]
+async fn a_fraction_of_a_millisecond_is_rounded_up() {
+    let server = RedisServer::start();
+    let client = common::client(&server, Duration::from_secs(30)).await;
+    let lock = client.lock(common::prefix("lease-fraction"));
+    let guard = lock
+        .lock_with_lease(Duration::from_micros(1_999))
+        .await
+        .unwrap();
+    assert_eq!(guard.lease(), Some(Duration::from_millis(2)));
+    drop(guard);
+    let _ = lock.force_unlock().await;
+
+    let asked = Duration::from_micros(60_000_500);
+    let guard = lock.lock_with_lease(asked).await.unwrap();
+    assert_eq!(guard.lease(), Some(Duration::from_millis(60_001)));
+    let pttl = raw_pttl(&server, lock.name());
+    assert!((59_000..=60_001).contains(&pttl), "pttl {pttl}");
+    let guard = lock
+        .try_lock_for(Duration::ZERO, Some(asked))
+        .await
+        .unwrap()
+        .expect("a re-entry");
+    assert_eq!(guard.lease(), Some(Duration::from_millis(60_001)));
+    drop(guard);
+    let _ = lock.force_unlock().await;
+
+    let permits = client.permit_semaphore(common::prefix("lease-fraction-permits"));
+    assert!(permits.try_set_permits(1).await.unwrap());
+    let permit = permits.acquire_with_lease(asked).await.unwrap();
+    assert_eq!(permit.lease(), Some(Duration::from_millis(60_001)));
+}
+
 #[tokio::test]
 async fn leases_too_long_for_milliseconds_are_invalid() {
     let server = RedisServer::start();
