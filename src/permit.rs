@@ -90,9 +90,10 @@ impl std::fmt::Debug for PermitSemaphore {
 
 impl PermitSemaphore {
     pub(crate) fn new(shared: Arc<Shared>, name: String) -> PermitSemaphore {
+        let keys = CounterKeys::semaphore(&name).and_then(|k| k.checked_for(shared.clustered()));
         PermitSemaphore {
             shared,
-            keys: CounterKeys::semaphore(&name).map(Arc::new),
+            keys: keys.map(Arc::new),
             display: name.into(),
         }
     }

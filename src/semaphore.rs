@@ -85,9 +85,10 @@ impl std::fmt::Debug for Semaphore {
 
 impl Semaphore {
     pub(crate) fn new(shared: Arc<Shared>, name: String) -> Semaphore {
+        let keys = CounterKeys::semaphore(&name).and_then(|k| k.checked_for(shared.clustered()));
         Semaphore {
             shared,
-            keys: CounterKeys::semaphore(&name).map(Arc::new),
+            keys: keys.map(Arc::new),
             display: name.into(),
         }
     }

@@ -69,7 +69,10 @@ impl Handle {
 impl Handle {
     /// A handle on lock `name` of type `kind`.
     pub(crate) fn new(shared: Arc<Shared>, name: String, kind: Kind) -> Handle {
-        let keys = kind.keys(&name).map(Arc::new);
+        let keys = kind.keys(&name);
+        let keys = keys
+            .and_then(|k| k.checked_for(shared.clustered()))
+            .map(Arc::new);
         Handle {
             kind,
             shared,

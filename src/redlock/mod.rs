@@ -119,7 +119,10 @@ impl RedLock {
     {
         let name = name.into();
         let clients: Vec<Client> = clients.into_iter().map(|c| c.borrow().clone()).collect();
-        let mut invalid = LockKeys::new(&name).err();
+        let clustered = clients.iter().any(|c| c.shared.clustered());
+        let mut invalid = LockKeys::new(&name)
+            .and_then(|k| k.checked_for(clustered))
+            .err();
         if clients.is_empty() {
             invalid = Some(Error::invalid("a RedLock needs at least one client"));
         }
