@@ -88,15 +88,26 @@ impl Client {
             .set_policy(ReconnectPolicy::new_exponential(0, 20, 1000, 2));
         let server = server_name(&config.redis.server);
         let failed = |e| Error::redis(e, &server);
+        // Connecting over TLS, a timeout is a handshake nobody answered: say so.
+        #[cfg(feature = "tls")]
+        let tls = config.redis.tls.is_some();
+        #[cfg(not(feature = "tls"))]
+        let tls = false;
+        let not_connected = |e: fred::error::Error| {
+            let unanswered = tls
+                .then(|| crate::redis_error::tls_unanswered(&e, config.command_timeout))
+                .flatten();
+            failed(unanswered.unwrap_or(e))
+        };
         let redis = builder.build().map_err(failed)?;
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| Error::invalid("a relock client must be made inside a tokio runtime"))?;
         let background = Background::new(runtime, builder.clone(), &server, config.command_timeout);
         let subscriber = builder.build_subscriber_client().map_err(failed)?;
-        redis.init().await.map_err(failed)?;
+        redis.init().await.map_err(not_connected)?;
         if let Err(e) = subscriber.init().await {
             let _ = redis.quit().await;
-            return Err(failed(e));
+            return Err(not_connected(e));
         }
         let sharded =
             config.redis.server.is_clustered() && major_version(&redis).await.map_err(failed)? >= 7;
