@@ -10,13 +10,13 @@ use std::sync::Arc;
 
 use fred::clients::Client as Redis;
 use fred::interfaces::ClientLike;
-use fred::types::config::{ReconnectPolicy, ServerConfig};
+use fred::types::config::ReconnectPolicy;
 use fred::types::Builder;
 use fred::types::InfoKind;
 use tokio::sync::watch;
 
 use crate::background::Background;
-use crate::config::{millis, Config};
+use crate::config::{millis, server_name, Config};
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::handoff::Handoffs;
@@ -88,15 +88,26 @@ impl Client {
             .set_policy(ReconnectPolicy::new_exponential(0, 20, 1000, 2));
         let server = server_name(&config.redis.server);
         let failed = |e| Error::redis(e, &server);
+        // Connecting over TLS, a timeout is a handshake nobody answered: say so.
+        #[cfg(feature = "tls")]
+        let tls = config.redis.tls.is_some();
+        #[cfg(not(feature = "tls"))]
+        let tls = false;
+        let not_connected = |e: fred::error::Error| {
+            let unanswered = tls
+                .then(|| crate::redis_error::tls_unanswered(&e, config.command_timeout))
+                .flatten();
+            failed(unanswered.unwrap_or(e))
+        };
         let redis = builder.build().map_err(failed)?;
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| Error::invalid("a relock client must be made inside a tokio runtime"))?;
         let background = Background::new(runtime, builder.clone(), &server, config.command_timeout);
         let subscriber = builder.build_subscriber_client().map_err(failed)?;
-        redis.init().await.map_err(failed)?;
+        redis.init().await.map_err(not_connected)?;
         if let Err(e) = subscriber.init().await {
             let _ = redis.quit().await;
-            return Err(failed(e));
+            return Err(not_connected(e));
         }
         let sharded =
             config.redis.server.is_clustered() && major_version(&redis).await.map_err(failed)? >= 7;
@@ -382,30 +393,6 @@ impl std::fmt::Debug for Client {
         f.debug_struct("Client")
             .field("id", &self.shared.id)
             .finish()
-    }
-}
-
-/// The server a config connects to, as error messages name it: `host:port`; the nodes given
-/// for a cluster; the service and its sentinels for Sentinel.
-fn server_name(server: &ServerConfig) -> String {
-    let list = |hosts: &[fred::types::config::Server]| {
-        hosts
-            .iter()
-            .map(|h| h.to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    match server {
-        ServerConfig::Centralized { server } => server.to_string(),
-        ServerConfig::Clustered { hosts, .. } => format!("{} (cluster)", list(hosts)),
-        ServerConfig::Sentinel {
-            hosts,
-            service_name,
-            ..
-        } => format!("`{service_name}` via sentinel {}", list(hosts)),
-        // A Unix socket, when another crate turns on fred's support for them.
-        #[allow(unreachable_patterns)]
-        other => format!("{other:?}"),
     }
 }
 

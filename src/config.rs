@@ -3,7 +3,10 @@
 //! Connection settings are fred's own [`fred::types::config::Config`], passed through as they are,
 //! so anything fred can reach (a URL, TLS, a password, a database number) relock can too.
 
+use std::fmt;
 use std::time::Duration;
+
+use fred::types::config::ServerConfig;
 
 use crate::error::{Error, Result, Shown};
 
@@ -34,7 +37,7 @@ pub(crate) const MAX_MILLIS: u128 = (1 << 53) - 1;
 /// assert_eq!(config.watchdog_timeout(), Duration::from_secs(10));
 /// # Ok::<(), relock::Error>(())
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Config {
     pub(crate) redis: fred::types::config::Config,
     pub(crate) watchdog_timeout: Duration,
@@ -65,7 +68,8 @@ impl Config {
         check_scheme(url)?;
         let redis = fred::types::config::Config::from_url(url).map_err(|e| {
             let problem = crate::redis_error::details(&e);
-            Error::invalid(format!("bad Redis URL `{}`: {problem}", Shown(url)))
+            let url = redacted_url(url);
+            Error::invalid(format!("bad Redis URL `{}`: {problem}", Shown(&url)))
         })?;
         Ok(Config::new(redis))
     }
@@ -243,7 +247,7 @@ impl Config {
         if self.renewal_batch == 0 {
             return Err(Error::invalid("renewal batch must hold at least one lock"));
         }
-        if self.handoff_grace.as_millis() > MAX_MILLIS {
+        if ceil_millis(self.handoff_grace) > MAX_MILLIS {
             return Err(Error::invalid(format!(
                 "hand-off grace of {:?} is too long: the most is {MAX_MILLIS} ms",
                 self.handoff_grace
@@ -274,6 +278,78 @@ impl Config {
     }
 }
 
+/// Shows every setting but the credentials: the password (and a Sentinel's, which fred keeps in
+/// its server settings) never reaches a log through `{:?}`.
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let redis = &self.redis;
+        let mut out = f.debug_struct("Config");
+        out.field("server", &server_name(&redis.server))
+            .field("username", &redis.username)
+            .field("password", &redis.password.as_ref().map(|_| Redacted))
+            .field("database", &redis.database);
+        #[cfg(feature = "tls")]
+        out.field("tls", &redis.tls.is_some());
+        out.field("watchdog_timeout", &self.watchdog_timeout)
+            .field("command_timeout", &self.command_timeout)
+            .field("renewal_batch", &self.renewal_batch)
+            .field("replica_sync", &self.replica_sync)
+            .field("handoff_grace", &self.handoff_grace)
+            .field("claim_window", &self.claim_window)
+            .field("fair_waiter_timeout", &self.fair_waiter_timeout)
+            .field("poll_interval", &self.poll_interval)
+            .finish()
+    }
+}
+
+/// What a password reads as in `Debug` and in error messages.
+struct Redacted;
+
+impl fmt::Debug for Redacted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(REDACTED)
+    }
+}
+
+const REDACTED: &str = "<redacted>";
+
+/// `url` as an error message may quote it: the password of its user info (everything after
+/// the first `:` of what comes before the last `@`, or all of it without a `:`) and the value
+/// of a `sentinelPassword` parameter read `<redacted>`. It errs on hiding too much: a URL fred
+/// cannot parse may not split where a good one would.
+pub(crate) fn redacted_url(url: &str) -> String {
+    let start = url.find("://").map_or(0, |at| at + 3);
+    let mut out = String::with_capacity(url.len());
+    let rest = match url[start..].rfind('@') {
+        Some(at) => {
+            let userinfo = &url[start..start + at];
+            out.push_str(&url[..start]);
+            if let Some((user, _)) = userinfo.split_once(':') {
+                out.push_str(user);
+                out.push(':');
+            }
+            if !userinfo.is_empty() {
+                out.push_str(REDACTED);
+            }
+            &url[start + at..]
+        }
+        None => url,
+    };
+    // `sentinelPassword=<value>`, up to the next `&` or `#`, in any case.
+    let lower = rest.to_ascii_lowercase();
+    let key = "sentinelpassword=";
+    let mut from = 0;
+    while let Some(at) = lower[from..].find(key).map(|at| from + at + key.len()) {
+        out.push_str(&rest[from..at]);
+        out.push_str(REDACTED);
+        from = rest[at..]
+            .find(['&', '#'])
+            .map_or(rest.len(), |end| at + end);
+    }
+    out.push_str(&rest[from..]);
+    out
+}
+
 /// The schemes relock connects with: plain TCP and TLS, to one server, a cluster or Sentinel,
 /// in fred's `redis` and `valkey` spellings.
 const SCHEMES: [&str; 12] = [
@@ -295,7 +371,11 @@ const SCHEMES: [&str; 12] = [
 /// compiled in: fred would connect to either in plaintext, as if it were `redis://`.
 fn check_scheme(url: &str) -> Result<()> {
     let Some((scheme, _)) = url.split_once("://") else {
-        return Ok(()); // not a URL at all: fred's parser says why
+        return Err(Error::invalid(format!(
+            "bad Redis URL `{}`: it has no scheme; start it with `redis://` \
+             (`redis://127.0.0.1:6379`), or `rediss://` for TLS",
+            Shown(&redacted_url(url))
+        )));
     };
     let scheme = scheme.to_ascii_lowercase();
     if !SCHEMES.contains(&scheme.as_str()) {
@@ -320,13 +400,49 @@ fn check_scheme(url: &str) -> Result<()> {
     Ok(())
 }
 
+/// The server a config connects to, as error messages name it: `host:port`; the nodes given
+/// for a cluster; the service and its sentinels for Sentinel.
+pub(crate) fn server_name(server: &ServerConfig) -> String {
+    let list = |hosts: &[fred::types::config::Server]| {
+        hosts
+            .iter()
+            .map(|h| h.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match server {
+        ServerConfig::Centralized { server } => server.to_string(),
+        ServerConfig::Clustered { hosts, .. } => format!("{} (cluster)", list(hosts)),
+        ServerConfig::Sentinel {
+            hosts,
+            service_name,
+            ..
+        } => format!("`{service_name}` via sentinel {}", list(hosts)),
+        // A Unix socket, when another crate turns on fred's support for them.
+        #[allow(unreachable_patterns)]
+        other => format!("{other:?}"),
+    }
+}
+
 /// The claim window unless set otherwise.
 const DEFAULT_CLAIM_WINDOW: Duration = Duration::from_millis(10);
 
-/// A positive duration in whole milliseconds, as Redis takes it.
-pub(crate) fn millis(duration: Duration, what: &str) -> Result<u64> {
+/// `duration` in whole milliseconds, a remainder rounded up: what relock sends Redis for it,
+/// so a lease or timeout is never cut short (1.5 ms is 2 ms, never 1).
+pub(crate) fn ceil_millis(duration: Duration) -> u128 {
     let ms = duration.as_millis();
-    if ms == 0 {
+    if duration.subsec_nanos() % 1_000_000 == 0 {
+        ms
+    } else {
+        ms + 1
+    }
+}
+
+/// A duration of at least 1 ms in whole milliseconds, as Redis takes it: a remainder is
+/// rounded up ([`ceil_millis`]), so what relock reports of a lease is what Redis got.
+pub(crate) fn millis(duration: Duration, what: &str) -> Result<u64> {
+    let ms = ceil_millis(duration);
+    if duration < Duration::from_millis(1) {
         return Err(Error::invalid(format!(
             "{what} must be at least 1 ms, got {duration:?}"
         )));
@@ -360,6 +476,59 @@ mod tests {
             let e = Config::from_url(url).unwrap_err();
             assert!(e.is_invalid_argument(), "{url}: {e:?}");
         }
+    }
+
+    #[test]
+    fn urls_are_quoted_without_their_passwords() {
+        for (url, shown) in [
+            ("redis://u:pw@h:1/0", "redis://u:<redacted>@h:1/0"),
+            ("redis://:pw@h:1", "redis://:<redacted>@h:1"),
+            ("redis://pw@h:1", "redis://<redacted>@h:1"),
+            ("redis://h:1", "redis://h:1"),
+            ("u:p@w@h:x", "u:<redacted>@h:x"),
+            (
+                "redis-sentinel://h:1/0?sentinelServiceName=m&sentinelPassword=pw&node=h:2",
+                "redis-sentinel://h:1/0?sentinelServiceName=m&sentinelPassword=<redacted>&node=h:2",
+            ),
+            (
+                "redis-sentinel://:pw@h:1?SENTINELPASSWORD=pw",
+                "redis-sentinel://:<redacted>@h:1?SENTINELPASSWORD=<redacted>",
+            ),
+        ] {
+            assert_eq!(redacted_url(url), shown, "{url}");
+        }
+    }
+
+    #[test]
+    fn milliseconds_are_rounded_up() {
+        let ms = |d| millis(d, "lease");
+        assert_eq!(ms(Duration::from_millis(1)).unwrap(), 1);
+        assert_eq!(ms(Duration::from_micros(1_999)).unwrap(), 2);
+        assert_eq!(ms(Duration::from_nanos(1_000_001)).unwrap(), 2);
+        assert_eq!(ms(Duration::from_micros(60_000_500)).unwrap(), 60_001);
+        assert!(ms(Duration::from_nanos(999_999)).is_err());
+        assert!(ms(Duration::ZERO).is_err());
+        assert_eq!(
+            ms(Duration::from_millis(MAX_MILLIS as u64)).unwrap() as u128,
+            MAX_MILLIS
+        );
+        assert!(ms(Duration::from_millis(MAX_MILLIS as u64) + Duration::from_nanos(1)).is_err());
+        assert_eq!(ceil_millis(Duration::from_secs(3)), 3_000);
+        assert_eq!(ceil_millis(Duration::ZERO), 0);
+    }
+
+    #[test]
+    fn debug_hides_the_password() {
+        let config = Config::from_url("redis://someone:hunter2@127.0.0.1:6379/3").unwrap();
+        let shown = format!("{config:?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(
+            shown.contains("someone") && shown.contains("127.0.0.1:6379"),
+            "{shown}"
+        );
+        let e = Config::from_url("redis://:hunter2@127.0.0.1:notaport").unwrap_err();
+        assert!(!e.to_string().contains("hunter2"), "{e}");
+        assert!(!format!("{e:?}").contains("hunter2"), "{e:?}");
     }
 
     #[cfg(not(feature = "tls"))]

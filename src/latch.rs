@@ -73,9 +73,10 @@ impl std::fmt::Debug for CountDownLatch {
 
 impl CountDownLatch {
     pub(crate) fn new(shared: Arc<Shared>, name: String) -> CountDownLatch {
+        let keys = CounterKeys::latch(&name).and_then(|k| k.checked_for(shared.clustered()));
         CountDownLatch {
             shared,
-            keys: CounterKeys::latch(&name).map(Arc::new),
+            keys: keys.map(Arc::new),
             display: name.into(),
         }
     }

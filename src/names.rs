@@ -3,8 +3,9 @@
 //! The lock hash is the bare `<name>`; its auxiliary keys put the name in braces
 //! (`redisson_lock__channel:{<name>}`), and Redis Cluster hashes `<name>` and `{<name>}` alike, so
 //! all of a lock's keys share one slot. A name that already contains a `{…}` tag is the user's own
-//! hash tag and is used as it is. A name whose braces would send its keys to different slots is
-//! rejected.
+//! hash tag and is used as it is. On a cluster, a name whose braces would send its keys to
+//! different slots is rejected ([`LockKeys::checked_for`]); one server has no slots, and takes
+//! any name, as Redisson does.
 
 use fred::bytes_utils::Str;
 use fred::types::Key;
@@ -26,29 +27,40 @@ pub(crate) struct LockKeys {
 }
 
 impl LockKeys {
+    /// The keys of lock `name`, which must not be empty. Whether they can work together
+    /// depends on where they go: see [`checked_for`](Self::checked_for).
     pub(crate) fn new(name: &str) -> Result<LockKeys> {
         if name.is_empty() {
             return Err(Error::invalid("a lock name must not be empty"));
         }
-        let keys = LockKeys {
+        Ok(LockKeys {
             name: Str::from(name),
             channel: prefixed("redisson_lock__channel", name).into(),
             claim: prefixed("relock_claim", name).into(),
             latch_prefix: prefixed("redisson_unlock_latch", name),
-        };
-        let slot = fred::util::redis_keyslot(name.as_bytes());
-        let latch = format!("{}:0", keys.latch_prefix);
-        if fred::util::redis_keyslot(keys.channel.as_bytes()) != slot
+        })
+    }
+
+    /// The keys, if they can be used together on a cluster (`clustered`) or on one server
+    /// (always): on a cluster a script's keys must share a slot, and a name whose braces
+    /// (`user{42`) hash the lock and its channel or replay keys apart cannot be locked there.
+    pub(crate) fn checked_for(self, clustered: bool) -> Result<LockKeys> {
+        if !clustered {
+            return Ok(self);
+        }
+        let slot = fred::util::redis_keyslot(self.name.as_bytes());
+        let latch = format!("{}:0", self.latch_prefix);
+        if fred::util::redis_keyslot(self.channel.as_bytes()) != slot
             || fred::util::redis_keyslot(latch.as_bytes()) != slot
-            || fred::util::redis_keyslot(keys.claim.as_bytes()) != slot
+            || fred::util::redis_keyslot(self.claim.as_bytes()) != slot
         {
             return Err(Error::invalid(format!(
                 "lock name `{}` has braces that would put its keys in different cluster slots; \
                  use one non-empty `{{tag}}`, or no braces",
-                Shown(name)
+                Shown(&self.name)
             )));
         }
-        Ok(keys)
+        Ok(self)
     }
 
     /// The keys of read-write lock `name`: the lock's, with Redisson's read-write channel
@@ -107,6 +119,8 @@ pub(crate) struct CounterKeys {
     pub(crate) leases: Str,
     /// The prefix of request keys: `<request_prefix>:<client-id>:<n>`.
     request_prefix: String,
+    /// What the keys are of, for an error message: "semaphore" or "latch".
+    what: &'static str,
 }
 
 impl CounterKeys {
@@ -122,7 +136,7 @@ impl CounterKeys {
         CounterKeys::new(name, "latch", channel)
     }
 
-    fn new(name: &str, what: &str, channel: String) -> Result<CounterKeys> {
+    fn new(name: &str, what: &'static str, channel: String) -> Result<CounterKeys> {
         if name.is_empty() {
             return Err(Error::invalid(format!("a {what} name must not be empty")));
         }
@@ -131,17 +145,27 @@ impl CounterKeys {
         } else {
             format!("{{{name}}}:timeout")
         };
-        let keys = CounterKeys {
+        Ok(CounterKeys {
             name: Str::from(name),
             channel: channel.into(),
             leases: leases.into(),
             request_prefix: prefixed("relock_request", name),
-        };
-        let slot = fred::util::redis_keyslot(name.as_bytes());
-        let request = format!("{}:0", keys.request_prefix);
+            what,
+        })
+    }
+
+    /// The keys, if they can be used together on a cluster (`clustered`) or on one server
+    /// (always): on a cluster they must share a slot, as for a lock
+    /// ([`LockKeys::checked_for`]).
+    pub(crate) fn checked_for(self, clustered: bool) -> Result<CounterKeys> {
+        if !clustered {
+            return Ok(self);
+        }
+        let slot = fred::util::redis_keyslot(self.name.as_bytes());
+        let request = format!("{}:0", self.request_prefix);
         let others = [
-            keys.channel.as_bytes(),
-            keys.leases.as_bytes(),
+            self.channel.as_bytes(),
+            self.leases.as_bytes(),
             request.as_bytes(),
         ];
         if others
@@ -149,12 +173,13 @@ impl CounterKeys {
             .any(|key| fred::util::redis_keyslot(key) != slot)
         {
             return Err(Error::invalid(format!(
-                "{what} name `{}` has braces that would put its keys in different cluster slots; \
+                "{} name `{}` has braces that would put its keys in different cluster slots; \
                  use one non-empty `{{tag}}` (not for a latch), or no braces",
-                Shown(name)
+                self.what,
+                Shown(&self.name)
             )));
         }
-        Ok(keys)
+        Ok(self)
     }
 
     /// A fresh request key of client `client_id`: what one acquire took or one release did,
@@ -212,8 +237,15 @@ mod tests {
         assert_eq!(tagged.leases, "{tenant:7}:jobs:timeout");
         let latch = CounterKeys::latch("boot").unwrap();
         assert_eq!(latch.channel, "redisson_countdownlatch__channel__{boot}");
-        // Redisson's latch channel of a tagged name hashes elsewhere than its key.
+        // Redisson's latch channel of a tagged name hashes elsewhere than its key: fine on one
+        // server, refused on a cluster.
         assert!(CounterKeys::latch("job{42}")
+            .unwrap()
+            .checked_for(false)
+            .is_ok());
+        assert!(CounterKeys::latch("job{42}")
+            .unwrap()
+            .checked_for(true)
             .unwrap_err()
             .is_invalid_argument());
         assert!(CounterKeys::semaphore("")
@@ -222,10 +254,24 @@ mod tests {
     }
 
     #[test]
-    fn braces_that_split_slots_are_rejected() {
-        for name in ["a{b", "x{}y", "}{"] {
-            let err = LockKeys::new(name).unwrap_err();
+    fn braces_that_split_slots_are_rejected_on_a_cluster_only() {
+        for name in ["a{b", "x{}y", "}{", "user{42"] {
+            let keys = || LockKeys::new(name).unwrap();
+            let err = keys().checked_for(true).unwrap_err();
             assert!(err.is_invalid_argument(), "{name}: {err}");
+            assert!(keys().checked_for(false).is_ok(), "{name}");
+            let sem = CounterKeys::semaphore(name).unwrap();
+            assert!(sem.checked_for(true).unwrap_err().is_invalid_argument());
+            assert!(CounterKeys::semaphore(name)
+                .unwrap()
+                .checked_for(false)
+                .is_ok());
+        }
+        for name in ["{user:7}:profile", "order:42"] {
+            assert!(
+                LockKeys::new(name).unwrap().checked_for(true).is_ok(),
+                "{name}"
+            );
         }
         assert!(LockKeys::new("").unwrap_err().is_invalid_argument());
     }

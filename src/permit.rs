@@ -90,9 +90,10 @@ impl std::fmt::Debug for PermitSemaphore {
 
 impl PermitSemaphore {
     pub(crate) fn new(shared: Arc<Shared>, name: String) -> PermitSemaphore {
+        let keys = CounterKeys::semaphore(&name).and_then(|k| k.checked_for(shared.clustered()));
         PermitSemaphore {
             shared,
-            keys: CounterKeys::semaphore(&name).map(Arc::new),
+            keys: keys.map(Arc::new),
             display: name.into(),
         }
     }
@@ -270,9 +271,13 @@ impl PermitSemaphore {
     ) -> Result<Option<Permit>> {
         let keys = self.keys()?;
         let shared = &self.shared;
-        let lease_ms = match lease {
-            Some(lease) => millis(lease, "permit lease")?,
-            None => shared.watchdog_ms,
+        // The lease as Redis gets it: whole milliseconds, a remainder rounded up.
+        let (lease, lease_ms) = match lease {
+            Some(lease) => {
+                let ms = millis(lease, "permit lease")?;
+                (Some(Duration::from_millis(ms)), ms)
+            }
+            None => (None, shared.watchdog_ms),
         };
         let takes_turns = wait != Some(Duration::ZERO);
         let attempt = |_| take(shared, keys, lease, lease_ms);

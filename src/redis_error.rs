@@ -178,6 +178,24 @@ pub(crate) fn not_sent(reason: String) -> RedisError {
     RedisError::new(ErrorKind::Routing, reason)
 }
 
+/// What a TLS connection that got no answer in `timeout` fails with, in place of fred's
+/// timeout: a `rediss://` URL against a plaintext server sends a handshake the server never
+/// answers, and "did not answer in time" alone does not say why. `None` for other errors.
+pub(crate) fn tls_unanswered(
+    error: &RedisError,
+    timeout: std::time::Duration,
+) -> Option<RedisError> {
+    (*error.kind() == ErrorKind::Timeout).then(|| {
+        RedisError::new(
+            ErrorKind::Timeout,
+            format!(
+                "the TLS handshake got no answer within {timeout:?}: is the server plaintext? \
+                 Then connect with `redis://`, or turn on TLS on the server"
+            ),
+        )
+    })
+}
+
 /// A reply relock did not expect.
 pub(crate) fn unexpected(reason: String) -> RedisError {
     RedisError::new(ErrorKind::Protocol, reason)

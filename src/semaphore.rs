@@ -85,9 +85,10 @@ impl std::fmt::Debug for Semaphore {
 
 impl Semaphore {
     pub(crate) fn new(shared: Arc<Shared>, name: String) -> Semaphore {
+        let keys = CounterKeys::semaphore(&name).and_then(|k| k.checked_for(shared.clustered()));
         Semaphore {
             shared,
-            keys: CounterKeys::semaphore(&name).map(Arc::new),
+            keys: keys.map(Arc::new),
             display: name.into(),
         }
     }
@@ -384,7 +385,7 @@ pub(crate) async fn counter(shared: &Shared, keys: &CounterKeys) -> Result<Optio
 /// How long a request key lives: past the last retry of its request (each try may wait a
 /// command timeout for the connection and another for the reply), as a lock's replay key.
 pub(crate) fn request_ttl_ms(shared: &Shared) -> u64 {
-    (shared.command_timeout * 6).as_millis() as u64
+    crate::config::ceil_millis(shared.command_timeout * 6) as u64
 }
 
 /// One attempt to take `permits`. Cancel safe: dropped after the script was sent, it leaves an

@@ -66,6 +66,11 @@ pub(crate) struct ReplicaSync {
 }
 
 impl Shared {
+    /// Whether the client is on a Redis Cluster, where each script's keys must share a slot.
+    pub(crate) fn clustered(&self) -> bool {
+        self.redis.is_clustered()
+    }
+
     /// `Err(Closed)` once the client has shut down.
     pub(crate) fn check_open(&self) -> Result<()> {
         if self.closed.load(Ordering::Acquire) {

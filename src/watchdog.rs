@@ -44,7 +44,7 @@ impl Watchdog {
     async fn renew_all(&self) {
         let due = self.registry.due();
         let count = due.len();
-        let lease_ms = self.lease.as_millis() as u64;
+        let lease_ms = crate::config::ceil_millis(self.lease) as u64;
         // One call renews the holds of one renewal (as their types name it), on one slot.
         let mut groups: HashMap<(&'static str, u16), Renewals> = HashMap::new();
         for (key, generation, held) in due {

@@ -69,7 +69,10 @@ impl Handle {
 impl Handle {
     /// A handle on lock `name` of type `kind`.
     pub(crate) fn new(shared: Arc<Shared>, name: String, kind: Kind) -> Handle {
-        let keys = kind.keys(&name).map(Arc::new);
+        let keys = kind.keys(&name);
+        let keys = keys
+            .and_then(|k| k.checked_for(shared.clustered()))
+            .map(Arc::new);
         Handle {
             kind,
             shared,
@@ -131,7 +134,11 @@ impl Handle {
         let keys = self.keys.clone()?;
         let (lease, lease_ms) = match lease {
             None => (Lease::Watchdog, shared.watchdog_ms),
-            Some(lease) => (Lease::Fixed(lease), millis(lease, "lease")?),
+            // The lease as Redis gets it: whole milliseconds, a remainder rounded up.
+            Some(lease) => {
+                let ms = millis(lease, "lease")?;
+                (Lease::Fixed(Duration::from_millis(ms)), ms)
+            }
         };
         let owner = self.owner();
         let field: Str = self.kind.field(shared.holder_field(&owner));

@@ -19,6 +19,7 @@ use tracing::Instrument;
 
 use super::kind::Hold;
 use crate::background::Ended;
+use crate::config::ceil_millis;
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::handoff::ReleaseMark;
@@ -158,7 +159,7 @@ impl Hold {
         let keep_ms = shared
             .registry
             .need(&self.hold_key())
-            .map_or(0, |need| need.as_millis().max(1) as u64)
+            .map_or(0, |need| ceil_millis(need).max(1) as u64)
             .max(releasing.acquire_lease_ms)
             .max(1);
         // Only the plain lock's hand-offs take turns with a grace (see `turns`).
@@ -177,7 +178,7 @@ impl Hold {
             hold: self,
             latch: how.latch,
             lapses_after: how.lapses_after,
-            latch_ttl_ms: latch_ttl.as_millis() as u64,
+            latch_ttl_ms: ceil_millis(latch_ttl) as u64,
             keep_ms,
             mark,
             sent_at,

@@ -125,7 +125,10 @@ impl RedLock {
     {
         let name = name.into();
         let clients: Vec<Client> = clients.into_iter().map(|c| c.borrow().clone()).collect();
-        let mut invalid = LockKeys::new(&name).err();
+        let clustered = clients.iter().any(|c| c.shared.clustered());
+        let mut invalid = LockKeys::new(&name)
+            .and_then(|k| k.checked_for(clustered))
+            .err();
         if clients.is_empty() {
             invalid = Some(Error::invalid("a RedLock needs at least one client"));
         }
@@ -327,11 +330,13 @@ impl RedLock {
         if let Some(invalid) = &self.invalid {
             return Err(invalid.clone());
         }
+        // A fixed lease as each master gets it: whole milliseconds, a remainder rounded up.
+        let lease = match lease {
+            Some(lease) => Some(Duration::from_millis(millis(lease, "lease")?)),
+            None => None,
+        };
         let length = match lease {
-            Some(lease) => {
-                millis(lease, "lease")?;
-                lease
-            }
+            Some(lease) => lease,
             None => self.parts.iter().map(Lock::watchdog_timeout).min().unwrap(),
         };
         let vote_timeout = self.vote_timeout.unwrap_or_else(|| {

@@ -98,22 +98,44 @@ async fn empty_name_is_invalid_argument_and_writes_nothing() {
     assert_eq!(client.stats().channels, 0);
 }
 
+/// Braces that would split a name's keys over cluster slots (`user{42`) harm nothing on one
+/// server, which has no slots: every lock type, semaphore and latch takes such a name, as
+/// Redisson does (a cluster refuses it: see the cluster tests).
 #[tokio::test]
-async fn names_whose_braces_split_slots_are_invalid() {
+async fn names_with_odd_braces_work_on_one_server() {
     let server = RedisServer::start();
     let client = common::client(&server, Duration::from_secs(30)).await;
-    let p = common::prefix("bad-braces");
-    for name in [format!("{p}a{{b"), format!("{p}x{{}}y"), format!("{p}}}{{")] {
+    let p = common::prefix("odd-braces");
+    for name in [
+        format!("{p}user{{42"),
+        format!("{p}x{{}}y"),
+        format!("{p}}}{{"),
+    ] {
         let lock = client.lock(name.clone());
-        every_operation(&lock, |what, e| {
-            assert!(e.is_invalid_argument(), "{name} {what}: {e:?}");
-            assert!(e.to_string().contains(&name), "{name} {what}: {e}");
-        })
-        .await;
-        assert!(!raw_exists(&server, &name));
+        let guard = lock.lock().await.unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(raw_exists(&server, &name));
+        assert!(lock.try_lock().await.unwrap().is_some(), "{name}: re-entry");
+        guard.unlock().await.unwrap();
+        let fair = client.fair_lock(name.clone()).lock().await.unwrap();
+        fair.unlock().await.unwrap();
+        let write = client.rw_lock(name.clone()).write().lock().await.unwrap();
+        write.unlock().await.unwrap();
+        let fenced = client.fenced_lock(name.clone()).lock().await.unwrap();
+        fenced.unlock().await.unwrap();
+
+        let sem = client.semaphore(format!("{name}:sem"));
+        assert!(sem.try_set_permits(1).await.unwrap(), "{name}");
+        sem.acquire(1).await.unwrap();
+        sem.release(1).await.unwrap();
+        let permits = client.permit_semaphore(format!("{name}:permits"));
+        assert!(permits.try_set_permits(1).await.unwrap(), "{name}");
+        permits.acquire().await.unwrap().release().await.unwrap();
+        let latch = client.count_down_latch(format!("{name}:latch"));
+        assert!(latch.try_set_count(1).await.unwrap(), "{name}");
+        latch.count_down().await.unwrap();
+        latch.wait().await.unwrap();
     }
-    assert_eq!(dbsize(&server), 0);
-    assert_eq!(client.stats().channels, 0);
+    assert_eq!(client.stats().holds, 0);
 }
 
 #[tokio::test]
@@ -142,6 +164,41 @@ async fn zero_and_sub_millisecond_leases_are_invalid() {
         .await
         .expect("a 1 ms lease is valid");
     drop(guard);
+}
+
+/// A lease with a part of a millisecond reaches Redis rounded up to the next whole one, and
+/// the guard or permit reports the lease Redis got.
+#[tokio::test]
+async fn a_fraction_of_a_millisecond_is_rounded_up() {
+    let server = RedisServer::start();
+    let client = common::client(&server, Duration::from_secs(30)).await;
+    let lock = client.lock(common::prefix("lease-fraction"));
+    let guard = lock
+        .lock_with_lease(Duration::from_micros(1_999))
+        .await
+        .unwrap();
+    assert_eq!(guard.lease(), Some(Duration::from_millis(2)));
+    drop(guard);
+    let _ = lock.force_unlock().await;
+
+    let asked = Duration::from_micros(60_000_500);
+    let guard = lock.lock_with_lease(asked).await.unwrap();
+    assert_eq!(guard.lease(), Some(Duration::from_millis(60_001)));
+    let pttl = raw_pttl(&server, lock.name());
+    assert!((59_000..=60_001).contains(&pttl), "pttl {pttl}");
+    let guard = lock
+        .try_lock_for(Duration::ZERO, Some(asked))
+        .await
+        .unwrap()
+        .expect("a re-entry");
+    assert_eq!(guard.lease(), Some(Duration::from_millis(60_001)));
+    drop(guard);
+    let _ = lock.force_unlock().await;
+
+    let permits = client.permit_semaphore(common::prefix("lease-fraction-permits"));
+    assert!(permits.try_set_permits(1).await.unwrap());
+    let permit = permits.acquire_with_lease(asked).await.unwrap();
+    assert_eq!(permit.lease(), Some(Duration::from_millis(60_001)));
 }
 
 #[tokio::test]
@@ -417,6 +474,26 @@ async fn bad_urls_are_invalid_argument() {
         let e = soon(url, Client::connect(url)).await.unwrap_err();
         assert!(e.is_invalid_argument(), "{url:?}: {e:?}");
         assert!(e.to_string().contains("URL"), "{url:?}: {e}");
+    }
+}
+
+#[tokio::test]
+async fn a_url_without_a_scheme_says_redis_is_missing() {
+    for url in [
+        "127.0.0.1:6379",
+        "localhost:6379",
+        "localhost",
+        "",
+        "not a url",
+    ] {
+        let e = Config::from_url(url).unwrap_err();
+        assert!(e.is_invalid_argument(), "{url:?}: {e:?}");
+        let message = e.to_string();
+        assert!(message.contains("`redis://`"), "{url:?}: {message}");
+        assert!(message.contains("no scheme"), "{url:?}: {message}");
+        assert!(!message.contains("RelativeUrl"), "{url:?}: {message}");
+        let e = soon(url, Client::connect(url)).await.unwrap_err();
+        assert!(e.to_string().contains("`redis://`"), "{url:?}: {e}");
     }
 }
 

@@ -390,7 +390,7 @@ async fn hash_tagged_names_stay_on_the_tag_slot_and_split_braces_are_rejected() 
     }
 
     // Braces that would put the lock hash and its channel in different slots.
-    for bad in ["a{b", "x{}y", "}{"] {
+    for bad in ["a{b", "x{}y", "}{", "user{42"] {
         let lock = holder.lock(bad);
         let errors = [
             lock.lock().await.map(drop).unwrap_err(),
@@ -407,6 +407,20 @@ async fn hash_tagged_names_stay_on_the_tag_slot_and_split_braces_are_rejected() 
         for err in errors {
             assert!(err.is_invalid_argument(), "{bad}: {err}");
         }
+        let sem = holder.semaphore(bad).try_set_permits(1).await.unwrap_err();
+        assert!(sem.is_invalid_argument(), "{bad}: {sem}");
+        let permits = holder
+            .permit_semaphore(bad)
+            .try_acquire()
+            .await
+            .unwrap_err();
+        assert!(permits.is_invalid_argument(), "{bad}: {permits}");
+        let latch = holder
+            .count_down_latch(bad)
+            .try_set_count(1)
+            .await
+            .unwrap_err();
+        assert!(latch.is_invalid_argument(), "{bad}: {latch}");
         assert!(
             !raw_exists(cluster.node_for_key(bad), bad),
             "{bad} was written"

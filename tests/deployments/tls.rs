@@ -184,6 +184,25 @@ async fn rediss_never_falls_back_to_plaintext() {
     );
 }
 
+/// `rediss://` against a plaintext server: the handshake gets no answer, and the error says
+/// so and asks whether the server is plaintext, not only that Redis did not answer in time.
+#[tokio::test]
+async fn rediss_to_a_plaintext_server_asks_whether_it_is_plaintext() {
+    let server = common::RedisServer::start();
+    let url = format!("rediss://127.0.0.1:{}", server.port());
+    let e = connect(config(&url)).await.unwrap_err();
+    let message = e.to_string();
+    eprintln!("{message}");
+    assert!(e.is_redis(), "{e:?}");
+    assert!(message.contains("TLS handshake got no answer"), "{message}");
+    assert!(message.contains("plaintext"), "{message}");
+    assert!(message.contains("`redis://`"), "{message}");
+    assert!(
+        message.contains(&format!("127.0.0.1:{}", server.port())),
+        "{message}"
+    );
+}
+
 #[tokio::test]
 async fn bad_root_certificates_are_invalid_argument() {
     for pem in [
