@@ -1,5 +1,5 @@
 -- Delete a lock whoever holds it, and wake a waiter.
--- Needs: common/claim, common/hash
+-- Needs: common/counter, common/claim, common/hash
 --
 -- KEYS[1]  the lock hash <name>
 -- KEYS[2]  the wake-up channel redisson_lock__channel:{<name>}
