@@ -1,5 +1,5 @@
 -- Withdraw a hand-off claim: a waiter that claimed the lock's next free moment gave up.
--- Needs: common/claim
+-- Needs: common/counter, common/claim
 --
 -- KEYS[1]  the hand-off claim relock_claim:{<name>} ("<priority>:<holder field>")
 -- KEYS[2]  optional: a channel to wake when the claim goes (a read-write lock's, whose readers
@@ -9,9 +9,10 @@
 -- ARGV[3]  with KEYS[2]: the message
 --
 -- Reply:   1 when this field's claim was deleted, 0 when the claim was not its own (or none).
+-- Errors:  WRONGTYPE ... [key 1] when the claim key holds another type; nothing is written then.
 --
 -- The claim's format is lua/common/claim.lua's. A claim without an expiry is withdrawn too.
-local value = redis.call('get', KEYS[1])
+local value = on_key(1, 'get')
 local _, claimant = claim_parse(value or '')
 if value and claimant == ARGV[1] then
     redis.call('del', KEYS[1])

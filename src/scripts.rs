@@ -232,7 +232,10 @@ pub(crate) async fn acquire(
             ],
         )
         .await
-        .map_err(|e| Error::from_redis(e, &keys.name, &redis.server))?;
+        .map_err(|e| {
+            let token = token.map_or("", |t| &**t);
+            Error::from_script(e, &[&keys.name, &keys.claim, token], &redis.server)
+        })?;
     match reply {
         Value::Null => Ok(Answer::Taken { token: None }),
         Value::Array(mut items) if items.len() == 1 => {
@@ -401,7 +404,10 @@ pub(crate) async fn abandon(
             ],
         )
         .await
-        .map_err(|e| Error::from_redis(e, &keys.name, &redis.server))?;
+        .map_err(|e| {
+            let keys = [&*keys.name, &keys.channel, &keys.claim, &fair.queue];
+            Error::from_script(e, &keys, &redis.server)
+        })?;
     Ok(integer(reply, &keys.name, &redis.server)? > 0)
 }
 
@@ -431,7 +437,7 @@ pub(crate) async fn unclaim(
     let reply = UNCLAIM
         .run(redis, &keys_sent, &args)
         .await
-        .map_err(|e| Error::from_redis(e, &keys.name, &redis.server))?;
+        .map_err(|e| Error::from_script(e, &[&keys.claim, &keys.channel], &redis.server))?;
     Ok(integer(reply, &keys.name, &redis.server)? == 1)
 }
 

@@ -2,7 +2,8 @@
 -- naming the waiter that the lock's next free moment is promised to. Written and read only
 -- here, so every script agrees on its format. Redisson does not read claims, so its clients
 -- may take a claimed lock. A claim relock did not write (no "<n>:" prefix, or no expiry) is
--- ignored.
+-- ignored. Needs lua/common/counter.lua before it: the claim is read with `on_key`, so a claim
+-- key of another type fails the script, naming the key, before it writes.
 
 -- The priority and holder field that claim text `value` names, or nil when it is not
 -- "<priority>:<field>".
@@ -14,22 +15,29 @@ local function claim_parse(value)
     return tonumber(priority), field
 end
 
--- The claim in `key`: its priority and field, or nil when there is none that relock wrote.
-local function claim_read(key)
-    local value = redis.call('get', key)
-    if not value or redis.call('pttl', key) < 0 then
+-- The claim in KEYS[i]: its priority and field, or nil when there is none that relock wrote.
+-- Fails the script with a WRONGTYPE naming KEYS[i] when it holds another type.
+local function claim_read(i)
+    local value = on_key(i, 'get')
+    if not value or redis.call('pttl', KEYS[i]) < 0 then
         return nil
     end
     return claim_parse(value)
 end
 
--- Claims `key` for `field` with `priority` (above 0), unless another field's claim has a
+-- Fails the script with a WRONGTYPE naming KEYS[i] when the claim key holds another type: for a
+-- script that writes before it reads the claim.
+local function claim_check(i)
+    on_key(i, 'strlen')
+end
+
+-- Claims KEYS[i] for `field` with `priority` (above 0), unless another field's claim has a
 -- priority as high: for `ttl` (the lease the claimant waits on, in ms; below 0 counts as 0)
 -- plus the claim window `window` in ms.
-local function claim_take(key, priority, field, ttl, window)
-    local held, claimant = claim_read(key)
+local function claim_take(i, priority, field, ttl, window)
+    local held, claimant = claim_read(i)
     if not claimant or claimant == field or priority > held then
-        redis.call('set', key, priority .. ':' .. field, 'px', math.max(ttl, 0) + tonumber(window))
+        redis.call('set', KEYS[i], priority .. ':' .. field, 'px', math.max(ttl, 0) + tonumber(window))
     end
 end
 

@@ -1,5 +1,6 @@
--- The keys of a semaphore and a latch, checked before a script writes anything, so that a key of
--- another type fails the script with nothing changed. The error names the key by its place in
+-- The keys of every script (a semaphore's and a latch's, a lock's and its auxiliary keys), checked
+-- before a script writes anything, so that a key of another type fails the script with nothing
+-- changed (Redis keeps the writes a script made before an error). The error names the key by its place in
 -- KEYS (`... [key <i>]`), so the client can say which key it was. The checks cost no command of
 -- their own: the script's first command on each key is run through `on_key`, which turns that
 -- command's failure into the error.
@@ -43,4 +44,12 @@ local function counter_read(i)
         wrong_type(i, 'a string that is not a count')
     end
     return count
+end
+
+-- Fails the script with a WRONGTYPE naming KEYS[i] unless `value`, a hold count read from the
+-- hash KEYS[i], is a whole number (HINCRBY would fail on it).
+local function hold_count_check(i, value)
+    if not string.match(value, '^%-?[0-9]+$') then
+        wrong_type(i, 'a hold count that is not a number')
+    end
 end

@@ -1,6 +1,6 @@
 -- Acquire a fair lock, or count one more hold for its owner. A waiter that finds it busy queues
 -- up at the tail, or, queued already, proves it is alive by pushing its deadline on.
--- Needs: common/lease, fair/queue
+-- Needs: common/counter, common/lease, fair/queue
 --
 -- KEYS[1]  the lock hash <name>
 -- KEYS[2]  the queue redisson_lock_queue:{<name>}: LIST of waiting holder fields, in FIFO order
@@ -19,7 +19,8 @@
 --          heads the queue, or nobody queues, the lock's PTTL (-1: it has no expiry); behind
 --          another waiter, that waiter's deadline - now (when it may be dropped as dead), also
 --          when the lock is free: never 0, so a waiter behind a dead head never busy-polls.
--- Errors:  WRONGTYPE when <name>, the queue or the deadlines hold another type.
+-- Errors:  WRONGTYPE ... [key <i>] when KEYS[i] holds another type (or <name> holds this field
+--          with a count that is not a number); nothing is written then.
 --
 -- Only the head of the queue is ever dropped: when its deadline has passed, or when it has no
 -- deadline at all (debris). A "wait" raises the caller's deadline before that purge, so a late
@@ -32,14 +33,22 @@
 local me = ARGV[2]
 
 local waiting = ARGV[4] == 'wait'
-local score = redis.call('zscore', KEYS[3], me)
+-- Each key is read before the first write (Redis keeps a script's writes made before an error),
+-- so one of another type fails the script, named, with nothing changed.
+local free = on_key(1, 'hlen') == 0
+local holds = not free and redis.call('hget', KEYS[1], me)
+if holds then
+    hold_count_check(1, holds)
+end
+local score = on_key(3, 'zscore', me)
 -- A waiter that runs is alive: raise its deadline before the purge, so it never drops itself.
 if waiting and score then
+    on_key(2, 'llen')
     redis.call('zadd', KEYS[3], math.max(tonumber(score), now + tonumber(ARGV[3])), me)
 end
 local head = live_head()
 -- Free, and nobody queues ahead of this field: take it.
-if redis.call('exists', KEYS[1]) == 0 and (not head or head == me) then
+if free and (not head or head == me) then
     if head then
         redis.call('lpop', KEYS[2])
     end
@@ -49,7 +58,7 @@ if redis.call('exists', KEYS[1]) == 0 and (not head or head == me) then
     return nil
 end
 -- Re-entry: one more hold, and a TTL raised to the lease, never lowered.
-if redis.call('hexists', KEYS[1], me) == 1 then
+if holds then
     redis.call('hincrby', KEYS[1], me, 1)
     lease_raise(KEYS[1], ARGV[1])
     return nil

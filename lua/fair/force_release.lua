@@ -1,5 +1,5 @@
 -- Delete a fair lock whoever holds it, and wake the head of the queue on its own channel.
--- Needs: common/hash, fair/queue
+-- Needs: common/counter, common/hash, fair/queue
 --
 -- KEYS[1]  the lock hash <name>
 -- KEYS[2]  the queue redisson_lock_queue:{<name>}
@@ -15,7 +15,6 @@
 
 -- `now` and `live_head()` come from lua/fair/queue.lua, `hash_type()` from lua/common/hash.lua.
 
-local head = live_head()
 local kind, wrong = hash_type(KEYS[1])
 if wrong then
     return wrong
@@ -23,6 +22,7 @@ end
 if kind == 'none' then
     return 0
 end
+local head = live_head()
 redis.call('del', KEYS[1])
 if head then
     redis.call(ARGV[2], KEYS[4] .. ':' .. head, ARGV[1])

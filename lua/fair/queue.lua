@@ -10,17 +10,20 @@
 -- `live_head()` drops dead heads, as many as there are in a row, and returns the live head, or
 -- nil. A head is dead when its deadline has passed or when it has none at all (debris: a list
 -- entry without a deadline could otherwise hold the queue forever). Only the head is ever dropped.
+-- Its reads go through `on_key` (lua/common/counter.lua, which each fair script needs before
+-- this file): a queue or deadlines key of another type fails the script, named, and before
+-- `live_head()` writes; a script that writes before calling it checks those keys first.
 
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 local function live_head()
     while true do
-        local head = redis.call('lindex', KEYS[2], 0)
+        local head = on_key(2, 'lindex', 0)
         if not head then
             return nil
         end
-        local deadline = redis.call('zscore', KEYS[3], head)
+        local deadline = on_key(3, 'zscore', head)
         if deadline and tonumber(deadline) > now then
             return head
         end

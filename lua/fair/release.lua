@@ -1,6 +1,6 @@
 -- Release one hold of a fair lock; the last hold deletes the lock and wakes the head of the queue
 -- on its own channel.
--- Needs: common/replay, fair/queue
+-- Needs: common/counter, common/replay, fair/queue
 --
 -- Every applied release writes its replay key, the last one too: a retry after a lost reply
 -- then replays the result instead of counting twice or reading another owner's state.
@@ -22,13 +22,14 @@
 -- Reply:   nil when the field holds nothing, 0 when holds remain, 1 + n when the lock was freed
 --          and the head's wake-up reached n subscribed connections (n = 0 without a queue). A
 --          request whose replay key exists replays 0 or 1.
--- Errors:  WRONGTYPE when <name>, the queue or the deadlines hold another type.
+-- Errors:  WRONGTYPE ... [key <i>] when KEYS[i] holds another type (or <name> holds this field
+--          with a count that is not a number); nothing is written then.
 --
 -- A field that holds nothing still wakes the head if the lock has gone (it expired): the head
 -- may take it now rather than when its own timer fires. Dead heads are dropped as
 -- lua/fair/queue.lua says.
 
-local replayed, reply = replay_read(KEYS[5], ARGV[6])
+local replayed, reply = replay_read(5, ARGV[6])
 if replayed then
     return reply
 end
@@ -36,16 +37,22 @@ end
 -- `now` and `live_head()` come from lua/fair/queue.lua, the replay key's rules from
 -- lua/common/replay.lua.
 
+-- The lock is read before `live_head()` may write (drop dead heads), so a lock of another type,
+-- or a hold count that is not a number, fails the script with nothing changed.
+local holds = on_key(1, 'hget', ARGV[3])
+if holds then
+    hold_count_check(1, holds)
+end
 local head = live_head()
-if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+if not holds then
     -- Not held by this field; if the lock expired, the head may take it now.
     if head and redis.call('exists', KEYS[1]) == 0 then
         redis.call(ARGV[4], KEYS[4] .. ':' .. head, ARGV[1])
     end
     return nil
 end
-local holds = redis.call('hincrby', KEYS[1], ARGV[3], -1)
-if holds > 0 then
+local left = redis.call('hincrby', KEYS[1], ARGV[3], -1)
+if left > 0 then
     redis.call('pexpire', KEYS[1], ARGV[2])
     replay_write(KEYS[5], 0, ARGV[5])
     return 0

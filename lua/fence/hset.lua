@@ -1,5 +1,5 @@
 -- A fenced HSET of one field, after lua/fence/check.lua's check.
--- Needs: fence/check
+-- Needs: fence/hash, fence/check
 --
 -- KEYS[1]  the data hash
 -- ARGV[1]  the field

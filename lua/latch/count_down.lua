@@ -14,7 +14,7 @@
 -- that has no count is open already and is left as it is.
 -- Reply:   the count after it (0 when open).
 -- Errors:  WRONGTYPE ... [key 1] when <name> is not a count; nothing is written then.
-local replayed, reply = replay_read(KEYS[3], ARGV[3])
+local replayed, reply = replay_read(3, ARGV[3])
 if replayed then
     return reply
 end

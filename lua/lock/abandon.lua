@@ -1,7 +1,7 @@
 -- Drop every hold of one holder of a lock hash at once, as its client shuts down (a plain,
 -- fair, spin or fenced lock's); wake a waiter if that frees the lock: the lock's waiters on its
 -- channel and, when the lock has a fair queue, the queue's first waiter on its own channel.
--- Needs: common/claim
+-- Needs: common/counter, common/claim
 --
 -- KEYS[1]  the lock hash <name>
 -- KEYS[2]  the wake-up channel redisson_lock__channel:{<name>}
@@ -15,18 +15,20 @@
 -- Reply:   0 when the field held nothing (a read-write lock's hash, which has a mode, holds
 --          nothing of these types), 1 when it was dropped and the lock is still held, 2 when
 --          dropping it freed the lock.
--- Errors:  WRONGTYPE when <name> exists but is not a hash.
+-- Errors:  WRONGTYPE ... [key <i>] when <name> or the queue holds another type; nothing is
+--          written then.
 local name = KEYS[1]
-if redis.call('hget', name, 'mode') or redis.call('hexists', name, ARGV[2]) == 0 then
+if on_key(1, 'hget', 'mode') or redis.call('hexists', name, ARGV[2]) == 0 then
     return 0
 end
+-- The queue is read after the first write below: its type is checked before it.
+local first = on_key(4, 'lindex', 0)
 redis.call('hdel', name, ARGV[2])
 if redis.call('exists', name) == 1 then
     return 1
 end
 claim_cut(KEYS[3], ARGV[4])
 redis.call(ARGV[3], KEYS[2], ARGV[1])
-local first = redis.call('lindex', KEYS[4], 0)
 if first then
     redis.call(ARGV[3], KEYS[2] .. ':' .. first, ARGV[1])
 end

@@ -1,5 +1,5 @@
 -- Acquire a reentrant lock, or count one more hold for its owner.
--- Needs: common/claim, common/lease
+-- Needs: common/counter, common/claim, common/lease
 --
 -- KEYS[1]  the lock hash <name>
 -- KEYS[2]  the hand-off claim relock_claim:{<name>}: "<priority>:<holder field>" of the waiter
@@ -22,14 +22,18 @@
 --          owner's token, since nobody else took the lock meanwhile); else how long to wait at most
 --          before trying again, in ms: the lock's remaining TTL (PTTL: -1 if it has none), or,
 --          when the lock is free but claimed by another waiter, the claim's.
--- Errors:  WRONGTYPE when <name> exists but is not a hash.
+-- Errors:  WRONGTYPE ... [key <i>] when KEYS[i] holds another type (the token counter: or a
+--          string that is not a whole number), raised before anything is written.
 --
 -- Same data and replies as Redisson's RLock acquire, so both exclude each other (Redisson's
 -- re-entry sets the TTL outright, which can cut short a longer hold of the same owner).
 -- The claim's format and rules are lua/common/claim.lua's, the lease's lua/common/lease.lua's.
 
-if redis.call('exists', KEYS[1]) == 0 then
-    local _, claimant = claim_read(KEYS[2])
+-- Every key that a command below could fail on is read first, so a bad one fails the script
+-- before it writes (Redis keeps a script's writes made before an error).
+local token = KEYS[3] and counter_read(3)
+if on_key(1, 'hlen') == 0 then
+    local _, claimant = claim_read(2)
     if claimant and claimant ~= ARGV[2] then
         return claim_wait(KEYS[2], ARGV[4])
     end
@@ -43,11 +47,12 @@ if redis.call('exists', KEYS[1]) == 0 then
     end
     return nil
 end
-if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+local holds = redis.call('hget', KEYS[1], ARGV[2])
+if holds then
+    hold_count_check(1, holds)
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     lease_raise(KEYS[1], ARGV[1])
     if KEYS[3] then
-        local token = tonumber(redis.call('get', KEYS[3]))
         return {token or redis.call('incr', KEYS[3])}
     end
     return nil
@@ -55,6 +60,6 @@ end
 local ttl = redis.call('pttl', KEYS[1])
 local priority = tonumber(ARGV[3])
 if priority > 0 then
-    claim_take(KEYS[2], priority, ARGV[2], ttl, ARGV[4])
+    claim_take(2, priority, ARGV[2], ttl, ARGV[4])
 end
 return ttl

@@ -1,5 +1,5 @@
 -- Release one hold of a reentrant lock; the last hold deletes the lock and wakes a waiter.
--- Needs: common/claim, common/replay
+-- Needs: common/counter, common/claim, common/replay
 --
 -- A release that leaves holds behind writes a replay key, so that its retry after a lost reply
 -- does not count it twice. The last release writes one only when ARGV[8] asks, which saves the
@@ -35,7 +35,7 @@
 --          processes are waiting). A request that wrote a replay key replays 0 (holds remained)
 --          or 1 (freed), so a retried release counts once.
 -- Errors:  WRONGTYPE when <name> exists but is not a hash.
-local replayed, reply = replay_read(KEYS[3], ARGV[7])
+local replayed, reply = replay_read(3, ARGV[7])
 if replayed then
     return reply
 end

@@ -1,6 +1,6 @@
 -- Acquire several reentrant locks of one owner at once, all or none: the fast path of a
 -- multi-lock whose plain locks share a client and a cluster slot.
--- Needs: common/claim, common/lease
+-- Needs: common/counter, common/claim, common/lease
 --
 -- Each part is taken exactly as lua/lock/acquire.lua takes a lock with claim priority 0 (it
 -- claims nothing), and only if every part can be taken now: free and not claimed by another
@@ -22,7 +22,8 @@
 --          when the lock is free but claimed by another waiter, the claim's (cut to the window
 --          first, as acquire.lua cuts it). Nothing else is changed.
 -- Errors:  WRONGTYPE ... [part i] when part i's <name> exists but is not a hash (the first
---          such part); raised while checking, so nothing was taken.
+--          such part), WRONGTYPE ... [key 2i] when its claim holds another type; raised while
+--          checking, so nothing was taken.
 
 local field, window = ARGV[2], tonumber(ARGV[3])
 
@@ -48,7 +49,7 @@ local how = {}
 for i = 1, parts do
     local name, claim = KEYS[2 * i - 1], KEYS[2 * i]
     if redis.call('exists', name) == 0 then
-        local _, who = claim_read(claim)
+        local _, who = claim_read(2 * i)
         if who and who ~= field then
             return {i, claim_wait(claim, window)}
         end

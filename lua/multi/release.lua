@@ -2,7 +2,7 @@
 -- multi-lock whose plain locks share a client and a cluster slot. Each part is released exactly
 -- as lua/lock/release.lua releases one lock; the parts are independent (one may be held no more
 -- while the others are released).
--- Needs: common/claim, common/replay
+-- Needs: common/counter, common/claim, common/replay
 --
 -- KEYS     for each part i = 1..k, four keys:
 -- KEYS[4i-3]  the lock hash <name>
@@ -25,8 +25,9 @@
 --          (Lua false) when the field holds nothing, 0 when holds remain, 1 + n when the lock was
 --          freed and its wake-up reached n subscribed connections; a part whose replay key was
 --          found replays 0 or 1.
--- Errors:  WRONGTYPE ... [part i] when part i's <name> exists but is not a hash (the first
---          such part); raised while checking, so no part was released.
+-- Errors:  WRONGTYPE ... [part i] when part i's <name> exists but is not a hash, or holds this
+--          field with a count that is not a number (the first such part); raised while
+--          checking, so no part was released.
 
 local field = ARGV[2]
 -- Check every part first (a replayed result, or whether the field holds it), so that a part
@@ -34,13 +35,16 @@ local field = ARGV[2]
 local parts = #KEYS / 4
 local results, held = {}, {}
 for i = 1, parts do
-    local replayed, reply = replay_read(KEYS[4 * i - 1], ARGV[6])
+    local replayed, reply = replay_read(4 * i - 1, ARGV[6])
     if replayed then
         results[i] = reply
     end
     local holds = redis.pcall('hget', KEYS[4 * i - 3], field)
     if type(holds) == 'table' then
         return redis.error_reply(holds.err .. ' [part ' .. i .. ']')
+    end
+    if holds and not string.match(holds, '^%-?[0-9]+$') then
+        return redis.error_reply('WRONGTYPE a hold count that is not a number [part ' .. i .. ']')
     end
     held[i] = tonumber(holds)
 end

@@ -7,13 +7,15 @@
 --
 -- A permit is renewed only while it is in its leases and its lease has not ended: one that
 -- ended is the next acquire's to reclaim, and is never brought back.
--- Reply:   one entry per permit, in order: 1 when renewed, 0 when not.
+-- Reply:   one entry per permit, in order: 1 when renewed, 0 when not (also when its leases key
+--          holds another type).
 local now = now_ms()
 local lease = tonumber(ARGV[1])
 local renewed = {}
 for i, leases in ipairs(KEYS) do
-    local score = redis.call('zscore', leases, ARGV[i + 1])
-    if score and tonumber(score) > now then
+    -- A key of another type is not renewed (and fails nothing: the others were renewed already).
+    local score = redis.pcall('zscore', leases, ARGV[i + 1])
+    if type(score) == 'string' and tonumber(score) > now then
         redis.call('zadd', leases, 'xx', now + lease, ARGV[i + 1])
         renewed[i] = 1
     else

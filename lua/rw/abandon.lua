@@ -2,7 +2,7 @@
 -- reader's holds with its timeout keys, or a writer's (its own read holds are another field and
 -- stay). Wake the lock's waiters when that frees the lock, or when a writer's leaving turns it
 -- into a read lock.
--- Needs: common/claim, rw/readers
+-- Needs: common/counter, common/claim, rw/readers
 --
 -- KEYS[1]  the lock hash <name>
 -- KEYS[2]  the read-write lock's channel redisson_rwlock:{<name>}

@@ -1,6 +1,6 @@
 -- Release one read hold of a read-write lock. The last reader out deletes the lock and wakes
 -- its waiters.
--- Needs: common/claim, common/replay, rw/readers
+-- Needs: common/counter, common/claim, common/replay, rw/readers
 --
 -- KEYS[1]  the lock hash <name>
 -- KEYS[2]  the wake-up channel redisson_rwlock:{<name>}
@@ -24,7 +24,7 @@
 -- The lock's TTL then becomes the longest remaining lease among the readers' holds: a reader
 -- that left takes its lease with it, and one whose holds lapsed keeps nothing alive.
 local name = KEYS[1]
-local replayed, reply = replay_read(KEYS[3], ARGV[7])
+local replayed, reply = replay_read(3, ARGV[7])
 if replayed then
     return reply
 end

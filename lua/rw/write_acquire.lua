@@ -1,5 +1,5 @@
 -- Take the write hold of a read-write lock (Redisson's RReadWriteLock write lock).
--- Needs: common/claim, common/lease, rw/readers
+-- Needs: common/counter, common/claim, common/lease, rw/readers
 --
 -- KEYS[1]  the lock hash <name>
 -- KEYS[2]  the hand-off claim relock_claim:{<name>}
@@ -13,14 +13,17 @@
 --
 -- Reply:   nil when the hold was taken, else how long to wait at most, in ms (the lock's PTTL,
 --          -1 when it has none; or what is left of another writer's claim on a free lock).
--- Errors:  WRONGTYPE when <name> exists but is not a hash; RELOCK_UPGRADE when this owner holds
+-- Errors:  WRONGTYPE ... [key <i>] when KEYS[i] holds another type (nothing is written then);
+--          RELOCK_UPGRADE when this owner holds
 --          the read lock: the write lock waits for every reader, so it would wait for itself.
 local name = KEYS[1]
-local mode = redis.call('hget', name, 'mode')
+local mode = on_key(1, 'hget', 'mode')
 if mode == 'read' and redis.call('hexists', name, ARGV[3]) == 1 then
     if rw_alive(name, ARGV[3]) then
         return redis.error_reply('RELOCK_UPGRADE the owner holds the read lock')
     end
+    -- The claim is read below, after this write: its type is checked first.
+    claim_check(2)
     rw_drop(name, ARGV[3])
     if redis.call('hlen', name) == 1 then
         redis.call('del', name)
@@ -28,7 +31,7 @@ if mode == 'read' and redis.call('hexists', name, ARGV[3]) == 1 then
     end
 end
 if mode == false and redis.call('exists', name) == 0 then
-    local _, claimant = claim_read(KEYS[2])
+    local _, claimant = claim_read(2)
     if claimant and claimant ~= ARGV[2] then
         return claim_wait(KEYS[2], ARGV[5])
     end
@@ -47,6 +50,6 @@ end
 local ttl = redis.call('pttl', name)
 local priority = tonumber(ARGV[4])
 if priority > 0 and mode == 'read' then
-    claim_take(KEYS[2], priority, ARGV[2], ttl, ARGV[5])
+    claim_take(2, priority, ARGV[2], ttl, ARGV[5])
 end
 return ttl

@@ -1,7 +1,7 @@
 -- Release one write hold of a read-write lock. The writer's last release frees the lock, or,
 -- when the writer also took read holds, turns it into a read lock (a downgrade); either way it
 -- wakes every waiter, since readers may now come in.
--- Needs: common/claim, common/replay, rw/readers
+-- Needs: common/counter, common/claim, common/replay, rw/readers
 --
 -- KEYS[1]  the lock hash <name>
 -- KEYS[2]  the wake-up channel redisson_rwlock:{<name>}
@@ -20,7 +20,7 @@
 --          reached n subscribed connections. A replay key is always written.
 -- Errors:  WRONGTYPE when <name> exists but is not a hash.
 local name = KEYS[1]
-local replayed, reply = replay_read(KEYS[3], ARGV[7])
+local replayed, reply = replay_read(3, ARGV[7])
 if replayed then
     return reply
 end

@@ -15,7 +15,7 @@
 -- process wakes that many of its waiters; a count of 0 or less lets none in).
 -- Reply:   the count after the release (replayed by a retry).
 -- Errors:  WRONGTYPE ... [key 1] when <name> is not a counter; nothing is written then.
-local replayed, reply = replay_read(KEYS[3], ARGV[4])
+local replayed, reply = replay_read(3, ARGV[4])
 if replayed then
     return reply
 end

@@ -8,11 +8,16 @@
 --
 -- Reply:   the permits given back: 0 when the acquire took none (or they were given back
 --          already: the request key goes with them, so a second run gives nothing).
--- Errors:  WRONGTYPE ... [key 1] when <name> is not a counter; nothing is written then.
+-- Errors:  WRONGTYPE ... [key <i>] when <name> is not a counter, or the request key not a count;
+--          nothing is written then.
 counter_read(1)
-local taken = redis.call('get', KEYS[3])
+local taken = on_key(3, 'get')
 if not taken then
     return 0
+end
+-- Read before the DEL below: a count INCRBY could not add fails the script with nothing written.
+if not string.match(taken, '^[0-9]+$') then
+    wrong_type(3, 'a string that is not a count')
 end
 redis.call('del', KEYS[3])
 local count = redis.call('incrby', KEYS[1], taken)

@@ -91,10 +91,11 @@ impl FencedLock {
         self.handle.shared().check_open()?;
         let keys = self.handle.keys()?;
         let redis = &self.handle.shared().redis;
+        let counter = prefixed("redisson_lock_token", &keys.name);
         let token: Option<u64> = redis
-            .get(prefixed("redisson_lock_token", &keys.name))
+            .get(&*counter)
             .await
-            .map_err(|e| Error::from_redis(e, &keys.name, &redis.server))?;
+            .map_err(|e| Error::from_redis(e, &counter, &redis.server))?;
         Ok(token.unwrap_or(0))
     }
 }
@@ -131,14 +132,14 @@ impl LockType for Fenced {
     fn token<'a>(
         &'a self,
         redis: &'a Connection,
-        keys: &'a LockKeys,
+        _keys: &'a LockKeys,
     ) -> BoxFuture<'a, Result<Option<u64>>> {
         Box::pin(async move {
             let token = &self.token;
             let value: Option<u64> = redis
                 .get(token.clone())
                 .await
-                .map_err(|e| Error::from_redis(e, &keys.name, &redis.server))?;
+                .map_err(|e| Error::from_redis(e, token, &redis.server))?;
             // The acquire wrote it; gone since (deleted by hand), the hold has no token to give.
             let gone = || {
                 let why = format!("the fencing token counter `{token}` is gone");

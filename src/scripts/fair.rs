@@ -55,7 +55,9 @@ pub(crate) async fn acquire(
             ],
         )
         .await
-        .map_err(|e| Error::from_redis(e, &keys.name, &redis.server))?;
+        .map_err(|e| {
+            Error::from_script(e, &[&keys.name, &fair.queue, &fair.timeouts], &redis.server)
+        })?;
     match reply {
         Value::Null => Ok(None),
         other => Ok(Some(integer(other, &keys.name, &redis.server)?)),
@@ -87,7 +89,9 @@ pub(crate) async fn release(
             ],
         )
         .await
-        .map_err(|e| Error::from_redis(e, &keys.name, &redis.server))?;
+        .map_err(|e| {
+            Error::from_script(e, &[&keys.name, &fair.queue, &fair.timeouts], &redis.server)
+        })?;
     super::released(reply, &keys.name, &redis.server)
 }
 
@@ -105,7 +109,9 @@ pub(crate) async fn force_release(
             &[text(UNLOCK_MESSAGE), text(publish)],
         )
         .await
-        .map_err(|e| Error::from_redis(e, &keys.name, &redis.server))?;
+        .map_err(|e| {
+            Error::from_script(e, &[&keys.name, &fair.queue, &fair.timeouts], &redis.server)
+        })?;
     Ok(integer(reply, &keys.name, &redis.server)? == 1)
 }
 
@@ -129,6 +135,8 @@ pub(crate) async fn leave(
             ],
         )
         .await
-        .map_err(|e| Error::from_redis(e, &keys.name, &redis.server))?;
+        .map_err(|e| {
+            Error::from_script(e, &[&keys.name, &fair.queue, &fair.timeouts], &redis.server)
+        })?;
     Ok(integer(reply, &keys.name, &redis.server)? == 1)
 }

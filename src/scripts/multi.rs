@@ -22,6 +22,15 @@ static RELEASE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::MULTI_RELEASE
 fn error(error: fred::error::Error, parts: &[&LockKeys], server: &str) -> Error {
     let part = match classify(&error) {
         What::WrongType(Blamed::Part(i)) => i.checked_sub(1).and_then(|i| parts.get(i)),
+        // The acquire's KEYS are each part's name then its claim: key 2i is part i's claim.
+        What::WrongType(Blamed::Key(k)) if k % 2 == 0 => {
+            if let Some(keys) = parts.get(k / 2 - 1) {
+                return Error::WrongType {
+                    key: keys.claim.to_string(),
+                };
+            }
+            None
+        }
         _ => None,
     };
     let name = part.or(parts.first()).map_or("", |keys| &*keys.name);

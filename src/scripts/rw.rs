@@ -53,7 +53,7 @@ fn acquired(
         What::Relock { code: UPGRADE, .. } => Error::UpgradeWouldDeadlock {
             lock: keys.name.to_string(),
         },
-        _ => Error::from_redis(e, &keys.name, server),
+        _ => Error::from_script(e, &[&keys.name, &keys.claim], server),
     })?;
     match reply {
         Value::Null => Ok(None),

@@ -782,3 +782,71 @@ async fn extreme_durations_are_used_or_refused_never_a_panic() {
         assert!(e.is_invalid_argument(), "{what}: {e:?}");
     }
 }
+
+/// Runs `attempt` three times against a server holding only `key` (of another type than the
+/// lock expects there) and checks each fails with `WrongType` naming `key`, with nothing written:
+/// the server holds `key` alone, as it was.
+async fn wrong_type_names<F, Fut, T>(server: &RedisServer, key: &str, attempt: F)
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Result<T, Error>>,
+    T: std::fmt::Debug,
+{
+    let before = server.cmd(&["DUMP", key]);
+    for _ in 0..3 {
+        match soon("the acquire", attempt()).await {
+            Err(Error::WrongType { key: named }) => assert_eq!(named, key),
+            other => panic!("expected WrongType naming {key}, got {other:?}"),
+        }
+    }
+    assert_eq!(dbsize(server), 1, "the failed acquires wrote a key");
+    assert_eq!(server.cmd(&["DUMP", key]), before);
+    assert_eq!(raw_pttl(server, key), -1);
+}
+
+/// A fenced lock whose token counter is not a number: every acquire fails, naming the counter,
+/// and leaves no hold behind (it took the lock hash for a lease before).
+#[tokio::test]
+async fn a_fenced_lock_with_a_bad_token_counter_fails_naming_it_and_holds_nothing() {
+    let server = RedisServer::start();
+    let client = common::client(&server, Duration::from_secs(30)).await;
+    let name = common::prefix("bad-token");
+    let counter = format!("redisson_lock_token:{{{name}}}");
+    server.cmd(&["SET", &counter, "not-a-number"]);
+    let lock = client.fenced_lock(name.clone());
+    wrong_type_names(&server, &counter, || lock.try_lock()).await;
+    assert!(!raw_exists(&server, &name));
+    let stats = client.stats();
+    assert_eq!((stats.holds, stats.waiters), (0, 0), "{stats:?}");
+}
+
+/// A fair lock whose queue holds another type: the error names the queue, not the lock (which
+/// does not exist), and nothing is written.
+#[tokio::test]
+async fn a_fair_queue_of_another_type_is_named_and_kept() {
+    let server = RedisServer::start();
+    let client = common::client(&server, Duration::from_secs(30)).await;
+    let name = common::prefix("bad-fair-queue");
+    let queue = common::fair_queue_key(&name);
+    server.cmd(&["SET", &queue, "x"]);
+    let lock = client.fair_lock(name.clone());
+    wrong_type_names(&server, &queue, || lock.lock()).await;
+    let timeouts = common::fair_timeout_key(&name);
+    server.cmd(&["DEL", &queue]);
+    server.cmd(&["SET", &timeouts, "x"]);
+    wrong_type_names(&server, &timeouts, || lock.try_lock()).await;
+}
+
+/// A plain lock whose hand-off claim key holds another type: the error names the claim key.
+#[tokio::test]
+async fn a_claim_key_of_another_type_is_named_and_kept() {
+    let server = RedisServer::start();
+    let client = common::client(&server, Duration::from_secs(30)).await;
+    let name = common::prefix("bad-claim");
+    let claim = common::claim_key(&name);
+    server.cmd(&["RPUSH", &claim, "x"]);
+    let lock = client.lock(name.clone());
+    wrong_type_names(&server, &claim, || lock.lock()).await;
+    let writer = client.rw_lock(name.clone()).write();
+    wrong_type_names(&server, &claim, || writer.lock()).await;
+}

@@ -12,3 +12,4 @@ mod rw_scripts;
 mod scripts;
 mod synchronizer_scripts;
 mod synchronizers_compat;
+mod write_after_error;
