@@ -22,9 +22,11 @@
 //!
 //! ```
 //! use relock::testing::scripts;
-//! // The composed acquire script: the claim's rules (`lua/common/claim.lua`), the lease's, then
-//! // the lock's own acquire (`lua/lock/acquire.lua`, whose header says `-- Needs:` those two).
-//! assert!(scripts::LOCK_ACQUIRE.starts_with(scripts::COMMON_CLAIM));
+//! // The composed acquire script: the key checks (`lua/common/counter.lua`), the claim's rules
+//! // (`lua/common/claim.lua`), the lease's, then the lock's own acquire (`lua/lock/acquire.lua`,
+//! // whose header says `-- Needs:` those three).
+//! assert!(scripts::LOCK_ACQUIRE.starts_with(scripts::COMMON_COUNTER));
+//! assert!(scripts::LOCK_ACQUIRE.contains(scripts::COMMON_CLAIM));
 //! assert!(scripts::LOCK_ACQUIRE.contains("-- Acquire a reentrant lock"));
 //! assert!(scripts::ALL.contains(&("LOCK_ACQUIRE", scripts::LOCK_ACQUIRE)));
 //! // Fragments have constants too, but are no scripts of their own.
