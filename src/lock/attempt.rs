@@ -29,6 +29,8 @@ pub(crate) enum Attempt {
     /// Held by another owner (or, for a fair lock, not this waiter's turn): how long to wait at
     /// most before the next attempt (`None`: no bound known, such as a lock without expiry).
     Busy(Option<Duration>),
+    /// Taken, but answered after the lease could have run out: given back, to try again.
+    Late,
 }
 
 impl Hold {
@@ -72,7 +74,7 @@ impl Hold {
             // The orphan check gives the hold back (and the owner's next attempt waits for
             // it); the caller tries again.
             drop(sending);
-            return Ok(Attempt::Busy(Some(Duration::ZERO)));
+            return Ok(Attempt::Late);
         }
         Ok(Attempt::Acquired(sending.taken(sent_at), token))
     }

@@ -103,7 +103,13 @@ struct Turning<'h, 'a> {
     hold: &'h Hold,
     turns: Box<dyn Turns + 'h>,
     attempts: &'a mut u32,
+    /// Attempts in a row answered after their lease could have run out.
+    late: u32,
 }
+
+/// How many attempts in a row may be answered after their lease ran out before the acquire
+/// fails: a lease shorter than a round trip to Redis can never be kept.
+const LATE_TRIES: u32 = 3;
 
 impl Waiting for Turning<'_, '_> {
     type Taken = (Registration, Option<u64>);
@@ -114,9 +120,23 @@ impl Waiting for Turning<'_, '_> {
 
     async fn attempt(&mut self) -> Result<Try<Self::Taken>> {
         *self.attempts += 1;
-        Ok(match self.hold.try_once(self.turns.ask()).await? {
+        let attempt = self.hold.try_once(self.turns.ask()).await?;
+        self.late = if matches!(attempt, Attempt::Late) {
+            self.late + 1
+        } else {
+            0
+        };
+        Ok(match attempt {
             Attempt::Acquired(registration, token) => Try::Taken((registration, token)),
             Attempt::Busy(retry) => Try::Busy(retry),
+            Attempt::Late if self.late >= LATE_TRIES => {
+                return Err(crate::error::Error::invalid(format!(
+                    "a lease of {} ms ran out before Redis's reply came back, {LATE_TRIES} times \
+                     in a row: a lease must outlast a round trip to Redis",
+                    self.hold.lease_ms
+                )))
+            }
+            Attempt::Late => Try::Busy(Some(Duration::ZERO)),
         })
     }
 
@@ -163,6 +183,7 @@ pub(crate) async fn acquire(
             hold,
             turns,
             attempts: &mut attempts,
+            late: 0,
         };
         match until_taken(waiting, wait).await? {
             Some((registration, token)) => guard(hold, registration, token).await.map(Some),

@@ -850,3 +850,34 @@ async fn a_claim_key_of_another_type_is_named_and_kept() {
     let writer = client.rw_lock(name.clone()).write();
     wrong_type_names(&server, &claim, || writer.lock()).await;
 }
+
+/// Against a server 20 ms away, a 5 ms lease runs out before every reply comes back: the
+/// acquire fails after a few tries with an error that says so, instead of taking and giving
+/// back the lock for ever; nothing is left held. A lease that outlasts the round trip works.
+#[tokio::test]
+async fn a_lease_shorter_than_a_round_trip_fails_instead_of_looping() {
+    use common::proxy::{Mode, Proxy};
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port()).await;
+    let client = common::client_at(&proxy.url(), Duration::from_secs(30)).await;
+    proxy.set_mode(Mode::Delay(Duration::from_millis(20)));
+    let name = common::prefix("bad-lease-under-rtt");
+    let lock = client.lock(name.clone());
+    let error = soon(
+        "the acquire",
+        lock.lock_with_lease(Duration::from_millis(5)),
+    )
+    .await
+    .unwrap_err();
+    assert!(error.is_invalid_argument(), "{error:?}");
+    assert!(error.to_string().contains("round trip"), "{error}");
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            !common::raw_exists(&server, &name)
+        })
+        .await,
+        "a late hold was left behind"
+    );
+    let guard = lock.lock_with_lease(Duration::from_secs(5)).await.unwrap();
+    guard.unlock().await.unwrap();
+}

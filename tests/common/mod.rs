@@ -37,6 +37,15 @@ pub async fn client(server: &RedisServer, watchdog: Duration) -> relock::Client 
     relock::Client::new(config).await.expect("connect")
 }
 
+/// A client with a short watchdog timeout on `url` (a proxy's, say).
+pub async fn client_at(url: &str, watchdog: Duration) -> relock::Client {
+    let config = relock::Config::from_url(url)
+        .unwrap()
+        .with_watchdog_timeout(watchdog)
+        .with_command_timeout(Duration::from_secs(2));
+    relock::Client::new(config).await.expect("connect")
+}
+
 /// Polls `check` every 10 ms until it is true or `within` passes; returns the last result.
 pub async fn eventually<F, Fut>(within: Duration, mut check: F) -> bool
 where

@@ -23,6 +23,8 @@ pub enum Mode {
     /// Replies are read from the server and thrown away. Connections that lost replies are out of
     /// step with their client (it still waits for them): [`Proxy::cut`] them when done.
     DropReplies,
+    /// Every reply is held this long before it goes on (a far-away server).
+    Delay(Duration),
 }
 
 struct Shared {
@@ -179,7 +181,11 @@ async fn serve(client: TcpStream, upstream_port: u16, shared: Arc<Shared>) {
                 return;
             }
             let mode = *shared.mode.lock().unwrap();
-            if mode == Mode::Pass && client_tx.write_all(&buf[..n]).await.is_err() {
+            if let Mode::Delay(delay) = mode {
+                tokio::time::sleep(delay).await;
+            }
+            let passes = matches!(mode, Mode::Pass | Mode::Delay(_));
+            if passes && client_tx.write_all(&buf[..n]).await.is_err() {
                 return;
             }
         }
