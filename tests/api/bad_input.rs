@@ -881,3 +881,32 @@ async fn a_lease_shorter_than_a_round_trip_fails_instead_of_looping() {
     let guard = lock.lock_with_lease(Duration::from_secs(5)).await.unwrap();
     guard.unlock().await.unwrap();
 }
+
+/// The same for a permit: a 5 ms permit lease against a server 20 ms away fails with an error
+/// that says so, and no permit stays out.
+#[tokio::test]
+async fn a_permit_lease_shorter_than_a_round_trip_fails_instead_of_looping() {
+    use common::proxy::{Mode, Proxy};
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port()).await;
+    let client = common::client_at(&proxy.url(), Duration::from_secs(30)).await;
+    let name = common::prefix("bad-permit-under-rtt");
+    let permits = client.permit_semaphore(name.clone());
+    assert!(permits.try_set_permits(1).await.unwrap());
+    proxy.set_mode(Mode::Delay(Duration::from_millis(20)));
+    let error = soon(
+        "the acquire",
+        permits.acquire_with_lease(Duration::from_millis(5)),
+    )
+    .await
+    .unwrap_err();
+    assert!(error.is_invalid_argument(), "{error:?}");
+    assert!(error.to_string().contains("round trip"), "{error}");
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            common::raw_count(&server, &name) == Some(1)
+        })
+        .await,
+        "a late permit stayed out"
+    );
+}
