@@ -96,8 +96,8 @@ impl CountDownLatch {
     /// # Errors
     ///
     /// [`Error::InvalidArgument`] for a count of 0 (a latch at zero is one without a count) or
-    /// over 2^53 − 1, or a bad name (a name with braces: Redisson's channel for it would hash
-    /// to another cluster slot than its key); [`Error::WrongType`] when the key holds
+    /// over 2^53 − 1, or a bad name (on a cluster, a name with braces: Redisson's channel for
+    /// it would hash to another slot than its key); [`Error::WrongType`] when the key holds
     /// something else; [`Error::Redis`] when Redis fails (a lost reply is not retried: read the
     /// count to know whether it was set).
     pub async fn try_set_count(&self, count: u64) -> Result<bool> {
