@@ -5,6 +5,7 @@
 pub mod family;
 pub mod faults;
 pub mod proxy;
+pub mod redisson_fair;
 pub mod redisson_sync;
 pub mod server;
 pub mod topology;
