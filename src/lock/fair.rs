@@ -50,7 +50,9 @@ use crate::shared::Shared;
 ///   [`Config::with_fair_waiter_timeout`](crate::Config::with_fair_waiter_timeout) (30 s by
 ///   default). One whose process died loses its place when that timeout has passed since its
 ///   last renewal; at the head of the queue it holds the others back that long at most, and
-///   nobody polls meanwhile. Deadlines use the Redis server's clock.
+///   nobody polls meanwhile. Deadlines use the Redis server's clock. (Redisson's scripts go by
+///   Redisson's deadlines only: a queue of Redisson waiters alone behind a dead relock waiter
+///   drops it when its Redisson deadline passes, as it would one of its own.)
 /// - **Owners.** Tasks that share an owner (such as `join!` branches) share one place in the
 ///   queue; give each its own [`Owner`](crate::Owner) to queue them apart.
 /// - **One type per name.** A [`Lock`](crate::Lock) or [`SpinLock`](crate::SpinLock) of the

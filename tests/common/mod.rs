@@ -250,6 +250,12 @@ pub fn fair_timeout_key(name: &str) -> String {
     braced("redisson_lock_timeout", name)
 }
 
+/// relock's liveness record of lock `name`'s fair waiters (`relock_fair_alive:{<name>}`: ZSET
+/// field → epoch ms, server clock), beside Redisson's deadlines.
+pub fn fair_alive_key(name: &str) -> String {
+    braced("relock_fair_alive", name)
+}
+
 /// The wake-up channel of one fair lock waiter: `redisson_lock__channel:{<name>}:<field>`.
 pub fn fair_waiter_channel(name: &str, field: &str) -> String {
     format!("{}:{field}", lock_channel(name))

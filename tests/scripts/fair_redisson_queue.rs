@@ -103,10 +103,7 @@ async fn a_queue_shared_with_redisson_at_its_default_wait_is_served_in_arrival_o
         &server,
         &common::fair_timeout_key(&name)
     ));
-    assert!(!common::raw_exists(
-        &server,
-        &common::braced("relock_fair_alive", &name)
-    ));
+    assert!(!common::raw_exists(&server, &common::fair_alive_key(&name)));
 }
 
 #[tokio::test]

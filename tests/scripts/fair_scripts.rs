@@ -58,7 +58,7 @@ impl Fixture {
             queue: common::fair_queue_key(&name),
             deadlines: common::fair_timeout_key(&name),
             channels: common::lock_channel(&name),
-            alive: common::braced("relock_fair_alive", &name),
+            alive: common::fair_alive_key(&name),
             wait_q,
             server,
             redis,

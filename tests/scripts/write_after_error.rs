@@ -146,7 +146,7 @@ fn cases(server: &RedisServer, name: &str) -> Vec<Case> {
     let channel = lock_channel(name);
     let queue = fair_queue_key(name);
     let timeouts = fair_timeout_key(name);
-    let alive = common::braced("relock_fair_alive", name);
+    let alive = common::fair_alive_key(name);
     let token = format!("redisson_lock_token:{{{name}}}");
     let latch = format!("redisson_unlock_latch:{{{name}}}:r1");
     let other = format!("{name}-b");

@@ -312,7 +312,7 @@ async fn deadlines_never_grow_past_one_waiter_timeout() {
         }));
     }
     let timeouts = fair_timeout_key(&name);
-    let alive = common::braced("relock_fair_alive", &name);
+    let alive = common::fair_alive_key(&name);
     let queue = fair_queue_key(&name);
     let mut samples = 0;
     while Instant::now() < stop {
