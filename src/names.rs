@@ -93,6 +93,9 @@ pub(crate) struct FairKeys {
     /// The ZSET of waiting holder fields → the moment (server clock, epoch ms) each loses its
     /// place unless it renews it.
     pub(crate) timeouts: Str,
+    /// relock's own ZSET of its waiting holder fields → the moment (server clock, epoch ms)
+    /// each counts as dead unless it runs again; Redisson neither reads nor writes it.
+    pub(crate) alive: Str,
 }
 
 impl FairKeys {
@@ -102,6 +105,7 @@ impl FairKeys {
         FairKeys {
             queue: prefixed("redisson_lock_queue", name).into(),
             timeouts: prefixed("redisson_lock_timeout", name).into(),
+            alive: prefixed("relock_fair_alive", name).into(),
         }
     }
 }
@@ -217,6 +221,7 @@ mod tests {
         let keys = FairKeys::new("order:42");
         assert_eq!(keys.queue, "redisson_lock_queue:{order:42}");
         assert_eq!(keys.timeouts, "redisson_lock_timeout:{order:42}");
+        assert_eq!(keys.alive, "relock_fair_alive:{order:42}");
         let tagged = FairKeys::new("{user:7}:profile");
         assert_eq!(tagged.queue, "redisson_lock_queue:{user:7}:profile");
     }

@@ -5,6 +5,7 @@
 -- KEYS[2]  the queue redisson_lock_queue:{<name>}
 -- KEYS[3]  the deadlines redisson_lock_timeout:{<name>}
 -- KEYS[4]  the waiters' channel prefix redisson_lock__channel:{<name>}
+-- KEYS[5]  relock's liveness record relock_fair_alive:{<name>} (lua/fair/queue.lua)
 -- ARGV[1]  the message to publish ("0")
 -- ARGV[2]  the publish command: PUBLISH (or SPUBLISH)
 --
@@ -22,7 +23,7 @@ end
 if kind == 'none' then
     return 0
 end
-local head = live_head()
+local head = live_head(5)
 redis.call('del', KEYS[1])
 if head then
     redis.call(ARGV[2], KEYS[4] .. ':' .. head, ARGV[1])

@@ -11,6 +11,7 @@
 -- KEYS[4]  the waiters' channel prefix redisson_lock__channel:{<name>}: the head is woken on
 --          <prefix>:<its field>
 -- KEYS[5]  the replay key redisson_unlock_latch:{<name>}:<request-id>
+-- KEYS[6]  relock's liveness record relock_fair_alive:{<name>} (lua/fair/queue.lua)
 -- ARGV[1]  the message to publish ("0")
 -- ARGV[2]  the TTL in ms to set while holds remain
 -- ARGV[3]  holder field <client-uuid>:<owner>
@@ -27,7 +28,7 @@
 --
 -- A field that holds nothing still wakes the head if the lock has gone (it expired): the head
 -- may take it now rather than when its own timer fires. Dead heads are dropped as
--- lua/fair/queue.lua says.
+-- lua/fair/queue.lua says. A release moves no deadline (nobody left the queue), as Redisson's.
 
 local replayed, reply = replay_read(5, ARGV[6])
 if replayed then
@@ -43,7 +44,7 @@ local holds = on_key(1, 'hget', ARGV[3])
 if holds then
     hold_count_check(1, holds)
 end
-local head = live_head()
+local head = live_head(6)
 if not holds then
     -- Not held by this field; if the lock expired, the head may take it now.
     if head and redis.call('exists', KEYS[1]) == 0 then

@@ -2,11 +2,12 @@
 //! in the order they asked for it.
 //!
 //! Beside the lock hash (the plain lock's) live a queue of waiting holder fields
-//! (`redisson_lock_queue:{<name>}`) and each waiter's deadline (`redisson_lock_timeout:{<name>}`,
-//! server clock). A waiter that finds the lock busy joins the queue's tail; only the queue's
-//! head may take a free lock, and a release wakes the head alone, on its own channel
-//! (`redisson_lock__channel:{<name>}:<field>`). A waiter's deadline is when it loses its place
-//! unless it renews it: a live waiter renews it every third of the fair waiter timeout, so only a
+//! (`redisson_lock_queue:{<name>}`), each waiter's deadline (`redisson_lock_timeout:{<name>}`,
+//! by Redisson's arithmetic) and relock's own liveness record of its waiters
+//! (`relock_fair_alive:{<name>}`, server clock). A waiter that finds the lock busy joins the
+//! queue's tail; only the queue's head may take a free lock, and a release wakes the head alone,
+//! on its own channel (`redisson_lock__channel:{<name>}:<field>`). A waiter loses its place when
+//! its liveness lapses: a live waiter renews it every third of the fair waiter timeout, so only a
 //! waiter that stopped answering is dropped from the head, and the next one goes on. A waiter
 //! that gives up leaves at once, and wakes the next when that makes it first and the lock is free.
 
@@ -49,16 +50,20 @@ use crate::shared::Shared;
 ///   [`Config::with_fair_waiter_timeout`](crate::Config::with_fair_waiter_timeout) (30 s by
 ///   default). One whose process died loses its place when that timeout has passed since its
 ///   last renewal; at the head of the queue it holds the others back that long at most, and
-///   nobody polls meanwhile. Deadlines use the Redis server's clock.
+///   nobody polls meanwhile. Deadlines use the Redis server's clock. (Redisson's scripts go by
+///   Redisson's deadlines only: a queue of Redisson waiters alone behind a dead relock waiter
+///   drops it when its Redisson deadline passes, as it would one of its own.)
 /// - **Owners.** Tasks that share an owner (such as `join!` branches) share one place in the
 ///   queue; give each its own [`Owner`](crate::Owner) to queue them apart.
 /// - **One type per name.** A [`Lock`](crate::Lock) or [`SpinLock`](crate::SpinLock) of the
 ///   same name excludes a `FairLock` (they share the hash) but ignores its queue, and its release
 ///   wakes none of the fair waiters, who then find the lock free only on their next renewal.
-/// - **Redisson.** Redisson's fair locks on the same name share the queue. Their deadlines come
-///   from each Java client's clock, and Redisson lowers every waiter's deadline when one leaves:
-///   in a queue shared with Redisson, a relock waiter may so lose its place and join the tail
-///   again.
+/// - **Redisson.** Redisson's fair locks on the same name share the queue, served in arrival
+///   order: the deadlines Redisson reads follow its arithmetic with its default wait (300 s), each
+///   waiter's the one's before plus the wait, lowered by it when a waiter leaves. relock tracks
+///   its own waiters' liveness in a record of its own (`relock_fair_alive:{<name>}`). Redisson's
+///   deadlines come from each Java client's clock; one configured with a shorter
+///   `fairLockWaitTimeout` drops waiters sooner, as it would its own.
 ///
 /// ```no_run
 /// # async fn run(client: relock::Client) -> relock::Result<()> {

@@ -16,7 +16,13 @@ static RELEASE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::FAIR_RELEASE)
 static FORCE_RELEASE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::FAIR_FORCE_RELEASE));
 static LEAVE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::FAIR_LEAVE));
 
-/// The lock, its queue and its deadlines, as most fair scripts take them.
+/// Redisson's per-waiter wait (`fairLockWaitTimeout`, 300 s by default): the deadlines of a
+/// queue shared with Redisson follow its arithmetic with it (see `lua/fair/queue.lua`), each
+/// waiter's the one's before + this, lowered by this when a waiter leaves the queue.
+pub(crate) const REDISSON_FAIR_WAIT_MS: u64 = 300_000;
+
+/// The lock, its queue, its deadlines and the waiters' channel prefix, as most fair scripts take
+/// them.
 fn queue_keys(keys: &LockKeys, fair: &FairKeys) -> [Key; 4] {
     [
         Key::from(&keys.name),
@@ -24,6 +30,15 @@ fn queue_keys(keys: &LockKeys, fair: &FairKeys) -> [Key; 4] {
         Key::from(&fair.timeouts),
         Key::from(&keys.channel),
     ]
+}
+
+/// The key names by their place in a script's KEYS (the liveness record at `alive`), for an
+/// error that names one.
+fn named<'a>(keys: &'a LockKeys, fair: &'a FairKeys, alive: usize) -> Vec<&'a str> {
+    let mut names = vec![&*keys.name, &*fair.queue, &*fair.timeouts, &*keys.channel];
+    names.resize(alive - 1, &*keys.name);
+    names.push(&*fair.alive);
+    names
 }
 
 /// Takes a hold if the lock is free and no one is ahead of `field` in the queue (or re-enters).
@@ -46,18 +61,18 @@ pub(crate) async fn acquire(
                 Key::from(&keys.name),
                 Key::from(&fair.queue),
                 Key::from(&fair.timeouts),
+                Key::from(&fair.alive),
             ],
             &[
                 ms_arg(lease_ms),
                 Value::String(field.clone()),
                 ms_arg(waiter_ms),
                 text(if queue { "wait" } else { "try" }),
+                ms_arg(REDISSON_FAIR_WAIT_MS),
             ],
         )
         .await
-        .map_err(|e| {
-            Error::from_script(e, &[&keys.name, &fair.queue, &fair.timeouts], &redis.server)
-        })?;
+        .map_err(|e| Error::from_script(e, &named(keys, fair, 4), &redis.server))?;
     match reply {
         Value::Null => Ok(None),
         other => Ok(Some(integer(other, &keys.name, &redis.server)?)),
@@ -78,7 +93,14 @@ pub(crate) async fn release(
     let reply = RELEASE
         .run(
             redis,
-            &[name, queue, timeouts, channel, how.latch.clone()],
+            &[
+                name,
+                queue,
+                timeouts,
+                channel,
+                how.latch.clone(),
+                Key::from(&fair.alive),
+            ],
             &[
                 text(UNLOCK_MESSAGE),
                 ms_arg(keep_ms),
@@ -89,9 +111,7 @@ pub(crate) async fn release(
             ],
         )
         .await
-        .map_err(|e| {
-            Error::from_script(e, &[&keys.name, &fair.queue, &fair.timeouts], &redis.server)
-        })?;
+        .map_err(|e| Error::from_script(e, &named(keys, fair, 6), &redis.server))?;
     super::released(reply, &keys.name, &redis.server)
 }
 
@@ -102,16 +122,15 @@ pub(crate) async fn force_release(
     fair: &FairKeys,
     publish: &'static str,
 ) -> Result<bool> {
+    let [name, queue, timeouts, channel] = queue_keys(keys, fair);
     let reply = FORCE_RELEASE
         .run(
             redis,
-            &queue_keys(keys, fair),
+            &[name, queue, timeouts, channel, Key::from(&fair.alive)],
             &[text(UNLOCK_MESSAGE), text(publish)],
         )
         .await
-        .map_err(|e| {
-            Error::from_script(e, &[&keys.name, &fair.queue, &fair.timeouts], &redis.server)
-        })?;
+        .map_err(|e| Error::from_script(e, &named(keys, fair, 5), &redis.server))?;
     Ok(integer(reply, &keys.name, &redis.server)? == 1)
 }
 
@@ -124,19 +143,19 @@ pub(crate) async fn leave(
     field: &Str,
     publish: &'static str,
 ) -> Result<bool> {
+    let [name, queue, timeouts, channel] = queue_keys(keys, fair);
     let reply = LEAVE
         .run(
             redis,
-            &queue_keys(keys, fair),
+            &[name, queue, timeouts, channel, Key::from(&fair.alive)],
             &[
                 Value::String(field.clone()),
                 text(publish),
                 text(UNLOCK_MESSAGE),
+                ms_arg(REDISSON_FAIR_WAIT_MS),
             ],
         )
         .await
-        .map_err(|e| {
-            Error::from_script(e, &[&keys.name, &fair.queue, &fair.timeouts], &redis.server)
-        })?;
+        .map_err(|e| Error::from_script(e, &named(keys, fair, 5), &redis.server))?;
     Ok(integer(reply, &keys.name, &redis.server)? == 1)
 }

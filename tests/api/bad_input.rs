@@ -835,6 +835,10 @@ async fn a_fair_queue_of_another_type_is_named_and_kept() {
     server.cmd(&["DEL", &queue]);
     server.cmd(&["SET", &timeouts, "x"]);
     wrong_type_names(&server, &timeouts, || lock.try_lock()).await;
+    let alive = common::fair_alive_key(&name);
+    server.cmd(&["DEL", &timeouts]);
+    server.cmd(&["SET", &alive, "x"]);
+    wrong_type_names(&server, &alive, || lock.try_lock()).await;
 }
 
 /// A plain lock whose hand-off claim key holds another type: the error names the claim key.

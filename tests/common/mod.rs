@@ -5,6 +5,7 @@
 pub mod family;
 pub mod faults;
 pub mod proxy;
+pub mod redisson_fair;
 pub mod redisson_sync;
 pub mod server;
 pub mod topology;
@@ -256,6 +257,12 @@ pub fn fair_queue_key(name: &str) -> String {
 /// epoch ms).
 pub fn fair_timeout_key(name: &str) -> String {
     braced("redisson_lock_timeout", name)
+}
+
+/// relock's liveness record of lock `name`'s fair waiters (`relock_fair_alive:{<name>}`: ZSET
+/// field → epoch ms, server clock), beside Redisson's deadlines.
+pub fn fair_alive_key(name: &str) -> String {
+    braced("relock_fair_alive", name)
 }
 
 /// The wake-up channel of one fair lock waiter: `redisson_lock__channel:{<name>}:<field>`.

@@ -563,6 +563,7 @@ async fn fair_and_spin_locks_on_every_master() {
         assert_eq!(*order.lock().unwrap(), [0, 1, 2]);
         assert!(!raw_exists(node, &common::fair_queue_key(&name)));
         assert!(!raw_exists(node, &common::fair_timeout_key(&name)));
+        assert!(!raw_exists(node, &common::fair_alive_key(&name)));
 
         let spin = waiting.spin_lock(&name);
         let guard = spin.lock().await.unwrap();

@@ -251,13 +251,14 @@ fn subscribed(family: Family, server: &RedisServer, name: &str) -> Vec<String> {
 }
 
 /// Whether nothing of a waiter is left on Redis for lock `name`: no subscription on its
-/// channels, no claim on its next turn and, for a fair lock, no queue and no deadlines.
+/// channels, no claim on its next turn and, for a fair lock, no queue, no deadlines and no liveness record.
 fn no_waiter_on_redis(family: Family, server: &RedisServer, name: &str) -> bool {
     subscribed(family, server, name).is_empty()
         && !raw_exists(server, &common::claim_key(name))
         && (family != Family::Fair
             || (!raw_exists(server, &common::fair_queue_key(name))
-                && !raw_exists(server, &common::fair_timeout_key(name))))
+                && !raw_exists(server, &common::fair_timeout_key(name))
+                && !raw_exists(server, &common::fair_alive_key(name))))
 }
 
 /// The claim on lock `name`'s next turn (`<priority>:<field>`), if there is one.

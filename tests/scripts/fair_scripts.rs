@@ -38,10 +38,19 @@ struct Fixture {
     queue: String,
     deadlines: String,
     channels: String,
+    /// relock's liveness record of its waiters.
+    alive: String,
+    /// Q, the Redisson per-waiter wait the scripts are given (0 in the tests of relock's own
+    /// rules: deadlines are then the liveness deadlines, now + W).
+    wait_q: i64,
 }
 
 impl Fixture {
     async fn new(test: &str) -> Fixture {
+        Fixture::with_wait(test, 0).await
+    }
+
+    async fn with_wait(test: &str, wait_q: i64) -> Fixture {
         let server = RedisServer::start();
         let redis = common::fred_client(&server).await;
         let name = common::prefix(test);
@@ -49,6 +58,8 @@ impl Fixture {
             queue: common::fair_queue_key(&name),
             deadlines: common::fair_timeout_key(&name),
             channels: common::lock_channel(&name),
+            alive: common::fair_alive_key(&name),
+            wait_q,
             server,
             redis,
             name,
@@ -80,12 +91,13 @@ impl Fixture {
     ) -> Result<Value, fred::error::Error> {
         self.eval(
             ACQUIRE,
-            &[&self.name, &self.queue, &self.deadlines],
+            &[&self.name, &self.queue, &self.deadlines, &self.alive],
             &[
                 &lease_ms.to_string(),
                 field,
                 &WAITER_TIMEOUT_MS.to_string(),
                 mode,
+                &self.wait_q.to_string(),
             ],
         )
         .await
@@ -126,6 +138,7 @@ impl Fixture {
                 &self.deadlines,
                 &self.channels,
                 &replay,
+                &self.alive,
             ],
             &[
                 "0",
@@ -142,7 +155,13 @@ impl Fixture {
     async fn force_release(&self) -> Result<Value, fred::error::Error> {
         self.eval(
             FORCE_RELEASE,
-            &[&self.name, &self.queue, &self.deadlines, &self.channels],
+            &[
+                &self.name,
+                &self.queue,
+                &self.deadlines,
+                &self.channels,
+                &self.alive,
+            ],
             &["0", "PUBLISH"],
         )
         .await
@@ -151,8 +170,14 @@ impl Fixture {
     async fn leave(&self, field: &str) -> Result<Value, fred::error::Error> {
         self.eval(
             LEAVE,
-            &[&self.name, &self.queue, &self.deadlines, &self.channels],
-            &[field, "PUBLISH", "0"],
+            &[
+                &self.name,
+                &self.queue,
+                &self.deadlines,
+                &self.channels,
+                &self.alive,
+            ],
+            &[field, "PUBLISH", "0", &self.wait_q.to_string()],
         )
         .await
     }
@@ -1159,56 +1184,121 @@ async fn redisson_and_relock_waiters_share_one_fifo_queue_and_wake_each_other() 
     sub.assert_quiet(&fx.server, &fx.channel(JAVA_1)).await;
 }
 
-/// X (relock) holds; Java 1 queues, then relock's A and B. X's release hands the lock to Java 1,
-/// whose take shifts A's and B's deadlines down by its wait, `java_wait_ms`: into the past.
-async fn shift_relock_waiters_into_the_past(fx: &Fixture, java_wait_ms: i64) {
-    fx.cmd(&["DEL", &fx.name, &fx.queue, &fx.deadlines]);
-    assert_eq!(fx.wait(X).await.unwrap(), Value::Null);
-    assert!(int(fx.java_acquire(JAVA_1, java_wait_ms).await) > 0);
-    assert!(int(fx.wait(A).await.unwrap()) > 0);
-    assert!(int(fx.wait(B).await.unwrap()) > 0);
-    assert_eq!(fx.queued(), fields(&[JAVA_1, A, B]));
-    // Nobody listens on Java 1's channel here: 1 + 0.
-    assert_eq!(
-        int(fx.release(X, &format!("x-{}", fx.now())).await.unwrap()),
-        1
-    );
-    assert_eq!(fx.java_acquire(JAVA_1, java_wait_ms).await, Value::Null);
-    let now = fx.now();
-    assert!(fx.deadline(A).unwrap() < now && fx.deadline(B).unwrap() < now);
+/// Redisson's default per-waiter wait (`fairLockWaitTimeout`), which relock's scripts are given.
+const REDISSON_WAIT_MS: i64 = 300_000;
+
+impl Fixture {
+    fn alive_at(&self, field: &str) -> Option<i64> {
+        common::raw_zscore(&self.server, &self.alive, field)
+    }
 }
 
 #[tokio::test]
-async fn a_relock_waiter_shifted_into_the_past_by_a_redisson_taker() {
-    // The Java side's wait above relock's W: one Java taker's shift kills relock waiters.
-    const JAVA_WAIT_MS: i64 = 3 * WAITER_TIMEOUT_MS;
-    let fx = Fixture::new("fair-redisson-shift").await;
-    let mut sub = fx.subscribe(&[A, B]).await;
+async fn relock_deadlines_follow_redissons_arithmetic_so_redisson_takers_drop_nobody() {
+    let fx = Fixture::with_wait("fair-redisson-arithmetic", REDISSON_WAIT_MS).await;
+    let q = REDISSON_WAIT_MS;
 
-    // A and B run before anyone else's script: both keep their places, and Java 1's unlock
-    // wakes A.
-    shift_relock_waiters_into_the_past(&fx, JAVA_WAIT_MS).await;
-    for waiter in [A, B] {
-        assert!(int(fx.wait(waiter).await.unwrap()) > 0);
-    }
-    assert_eq!(fx.queued(), fields(&[A, B]));
-    let now = fx.now();
-    assert!(fx.deadline(A).unwrap() > now && fx.deadline(B).unwrap() > now);
+    // relock's X holds; Java 1, relock's A, Java 2 and relock's B queue in turn: each deadline
+    // is the one before's + Q, whoever wrote it.
+    assert_eq!(fx.wait(X).await.unwrap(), Value::Null);
+    assert!(int(fx.java_acquire(JAVA_1, q).await) > 0);
+    let (reply, before, after) = timed(&fx, || fx.wait(A)).await;
+    assert!(int(reply.unwrap()) > 0);
+    assert!(int(fx.java_acquire(JAVA_2, q).await) > 0);
+    assert!(int(fx.wait(B).await.unwrap()) > 0);
+    assert_eq!(fx.queued(), fields(&[JAVA_1, A, JAVA_2, B]));
+    let java_1 = fx.deadline(JAVA_1).unwrap();
+    assert_eq!(fx.deadline(A), Some(java_1 + q));
+    assert_eq!(fx.deadline(JAVA_2), Some(java_1 + 2 * q));
+    assert_eq!(fx.deadline(B), Some(java_1 + 3 * q));
+    // relock's own liveness record: A's last run + W, beside the deadline Redisson reads.
+    assert_within(
+        fx.alive_at(A).unwrap(),
+        before + WAITER_TIMEOUT_MS,
+        after + WAITER_TIMEOUT_MS,
+        "A's liveness",
+    );
+    assert!(fx.alive_at(JAVA_1).is_none() && fx.alive_at(JAVA_2).is_none());
+
+    // X's release, Java 1 takes it: everyone left moves up one place, nobody into the past.
+    assert_eq!(int(fx.release(X, "x1").await.unwrap()), 1);
+    assert_eq!(fx.java_acquire(JAVA_1, q).await, Value::Null);
+    assert_eq!(fx.deadline(A), Some(java_1));
+    assert_eq!(fx.deadline(JAVA_2), Some(java_1 + q));
+    assert_eq!(fx.deadline(B), Some(java_1 + 2 * q));
+    // A's heartbeat renews its liveness and leaves a deadline so far out as it is.
+    assert!(int(fx.wait(A).await.unwrap()) > 0);
+    assert_eq!(fx.deadline(A), Some(java_1));
+
+    // Java 1's unlock (its purge drops nobody) wakes A, which takes it: the rest move up again.
+    let mut sub = fx.subscribe(&[A]).await;
     assert_eq!(int(fx.java_unlock(JAVA_1, "j1").await), 1);
     assert_eq!(
         sub.next_message(Duration::from_secs(5)).await,
         Some((fx.channel(A), "0".to_owned()))
     );
+    assert_eq!(fx.queued(), fields(&[A, JAVA_2, B]));
     assert_eq!(fx.wait(A).await.unwrap(), Value::Null);
+    assert_eq!(fx.queued(), fields(&[JAVA_2, B]));
+    assert_eq!(fx.deadline(JAVA_2), Some(java_1));
+    assert_eq!(fx.deadline(B), Some(java_1 + q));
+    assert!(
+        fx.alive_at(A).is_none(),
+        "a taker leaves no liveness record"
+    );
 
-    // Redisson's unlock runs first: it drops both as dead and wakes nobody. They queue again on
-    // their next runs, in the order they come: B first here.
-    shift_relock_waiters_into_the_past(&fx, JAVA_WAIT_MS).await;
-    assert_eq!(int(fx.java_unlock(JAVA_1, "j2").await), 1);
-    assert!(fx.queued().is_empty());
-    assert_eq!(fx.deadline_count(), 0);
-    sub.assert_quiet(&fx.server, &fx.channel(A)).await;
+    // A's release; Java 2 takes it; then B.
+    assert_eq!(int(fx.release(A, "a1").await.unwrap()), 1);
+    assert_eq!(fx.java_acquire(JAVA_2, q).await, Value::Null);
+    assert_eq!(fx.deadline(B), Some(java_1));
+    assert_eq!(fx.queued(), fields(&[B]));
+    assert_eq!(int(fx.java_unlock(JAVA_2, "j2").await), 1);
     assert_eq!(fx.wait(B).await.unwrap(), Value::Null);
-    assert!(int(fx.wait(A).await.unwrap()) > 0);
-    assert_eq!(fx.queued(), fields(&[A]));
+    assert!(fx.queued().is_empty());
+    assert!(!fx.exists(&fx.deadlines) && !fx.exists(&fx.alive));
+}
+
+#[tokio::test]
+async fn a_relock_waiter_dies_by_its_liveness_record_and_a_leaver_moves_the_rest_up() {
+    let fx = Fixture::with_wait("fair-redisson-liveness", REDISSON_WAIT_MS).await;
+    let q = REDISSON_WAIT_MS;
+    assert_eq!(fx.wait(X).await.unwrap(), Value::Null);
+    for waiter in [A, B, C] {
+        assert!(int(fx.wait(waiter).await.unwrap()) > 0);
+    }
+    let a = fx.deadline(A).unwrap();
+    assert_eq!(fx.deadline(B), Some(a + q));
+    assert_eq!(fx.deadline(C), Some(a + 2 * q));
+    // The record outlives the latest relock deadline, so no lapsed entry vanishes early.
+    assert!(fx.pttl(&fx.alive) > a + 2 * q - fx.now());
+
+    // B gives up: C moves up into B's place.
+    assert_eq!(int(fx.leave(B).await.unwrap()), 1);
+    assert_eq!(fx.queued(), fields(&[A, C]));
+    assert_eq!(fx.deadline(C), Some(a + q));
+    assert!(fx.alive_at(B).is_none());
+
+    // A stopped running W ago: its Redisson deadline is far out, but relock drops it, and C,
+    // now first, is told the lock's TTL.
+    let past = fx.now() - 1;
+    fx.cmd(&["ZADD", &fx.alive, &past.to_string(), A]);
+    let hint = int(fx.wait(C).await.unwrap());
+    assert_within(hint, 1, LEASE_MS, "C's hint");
+    assert_eq!(fx.queued(), fields(&[C]));
+    assert!(fx.deadline(A).is_none() && fx.alive_at(A).is_none());
+    assert_eq!(fx.deadline(C), Some(a + q), "a purge moves nobody");
+
+    // A live waiter whose deadline is about to pass (a holder kept the lock for Q) keeps it at
+    // least max(Q, W) past its run.
+    let soon = fx.now() + 5;
+    fx.cmd(&["ZADD", &fx.deadlines, &soon.to_string(), C]);
+    let (reply, before, after) = timed(&fx, || fx.wait(C)).await;
+    assert!(int(reply.unwrap()) > 0);
+    assert_within(
+        fx.deadline(C).unwrap(),
+        before + q,
+        after + q,
+        "C's deadline",
+    );
+    assert_eq!(fx.queued(), fields(&[C]));
 }

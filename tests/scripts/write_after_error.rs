@@ -146,6 +146,7 @@ fn cases(server: &RedisServer, name: &str) -> Vec<Case> {
     let channel = lock_channel(name);
     let queue = fair_queue_key(name);
     let timeouts = fair_timeout_key(name);
+    let alive = common::fair_alive_key(name);
     let token = format!("redisson_lock_token:{{{name}}}");
     let latch = format!("redisson_unlock_latch:{{{name}}}:r1");
     let other = format!("{name}-b");
@@ -229,8 +230,8 @@ fn cases(server: &RedisServer, name: &str) -> Vec<Case> {
         Case {
             what: "a queued waiter's fair acquire",
             script: FAIR_ACQUIRE,
-            keys: vec![name.into(), queue.clone(), timeouts.clone()],
-            args: strings(&["30000", FIELD, "60000", "wait"]),
+            keys: vec![name.into(), queue.clone(), timeouts.clone(), alive.clone()],
+            args: strings(&["30000", FIELD, "60000", "wait", "300000"]),
             setup: vec![
                 strings(&["RPUSH", &queue, FIELD]),
                 strings(&["ZADD", &timeouts, &deadline, FIELD]),
@@ -246,6 +247,7 @@ fn cases(server: &RedisServer, name: &str) -> Vec<Case> {
                 timeouts.clone(),
                 channel.clone(),
                 latch.clone(),
+                alive.clone(),
             ],
             args: strings(&["0", "30000", FIELD, "PUBLISH", "10000", "0"]),
             setup: [held("2"), vec![strings(&["RPUSH", &queue, "dead"])]].concat(),
@@ -259,6 +261,7 @@ fn cases(server: &RedisServer, name: &str) -> Vec<Case> {
                 queue.clone(),
                 timeouts.clone(),
                 channel.clone(),
+                alive.clone(),
             ],
             args: strings(&["0", "PUBLISH"]),
             setup: [held("1"), vec![strings(&["RPUSH", &queue, "dead"])]].concat(),
@@ -272,8 +275,9 @@ fn cases(server: &RedisServer, name: &str) -> Vec<Case> {
                 queue.clone(),
                 timeouts.clone(),
                 channel.clone(),
+                alive.clone(),
             ],
-            args: strings(&[FIELD, "PUBLISH", "0"]),
+            args: strings(&[FIELD, "PUBLISH", "0", "300000"]),
             setup: vec![
                 strings(&["RPUSH", &queue, FIELD]),
                 strings(&["ZADD", &timeouts, &deadline, FIELD]),
@@ -449,6 +453,7 @@ async fn a_bad_key_fails_each_lock_script_named_and_with_nothing_written() {
         ("a queued waiter's fair acquire", 1, "string", true),
         ("a queued waiter's fair acquire", 2, "string", true),
         ("a queued waiter's fair acquire", 3, "string", true),
+        ("a queued waiter's fair acquire", 4, "string", true),
         ("a fair release behind a dead head", 1, "string", true),
         (
             "a fair force release behind a dead head",
@@ -458,6 +463,8 @@ async fn a_bad_key_fails_each_lock_script_named_and_with_nothing_written() {
         ),
         ("a queued waiter leaving", 2, "string", true),
         ("a queued waiter leaving", 3, "string", true),
+        ("a queued waiter leaving", 5, "string", true),
+        ("a fair release behind a dead head", 6, "string", true),
         (
             "a read acquire after the reader's holds lapsed",
             2,

@@ -277,10 +277,22 @@ async fn a_live_waiter_keeps_its_place_past_the_waiter_timeout() {
     assert_eq!(*order.lock().unwrap(), ["first", "second", "third"]);
 }
 
-/// Deadlines stay within one waiter timeout of the server's clock however many waiters come and
-/// go (Redisson's deadlines once drifted far into the future), and the queue is empty after.
+/// Deadlines never drift however many waiters come and go (Redisson's once drifted far into the
+/// future): the tail's deadline, by Redisson's arithmetic (wait Q = 300 s), stays within the
+/// lock's lease + Q per queued waiter of the server's clock, and relock's liveness record within
+/// one waiter timeout. The queue is empty after.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deadlines_never_grow_past_one_waiter_timeout() {
+    const REDISSON_WAIT_MS: i64 = 300_000;
+    const LEASE_MS: i64 = 5_000;
+    /// One atomic sample: the server's clock, the queue's length, the latest deadline and the
+    /// latest liveness.
+    const SAMPLE: &str = "local t = redis.call('time') \
+        local function last(key) \
+            local top = redis.call('zrange', key, -1, -1, 'withscores') \
+            return top[2] or '-1' end \
+        return {tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), \
+            redis.call('llen', KEYS[1]), last(KEYS[2]), last(KEYS[3])}";
     let server = RedisServer::start();
     let name = common::prefix("fair-drift");
     let waiter_timeout = Duration::from_millis(1000);
@@ -300,20 +312,35 @@ async fn deadlines_never_grow_past_one_waiter_timeout() {
         }));
     }
     let timeouts = fair_timeout_key(&name);
+    let alive = common::fair_alive_key(&name);
+    let queue = fair_queue_key(&name);
     let mut samples = 0;
     while Instant::now() < stop {
-        let now = raw_time_ms(&server);
-        let reply = server.cmd(&["ZRANGE", &timeouts, "-1", "-1", "WITHSCORES"]);
-        if let common::Resp::Array(Some(items)) = common::resp(&reply) {
-            if let [_, common::Resp::Bulk(Some(score))] = items.as_slice() {
-                let latest = score.parse::<f64>().unwrap() as i64;
-                assert!(
-                    latest - now <= waiter_timeout.as_millis() as i64 + 50,
-                    "a deadline {} ms ahead of the server clock",
-                    latest - now
-                );
-                samples += 1;
-            }
+        let reply = server.cmd(&["EVAL", SAMPLE, "3", &queue, &timeouts, &alive]);
+        let common::Resp::Array(Some(items)) = common::resp(&reply) else {
+            panic!("bad sample {reply}");
+        };
+        let [common::Resp::Int(now), common::Resp::Int(queued), common::Resp::Bulk(Some(latest)), common::Resp::Bulk(Some(beat))] =
+            items.as_slice()
+        else {
+            panic!("bad sample {items:?}");
+        };
+        let latest = latest.parse::<f64>().unwrap() as i64;
+        let beat = beat.parse::<f64>().unwrap() as i64;
+        if latest >= 0 {
+            assert!(
+                latest - now <= LEASE_MS + queued * REDISSON_WAIT_MS + 50,
+                "a deadline {} ms ahead of the server clock, {queued} queued",
+                latest - now
+            );
+            samples += 1;
+        }
+        if beat >= 0 {
+            assert!(
+                beat - now <= waiter_timeout.as_millis() as i64 + 50,
+                "a liveness record {} ms ahead of the server clock",
+                beat - now
+            );
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
