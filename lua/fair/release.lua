@@ -1,6 +1,6 @@
 -- Release one hold of a fair lock; the last hold deletes the lock and wakes the head of the queue
 -- on its own channel.
--- Needs: common/counter, common/replay, fair/queue
+-- Needs: common/counter, common/replay, common/delay, fair/queue
 --
 -- Every applied release writes its replay key, the last one too: a retry after a lost reply
 -- then replays the result instead of counting twice or reading another owner's state.
@@ -11,6 +11,9 @@
 -- KEYS[4]  the waiters' channel prefix redisson_lock__channel:{<name>}: the head is woken on
 --          <prefix>:<its field>
 -- KEYS[5]  the replay key redisson_unlock_latch:{<name>}:<request-id>
+-- KEYS[6]  (a lock with a lock-delay only) the shadow lease relock_lease:{<name>}
+--          (lua/common/delay.lua): a release that leaves holds sets it to outlive the lock by
+--          ARGV[7]; the last release deletes it (a clean release imposes no delay)
 -- ARGV[1]  the message to publish ("0")
 -- ARGV[2]  the TTL in ms to set while holds remain
 -- ARGV[3]  holder field <client-uuid>:<owner>
@@ -18,6 +21,7 @@
 -- ARGV[5]  how long a replay key lives, in ms
 -- ARGV[6]  1 when this request may have reached the server before: its replay key is read
 --          first; 0 on the request's first send
+-- ARGV[7]  (with KEYS[6]) the lock-delay in ms
 --
 -- Reply:   nil when the field holds nothing, 0 when holds remain, 1 + n when the lock was freed
 --          and the head's wake-up reached n subscribed connections (n = 0 without a queue). A
@@ -43,6 +47,9 @@ local holds = on_key(1, 'hget', ARGV[3])
 if holds then
     hold_count_check(1, holds)
 end
+if KEYS[6] then
+    delay_check(6)
+end
 local head = live_head()
 if not holds then
     -- Not held by this field; if the lock expired, the head may take it now.
@@ -54,10 +61,16 @@ end
 local left = redis.call('hincrby', KEYS[1], ARGV[3], -1)
 if left > 0 then
     redis.call('pexpire', KEYS[1], ARGV[2])
+    if KEYS[6] then
+        delay_extend(6, KEYS[1], ARGV[3], ARGV[7])
+    end
     replay_write(KEYS[5], 0, ARGV[5])
     return 0
 end
 redis.call('del', KEYS[1])
+if KEYS[6] then
+    redis.call('del', KEYS[6])
+end
 replay_write(KEYS[5], 1, ARGV[5])
 local woken = 0
 if head then
