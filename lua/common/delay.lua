@@ -31,3 +31,8 @@ local function delay_extend(i, lock, field, delay)
         redis.call('set', KEYS[i], delay .. ':' .. field, 'px', ttl + tonumber(delay))
     end
 end
+
+-- The delay in ms that shadow text `value` names, or nil when it is not "<delay ms>:<field>".
+local function delay_of(value)
+    return tonumber(string.match(value, '^([0-9]+):'))
+end

@@ -1,7 +1,7 @@
 -- Extend the lease of many locks with a lock-delay at once, each only if its holder field is
 -- still there, and its shadow lease with it: the shadow then outlives the lock by the delay it
 -- names. As lua/lock/renew.lua otherwise: never creates a lock, never shortens one.
--- Needs: common/lease
+-- Needs: common/counter, common/lease, common/delay
 --
 -- KEYS[2i-1]  the lock hash of lock i (all in one cluster slot)
 -- KEYS[2i]    its shadow lease relock_lease:{<name>}: "<delay ms>:<holder field>"
@@ -18,7 +18,7 @@ for i = 1, #KEYS / 2 do
     if held == 1 then
         lease_raise(lock, ARGV[1])
         local value = redis.pcall('get', shadow)
-        local delay = type(value) == 'string' and tonumber(string.match(value, '^(%d+):'))
+        local delay = type(value) == 'string' and delay_of(value)
         if delay then
             redis.call('pexpire', shadow, redis.call('pttl', lock) + delay)
         end

@@ -167,7 +167,9 @@ macro_rules! lock_api {
             /// [`Lock`](crate::Lock): in any mode, a read-write lock's readers' timeout keys
             /// included), and tells its waiters as a last release does
             /// (see [`LockGuard::unlock`](crate::LockGuard::unlock)). `Ok(true)` when there was
-            /// a lock. Holders find out through their watchdog (`lost()`, at its next renewal) or
+            /// a lock. Every type but an `RwLock`'s sides also deletes the name's lock-delay
+            /// shadow (see [`Lock::with_lock_delay`](crate::Lock::with_lock_delay)): the name is
+            /// free at once, and a lock-delay in force ends (`Ok(true)` then too). Holders find out through their watchdog (`lost()`, at its next renewal) or
             /// when they release: `NotHeld` before their `lost()` completed, `LeaseLost` after
             /// (see [`LockGuard::unlock`](crate::LockGuard::unlock)).
             ///
