@@ -56,6 +56,9 @@ use crate::shared::Shared;
 /// - **One type per name.** A [`Lock`](crate::Lock) or [`SpinLock`](crate::SpinLock) of the
 ///   same name excludes a `FairLock` (they share the hash) but ignores its queue, and its release
 ///   wakes none of the fair waiters, who then find the lock free only on their next renewal.
+/// - **Lock-delay.** With [`with_lock_delay`](FairLock::with_lock_delay), a lock whose holder's
+///   lease ran out without an unlock stays unavailable for the delay; the queue keeps its order
+///   meanwhile, and its head takes the lock when the delay ends.
 /// - **Redisson.** Redisson's fair locks on the same name share the queue. Their deadlines come
 ///   from each Java client's clock, and Redisson lowers every waiter's deadline when one leaves:
 ///   in a queue shared with Redisson, a relock waiter may so lose its place and join the tail

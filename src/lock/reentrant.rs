@@ -37,6 +37,10 @@ use crate::shared::Shared;
 /// than exclude each other. Give each branch its own [`Owner::new`](crate::Owner::new) through
 /// [`Lock::owned_by`] when they must exclude each other.
 ///
+/// A holder that dies frees the lock when its lease runs out; with
+/// [`with_lock_delay`](Lock::with_lock_delay) the lock then stays unavailable a little longer
+/// (Chubby's lock-delay), while a clean release still hands it off at once.
+///
 /// # Fairness
 ///
 /// Waiters of one client are served in arrival order: a release wakes the longest waiter, and a
