@@ -282,7 +282,8 @@ macro_rules! delay_api {
             /// - **Every handle on the name must set it.** An acquire through a handle without a
             ///   lock-delay does not read the shadow (so locks without one cost nothing more),
             ///   and takes a delayed lock at once; so do **Redisson** clients, which know nothing
-            ///   of it.
+            ///   of it. Their unlock leaves the shadow, so this handle's acquires may then wait
+            ///   out what is left of it (at most the delay).
             /// - **[`force_unlock`](Self::force_unlock)** (through any handle on the name) is an
             ///   operator's override: it deletes the shadow with the lock, so the name is free at
             ///   once, and it also ends a lock-delay in force (then returning `Ok(true)` and
