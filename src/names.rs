@@ -197,6 +197,12 @@ impl CounterKeys {
 }
 
 /// Redisson's `prefixName`: `prefix:{name}`, or `prefix:name` when the name has its own tag.
+/// The shadow lease of lock `name`'s lock-delay, `relock_lease:{<name>}` (in the lock's slot, as
+/// its claim is).
+pub(crate) fn lease_shadow(name: &str) -> String {
+    prefixed("relock_lease", name)
+}
+
 pub(crate) fn prefixed(prefix: &str, name: &str) -> String {
     if name.contains('{') {
         format!("{prefix}:{name}")

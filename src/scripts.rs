@@ -160,6 +160,8 @@ static FORCE_RELEASE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::LOCK_FO
 static INSPECT: Lazy<Script> = Lazy::new(|| Script::new(catalogue::INSPECT));
 static ABANDON: Lazy<Script> = Lazy::new(|| Script::new(catalogue::LOCK_ABANDON));
 static UNCLAIM: Lazy<Script> = Lazy::new(|| Script::new(catalogue::UNCLAIM));
+static RENEW_DELAYED: Lazy<Script> = Lazy::new(|| Script::new(catalogue::LOCK_RENEW_DELAYED));
+static DELAY_LEFT: Lazy<Script> = Lazy::new(|| Script::new(catalogue::LOCK_DELAY_LEFT));
 
 /// A static argument, sent without a copy.
 pub(crate) fn text(s: &'static str) -> Value {
@@ -183,6 +185,9 @@ pub(crate) enum Answer {
     Taken { token: Option<u64> },
     /// Not taken: how long to wait at most before trying again, in ms (-1: no bound known).
     Busy(i64),
+    /// Not taken: the lock is free but in its lock-delay (its last holder's lease ran out
+    /// without an unlock), which ends in this many ms.
+    Delayed(i64),
 }
 
 impl From<Option<i64>> for Answer {
@@ -195,7 +200,9 @@ impl From<Option<i64>> for Answer {
 /// again (the holder's PTTL, -1 for a lock without expiry; or what is left of another waiter's
 /// claim on a free lock). `window` is the claim window in ms: how long a claim made here
 /// outlives the lease, and the most a claim on a free lock may have left. With a `token` counter
-/// (a fenced lock), a new owner's hold increments it and the answer carries the token.
+/// (a fenced lock), a new owner's hold increments it and the answer carries the token. With a
+/// `delay` (never with a `token`), a free lock in its lock-delay answers [`Answer::Delayed`].
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn acquire(
     redis: &Connection,
     keys: &LockKeys,
@@ -204,7 +211,11 @@ pub(crate) async fn acquire(
     claim: Claim,
     window: u64,
     token: Option<&Str>,
+    delay: Option<&Delay>,
 ) -> Result<Answer> {
+    if let Some(delay) = delay {
+        return acquire_delayed(redis, keys, lease_ms, field, claim, window, delay).await;
+    }
     let priority = match claim {
         Claim::No => 0,
         Claim::For { priority } => priority.max(1),
@@ -248,6 +259,83 @@ pub(crate) async fn acquire(
     }
 }
 
+/// A lock's lock-delay: how long a lock whose holder's lease ran out without an unlock stays
+/// unavailable, and the shadow lease key that keeps it (`relock_lease:{<name>}`, see
+/// `lua/common/delay.lua`).
+#[derive(Debug, Clone)]
+pub(crate) struct Delay {
+    pub(crate) ms: u64,
+    pub(crate) shadow: Str,
+}
+
+impl Delay {
+    /// The delay of `ms` (above 0) on lock `name`.
+    pub(crate) fn new(name: &str, ms: u64) -> Delay {
+        Delay {
+            ms,
+            shadow: crate::names::lease_shadow(name).into(),
+        }
+    }
+}
+
+/// [`acquire`] of a plain lock with a lock-delay.
+async fn acquire_delayed(
+    redis: &Connection,
+    keys: &LockKeys,
+    lease_ms: u64,
+    field: &Str,
+    claim: Claim,
+    window: u64,
+    delay: &Delay,
+) -> Result<Answer> {
+    let priority = match claim {
+        Claim::No => 0,
+        Claim::For { priority } => priority.max(1),
+    };
+    let reply = ACQUIRE
+        .run(
+            redis,
+            &[
+                Key::from(&keys.name),
+                Key::from(&keys.claim),
+                Key::from(&delay.shadow),
+            ],
+            &[
+                ms_arg(lease_ms),
+                Value::String(field.clone()),
+                Value::Integer(i64::from(priority)),
+                ms_arg(window),
+                ms_arg(delay.ms),
+            ],
+        )
+        .await
+        .map_err(|e| {
+            Error::from_script(e, &[&keys.name, &keys.claim, &delay.shadow], &redis.server)
+        })?;
+    busy_or_delayed(reply, &keys.name, &redis.server)
+}
+
+/// An acquire's reply without a token: nil (taken), the ms to wait, or `{ms, 'delayed'}`.
+pub(crate) fn busy_or_delayed(reply: Value, name: &str, server: &str) -> Result<Answer> {
+    match reply {
+        Value::Null => Ok(Answer::Taken { token: None }),
+        Value::Array(mut items) if items.len() == 2 => {
+            Ok(Answer::Delayed(integer(items.remove(0), name, server)?))
+        }
+        other => Ok(Answer::Busy(integer(other, name, server)?)),
+    }
+}
+
+/// What is left of lock `name`'s lock-delay (0: none in force; see `lua/lock/delay_left.lua`).
+pub(crate) async fn delay_left(redis: &Connection, keys: &LockKeys) -> Result<u64> {
+    let shadow = crate::names::lease_shadow(&keys.name);
+    let reply = DELAY_LEFT
+        .run(redis, &[Key::from(&keys.name), Key::from(&shadow)], &[])
+        .await
+        .map_err(|e| Error::from_script(e, &[&keys.name, &shadow], &redis.server))?;
+    Ok(integer(reply, &keys.name, &redis.server)?.max(0) as u64)
+}
+
 /// What a release did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Released {
@@ -285,29 +373,37 @@ pub(crate) async fn release(
     field: &Str,
     lease_ms: u64,
     how: ReleaseHow<'_>,
+    delay: Option<&Delay>,
 ) -> Result<Released> {
+    // The shadow lease and the delay go for a lock with a lock-delay only; no allocation
+    // either way.
+    let all_keys = [
+        Key::from(&keys.name),
+        Key::from(&keys.channel),
+        how.latch.clone(),
+        Key::from(&keys.claim),
+        delay.map_or_else(|| Key::from(""), |d| Key::from(&d.shadow)),
+    ];
+    let args = [
+        text(UNLOCK_MESSAGE),
+        ms_arg(lease_ms),
+        Value::String(field.clone()),
+        text(how.publish),
+        ms_arg(how.latch_ttl_ms),
+        ms_arg(how.claim_window_ms),
+        text(if how.sent_before { "1" } else { "0" }),
+        text(if how.replay_last { "1" } else { "0" }),
+        ms_arg(delay.map_or(0, |d| d.ms)),
+    ];
+    let n = if delay.is_some() { 5 } else { 4 };
     let reply = RELEASE
-        .run(
-            redis,
-            &[
-                Key::from(&keys.name),
-                Key::from(&keys.channel),
-                how.latch.clone(),
-                Key::from(&keys.claim),
-            ],
-            &[
-                text(UNLOCK_MESSAGE),
-                ms_arg(lease_ms),
-                Value::String(field.clone()),
-                text(how.publish),
-                ms_arg(how.latch_ttl_ms),
-                ms_arg(how.claim_window_ms),
-                text(if how.sent_before { "1" } else { "0" }),
-                text(if how.replay_last { "1" } else { "0" }),
-            ],
-        )
+        .run(redis, &all_keys[..n], &args[..n + 4])
         .await
-        .map_err(|e| Error::from_redis(e, &keys.name, &redis.server))?;
+        .map_err(|e| {
+            let shadow = delay.map_or("", |d| &d.shadow);
+            let named = [&*keys.name, &keys.channel, "", &keys.claim, shadow];
+            Error::from_script(e, &named[..n], &redis.server)
+        })?;
     released(reply, &keys.name, &redis.server)
 }
 
@@ -336,10 +432,37 @@ pub(crate) async fn renew(
     let mut args = Vec::with_capacity(locks.len() + 1);
     args.push(ms_arg(lease_ms));
     args.extend(locks.iter().map(|(_, field)| Value::String(field.clone())));
-    let server = || redis.server.to_string();
     let script: &Script = if readers { &rw::RENEW_READ } else { &RENEW };
+    run_renew(script, redis, &keys, &args).await
+}
+
+/// Extends each lock with a lock-delay whose field is still there, and its shadow lease with
+/// it; `true` per renewed lock, in order.
+pub(crate) async fn renew_delayed(
+    redis: &Connection,
+    locks: &[(Str, Str)],
+    lease_ms: u64,
+) -> Result<Vec<bool>> {
+    let mut keys = Vec::with_capacity(locks.len() * 2);
+    for (name, _) in locks {
+        keys.push(Key::from(name));
+        keys.push(Key::from(crate::names::lease_shadow(name)));
+    }
+    let mut args = Vec::with_capacity(locks.len() + 1);
+    args.push(ms_arg(lease_ms));
+    args.extend(locks.iter().map(|(_, field)| Value::String(field.clone())));
+    run_renew(&RENEW_DELAYED, redis, &keys, &args).await
+}
+
+async fn run_renew(
+    script: &Script,
+    redis: &Connection,
+    keys: &[Key],
+    args: &[Value],
+) -> Result<Vec<bool>> {
+    let server = || redis.server.to_string();
     let reply = script
-        .run(redis, &keys, &args)
+        .run(redis, keys, args)
         .await
         .map_err(|e| Error::redis(e, &server()))?;
     let Value::Array(items) = reply else {
@@ -363,21 +486,27 @@ fn freeing_keys(keys: &LockKeys) -> [Key; 3] {
     ]
 }
 
-/// Deletes the lock whoever holds it; `true` when there was one.
+/// Deletes the lock whoever holds it, and its lock-delay's shadow lease; `true` when there was
+/// a lock, or a lock-delay in force.
 pub(crate) async fn force_release(
     redis: &Connection,
     keys: &LockKeys,
     publish: &'static str,
     claim_window_ms: u64,
 ) -> Result<bool> {
+    let [name, channel, claim] = freeing_keys(keys);
+    let shadow = crate::names::lease_shadow(&keys.name);
     let reply = FORCE_RELEASE
         .run(
             redis,
-            &freeing_keys(keys),
+            &[name, channel, claim, Key::from(&shadow)],
             &[text(UNLOCK_MESSAGE), text(publish), ms_arg(claim_window_ms)],
         )
         .await
-        .map_err(|e| Error::from_redis(e, &keys.name, &redis.server))?;
+        .map_err(|e| {
+            let named = [&*keys.name, &keys.channel, &keys.claim, &shadow];
+            Error::from_script(e, &named, &redis.server)
+        })?;
     Ok(integer(reply, &keys.name, &redis.server)? == 1)
 }
 
@@ -395,7 +524,13 @@ pub(crate) async fn abandon(
     let reply = ABANDON
         .run(
             redis,
-            &[name, channel, claim, Key::from(&fair.queue)],
+            &[
+                name,
+                channel,
+                claim,
+                Key::from(&fair.queue),
+                Key::from(crate::names::lease_shadow(&keys.name)),
+            ],
             &[
                 text(UNLOCK_MESSAGE),
                 Value::String(field.clone()),

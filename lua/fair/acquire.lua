@@ -1,6 +1,6 @@
 -- Acquire a fair lock, or count one more hold for its owner. A waiter that finds it busy queues
 -- up at the tail, or, queued already, proves it is alive.
--- Needs: common/counter, common/lease, fair/queue
+-- Needs: common/counter, common/lease, common/delay, fair/queue
 --
 -- KEYS[1]  the lock hash <name>
 -- KEYS[2]  the queue redisson_lock_queue:{<name>}: LIST of waiting holder fields, in FIFO order
@@ -18,12 +18,18 @@
 --          never queue, and leave an entry this field may have as it is
 -- ARGV[5]  Q, Redisson's per-waiter wait in ms (fairLockWaitTimeout): a new waiter's deadline is
 --          the tail's + Q, and a taker lowers the deadlines left by Q
+-- KEYS[5]  (a lock with a lock-delay only) the shadow lease relock_lease:{<name>}
+--          (lua/common/delay.lua): a free lock whose shadow lives is in its lock-delay, taken by
+--          nobody, its queue kept; a hold taken or re-entered sets it to outlive the lock by ARGV[6]
+-- ARGV[6]  (with KEYS[5]) the lock-delay in ms
 --
 -- Reply:   nil when the hold was taken (new hold or re-entry); else the longest the waiter may
 --          sleep before running this again (heartbeats aside), in ms, >= 1 or -1: when this field
 --          heads the queue, or nobody queues, the lock's PTTL (-1: it has no expiry); behind
 --          another waiter, when that waiter may be dropped as dead - now, also when the lock is
---          free: never 0, so a waiter behind a dead head never busy-polls.
+--          free: never 0, so a waiter behind a dead head never busy-polls; or, with KEYS[5],
+--          {ms, 'delayed'} when the lock is free but in its lock-delay and this field heads the
+--          queue (or nobody queues): ms is what is left of the delay.
 -- Errors:  WRONGTYPE ... [key <i>] when KEYS[i] holds another type (or <name> holds this field
 --          with a count that is not a number); nothing is written then.
 --
@@ -42,7 +48,12 @@ local floor = now + math.max(q, w)
 local waiting = ARGV[4] == 'wait'
 -- Each key is read before the first write (Redis keeps a script's writes made before an error),
 -- so one of another type fails the script, named, with nothing changed.
+local delay = KEYS[5] and ARGV[6]
+if delay then
+    delay_check(5)
+end
 local free = on_key(1, 'hlen') == 0
+local delayed = free and delay and delay_left(5) or 0
 local holds = not free and redis.call('hget', KEYS[1], me)
 if holds then
     hold_count_check(1, holds)
@@ -68,7 +79,7 @@ if waiting and score then
 end
 local head = live_head(4)
 -- Free, and nobody queues ahead of this field: take it, and everyone left moves up one place.
-if free and (not head or head == me) then
+if free and delayed == 0 and (not head or head == me) then
     if head then
         redis.call('lpop', KEYS[2])
     end
@@ -77,12 +88,18 @@ if free and (not head or head == me) then
     lower(redis.call('zrange', KEYS[3], 0, -1), q)
     redis.call('hset', KEYS[1], me, 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
+    if delay then
+        delay_extend(5, KEYS[1], me, delay)
+    end
     return nil
 end
 -- Re-entry: one more hold, and a TTL raised to the lease, never lowered.
 if holds then
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     lease_raise(KEYS[1], ARGV[1])
+    if delay then
+        delay_extend(5, KEYS[1], me, delay)
+    end
     return nil
 end
 -- Busy. A new waiter queues at the tail, its deadline the tail's + Q (Redisson's); one whose
@@ -105,6 +122,9 @@ if waiting and (not score or not head) then
 end
 if head and head ~= me then
     return math.max(1, math.ceil(dead_at(head, 4) - now))
+end
+if delayed > 0 then
+    return {delayed, 'delayed'}
 end
 local ttl = redis.call('pttl', KEYS[1])
 if ttl == -1 then

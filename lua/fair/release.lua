@@ -1,6 +1,6 @@
 -- Release one hold of a fair lock; the last hold deletes the lock and wakes the head of the queue
 -- on its own channel.
--- Needs: common/counter, common/replay, fair/queue
+-- Needs: common/counter, common/replay, common/delay, fair/queue
 --
 -- Every applied release writes its replay key, the last one too: a retry after a lost reply
 -- then replays the result instead of counting twice or reading another owner's state.
@@ -12,6 +12,9 @@
 --          <prefix>:<its field>
 -- KEYS[5]  the replay key redisson_unlock_latch:{<name>}:<request-id>
 -- KEYS[6]  relock's liveness record relock_fair_alive:{<name>} (lua/fair/queue.lua)
+-- KEYS[7]  (a lock with a lock-delay only) the shadow lease relock_lease:{<name>}
+--          (lua/common/delay.lua): a release that leaves holds sets it to outlive the lock by
+--          ARGV[7]; the last release deletes it (a clean release imposes no delay)
 -- ARGV[1]  the message to publish ("0")
 -- ARGV[2]  the TTL in ms to set while holds remain
 -- ARGV[3]  holder field <client-uuid>:<owner>
@@ -19,6 +22,7 @@
 -- ARGV[5]  how long a replay key lives, in ms
 -- ARGV[6]  1 when this request may have reached the server before: its replay key is read
 --          first; 0 on the request's first send
+-- ARGV[7]  (with KEYS[7]) the lock-delay in ms
 --
 -- Reply:   nil when the field holds nothing, 0 when holds remain, 1 + n when the lock was freed
 --          and the head's wake-up reached n subscribed connections (n = 0 without a queue). A
@@ -44,6 +48,9 @@ local holds = on_key(1, 'hget', ARGV[3])
 if holds then
     hold_count_check(1, holds)
 end
+if KEYS[7] then
+    delay_check(7)
+end
 local head = live_head(6)
 if not holds then
     -- Not held by this field; if the lock expired, the head may take it now.
@@ -55,10 +62,16 @@ end
 local left = redis.call('hincrby', KEYS[1], ARGV[3], -1)
 if left > 0 then
     redis.call('pexpire', KEYS[1], ARGV[2])
+    if KEYS[7] then
+        delay_extend(7, KEYS[1], ARGV[3], ARGV[7])
+    end
     replay_write(KEYS[5], 0, ARGV[5])
     return 0
 end
 redis.call('del', KEYS[1])
+if KEYS[7] then
+    redis.call('del', KEYS[7])
+end
 replay_write(KEYS[5], 1, ARGV[5])
 local woken = 0
 if head then

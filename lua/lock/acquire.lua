@@ -1,5 +1,5 @@
 -- Acquire a reentrant lock, or count one more hold for its owner.
--- Needs: common/counter, common/claim, common/lease
+-- Needs: common/counter, common/claim, common/lease, common/delay
 --
 -- KEYS[1]  the lock hash <name>
 -- KEYS[2]  the hand-off claim relock_claim:{<name>}: "<priority>:<holder field>" of the waiter
@@ -16,12 +16,17 @@
 --          and the most a claim on a free lock may have left (a release cuts the claim to the
 --          window itself, but an expiry, a DEL, an eviction or another library's unlock does not:
 --          a claimant that died would otherwise hold a free lock back for a whole lease)
+-- ARGV[5]  (a lock with a lock-delay only) the delay in ms, above 0; KEYS[3] is then the shadow
+--          lease relock_lease:{<name>} (lua/common/delay.lua), not a token counter: a free lock
+--          whose shadow lives is delayed, and a hold taken or re-entered sets the shadow to
+--          outlive the lock by the delay
 --
 -- Reply:   nil when the hold was taken (new hold or re-entry), or, with KEYS[3], {token}: the
 --          counter after its increment for a new owner, as it stands for a re-entry (the
 --          owner's token, since nobody else took the lock meanwhile); else how long to wait at most
 --          before trying again, in ms: the lock's remaining TTL (PTTL: -1 if it has none), or,
---          when the lock is free but claimed by another waiter, the claim's.
+--          when the lock is free but claimed by another waiter, the claim's; or, with ARGV[5],
+--          {ms, 'delayed'} when the lock is free but in its lock-delay: ms is what is left of it.
 -- Errors:  WRONGTYPE ... [key <i>] when KEYS[i] holds another type (the token counter: or a
 --          string that is not a whole number), raised before anything is written.
 --
@@ -31,8 +36,16 @@
 
 -- Every key that a command below could fail on is read first, so a bad one fails the script
 -- before it writes (Redis keeps a script's writes made before an error).
-local token = KEYS[3] and counter_read(3)
+local delay = ARGV[5]
+local token = not delay and KEYS[3] and counter_read(3)
+if delay then
+    delay_check(3)
+end
 if on_key(1, 'hlen') == 0 then
+    local left = delay and delay_left(3) or 0
+    if left > 0 then
+        return {left, 'delayed'}
+    end
     local _, claimant = claim_read(2)
     if claimant and claimant ~= ARGV[2] then
         return claim_wait(KEYS[2], ARGV[4])
@@ -42,7 +55,9 @@ if on_key(1, 'hlen') == 0 then
     end
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
-    if KEYS[3] then
+    if delay then
+        delay_extend(3, KEYS[1], ARGV[2], delay)
+    elseif KEYS[3] then
         return {redis.call('incr', KEYS[3])}
     end
     return nil
@@ -52,7 +67,9 @@ if holds then
     hold_count_check(1, holds)
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     lease_raise(KEYS[1], ARGV[1])
-    if KEYS[3] then
+    if delay then
+        delay_extend(3, KEYS[1], ARGV[2], delay)
+    elseif KEYS[3] then
         return {token or redis.call('incr', KEYS[3])}
     end
     return nil

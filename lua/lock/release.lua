@@ -1,5 +1,5 @@
 -- Release one hold of a reentrant lock; the last hold deletes the lock and wakes a waiter.
--- Needs: common/counter, common/claim, common/replay
+-- Needs: common/counter, common/claim, common/replay, common/delay
 --
 -- A release that leaves holds behind writes a replay key, so that its retry after a lost reply
 -- does not count it twice. The last release writes one only when ARGV[8] asks, which saves the
@@ -13,6 +13,9 @@
 -- KEYS[2]  the wake-up channel redisson_lock__channel:{<name>}
 -- KEYS[3]  the replay key redisson_unlock_latch:{<name>}:<request-id>
 -- KEYS[4]  the hand-off claim relock_claim:{<name>}
+-- KEYS[5]  (a lock with a lock-delay only) the shadow lease relock_lease:{<name>}
+--          (lua/common/delay.lua): a release that leaves holds sets it to outlive the lock by
+--          ARGV[9]; the last release deletes it (a clean release imposes no delay)
 -- ARGV[1]  the message to publish on the last release ("0": wake one waiter per process)
 -- ARGV[2]  the TTL in ms to set while holds remain: what the owner's remaining holds need (the
 --          client knows each hold's lease; see `src/holds.rs`)
@@ -28,6 +31,7 @@
 -- ARGV[8]  1 when the last release writes a replay key too (its hold could lapse before the
 --          request's last retry, or an acquire by the same owner was in flight when the release
 --          started, and may run after it); 0: only a release that leaves holds behind writes one
+-- ARGV[9]  (with KEYS[5]) the lock-delay in ms
 --
 -- Reply:   nil when the field holds nothing (not held by this owner, or, on a retry, freed
 --          by this request's first send), 0 when holds remain, 1 + n when the lock was freed
@@ -42,13 +46,22 @@ end
 if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
     return nil
 end
+if KEYS[5] then
+    delay_check(5)
+end
 local holds = redis.call('hincrby', KEYS[1], ARGV[3], -1)
 if holds > 0 then
     redis.call('pexpire', KEYS[1], ARGV[2])
+    if KEYS[5] then
+        delay_extend(5, KEYS[1], ARGV[3], ARGV[9])
+    end
     replay_write(KEYS[3], 0, ARGV[5])
     return 0
 end
 redis.call('del', KEYS[1])
+if KEYS[5] then
+    redis.call('del', KEYS[5])
+end
 claim_cut(KEYS[4], ARGV[6])
 local woken = 0
 if ARGV[4] ~= '' then

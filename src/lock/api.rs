@@ -167,7 +167,9 @@ macro_rules! lock_api {
             /// [`Lock`](crate::Lock): in any mode, a read-write lock's readers' timeout keys
             /// included), and tells its waiters as a last release does
             /// (see [`LockGuard::unlock`](crate::LockGuard::unlock)). `Ok(true)` when there was
-            /// a lock. Holders find out through their watchdog (`lost()`, at its next renewal) or
+            /// a lock. Every type but an `RwLock`'s sides also deletes the name's lock-delay
+            /// shadow (see [`Lock::with_lock_delay`](crate::Lock::with_lock_delay)): the name is
+            /// free at once, and a lock-delay in force ends (`Ok(true)` then too). Holders find out through their watchdog (`lost()`, at its next renewal) or
             /// when they release: `NotHeld` before their `lost()` completed, `LeaseLost` after
             /// (see [`LockGuard::unlock`](crate::LockGuard::unlock)).
             ///
@@ -251,3 +253,85 @@ macro_rules! lock_api {
 }
 
 pub(crate) use lock_api;
+
+/// Implements the lock-delay API on `$Type` (a [`Lock`](crate::Lock) or a
+/// [`FairLock`](crate::FairLock), which has a `set_lock_delay(self, ms) -> Self`); `$make` is
+/// the `Client` method that makes one, for the examples.
+macro_rules! delay_api {
+    ($Type:ident, $make:literal) => {
+        impl $Type {
+            /// The same lock with a **lock-delay** (after Chubby's and Consul's): when a holder's
+            /// lease runs out without an unlock (its process died or stalled, or its renewals
+            /// stopped reaching Redis), the lock stays unavailable to this handle's acquires for
+            /// `delay` more, so that requests the lost holder still had in flight land before
+            /// the next holder starts. A clean release (an `unlock()`, a dropped guard, a client's
+            /// shutdown) imposes no delay: the next waiter gets the lock at once.
+            /// [`Duration::ZERO`](std::time::Duration::ZERO) turns it off (the default). It
+            /// applies to watchdog and fixed leases alike: a fixed lease that runs out is a lapse
+            /// too.
+            ///
+            /// The delay is decided on Redis, inside the acquire script, by a relock-only shadow
+            /// key `relock_lease:{<name>}` that outlives the lock by `delay` (set by acquires,
+            /// re-entries, renewals and partial releases; deleted by the last release): a free
+            /// lock whose shadow lives is *delayed*. A delayed acquire sleeps until the delay
+            /// ends (the script reports its end; no message comes, no polling), and traces
+            /// `lock-delay in force` at debug level; [`try_lock`](Self::try_lock) gives
+            /// `Ok(None)`, and [`lock_delay_left`](Self::lock_delay_left) tells a delayed lock
+            /// from a free one.
+            ///
+            /// - **Every handle on the name must set it.** An acquire through a handle without a
+            ///   lock-delay does not read the shadow (so locks without one cost nothing more),
+            ///   and takes a delayed lock at once; so do **Redisson** clients, which know nothing
+            ///   of it. Their unlock leaves the shadow, so this handle's acquires may then wait
+            ///   out what is left of it (at most the delay).
+            /// - **[`force_unlock`](Self::force_unlock)** (through any handle on the name) is an
+            ///   operator's override: it deletes the shadow with the lock, so the name is free at
+            ///   once, and it also ends a lock-delay in force (then returning `Ok(true)` and
+            ///   waking the waiters).
+            /// - **A mitigation, not a protection.** A holder stalled longer than its lease plus
+            ///   the delay (a GC or VM pause, a slow network) still writes after the next holder
+            ///   started. Where that matters, use a [`FencedLock`](crate::FencedLock) and have the
+            ///   resource check its fencing tokens.
+            ///
+            /// ```no_run
+            /// # async fn run(client: relock::Client) -> relock::Result<()> {
+            /// use std::time::Duration;
+            #[doc = concat!("let lock = client.", $make, "(\"ledger\").with_lock_delay(Duration::from_secs(10))?;")]
+            /// let guard = lock.lock().await?; // after any lock-delay in force
+            /// guard.unlock().await?;          // a clean release: no delay for the next holder
+            /// # Ok(()) }
+            /// ```
+            ///
+            /// # Errors
+            ///
+            /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a delay over 60 s,
+            /// or above zero but under 1 ms (a remainder of a millisecond is rounded up).
+            pub fn with_lock_delay(self, delay: std::time::Duration) -> $crate::Result<$Type> {
+                let ms = super::handle::lock_delay_ms(delay)?;
+                Ok(self.set_lock_delay(ms))
+            }
+
+            /// What is left of the lock's lock-delay: `Some(left)` when the lock is free but
+            /// delayed (its last holder's lease ran out without an unlock, less than its delay
+            /// ago), `None` when it is held or free to take. It reads the shadow key whether or
+            /// not this handle has a lock-delay (see [`with_lock_delay`](Self::with_lock_delay)).
+            ///
+            /// # Errors
+            ///
+            /// As [`is_locked`](Self::is_locked), and
+            /// [`Error::WrongType`](crate::Error::WrongType) when the shadow key holds another
+            /// type.
+            ///
+            /// # Cancel safety
+            ///
+            /// Cancel safe: it only reads.
+            pub async fn lock_delay_left(
+                &self,
+            ) -> $crate::Result<Option<std::time::Duration>> {
+                self.handle.lock_delay_left().await
+            }
+        }
+    };
+}
+
+pub(crate) use delay_api;

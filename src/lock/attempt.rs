@@ -55,6 +55,14 @@ impl Hold {
                     u64::try_from(retry_ms).ok().map(Duration::from_millis),
                 ));
             }
+            Ok(Answer::Delayed(left_ms)) => {
+                // Free, but its last holder's lease ran out without an unlock: nobody publishes
+                // when the delay ends, so the wait sleeps until then (its bound).
+                sending.not_taken();
+                let left = Duration::from_millis(left_ms.max(1) as u64);
+                tracing::debug!(lock = %self.keys.name, ?left, "lock-delay in force: the last holder's lease ran out without an unlock");
+                return Ok(Attempt::Busy(Some(left)));
+            }
             Err(error) if error.is_ambiguous() => match sending.read_back(redis).await {
                 // The owner holds the lock, so the counter still has its token. On an error
                 // the orphan check gives the hold back.

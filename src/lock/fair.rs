@@ -18,11 +18,12 @@ use fred::bytes_utils::Str;
 use futures::future::BoxFuture;
 use tokio::time::Instant;
 
-use super::api::lock_api;
+use super::api::{delay_api, lock_api};
 use super::handle::Handle;
 use super::kind::Hold;
 use super::kind::Turns;
 use super::kind::{Ask, Holder, Kind, LockType};
+use super::reentrant::DELAYED_RENEWAL;
 use super::wait::{subscribe, time_left};
 use crate::background::Ended;
 use crate::connection::Connection;
@@ -30,7 +31,7 @@ use crate::error::Result;
 use crate::names::{FairKeys, LockKeys};
 use crate::pubsub::Waiter;
 use crate::registry::Place;
-use crate::scripts::{self, Answer, ReleaseHow, Released};
+use crate::scripts::{self, Answer, Delay, ReleaseHow, Released};
 use crate::shared::Shared;
 
 /// A fair (first come, first served) reentrant distributed lock, wire-compatible with Redisson's
@@ -58,6 +59,9 @@ use crate::shared::Shared;
 /// - **One type per name.** A [`Lock`](crate::Lock) or [`SpinLock`](crate::SpinLock) of the
 ///   same name excludes a `FairLock` (they share the hash) but ignores its queue, and its release
 ///   wakes none of the fair waiters, who then find the lock free only on their next renewal.
+/// - **Lock-delay.** With [`with_lock_delay`](FairLock::with_lock_delay), a lock whose holder's
+///   lease ran out without an unlock stays unavailable for the delay; the queue keeps its order
+///   meanwhile, and its head takes the lock when the delay ends.
 /// - **Redisson.** Redisson's fair locks on the same name share the queue, served in arrival
 ///   order: the deadlines Redisson reads follow its arithmetic with its default wait (300 s), each
 ///   waiter's the one's before plus the wait, lowered by it when a waiter leaves. relock tracks
@@ -86,6 +90,7 @@ impl FairLock {
                 name.clone(),
                 Kind::of(Fair {
                     keys: Arc::new(FairKeys::new(&name)),
+                    delay: None,
                 }),
             ),
         }
@@ -93,12 +98,25 @@ impl FairLock {
 }
 
 lock_api!(FairLock, "fair_lock");
+delay_api!(FairLock, "fair_lock");
+
+impl FairLock {
+    /// The same lock with a lock-delay of `ms` (0: none).
+    fn set_lock_delay(mut self, ms: u64) -> FairLock {
+        let delay = (ms > 0).then(|| Delay::new(self.handle.name(), ms));
+        let keys = Arc::new(FairKeys::new(self.handle.name()));
+        self.handle.set_kind(Kind::of(Fair { keys, delay }));
+        self
+    }
+}
 
 /// The fair lock's type: the lock hash, a queue of waiters and their deadlines on Redis, and a
 /// wake-up channel per waiter. Its releases always leave a replay key, as they move the queue
-/// too, as Redisson's do.
+/// too, as Redisson's do. With a lock-delay its scripts keep the shadow lease too (see
+/// `lua/common/delay.lua`), and it renews with the holds that have one.
 pub(super) struct Fair {
     keys: Arc<FairKeys>,
+    delay: Option<Delay>,
 }
 
 impl LockType for Fair {
@@ -125,11 +143,10 @@ impl LockType for Fair {
     ) -> BoxFuture<'a, Result<Answer>> {
         let (keys, field, fair) = (hold.keys, hold.field, &*self.keys);
         let (queue, waiter) = (ask == Ask::Queue, shared.fair_waiter_ms);
-        Box::pin(async move {
-            let busy =
-                scripts::fair::acquire(redis, keys, fair, lease_ms, field, waiter, queue).await?;
-            Ok(busy.into())
-        })
+        let delay = self.delay.as_ref();
+        Box::pin(scripts::fair::acquire(
+            redis, keys, fair, lease_ms, field, waiter, queue, delay,
+        ))
     }
 
     fn release<'a>(
@@ -140,8 +157,9 @@ impl LockType for Fair {
         how: ReleaseHow<'a>,
     ) -> BoxFuture<'a, Result<Released>> {
         let (keys, field, fair) = (hold.keys, hold.field, &*self.keys);
+        let delay = self.delay.as_ref();
         Box::pin(scripts::fair::release(
-            redis, keys, fair, field, keep_ms, how,
+            redis, keys, fair, field, keep_ms, how, delay,
         ))
     }
 
@@ -161,6 +179,27 @@ impl LockType for Fair {
 
     fn always_replays(&self) -> bool {
         true
+    }
+
+    fn renews_with(&self) -> &'static str {
+        if self.delay.is_some() {
+            DELAYED_RENEWAL
+        } else {
+            "hash"
+        }
+    }
+
+    fn renew_all<'a>(
+        &'a self,
+        redis: &'a Connection,
+        locks: &'a [crate::registry::HoldKey],
+        lease_ms: u64,
+    ) -> BoxFuture<'a, Result<Vec<bool>>> {
+        if self.delay.is_some() {
+            Box::pin(scripts::renew_delayed(redis, locks, lease_ms))
+        } else {
+            Box::pin(scripts::renew(redis, locks, lease_ms, false))
+        }
     }
 
     fn leave_queue<'a>(

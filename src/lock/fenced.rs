@@ -156,7 +156,7 @@ impl LockType for Fenced {
         keep_ms: u64,
         how: ReleaseHow<'a>,
     ) -> BoxFuture<'a, Result<Released>> {
-        Reentrant.release(hold, redis, keep_ms, how)
+        Reentrant::PLAIN.release(hold, redis, keep_ms, how)
     }
 
     fn force_release<'a>(
@@ -164,7 +164,7 @@ impl LockType for Fenced {
         shared: &'a Shared,
         keys: &'a LockKeys,
     ) -> BoxFuture<'a, Result<bool>> {
-        Reentrant.force_release(shared, keys)
+        Reentrant::PLAIN.force_release(shared, keys)
     }
 
     fn hands_off_with_grace(&self) -> bool {

@@ -42,6 +42,24 @@ impl RemainingLease {
     }
 }
 
+/// The longest lock-delay, as Chubby's and Consul's: a holder that died holds a lock back no
+/// longer than its lease and this.
+pub(crate) const MAX_LOCK_DELAY: Duration = Duration::from_secs(60);
+
+/// A lock-delay in whole ms (a remainder rounded up; 0: none), or the error of one under 1 ms or
+/// over [`MAX_LOCK_DELAY`].
+pub(crate) fn lock_delay_ms(delay: Duration) -> Result<u64> {
+    if delay.is_zero() {
+        return Ok(0);
+    }
+    if delay > MAX_LOCK_DELAY {
+        return Err(Error::invalid(format!(
+            "a lock-delay of {delay:?} is too long: the most is {MAX_LOCK_DELAY:?}"
+        )));
+    }
+    millis(delay, "a lock-delay")
+}
+
 /// A lock handle of any type. Cheap to clone; no I/O until used.
 #[derive(Clone)]
 pub(crate) struct Handle {
@@ -195,6 +213,13 @@ impl Handle {
             ms if ms < 0 => RemainingLease::NoExpiry,
             ms => RemainingLease::Expires(Duration::from_millis(ms as u64)),
         })
+    }
+
+    pub(crate) async fn lock_delay_left(&self) -> Result<Option<Duration>> {
+        self.shared.check_open()?;
+        let keys = self.keys.clone()?;
+        let left = scripts::delay_left(&self.shared.redis, &keys).await?;
+        Ok((left > 0).then(|| Duration::from_millis(left)))
     }
 
     async fn inspect(&self) -> Result<scripts::Inspection> {

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 
-use super::api::lock_api;
+use super::api::{delay_api, lock_api};
 use super::handle::Handle;
 use super::kind::Hold;
 use super::kind::Turns;
@@ -21,7 +21,7 @@ use super::turns::PlainTurns;
 use crate::connection::Connection;
 use crate::error::Result;
 use crate::names::LockKeys;
-use crate::scripts::{self, Answer, Claim, ReleaseHow, Released};
+use crate::scripts::{self, Answer, Claim, Delay, ReleaseHow, Released};
 use crate::shared::Shared;
 
 /// A reentrant distributed lock: a cheap handle (a name, a client and an optional explicit
@@ -36,6 +36,10 @@ use crate::shared::Shared;
 /// `join!` branches run in one task and so share an owner: they re-enter each other's holds rather
 /// than exclude each other. Give each branch its own [`Owner::new`](crate::Owner::new) through
 /// [`Lock::owned_by`] when they must exclude each other.
+///
+/// A holder that dies frees the lock when its lease runs out; with
+/// [`with_lock_delay`](Lock::with_lock_delay) the lock then stays unavailable a little longer
+/// (Chubby's lock-delay), while a clean release still hands it off at once.
 ///
 /// # Fairness
 ///
@@ -80,14 +84,22 @@ pub struct Lock {
 impl Lock {
     pub(crate) fn new(shared: Arc<Shared>, name: String) -> Lock {
         Lock {
-            handle: Handle::new(shared, name, Kind::of(Reentrant)),
+            handle: Handle::new(shared, name, Kind::of(Reentrant::PLAIN)),
         }
     }
 }
 
 lock_api!(Lock, "lock");
+delay_api!(Lock, "lock");
 
 impl Lock {
+    /// The same lock with a lock-delay of `ms` (0: none).
+    fn set_lock_delay(mut self, ms: u64) -> Lock {
+        let delay = (ms > 0).then(|| Delay::new(self.handle.name(), ms));
+        self.handle.set_kind(Kind::of(Reentrant { delay }));
+        self
+    }
+
     /// A waiter woken by this lock's releases (see [`Handle::waiter`]); for a RedLock, which
     /// waits on its masters' locks between rounds.
     pub(crate) async fn waiter(
@@ -103,10 +115,23 @@ impl Lock {
     }
 }
 
+/// The renewal of the lock hashes with a lock-delay (a [`Lock`]'s and a
+/// [`FairLock`](crate::FairLock)'s): each renewal extends the shadow lease too.
+pub(super) const DELAYED_RENEWAL: &str = "hash+delay";
+
 /// The plain lock's type: Redisson's lock hash and channel, woken one waiter per process, with
 /// claims and hand-off graces (see `turns`). Its last release skips the replay key when no retry
-/// can need it (see `inflight`), and holds of one owner and client may go together (`batch`).
-pub(super) struct Reentrant;
+/// can need it (see `inflight`), and holds of one owner and client may go together (`batch`),
+/// unless it has a lock-delay: its scripts then keep the shadow lease too (see
+/// `lua/common/delay.lua`), and it renews with the holds that have one.
+pub(super) struct Reentrant {
+    pub(super) delay: Option<Delay>,
+}
+
+impl Reentrant {
+    /// The plain lock without a lock-delay (a spin lock's and a fenced lock's releases too).
+    pub(super) const PLAIN: Reentrant = Reentrant { delay: None };
+}
 
 impl LockType for Reentrant {
     fn tag(&self) -> &'static str {
@@ -114,7 +139,28 @@ impl LockType for Reentrant {
     }
 
     fn batches(&self) -> bool {
-        true
+        self.delay.is_none()
+    }
+
+    fn renews_with(&self) -> &'static str {
+        if self.delay.is_some() {
+            DELAYED_RENEWAL
+        } else {
+            "hash"
+        }
+    }
+
+    fn renew_all<'a>(
+        &'a self,
+        redis: &'a Connection,
+        locks: &'a [crate::registry::HoldKey],
+        lease_ms: u64,
+    ) -> BoxFuture<'a, Result<Vec<bool>>> {
+        if self.delay.is_some() {
+            Box::pin(scripts::renew_delayed(redis, locks, lease_ms))
+        } else {
+            Box::pin(scripts::renew(redis, locks, lease_ms, false))
+        }
     }
 
     fn turns<'h>(&self, hold: &'h Hold, wait: Option<Duration>) -> Box<dyn Turns + 'h> {
@@ -129,7 +175,15 @@ impl LockType for Reentrant {
         lease_ms: u64,
         ask: Ask,
     ) -> BoxFuture<'a, Result<Answer>> {
-        plain_acquire(shared, redis, hold, lease_ms, ask, None)
+        plain_acquire_with(
+            shared,
+            redis,
+            hold,
+            lease_ms,
+            ask,
+            None,
+            self.delay.as_ref(),
+        )
     }
 
     fn release<'a>(
@@ -139,7 +193,10 @@ impl LockType for Reentrant {
         keep_ms: u64,
         how: ReleaseHow<'a>,
     ) -> BoxFuture<'a, Result<Released>> {
-        Box::pin(scripts::release(redis, hold.keys, hold.field, keep_ms, how))
+        let delay = self.delay.as_ref();
+        Box::pin(scripts::release(
+            redis, hold.keys, hold.field, keep_ms, how, delay,
+        ))
     }
 
     fn force_release<'a>(
@@ -166,6 +223,19 @@ pub(super) fn plain_acquire<'a>(
     ask: Ask,
     token: Option<&'a fred::bytes_utils::Str>,
 ) -> BoxFuture<'a, Result<Answer>> {
+    plain_acquire_with(shared, redis, hold, lease_ms, ask, token, None)
+}
+
+/// [`plain_acquire`], with a lock-delay.
+fn plain_acquire_with<'a>(
+    shared: &'a Shared,
+    redis: &'a Connection,
+    hold: Holder<'a>,
+    lease_ms: u64,
+    ask: Ask,
+    token: Option<&'a fred::bytes_utils::Str>,
+    delay: Option<&'a Delay>,
+) -> BoxFuture<'a, Result<Answer>> {
     let claim = match ask {
         Ask::Claim(priority) => Claim::For { priority },
         Ask::Now | Ask::Queue => Claim::No,
@@ -173,6 +243,6 @@ pub(super) fn plain_acquire<'a>(
     let window = shared.claim_window_ms;
     let (keys, field) = (hold.keys, hold.field);
     Box::pin(scripts::acquire(
-        redis, keys, lease_ms, field, claim, window, token,
+        redis, keys, lease_ms, field, claim, window, token, delay,
     ))
 }

@@ -108,7 +108,7 @@ impl LockType for Spin {
         keep_ms: u64,
         how: ReleaseHow<'a>,
     ) -> BoxFuture<'a, Result<Released>> {
-        Reentrant.release(hold, redis, keep_ms, how)
+        Reentrant::PLAIN.release(hold, redis, keep_ms, how)
     }
 
     fn force_release<'a>(

@@ -6,7 +6,10 @@ use fred::bytes_utils::Str;
 use fred::types::{Key, Value};
 use once_cell::sync::Lazy;
 
-use super::{catalogue, integer, ms_arg, text, ReleaseHow, Released, Script, UNLOCK_MESSAGE};
+use super::{
+    busy_or_delayed, catalogue, integer, ms_arg, text, Answer, Delay, ReleaseHow, Released, Script,
+    UNLOCK_MESSAGE,
+};
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::names::{FairKeys, LockKeys};
@@ -42,9 +45,11 @@ fn named<'a>(keys: &'a LockKeys, fair: &'a FairKeys, alive: usize) -> Vec<&'a st
 }
 
 /// Takes a hold if the lock is free and no one is ahead of `field` in the queue (or re-enters).
-/// `Ok(None)` when taken; `Ok(Some(ms))` when not: how long to wait at most before trying again
-/// (-1: no bound known). With `queue`, a busy lock puts `field` at the tail of the queue, or
-/// renews its place there, for `waiter_ms`; without, the queue is left as it is.
+/// [`Answer::Busy`] when not taken: how long to wait at most before trying again (-1: no bound
+/// known); [`Answer::Delayed`] when the lock is free but in its lock-delay (`delay`). With
+/// `queue`, a busy lock puts `field` at the tail of the queue, or renews its place there, for
+/// `waiter_ms`; without, the queue is left as it is.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn acquire(
     redis: &Connection,
     keys: &LockKeys,
@@ -53,30 +58,34 @@ pub(crate) async fn acquire(
     field: &Str,
     waiter_ms: u64,
     queue: bool,
-) -> Result<Option<i64>> {
+    delay: Option<&Delay>,
+) -> Result<Answer> {
+    let all_keys = [
+        Key::from(&keys.name),
+        Key::from(&fair.queue),
+        Key::from(&fair.timeouts),
+        Key::from(&fair.alive),
+        delay.map_or_else(|| Key::from(""), |d| Key::from(&d.shadow)),
+    ];
+    let args = [
+        ms_arg(lease_ms),
+        Value::String(field.clone()),
+        ms_arg(waiter_ms),
+        text(if queue { "wait" } else { "try" }),
+        ms_arg(REDISSON_FAIR_WAIT_MS),
+        ms_arg(delay.map_or(0, |d| d.ms)),
+    ];
+    // The shadow and its delay only for a lock with a lock-delay (lua/fair/acquire.lua).
+    let (n, m) = if delay.is_some() { (5, 6) } else { (4, 5) };
     let reply = ACQUIRE
-        .run(
-            redis,
-            &[
-                Key::from(&keys.name),
-                Key::from(&fair.queue),
-                Key::from(&fair.timeouts),
-                Key::from(&fair.alive),
-            ],
-            &[
-                ms_arg(lease_ms),
-                Value::String(field.clone()),
-                ms_arg(waiter_ms),
-                text(if queue { "wait" } else { "try" }),
-                ms_arg(REDISSON_FAIR_WAIT_MS),
-            ],
-        )
+        .run(redis, &all_keys[..n], &args[..m])
         .await
-        .map_err(|e| Error::from_script(e, &named(keys, fair, 4), &redis.server))?;
-    match reply {
-        Value::Null => Ok(None),
-        other => Ok(Some(integer(other, &keys.name, &redis.server)?)),
-    }
+        .map_err(|e| {
+            let mut named = named(keys, fair, 4);
+            named.push(delay.map_or("", |d| &d.shadow));
+            Error::from_script(e, &named, &redis.server)
+        })?;
+    busy_or_delayed(reply, &keys.name, &redis.server)
 }
 
 /// Releases one hold of `field`; the last one wakes the first waiter in the queue. Every
@@ -88,30 +97,37 @@ pub(crate) async fn release(
     field: &Str,
     keep_ms: u64,
     how: ReleaseHow<'_>,
+    delay: Option<&Delay>,
 ) -> Result<Released> {
     let [name, queue, timeouts, channel] = queue_keys(keys, fair);
+    let all_keys = [
+        name,
+        queue,
+        timeouts,
+        channel,
+        how.latch.clone(),
+        Key::from(&fair.alive),
+        delay.map_or_else(|| Key::from(""), |d| Key::from(&d.shadow)),
+    ];
+    let args = [
+        text(UNLOCK_MESSAGE),
+        ms_arg(keep_ms),
+        Value::String(field.clone()),
+        text(how.publish),
+        ms_arg(how.latch_ttl_ms),
+        text(if how.sent_before { "1" } else { "0" }),
+        ms_arg(delay.map_or(0, |d| d.ms)),
+    ];
+    // The shadow and its delay only for a lock with a lock-delay (lua/fair/release.lua).
+    let (n, m) = if delay.is_some() { (7, 7) } else { (6, 6) };
     let reply = RELEASE
-        .run(
-            redis,
-            &[
-                name,
-                queue,
-                timeouts,
-                channel,
-                how.latch.clone(),
-                Key::from(&fair.alive),
-            ],
-            &[
-                text(UNLOCK_MESSAGE),
-                ms_arg(keep_ms),
-                Value::String(field.clone()),
-                text(how.publish),
-                ms_arg(how.latch_ttl_ms),
-                text(if how.sent_before { "1" } else { "0" }),
-            ],
-        )
+        .run(redis, &all_keys[..n], &args[..m])
         .await
-        .map_err(|e| Error::from_script(e, &named(keys, fair, 6), &redis.server))?;
+        .map_err(|e| {
+            let mut named = named(keys, fair, 6);
+            named.push(delay.map_or("", |d| &d.shadow));
+            Error::from_script(e, &named, &redis.server)
+        })?;
     super::released(reply, &keys.name, &redis.server)
 }
 
@@ -123,14 +139,26 @@ pub(crate) async fn force_release(
     publish: &'static str,
 ) -> Result<bool> {
     let [name, queue, timeouts, channel] = queue_keys(keys, fair);
+    let shadow = crate::names::lease_shadow(&keys.name);
     let reply = FORCE_RELEASE
         .run(
             redis,
-            &[name, queue, timeouts, channel, Key::from(&fair.alive)],
+            &[
+                name,
+                queue,
+                timeouts,
+                channel,
+                Key::from(&fair.alive),
+                Key::from(&shadow),
+            ],
             &[text(UNLOCK_MESSAGE), text(publish)],
         )
         .await
-        .map_err(|e| Error::from_script(e, &named(keys, fair, 5), &redis.server))?;
+        .map_err(|e| {
+            let mut named = named(keys, fair, 5);
+            named.push(&shadow);
+            Error::from_script(e, &named, &redis.server)
+        })?;
     Ok(integer(reply, &keys.name, &redis.server)? == 1)
 }
 

@@ -649,3 +649,104 @@ async fn rw_and_fenced_locks_on_every_master() {
     reader.shutdown().await.unwrap();
     writer.shutdown().await.unwrap();
 }
+
+/// Lock-delay on every master, for a `Lock` and a `FairLock`: the shadow lease lands in the lock's
+/// slot (acquire, watchdog renewal per slot, release: never CROSSSLOT), a lapsed lock is delayed
+/// until the shadow expires, and a clean unlock leaves nothing behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_delay_on_every_master() {
+    let cluster = start_cluster();
+    let watchdog = Duration::from_millis(900);
+    let delay = Duration::from_millis(1500);
+    let client = connect(&cluster, watchdog).await;
+    // Its holds lapse (never unlocked): kept apart from the leak check's client.
+    let lapser = connect(&cluster, watchdog).await;
+    let prefix = common::prefix("cluster-delay");
+    let mut names = Vec::new();
+    for (node, name) in one_per_master(&cluster, &prefix) {
+        for fair in [false, true] {
+            let name = if fair {
+                format!("{name}:fair")
+            } else {
+                name.clone()
+            };
+            let node = if fair {
+                cluster.node_for_key(&name)
+            } else {
+                node
+            };
+            names.push(name.clone());
+            let shadow = format!("relock_lease:{{{name}}}");
+            let (lock, fair_lock) = (
+                client.lock(name.as_str()).with_lock_delay(delay).unwrap(),
+                client
+                    .fair_lock(name.as_str())
+                    .with_lock_delay(delay)
+                    .unwrap(),
+            );
+            // A watchdog hold past a renewal: the shadow stays the delay ahead of the lock.
+            let guard = if fair {
+                fair_lock.lock().await
+            } else {
+                lock.lock().await
+            }
+            .unwrap();
+            tokio::time::sleep(watchdog).await;
+            let gap = raw_pttl(node, &shadow) - raw_pttl(node, &name);
+            assert!(
+                (gap - 1500).abs() <= 20,
+                "{name}: the shadow is {gap} ms ahead"
+            );
+            guard.unlock().await.unwrap();
+            assert!(
+                !raw_exists(node, &shadow),
+                "{name}: a clean unlock deletes the shadow"
+            );
+
+            // A hold that lapses (never unlocked): delayed until the shadow expires.
+            let lease = Duration::from_millis(300);
+            let held = if fair {
+                let lapsing = lapser
+                    .fair_lock(name.as_str())
+                    .with_lock_delay(delay)
+                    .unwrap();
+                lapsing.lock_with_lease(lease).await
+            } else {
+                let lapsing = lapser.lock(name.as_str()).with_lock_delay(delay).unwrap();
+                lapsing.lock_with_lease(lease).await
+            };
+            std::mem::forget(held.unwrap());
+            let gone = eventually(Duration::from_secs(3), || {
+                let gone = !raw_exists(node, &name);
+                async move { gone }
+            });
+            assert!(gone.await, "{name}: the lease ran out");
+            let shadow_left = raw_pttl(node, &shadow);
+            let read_at = Instant::now();
+            assert!(shadow_left > 0, "{name}: delayed");
+            let left = if fair {
+                fair_lock.lock_delay_left().await
+            } else {
+                lock.lock_delay_left().await
+            };
+            assert!(left.unwrap().is_some(), "{name}: lock_delay_left");
+            let wait = Duration::from_secs(5);
+            let guard = if fair {
+                fair_lock.try_lock_for(wait, None).await
+            } else {
+                lock.try_lock_for(wait, None).await
+            };
+            let guard = guard.unwrap().expect("taken once the delay ends");
+            assert!(
+                read_at.elapsed() + Duration::from_millis(20)
+                    >= Duration::from_millis(shadow_left as u64)
+            );
+            guard.unlock().await.unwrap();
+            assert!(!raw_exists(node, &shadow));
+        }
+    }
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    faults::assert_no_leaks_cluster(&cluster, &[&client], &names).await;
+    client.shutdown().await.unwrap();
+    lapser.shutdown().await.unwrap();
+}

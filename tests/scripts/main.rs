@@ -4,6 +4,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod delay_scripts;
 mod fair_redisson_queue;
 mod fair_scripts;
 mod multi_scripts;

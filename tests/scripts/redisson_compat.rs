@@ -306,3 +306,54 @@ async fn user_hash_tag_uses_redissons_channel_name() {
     );
     assert!(!raw_exists(&server, &name));
 }
+
+/// Lock-delay is relock's alone: a Java client takes a relock lock in its lock-delay at once
+/// (it never reads `relock_lease:{<name>}`), excludes relock while it holds it, and its unlock
+/// wakes relock's waiter; a relock waiter with a lock-delay then still waits out what is left of
+/// the shadow (bounded by the delay), since a Java unlock does not delete it.
+#[tokio::test]
+async fn java_ignores_a_relock_lock_delay() {
+    let server = RedisServer::start();
+    let client = common::client(&server, Duration::from_secs(30)).await;
+    let name = common::prefix("compat-delay");
+    let shadow = format!("relock_lease:{{{name}}}");
+    let delay = Duration::from_millis(1500);
+    let lock = client.lock(name.clone()).with_lock_delay(delay).unwrap();
+    let lapsing = lock.clone().owned_by(relock::Owner::new());
+    std::mem::forget(
+        lapsing
+            .lock_with_lease(Duration::from_millis(200))
+            .await
+            .unwrap(),
+    );
+    while raw_exists(&server, &name) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(lock.lock_delay_left().await.unwrap().is_some());
+
+    // The Java side takes the delayed lock at once; relock is refused as for any holder.
+    assert_eq!(java_acquire(&server, &name, 30_000), Resp::Bulk(None));
+    assert!(lock.try_lock().await.unwrap().is_none());
+    assert!(
+        lock.lock_delay_left().await.unwrap().is_none(),
+        "held, not delayed"
+    );
+
+    // Java's unlock leaves the shadow: the relock waiter waits out what is left of it.
+    let shadow_left = raw_pttl(&server, &shadow);
+    let read_at = Instant::now();
+    assert!(java_unlock(&server, &name));
+    let guard = lock
+        .try_lock_for(Duration::from_secs(5), None)
+        .await
+        .unwrap()
+        .expect("taken once the shadow expired");
+    if shadow_left > 0 {
+        assert!(
+            read_at.elapsed() + Duration::from_millis(20)
+                >= Duration::from_millis(shadow_left as u64)
+        );
+    }
+    guard.unlock().await.unwrap();
+    assert!(!raw_exists(&server, &shadow));
+}

@@ -11,6 +11,7 @@ mod fence;
 mod fenced;
 mod latch;
 mod leases;
+mod lock_delay;
 mod multi;
 mod permit;
 mod redlock;
