@@ -89,9 +89,17 @@ impl Fixture {
 
     async fn fair_acquire(&self, field: &str, mode: &str) -> Value {
         let (lease, delay) = (LEASE.to_string(), DELAY.to_string());
-        let keys = [&*self.name, &self.queue, &self.timeouts, &self.shadow];
-        self.eval(FAIR_ACQUIRE, &keys, &[&lease, field, "30000", mode, &delay])
-            .await
+        let alive = common::fair_alive_key(&self.name);
+        let keys = [
+            &*self.name,
+            &self.queue,
+            &self.timeouts,
+            &alive,
+            &self.shadow,
+        ];
+        // Q, Redisson's per-waiter wait, then the delay (lua/fair/acquire.lua).
+        let args = [&*lease, field, "30000", mode, "300000", &delay];
+        self.eval(FAIR_ACQUIRE, &keys, &args).await
     }
 
     fn pttl(&self, key: &str) -> i64 {
@@ -284,7 +292,15 @@ async fn a_fair_lock_in_its_delay_keeps_its_queue_and_answers_delayed() {
     assert!(!raw_exists(&f.server, &f.name));
 
     // A force-unlock ends it; the head takes the lock and a clean release deletes the shadow.
-    let keys = [&*f.name, &f.queue, &f.timeouts, &f.channel, &f.shadow];
+    let alive = common::fair_alive_key(&f.name);
+    let keys = [
+        &*f.name,
+        &f.queue,
+        &f.timeouts,
+        &f.channel,
+        &alive,
+        &f.shadow,
+    ];
     let forced = f.eval(FAIR_FORCE_RELEASE, &keys, &["0", "PUBLISH"]).await;
     assert_eq!(forced.as_i64(), Some(1));
     assert_eq!(f.fair_acquire(OTHER, "wait").await, Value::Null);
@@ -297,6 +313,7 @@ async fn a_fair_lock_in_its_delay_keeps_its_queue_and_answers_delayed() {
         &f.timeouts,
         &f.channel,
         &latch,
+        &alive,
         &f.shadow,
     ];
     let args = ["0", "4000", OTHER, "PUBLISH", "8000", "0", &delay];
