@@ -52,6 +52,7 @@ impl std::fmt::Debug for LockGuard {
 
 impl LockGuard {
     pub(crate) fn new(hold: Hold, registration: Registration, token: Option<u64>) -> LockGuard {
+        hold.kind.taken(&hold);
         LockGuard {
             hold,
             registration,

@@ -177,6 +177,9 @@ pub(crate) trait LockType: Send + Sync + 'static {
         Box::pin(scripts::renew(redis, locks, lease_ms, false))
     }
 
+    /// A hold of this type was just taken and its guard made (nothing to do by default).
+    fn taken(&self, _hold: &Hold) {}
+
     /// Drops every hold of `field` at once as its client shuts down, waking whom that lets in
     /// (by default the lock hash's: `lua/lock/abandon.lua`).
     fn abandon<'a>(

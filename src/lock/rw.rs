@@ -17,9 +17,13 @@ use super::api::lock_api;
 use super::handle::Handle;
 use super::kind::Hold;
 use super::kind::Turns;
-use super::kind::{Ask, Holder, Kind, LockType};
+use super::kind::{Ask, Holder, Kind, Lease, LockType};
 use super::turns::ClaimGuard;
 use super::wait::{subscribe, time_left};
+
+/// How long after a fixed read lease ends its client drops the lapsed reader (see
+/// [`Read::taken`]).
+const LAPSE_MARGIN: Duration = Duration::from_millis(100);
 use crate::connection::Connection;
 use crate::error::Result;
 use crate::names::LockKeys;
@@ -148,6 +152,32 @@ pub(super) struct Read;
 impl LockType for Read {
     fn tag(&self) -> &'static str {
         "read_lock"
+    }
+
+    /// A read hold with a fixed lease: once the lease has ended (on the server's clock too), if
+    /// the hold was not released, this client drops the lapsed reader's field from the hash, so
+    /// it does not outlive its lease while other readers keep the lock (Redis 7.0 has no expiry
+    /// per hash field). A client that is gone by then leaves it to the next script that meets it.
+    fn taken(&self, hold: &Hold) {
+        let Lease::Fixed(lease) = hold.lease else {
+            return;
+        };
+        let shared = Arc::downgrade(&hold.shared);
+        let (keys, field, key) = (hold.keys.clone(), hold.field.clone(), hold.hold_key());
+        hold.shared.background.spawn(Box::pin(async move {
+            // A little past the lease: the server's clock started it when the acquire ran.
+            tokio::time::sleep(lease + LAPSE_MARGIN).await;
+            let Some(shared) = shared.upgrade() else {
+                return;
+            };
+            if shared.check_open().is_err() || shared.registry.guards(&key) == 0 {
+                return; // released, or the client closed (which released it)
+            }
+            let pruned = scripts::inspect(&shared.redis, &keys, &field, "read").await;
+            if let Err(error) = pruned {
+                tracing::debug!(lock = %keys.name, %error, "could not drop a lapsed reader; the next script that meets it will");
+            }
+        }));
     }
 
     fn keys(&self, name: &str) -> Result<LockKeys> {
