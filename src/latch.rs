@@ -26,7 +26,7 @@ use crate::names::CounterKeys;
 use crate::pubsub::Wakes;
 use crate::registry::Releasing;
 use crate::scripts::{catalogue, integer, ms_arg, text, Script};
-use crate::semaphore::{counter, request_ttl_ms, script_error};
+use crate::semaphore::{counter, request_ttl_ms, script_error, Counter};
 use crate::shared::Shared;
 
 static TRY_SET: Lazy<Script> = Lazy::new(|| Script::new(catalogue::LATCH_TRY_SET));
@@ -58,37 +58,25 @@ const ZERO_MESSAGE: &str = "0";
 /// ```
 #[derive(Clone)]
 pub struct CountDownLatch {
-    shared: Arc<Shared>,
-    keys: std::result::Result<Arc<CounterKeys>, Error>,
-    display: Arc<str>,
+    counter: Counter,
 }
 
 impl std::fmt::Debug for CountDownLatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CountDownLatch")
-            .field("name", &self.display)
-            .finish()
+        self.counter.fmt_as("CountDownLatch", f)
     }
 }
 
 impl CountDownLatch {
     pub(crate) fn new(shared: Arc<Shared>, name: String) -> CountDownLatch {
-        let keys = CounterKeys::latch(&name).and_then(|k| k.checked_for(shared.clustered()));
         CountDownLatch {
-            shared,
-            keys: keys.map(Arc::new),
-            display: name.into(),
+            counter: Counter::new(shared, name, CounterKeys::latch),
         }
     }
 
     /// The latch's name, which is also its Redis key.
     pub fn name(&self) -> &str {
-        &self.display
-    }
-
-    fn keys(&self) -> Result<&Arc<CounterKeys>> {
-        self.shared.check_open()?;
-        self.keys.as_ref().map_err(Clone::clone)
+        self.counter.name()
     }
 
     /// Sets the count, unless the latch has one already. Returns whether it set it.
@@ -101,15 +89,18 @@ impl CountDownLatch {
     /// something else; [`Error::Redis`] when Redis fails (a lost reply is not retried: read the
     /// count to know whether it was set).
     pub async fn try_set_count(&self, count: u64) -> Result<bool> {
-        let keys = self.keys()?;
+        let keys = self.counter.keys()?;
         if count == 0 || count >= 1 << 53 {
             return Err(Error::invalid(format!(
                 "a latch's count must be from 1 to 2^53 - 1, got {count}"
             )));
         }
-        let redis = &self.shared.redis;
+        let redis = &self.counter.shared.redis;
         let sent = [Key::from(&keys.name), Key::from(&keys.channel)];
-        let args = [Value::Integer(count as i64), text(self.shared.publish)];
+        let args = [
+            Value::Integer(count as i64),
+            text(self.counter.shared.publish),
+        ];
         let reply = TRY_SET.run(redis, &sent, &args).await;
         let reply = reply.map_err(|e| script_error(e, keys, redis))?;
         Ok(integer(reply, &keys.name, &redis.server)? == 1)
@@ -130,8 +121,8 @@ impl CountDownLatch {
     /// Cancel safe: once sent, the count-down runs to its end in the background, and counts
     /// once.
     pub async fn count_down(&self) -> Result<()> {
-        let keys = self.keys()?;
-        let shared = &self.shared;
+        let keys = self.counter.keys()?;
+        let shared = &self.counter.shared;
         let request = keys.request(&shared.id);
         let in_flight = (keys.name.clone(), request.clone());
         let releasing = shared.registry.releasing(in_flight);
@@ -153,8 +144,11 @@ impl CountDownLatch {
     ///
     /// As [`try_set_count`](Self::try_set_count).
     pub async fn count(&self) -> Result<u64> {
-        let keys = self.keys()?;
-        Ok(counter(&self.shared, keys).await?.unwrap_or(0).max(0) as u64)
+        let keys = self.counter.keys()?;
+        Ok(counter(&self.counter.shared, keys)
+            .await?
+            .unwrap_or(0)
+            .max(0) as u64)
     }
 
     /// Deletes the count, opening the latch: waiters of every process wake and return,
@@ -165,10 +159,12 @@ impl CountDownLatch {
     ///
     /// As [`try_set_count`](Self::try_set_count).
     pub async fn delete(&self) -> Result<bool> {
-        let keys = self.keys()?;
-        let redis = &self.shared.redis;
+        let keys = self.counter.keys()?;
+        let redis = &self.counter.shared.redis;
         let sent = [Key::from(&keys.name), Key::from(&keys.channel)];
-        let reply = DELETE.run(redis, &sent, &[text(self.shared.publish)]).await;
+        let reply = DELETE
+            .run(redis, &sent, &[text(self.counter.shared.publish)])
+            .await;
         let reply = reply.map_err(|e| script_error(e, keys, redis))?;
         Ok(integer(reply, &keys.name, &redis.server)? == 1)
     }
@@ -202,8 +198,8 @@ impl CountDownLatch {
     }
 
     async fn wait_within(&self, wait: Option<Duration>) -> Result<bool> {
-        let keys = self.keys()?;
-        let shared = &self.shared;
+        let keys = self.counter.keys()?;
+        let shared = &self.counter.shared;
         let attempt = |done| open(shared, keys, done);
         // Every waiter goes as soon as the latch opens: none waits behind another.
         let waiting = OnChannel::new(shared, &keys.channel, wakes, 1, false, attempt);

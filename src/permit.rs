@@ -30,7 +30,7 @@ use crate::lock::{until_answered, Lost};
 use crate::names::CounterKeys;
 use crate::registry::{Closing, Held, HoldKey, Leaving, Registration, Releasing, Standing};
 use crate::scripts::{self, catalogue, integer, ms_arg, text, Script};
-use crate::semaphore::{self, wakes};
+use crate::semaphore::{self, wakes, Counter};
 use crate::shared::Shared;
 
 static ACQUIRE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::PERMIT_ACQUIRE));
@@ -75,37 +75,25 @@ const NO_LEASE: &str = "922337203685477";
 /// ```
 #[derive(Clone)]
 pub struct PermitSemaphore {
-    shared: Arc<Shared>,
-    keys: std::result::Result<Arc<CounterKeys>, Error>,
-    display: Arc<str>,
+    counter: Counter,
 }
 
 impl std::fmt::Debug for PermitSemaphore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PermitSemaphore")
-            .field("name", &self.display)
-            .finish()
+        self.counter.fmt_as("PermitSemaphore", f)
     }
 }
 
 impl PermitSemaphore {
     pub(crate) fn new(shared: Arc<Shared>, name: String) -> PermitSemaphore {
-        let keys = CounterKeys::semaphore(&name).and_then(|k| k.checked_for(shared.clustered()));
         PermitSemaphore {
-            shared,
-            keys: keys.map(Arc::new),
-            display: name.into(),
+            counter: Counter::new(shared, name, CounterKeys::semaphore),
         }
     }
 
     /// The semaphore's name, which is also the Redis key of its available count.
     pub fn name(&self) -> &str {
-        &self.display
-    }
-
-    fn keys(&self) -> Result<&Arc<CounterKeys>> {
-        self.shared.check_open()?;
-        self.keys.as_ref().map_err(Clone::clone)
+        self.counter.name()
     }
 
     /// Sets the semaphore's permits to `permits`, unless it has permits set already. Returns
@@ -115,7 +103,7 @@ impl PermitSemaphore {
     ///
     /// As [`Semaphore::try_set_permits`](crate::Semaphore::try_set_permits).
     pub async fn try_set_permits(&self, permits: u64) -> Result<bool> {
-        semaphore::try_set(&self.shared, self.keys()?, permits, true).await
+        semaphore::try_set(&self.counter.shared, self.counter.keys()?, permits, true).await
     }
 
     /// Adds `delta` permits to those available (a negative `delta` takes them away).
@@ -124,7 +112,7 @@ impl PermitSemaphore {
     ///
     /// As [`Semaphore::add_permits`](crate::Semaphore::add_permits).
     pub async fn add_permits(&self, delta: i64) -> Result<()> {
-        semaphore::add(&self.shared, self.keys()?, delta, true)
+        semaphore::add(&self.counter.shared, self.counter.keys()?, delta, true)
             .await
             .map(drop)
     }
@@ -162,8 +150,8 @@ impl PermitSemaphore {
 
     /// (available, out) after giving back the permits whose lease ended.
     async fn state(&self) -> Result<(Option<i64>, u64)> {
-        let keys = self.keys()?;
-        let shared = &self.shared;
+        let keys = self.counter.keys()?;
+        let shared = &self.counter.shared;
         let redis = &shared.redis;
         let sent = [
             Key::from(&keys.name),
@@ -194,7 +182,7 @@ impl PermitSemaphore {
     ///
     /// As [`available_permits`](Self::available_permits).
     pub async fn delete(&self) -> Result<bool> {
-        semaphore::delete(&self.shared, self.keys()?, true).await
+        semaphore::delete(&self.counter.shared, self.counter.keys()?, true).await
     }
 
     /// Takes a permit, waiting as long as it takes. The watchdog renews its lease until the
@@ -269,8 +257,8 @@ impl PermitSemaphore {
         lease: Option<Duration>,
         wait: Option<Duration>,
     ) -> Result<Option<Permit>> {
-        let keys = self.keys()?;
-        let shared = &self.shared;
+        let keys = self.counter.keys()?;
+        let shared = &self.counter.shared;
         // The lease as Redis gets it: whole milliseconds, a remainder rounded up.
         let (lease, lease_ms) = match lease {
             Some(lease) => {
@@ -297,14 +285,14 @@ impl PermitSemaphore {
     /// [`Error::InvalidArgument`] for an id that is not 32 hex characters, and as
     /// [`available_permits`](Self::available_permits).
     pub async fn release_id(&self, id: &str) -> Result<bool> {
-        let keys = self.keys()?;
+        let keys = self.counter.keys()?;
         let bytes = from_hex(id).ok_or_else(|| {
             Error::invalid(format!(
                 "a permit id is 32 hexadecimal characters, got `{}`",
                 crate::error::Shown(id)
             ))
         })?;
-        let released = give_back(&self.shared, None, keys, &bytes).await?;
+        let released = give_back(&self.counter.shared, None, keys, &bytes).await?;
         Ok(released != Released::NotOut)
     }
 }

@@ -70,37 +70,25 @@ static COUNTER: Lazy<Script> = Lazy::new(|| Script::new(catalogue::COUNTER));
 /// ```
 #[derive(Clone)]
 pub struct Semaphore {
-    shared: Arc<Shared>,
-    keys: std::result::Result<Arc<CounterKeys>, Error>,
-    display: Arc<str>,
+    counter: Counter,
 }
 
 impl std::fmt::Debug for Semaphore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Semaphore")
-            .field("name", &self.display)
-            .finish()
+        self.counter.fmt_as("Semaphore", f)
     }
 }
 
 impl Semaphore {
     pub(crate) fn new(shared: Arc<Shared>, name: String) -> Semaphore {
-        let keys = CounterKeys::semaphore(&name).and_then(|k| k.checked_for(shared.clustered()));
         Semaphore {
-            shared,
-            keys: keys.map(Arc::new),
-            display: name.into(),
+            counter: Counter::new(shared, name, CounterKeys::semaphore),
         }
     }
 
     /// The semaphore's name, which is also its Redis key.
     pub fn name(&self) -> &str {
-        &self.display
-    }
-
-    fn keys(&self) -> Result<&Arc<CounterKeys>> {
-        self.shared.check_open()?;
-        self.keys.as_ref().map_err(Clone::clone)
+        self.counter.name()
     }
 
     /// Sets the semaphore's permits to `permits`, unless it has permits set already (by anyone,
@@ -113,8 +101,8 @@ impl Semaphore {
     /// [`Error::WrongType`] when the key holds something else, [`Error::Redis`] when Redis
     /// fails (a lost reply is not retried: read the permits to know whether it was set).
     pub async fn try_set_permits(&self, permits: u64) -> Result<bool> {
-        let keys = self.keys()?;
-        try_set(&self.shared, keys, permits, false).await
+        let keys = self.counter.keys()?;
+        try_set(&self.counter.shared, keys, permits, false).await
     }
 
     /// Adds `delta` permits (a negative `delta` takes them away, which may leave the count
@@ -126,8 +114,10 @@ impl Semaphore {
     /// [`Error::InvalidArgument`] for a `delta` of 0 or beyond ±(2^53 − 1), and as
     /// [`try_set_permits`](Self::try_set_permits).
     pub async fn add_permits(&self, delta: i64) -> Result<()> {
-        let keys = self.keys()?;
-        add(&self.shared, keys, delta, false).await.map(drop)
+        let keys = self.counter.keys()?;
+        add(&self.counter.shared, keys, delta, false)
+            .await
+            .map(drop)
     }
 
     /// The permits available now: 0 when the semaphore does not exist, below 0 when more were
@@ -137,8 +127,8 @@ impl Semaphore {
     ///
     /// As [`try_set_permits`](Self::try_set_permits).
     pub async fn available_permits(&self) -> Result<i64> {
-        let keys = self.keys()?;
-        Ok(counter(&self.shared, keys).await?.unwrap_or(0))
+        let keys = self.counter.keys()?;
+        Ok(counter(&self.counter.shared, keys).await?.unwrap_or(0))
     }
 
     /// Takes every available permit at once and returns how many there were (0 when the
@@ -148,8 +138,8 @@ impl Semaphore {
     ///
     /// As [`try_set_permits`](Self::try_set_permits).
     pub async fn drain_permits(&self) -> Result<i64> {
-        let keys = self.keys()?;
-        let redis = &self.shared.redis;
+        let keys = self.counter.keys()?;
+        let redis = &self.counter.shared.redis;
         let reply = DRAIN.run(redis, &[Key::from(&keys.name)], &[]).await;
         let reply = reply.map_err(|e| script_error(e, keys, redis))?;
         integer(reply, &keys.name, &redis.server)
@@ -162,8 +152,8 @@ impl Semaphore {
     ///
     /// As [`try_set_permits`](Self::try_set_permits).
     pub async fn delete(&self) -> Result<bool> {
-        let keys = self.keys()?;
-        delete(&self.shared, keys, false).await
+        let keys = self.counter.keys()?;
+        delete(&self.counter.shared, keys, false).await
     }
 
     /// Takes `permits` permits, waiting as long as it takes until that many are available.
@@ -214,9 +204,9 @@ impl Semaphore {
     }
 
     async fn acquire_within(&self, permits: u32, wait: Option<Duration>) -> Result<bool> {
-        let keys = self.keys()?;
+        let keys = self.counter.keys()?;
         check_permits(permits)?;
-        let shared = &self.shared;
+        let shared = &self.counter.shared;
         let takes_turns = wait != Some(Duration::ZERO);
         let attempt = |_| take(shared, keys, permits);
         let channel = &keys.channel;
@@ -239,9 +229,9 @@ impl Semaphore {
     ///
     /// Cancel safe: once sent, the release runs to its end in the background.
     pub async fn release(&self, permits: u32) -> Result<()> {
-        let keys = self.keys()?;
+        let keys = self.counter.keys()?;
         check_permits(permits)?;
-        let shared = &self.shared;
+        let shared = &self.counter.shared;
         let request = keys.request(&shared.id);
         let in_flight = (keys.name.clone(), request.clone());
         let releasing = shared.registry.releasing(in_flight);
@@ -262,6 +252,49 @@ impl Semaphore {
             shared.sweeper.delete(Key::from(request));
         }
         outcome.map(drop)
+    }
+}
+
+/// What each synchronizer's handle holds (a [`Semaphore`]'s, a
+/// [`PermitSemaphore`](crate::PermitSemaphore)'s, a [`CountDownLatch`](crate::CountDownLatch)'s):
+/// the client, the keys of its name, or the error the name gets (the first operation reports
+/// it), and the name as given.
+#[derive(Clone)]
+pub(crate) struct Counter {
+    pub(crate) shared: Arc<Shared>,
+    keys: std::result::Result<Arc<CounterKeys>, Error>,
+    name: Arc<str>,
+}
+
+impl Counter {
+    /// The handle of `name`, whose keys `keys` makes.
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        name: String,
+        keys: fn(&str) -> Result<CounterKeys>,
+    ) -> Counter {
+        let keys = keys(&name).and_then(|k| k.checked_for(shared.clustered()));
+        Counter {
+            shared,
+            keys: keys.map(Arc::new),
+            name: name.into(),
+        }
+    }
+
+    /// The name as given, which is also the counter's Redis key.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The keys, once the client is known open and the name good.
+    pub(crate) fn keys(&self) -> Result<&Arc<CounterKeys>> {
+        self.shared.check_open()?;
+        self.keys.as_ref().map_err(Clone::clone)
+    }
+
+    /// `Debug` of the handle of type `what`.
+    pub(crate) fn fmt_as(&self, what: &str, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct(what).field("name", &self.name).finish()
     }
 }
 
