@@ -268,9 +268,7 @@ impl PermitSemaphore {
             None => (None, shared.watchdog_ms),
         };
         let takes_turns = wait != Some(Duration::ZERO);
-        // Attempts in a row answered after their lease could have run out.
-        let late = std::sync::atomic::AtomicU32::new(0);
-        let attempt = |_| take(shared, keys, lease, lease_ms, &late);
+        let attempt = |_| take(shared, keys, lease, lease_ms);
         let waiting = OnChannel::new(shared, &keys.channel, wakes, 1, takes_turns, attempt);
         Ok(until_taken(waiting, wait).await?.map(|(permit, _)| permit))
     }
@@ -535,39 +533,7 @@ async fn take(
     keys: &Arc<CounterKeys>,
     lease: Option<Duration>,
     lease_ms: u64,
-    late: &std::sync::atomic::AtomicU32,
 ) -> Result<Try<Counted<Permit>>> {
-    use std::sync::atomic::Ordering::Relaxed;
-    match take_once(shared, keys, lease, lease_ms).await {
-        Ok(Some(outcome)) => {
-            late.store(0, Relaxed);
-            Ok(outcome)
-        }
-        // Answered after its lease could have run out: given back, to try again.
-        Ok(None) if late.fetch_add(1, Relaxed) + 1 >= LATE_TRIES => Err(Error::invalid(format!(
-            "a permit lease of {lease_ms} ms ran out before Redis's reply came back, \
-             {LATE_TRIES} times in a row: a lease must outlast a round trip to Redis"
-        ))),
-        Ok(None) => Ok(Try::Busy(Some(Duration::ZERO))),
-        Err(error) => {
-            late.store(0, Relaxed);
-            Err(error)
-        }
-    }
-}
-
-/// How many attempts in a row may be answered after their lease ran out before the acquire
-/// fails: a lease shorter than a round trip to Redis can never be kept.
-const LATE_TRIES: u32 = 3;
-
-/// One attempt (see [`take`]); `None` when it was answered after its lease could have run out
-/// (the permit is given back).
-async fn take_once(
-    shared: &Arc<Shared>,
-    keys: &Arc<CounterKeys>,
-    lease: Option<Duration>,
-    lease_ms: u64,
-) -> Result<Option<Try<Counted<Permit>>>> {
     shared.check_open()?;
     let bytes = uuid::Uuid::new_v4().into_bytes();
     let id: Str = to_hex(&bytes).into();
@@ -610,7 +576,7 @@ async fn take_once(
                 [Some(0), Some(wait_ms)] => {
                     not_taken(&mut orphan);
                     let bound = u64::try_from(wait_ms).ok().map(Duration::from_millis);
-                    return Ok(Some(Try::Busy(bound)));
+                    return Ok(Try::Busy(bound));
                 }
                 _ => {
                     not_taken(&mut orphan);
@@ -652,7 +618,7 @@ async fn take_once(
         // permit would be lost on arrival, and may be another's by now. The orphan gives it
         // back; the caller tries again.
         tracing::debug!(semaphore = %keys.name, "acquire answered after its lease could have run out; giving the permit back");
-        return Ok(None);
+        return Ok(Try::Late { lease_ms });
     }
     let renew = lease.is_none();
     let registry = &shared.registry;
@@ -668,7 +634,7 @@ async fn take_once(
         registration,
         released: false,
     };
-    Ok(Some(Try::Taken((permit, left))))
+    Ok(Try::Taken((permit, left)))
 }
 
 /// Gives back a permit in the background: one whose `Permit` was dropped, whose `release()`

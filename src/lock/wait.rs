@@ -26,6 +26,36 @@ pub(crate) enum Try<T> {
     Taken(T),
     /// Busy: how long to wait at most before the next attempt (`None`: no bound known).
     Busy(Option<Duration>),
+    /// Taken, but answered after its lease of `lease_ms` could have run out, so given back: the
+    /// next attempt goes at once. [`LATE_TRIES`] in a row fail the wait: a lease shorter than a
+    /// round trip to Redis can never be kept.
+    Late { lease_ms: u64 },
+}
+
+/// How many attempts in a row may be answered after their lease ran out before the wait fails.
+const LATE_TRIES: u32 = 3;
+
+/// Counts attempts answered late in a row ([`Try::Late`]), and fails the wait at [`LATE_TRIES`];
+/// any other outcome starts the count again.
+#[derive(Default)]
+struct LateAnswers(u32);
+
+impl LateAnswers {
+    /// What the wait makes of `outcome`: a late one is busy for no time, until too many.
+    fn judge<T>(&mut self, outcome: Try<T>) -> Result<Try<T>> {
+        let Try::Late { lease_ms } = outcome else {
+            self.0 = 0;
+            return Ok(outcome);
+        };
+        self.0 += 1;
+        if self.0 >= LATE_TRIES {
+            return Err(crate::error::Error::invalid(format!(
+                "a lease of {lease_ms} ms ran out before Redis's reply came back, {LATE_TRIES} \
+                 times in a row: a lease must outlast a round trip to Redis"
+            )));
+        }
+        Ok(Try::Busy(Some(Duration::ZERO)))
+    }
 }
 
 /// Something a caller waits for: its attempts, and how it takes turns between them (for a lock,
@@ -71,15 +101,17 @@ pub(crate) async fn until_taken<W: Waiting>(
     wait: Option<Duration>,
 ) -> Result<Option<W::Taken>> {
     let deadline = wait.and_then(|wait| Instant::now().checked_add(wait));
+    let mut late = LateAnswers::default();
     let mut first = None;
     if !waiting.queue_first() {
-        match waiting.attempt().await? {
+        match late.judge(waiting.attempt().await?)? {
             Try::Taken(taken) => {
                 waiting.taken(&taken);
                 return Ok(Some(taken));
             }
             Try::Busy(_) if wait == Some(Duration::ZERO) => return Ok(None),
             Try::Busy(retry) => first = Some(retry),
+            Try::Late { .. } => unreachable!("judged"),
         }
     }
     waiting.start(deadline, first).await;
@@ -88,12 +120,13 @@ pub(crate) async fn until_taken<W: Waiting>(
         if !waiting.wait_turn(busy.take(), deadline).await {
             return Ok(None);
         }
-        match waiting.attempt().await? {
+        match late.judge(waiting.attempt().await?)? {
             Try::Taken(taken) => {
                 waiting.taken(&taken);
                 return Ok(Some(taken));
             }
             Try::Busy(retry) => busy = Some(retry),
+            Try::Late { .. } => unreachable!("judged"),
         }
     }
 }
@@ -103,13 +136,7 @@ struct Turning<'h, 'a> {
     hold: &'h Hold,
     turns: Box<dyn Turns + 'h>,
     attempts: &'a mut u32,
-    /// Attempts in a row answered after their lease could have run out.
-    late: u32,
 }
-
-/// How many attempts in a row may be answered after their lease ran out before the acquire
-/// fails: a lease shorter than a round trip to Redis can never be kept.
-const LATE_TRIES: u32 = 3;
 
 impl Waiting for Turning<'_, '_> {
     type Taken = (Registration, Option<u64>);
@@ -120,23 +147,12 @@ impl Waiting for Turning<'_, '_> {
 
     async fn attempt(&mut self) -> Result<Try<Self::Taken>> {
         *self.attempts += 1;
-        let attempt = self.hold.try_once(self.turns.ask()).await?;
-        self.late = if matches!(attempt, Attempt::Late) {
-            self.late + 1
-        } else {
-            0
-        };
-        Ok(match attempt {
+        Ok(match self.hold.try_once(self.turns.ask()).await? {
             Attempt::Acquired(registration, token) => Try::Taken((registration, token)),
             Attempt::Busy(retry) => Try::Busy(retry),
-            Attempt::Late if self.late >= LATE_TRIES => {
-                return Err(crate::error::Error::invalid(format!(
-                    "a lease of {} ms ran out before Redis's reply came back, {LATE_TRIES} times \
-                     in a row: a lease must outlast a round trip to Redis",
-                    self.hold.lease_ms
-                )))
-            }
-            Attempt::Late => Try::Busy(Some(Duration::ZERO)),
+            Attempt::Late => Try::Late {
+                lease_ms: self.hold.lease_ms,
+            },
         })
     }
 
@@ -183,7 +199,6 @@ pub(crate) async fn acquire(
             hold,
             turns,
             attempts: &mut attempts,
-            late: 0,
         };
         match until_taken(waiting, wait).await? {
             Some((registration, token)) => guard(hold, registration, token).await.map(Some),
