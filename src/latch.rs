@@ -14,19 +14,17 @@ use std::time::Duration;
 
 use fred::bytes_utils::Str;
 use fred::types::{Key, Value};
-use futures::future::BoxFuture;
 use once_cell::sync::Lazy;
 
-use crate::background::Ended;
 use crate::connection::Connection;
 use crate::error::{Error, Result};
-use crate::lock::until_answered;
 use crate::lock::wait::{until_taken, Counted, OnChannel, Try};
 use crate::names::CounterKeys;
 use crate::pubsub::Wakes;
-use crate::registry::Releasing;
 use crate::scripts::{catalogue, integer, ms_arg, text, Script};
-use crate::semaphore::{counter, request_ttl_ms, script_error, Counter};
+use crate::semaphore::{
+    counter, request_ttl_ms, script_error, under_request, Counter, SendRequest,
+};
 use crate::shared::Shared;
 
 static TRY_SET: Lazy<Script> = Lazy::new(|| Script::new(catalogue::LATCH_TRY_SET));
@@ -122,20 +120,17 @@ impl CountDownLatch {
     /// once.
     pub async fn count_down(&self) -> Result<()> {
         let keys = self.counter.keys()?;
-        let shared = &self.counter.shared;
-        let request = keys.request(&shared.id);
-        let in_flight = (keys.name.clone(), request.clone());
-        let releasing = shared.registry.releasing(in_flight);
-        let mut resume = ResumeCountDown {
-            pending: Some((shared.clone(), keys.clone(), request.clone(), releasing)),
-        };
-        let send = |sent_before| count_down_once(shared, None, keys, &request, sent_before);
-        let (outcome, _) = until_answered(false, send).await;
-        resume.pending = None;
-        if outcome.is_ok() {
-            shared.sweeper.delete(Key::from(request));
-        }
-        outcome.map(drop)
+        let sent = keys.clone();
+        let send: SendRequest = Arc::new(move |shared, fresh, request, sent_before| {
+            let keys = sent.clone();
+            Box::pin(async move {
+                let fresh = fresh.as_deref();
+                count_down_once(&shared, fresh, &keys, &request, sent_before).await
+            })
+        });
+        under_request(&self.counter.shared, keys, "count-down", send)
+            .await
+            .map(drop)
     }
 
     /// The count now: 0 when the latch has none (never set, or it reached zero).
@@ -253,38 +248,6 @@ async fn count_down_once(
     let reply = COUNT_DOWN.run(redis, &sent, &args).await;
     let reply = reply.map_err(|e| script_error(e, keys, redis))?;
     integer(reply, &keys.name, &redis.server)
-}
-
-/// Finishes a count-down whose caller dropped it mid-flight, in the background.
-struct ResumeCountDown {
-    pending: Option<(Arc<Shared>, Arc<CounterKeys>, Str, Releasing)>,
-}
-
-impl Drop for ResumeCountDown {
-    fn drop(&mut self) {
-        let Some((shared, keys, request, releasing)) = self.pending.take() else {
-            return;
-        };
-        let releasing = Arc::new(releasing);
-        let background = shared.clone();
-        let job = move |fresh: Option<Arc<Connection>>| {
-            let (shared, keys, request) = (shared.clone(), keys.clone(), request.clone());
-            let releasing = releasing.clone();
-            Box::pin(async move {
-                let send = |_| count_down_once(&shared, fresh.as_deref(), &keys, &request, true);
-                let (outcome, _) = until_answered(true, send).await;
-                match &outcome {
-                    Ok(_) => shared.sweeper.delete(Key::from(request)),
-                    Err(error) => {
-                        tracing::debug!(latch = %keys.name, %error, "background count-down failed")
-                    }
-                }
-                drop(releasing);
-                Ended::of(&outcome)
-            }) as BoxFuture<'static, Ended>
-        };
-        background.background.must_run(Arc::new(job));
-    }
 }
 
 #[cfg(test)]

@@ -231,27 +231,17 @@ impl Semaphore {
     pub async fn release(&self, permits: u32) -> Result<()> {
         let keys = self.counter.keys()?;
         check_permits(permits)?;
-        let shared = &self.counter.shared;
-        let request = keys.request(&shared.id);
-        let in_flight = (keys.name.clone(), request.clone());
-        let releasing = shared.registry.releasing(in_flight);
-        // Dropped mid-flight, the release is finished in the background under its request id.
-        let mut resume = ResumeRelease {
-            pending: Some((
-                shared.clone(),
-                keys.clone(),
-                request.clone(),
-                permits,
-                releasing,
-            )),
-        };
-        let send = |sent_before| give_back(shared, None, keys, &request, permits, sent_before);
-        let (outcome, _) = until_answered(false, send).await;
-        resume.pending = None;
-        if outcome.is_ok() {
-            shared.sweeper.delete(Key::from(request));
-        }
-        outcome.map(drop)
+        let sent = keys.clone();
+        let send: SendRequest = Arc::new(move |shared, fresh, request, sent_before| {
+            let keys = sent.clone();
+            Box::pin(async move {
+                let fresh = fresh.as_deref();
+                give_back(&shared, fresh, &keys, &request, permits, sent_before).await
+            })
+        });
+        under_request(&self.counter.shared, keys, "release", send)
+            .await
+            .map(drop)
     }
 }
 
@@ -532,33 +522,65 @@ impl Drop for Undo {
     }
 }
 
-/// Finishes a release whose caller dropped it mid-flight, in the background.
-struct ResumeRelease {
-    pending: Option<Pending>,
+/// How a request under a request key is sent: `(shared, fresh, request, sent_before)`, on the
+/// client's connection or a rescue run's (`fresh`); `sent_before`: it may have reached the
+/// server before, so its replay key is read first.
+pub(crate) type SendRequest = Arc<
+    dyn Fn(Arc<Shared>, Option<Arc<Connection>>, Str, bool) -> BoxFuture<'static, Result<i64>>
+        + std::marker::Send
+        + Sync,
+>;
+
+/// Sends a request that must apply once (a semaphore's release, a latch's count-down) under a
+/// fresh request key of `keys`, until it is answered: a retry after a lost reply replays the
+/// first outcome. Dropped mid-flight, it is finished in the background under the same key. The
+/// key is queued for deletion once the reply is in. `what` names the request in logs.
+pub(crate) async fn under_request(
+    shared: &Arc<Shared>,
+    keys: &CounterKeys,
+    what: &'static str,
+    send: SendRequest,
+) -> Result<i64> {
+    let request = keys.request(&shared.id);
+    let releasing = shared
+        .registry
+        .releasing((keys.name.clone(), request.clone()));
+    let mut resume = Resume {
+        pending: Some((shared.clone(), request.clone(), releasing, send.clone())),
+        what,
+    };
+    let attempt = |sent_before| send(shared.clone(), None, request.clone(), sent_before);
+    let (outcome, _) = until_answered(false, attempt).await;
+    resume.pending = None;
+    if outcome.is_ok() {
+        shared.sweeper.delete(Key::from(request));
+    }
+    outcome
 }
 
-/// A release to finish: the semaphore, the request key and the permits, counted in flight
-/// until it ends.
-type Pending = (Arc<Shared>, Arc<CounterKeys>, Str, u32, Releasing);
+/// Finishes in the background a request of [`under_request`] whose caller dropped it
+/// mid-flight; it stays counted in flight till then.
+struct Resume {
+    pending: Option<(Arc<Shared>, Str, Releasing, SendRequest)>,
+    what: &'static str,
+}
 
-impl Drop for ResumeRelease {
+impl Drop for Resume {
     fn drop(&mut self) {
-        let Some((shared, keys, request, permits, releasing)) = self.pending.take() else {
+        let Some((shared, request, releasing, send)) = self.pending.take() else {
             return;
         };
-        let releasing = Arc::new(releasing);
+        let (releasing, what) = (Arc::new(releasing), self.what);
         let background = shared.clone();
         let job = move |fresh: Option<Arc<Connection>>| {
-            let (shared, keys, request) = (shared.clone(), keys.clone(), request.clone());
+            let (shared, request, send) = (shared.clone(), request.clone(), send.clone());
             let releasing = releasing.clone();
             Box::pin(async move {
-                let send = |_| give_back(&shared, fresh.as_deref(), &keys, &request, permits, true);
-                let (outcome, _) = until_answered(true, send).await;
+                let attempt = |_| send(shared.clone(), fresh.clone(), request.clone(), true);
+                let (outcome, _) = until_answered(true, attempt).await;
                 match &outcome {
                     Ok(_) => shared.sweeper.delete(Key::from(request)),
-                    Err(error) => {
-                        tracing::debug!(semaphore = %keys.name, %error, "background release failed")
-                    }
+                    Err(error) => tracing::debug!(%error, "background {what} failed"),
                 }
                 drop(releasing);
                 Ended::of(&outcome)
