@@ -20,6 +20,7 @@ mod common;
 
 use std::time::Instant;
 
+use common::clients::{self, Trial as Measured};
 use common::report::Table;
 use relock::testing::RedisServer;
 
@@ -61,78 +62,105 @@ impl Handle {
     }
 }
 
-/// `tasks` tasks each take and release their own lock `pairs` times: (pairs/s, pair p50 ms, p99).
-async fn relock_pairs(
-    client: &relock::Client,
-    kind: Kind,
-    tasks: usize,
-    pairs: usize,
-) -> (f64, f64, f64) {
-    let started = Instant::now();
-    let handles: Vec<_> = (0..tasks)
-        .map(|t| {
-            let lock = Handle::new(client, kind, format!("bench:own:{t}"));
-            tokio::spawn(async move {
-                let mut times = Vec::with_capacity(pairs);
-                for _ in 0..pairs {
-                    let t0 = Instant::now();
-                    lock.pair().await;
-                    times.push(common::ms(t0.elapsed()));
-                }
-                times
-            })
-        })
-        .collect();
-    let mut times = Vec::new();
-    for h in handles {
-        times.extend(h.await.unwrap());
-    }
-    let elapsed = started.elapsed().as_secs_f64();
-    (
-        (tasks * pairs) as f64 / elapsed,
-        common::percentile(&times, 50.0),
-        common::percentile(&times, 99.0),
-    )
+/// A loop of lock + unlock pairs: relock with a lock type, or one of the bare clients sending
+/// relock's two scripts (`common/clients.rs`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Loop {
+    Relock(Kind),
+    Fred,
+    RedisRs,
 }
 
-/// Pairs/s, p50 and p99 (ms), each the best of three trials (highest rate, lowest latencies),
-/// as the ceiling takes its own: one trial on a small shared machine swings with where the
-/// scheduler puts the client and the server. Also redis-server's CPU time per pair over the
-/// three, in µs.
+/// The clients of one runtime: relock's, and the references'.
+struct Clients {
+    relock: relock::Client,
+    fred: fred::clients::Client,
+    redis_rs: redis::aio::MultiplexedConnection,
+}
+
+/// One trial: pairs/s and client CPU per pair, and (relock only) p50 and p99 of one pair in ms.
+#[derive(Clone, Copy)]
+struct Trial {
+    run: Measured,
+    p50: f64,
+    p99: f64,
+}
+
+async fn trial(clients: &Clients, what: Loop, tasks: usize, pairs: usize) -> Trial {
+    let unmeasured = |run| Trial {
+        run,
+        p50: f64::NAN,
+        p99: f64::NAN,
+    };
+    match what {
+        Loop::Relock(kind) => relock_pairs(&clients.relock, kind, tasks, pairs).await,
+        Loop::Fred => unmeasured(clients::fred_pairs(&clients.fred, tasks, pairs).await),
+        Loop::RedisRs => unmeasured(clients::redis_rs_pairs(&clients.redis_rs, tasks, pairs).await),
+    }
+}
+
+/// `tasks` tasks each take and release their own lock `pairs` times.
+async fn relock_pairs(client: &relock::Client, kind: Kind, tasks: usize, pairs: usize) -> Trial {
+    let locks: Vec<_> = (0..tasks)
+        .map(|t| Handle::new(client, kind, format!("bench:own:{t}")))
+        .collect();
+    let mut times = Vec::new();
+    let run = Measured::measure(tasks * pairs, async {
+        let handles: Vec<_> = locks
+            .into_iter()
+            .map(|lock| {
+                tokio::spawn(async move {
+                    let mut times = Vec::with_capacity(pairs);
+                    for _ in 0..pairs {
+                        let t0 = Instant::now();
+                        lock.pair().await;
+                        times.push(common::ms(t0.elapsed()));
+                    }
+                    times
+                })
+            })
+            .collect();
+        for h in handles {
+            times.extend(h.await.unwrap());
+        }
+    })
+    .await;
+    Trial {
+        run,
+        p50: common::percentile(&times, 50.0),
+        p99: common::percentile(&times, 99.0),
+    }
+}
+
+/// Pairs/s, p50 and p99 (ms), client CPU per pair (µs), each the best of three trials (highest
+/// rate, lowest latencies and CPU), as the ceiling takes its own: one trial on a small shared
+/// machine swings with where the scheduler puts the client and the server. Also redis-server's
+/// CPU time per pair over the three, in µs, and every trial's pairs/s (for the spread).
 struct BestOfThree {
     per_sec: f64,
     p50: f64,
     p99: f64,
+    client_us_per_pair: f64,
     server_us_per_pair: f64,
+    trials_per_sec: Vec<f64>,
 }
 
-fn best_of_three(
-    server: &RedisServer,
-    runtime: &tokio::runtime::Runtime,
-    client: &relock::Client,
-    kind: Kind,
-    tasks: usize,
-    pairs: usize,
-) -> BestOfThree {
-    best_of_three_each(server, runtime, client, &[kind], tasks, pairs).remove(0)
-}
-
-/// [`best_of_three`] for each of `kinds`, their trials interleaved (one trial of each kind, three
-/// times over), so that a drift of the machine during the run weighs on every type alike.
+/// [`BestOfThree`] for each of `loops`, their trials interleaved (one trial of each, three times
+/// over), so that a drift of the machine during the run weighs on every loop alike.
 fn best_of_three_each(
     server: &RedisServer,
     runtime: &tokio::runtime::Runtime,
-    client: &relock::Client,
-    kinds: &[Kind],
+    clients: &Clients,
+    loops: &[Loop],
     tasks: usize,
     pairs: usize,
 ) -> Vec<BestOfThree> {
-    let mut trials = vec![Vec::new(); kinds.len()];
-    let mut cpu = vec![std::time::Duration::ZERO; kinds.len()];
+    let mut trials = vec![Vec::new(); loops.len()];
+    let mut cpu = vec![std::time::Duration::ZERO; loops.len()];
     for _ in 0..3 {
-        for (k, &kind) in kinds.iter().enumerate() {
+        for (k, &what) in loops.iter().enumerate() {
             let cpu_before = common::server_cpu(server);
-            trials[k].push(runtime.block_on(relock_pairs(client, kind, tasks, pairs)));
+            trials[k].push(runtime.block_on(trial(clients, what, tasks, pairs)));
             cpu[k] += common::server_cpu(server) - cpu_before;
         }
     }
@@ -140,32 +168,50 @@ fn best_of_three_each(
         .iter()
         .zip(cpu)
         .map(|(trials, cpu)| {
-            let best = |pick: fn(&(f64, f64, f64)) -> f64, better: fn(f64, f64) -> f64| {
+            let best = |pick: fn(&Trial) -> f64, better: fn(f64, f64) -> f64| {
                 trials.iter().map(pick).reduce(better).unwrap()
             };
             BestOfThree {
-                per_sec: best(|t| t.0, f64::max),
-                p50: best(|t| t.1, f64::min),
-                p99: best(|t| t.2, f64::min),
+                per_sec: best(|t| t.run.per_sec, f64::max),
+                p50: best(|t| t.p50, f64::min),
+                p99: best(|t| t.p99, f64::min),
+                client_us_per_pair: best(|t| t.run.cpu_us_per_pair, f64::min),
                 server_us_per_pair: cpu.as_secs_f64() * 1e6 / (3 * tasks * pairs) as f64,
+                trials_per_sec: trials.iter().map(|t| t.run.per_sec).collect(),
             }
         })
         .collect()
 }
 
-/// A multi-threaded runtime with `workers` worker threads, and a client on it.
-fn runtime_and_client(
-    server: &RedisServer,
-    workers: usize,
-) -> (tokio::runtime::Runtime, relock::Client) {
+/// A multi-threaded runtime with `workers` worker threads, and the clients on it.
+fn runtime_and_clients(server: &RedisServer, workers: usize) -> (tokio::runtime::Runtime, Clients) {
     let runtime = common::runtime(workers);
-    let client = runtime
-        .block_on(relock::Client::connect(&server.url()))
-        .unwrap();
-    for kind in [Kind::Lock, Kind::Spin, Kind::Fair] {
-        runtime.block_on(relock_pairs(&client, kind, 4, 200)); // warm-up: scripts loaded
+    let url = server.url();
+    let clients = runtime.block_on(async {
+        Clients {
+            relock: relock::Client::connect(&url).await.unwrap(),
+            fred: clients::fred_client(&url).await,
+            redis_rs: clients::redis_rs_connection(&url).await,
+        }
+    });
+    let all = [
+        Loop::Relock(Kind::Lock),
+        Loop::Relock(Kind::Spin),
+        Loop::Relock(Kind::Fair),
+        Loop::Fred,
+        Loop::RedisRs,
+    ];
+    for what in all {
+        runtime.block_on(trial(&clients, what, 4, 200)); // warm-up: scripts loaded
     }
-    (runtime, client)
+    (runtime, clients)
+}
+
+/// (max − min) / median of `values`.
+fn spread(values: &[f64]) -> f64 {
+    let max = values.iter().copied().fold(f64::MIN, f64::max);
+    let min = values.iter().copied().fold(f64::MAX, f64::min);
+    (max - min) / common::median(values)
 }
 
 fn main() {
@@ -175,8 +221,8 @@ fn main() {
     // own: relock gets the cores the server leaves, like for like. The default runtime (one
     // worker per core, so the client competes with the server for CPU) is measured too.
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let (runtime, client) = runtime_and_client(&server, (cores - 1).max(1));
-    let (default_runtime, default_client) = runtime_and_client(&server, cores);
+    let (runtime, clients) = runtime_and_clients(&server, (cores - 1).max(1));
+    let (default_runtime, default_clients) = runtime_and_clients(&server, cores);
     let mut table = Table::new(
         "uncontended",
         format!(
@@ -184,23 +230,33 @@ fn main() {
             common::redis_version(&server)
         ),
     );
+    // Every trial's pairs/s of the 32-task loops on the default runtime, over all runs.
+    let (mut lock_trials, mut fred_trials) = (Vec::new(), Vec::new());
     for run in 1..=runs {
         eprintln!("uncontended: run {run}/{runs}");
         let c1 = common::ceiling::measure(&server, 1, 10_000);
         let c32 = common::ceiling::measure(&server, 32, 100_000);
-        // Lock's trials interleaved with SpinLock's and FairLock's, on the same runtime and client.
-        let kinds = [Kind::Lock, Kind::Spin, Kind::Fair];
-        let ones = best_of_three_each(&server, &runtime, &client, &kinds, 1, 5_000);
-        let manys = best_of_three_each(&server, &runtime, &client, &kinds, 32, PAIRS_PER_TASK);
+        // Lock's trials interleaved with SpinLock's and FairLock's and the bare clients', on the
+        // same runtime.
+        let relock_loops = [Kind::Lock, Kind::Spin, Kind::Fair].map(Loop::Relock);
+        let ones = best_of_three_each(&server, &runtime, &clients, &relock_loops, 1, 5_000);
+        let mut loops = relock_loops.to_vec();
+        loops.extend([Loop::Fred, Loop::RedisRs]);
+        let manys = best_of_three_each(&server, &runtime, &clients, &loops, 32, PAIRS_PER_TASK);
         let (one, many) = (&ones[0], &manys[0]);
-        let many_default = best_of_three(
+        let (fred, redis_rs) = (&manys[3], &manys[4]);
+        let defaults = best_of_three_each(
             &server,
             &default_runtime,
-            &default_client,
-            Kind::Lock,
+            &default_clients,
+            &[Loop::Relock(Kind::Lock), Loop::Fred, Loop::RedisRs],
             32,
             PAIRS_PER_TASK,
         );
+        let (many_default, fred_default, redis_rs_default) =
+            (&defaults[0], &defaults[1], &defaults[2]);
+        lock_trials.extend(&many_default.trials_per_sec);
+        fred_trials.extend(&fred_default.trials_per_sec);
         table.add("ceiling -P 1 pairs/s", "/s", c1.pairs_per_sec);
         table.add("ceiling -P 1 pair p50", "ms", c1.pair_p50_ms);
         table.add("ceiling -P 32 pairs/s", "/s", c32.pairs_per_sec);
@@ -247,6 +303,55 @@ fn main() {
             many_default.per_sec / c32.pairs_per_sec,
             "-P 32 pairs/s",
         );
+        // The client's own cost: this process's CPU per pair, next to the bare clients' on the
+        // same runtime.
+        let workers = [
+            (String::new(), many, fred, redis_rs),
+            (
+                format!(", {cores} workers"),
+                many_default,
+                fred_default,
+                redis_rs_default,
+            ),
+        ];
+        for (on, relock, fred, redis_rs) in workers {
+            table.add(
+                &format!("fred alone 32 tasks pairs/s{on}"),
+                "/s",
+                fred.per_sec,
+            );
+            table.add(
+                &format!("redis-rs 32 tasks pairs/s{on}"),
+                "/s",
+                redis_rs.per_sec,
+            );
+            table.add(
+                &format!("fred alone client CPU per pair{on}"),
+                "µs",
+                fred.client_us_per_pair,
+            );
+            table.add_ratio(
+                &format!("redis-rs client CPU per pair{on}"),
+                "µs",
+                redis_rs.client_us_per_pair,
+                redis_rs.client_us_per_pair / fred.client_us_per_pair,
+                "fred alone's",
+            );
+            table.add_ratio(
+                &format!("32 tasks client CPU per pair{on}"),
+                "µs",
+                relock.client_us_per_pair,
+                relock.client_us_per_pair / fred.client_us_per_pair,
+                "fred alone's",
+            );
+            table.add_ratio(
+                &format!("32 tasks client CPU per pair vs redis-rs{on}"),
+                "µs",
+                relock.client_us_per_pair,
+                relock.client_us_per_pair / redis_rs.client_us_per_pair,
+                "redis-rs's",
+            );
+        }
         for (k, name) in [(1, "SpinLock"), (2, "FairLock")] {
             let (one_k, many_k) = (&ones[k], &manys[k]);
             table.add_ratio(
@@ -271,6 +376,13 @@ fn main() {
                 "Lock's 32 tasks pairs/s",
             );
             table.add_ratio(
+                &format!("{name} 32 tasks client CPU per pair"),
+                "µs",
+                many_k.client_us_per_pair,
+                many_k.client_us_per_pair / many.client_us_per_pair,
+                "Lock's client CPU",
+            );
+            table.add_ratio(
                 &format!("{name} 32 tasks server CPU per pair"),
                 "µs",
                 many_k.server_us_per_pair,
@@ -279,8 +391,38 @@ fn main() {
             );
         }
     }
-    let met = table.ratio("32 tasks pairs/s") >= 0.9;
-    table.target("32 tasks pairs/s", "≥ 0.9× -P 32 ceiling", met);
+    let met = table.ratio("32 tasks pairs/s") >= 1.0;
+    table.target("32 tasks pairs/s", "≥ 1.0× -P 32 ceiling", met);
+    let on_default = format!(", {cores} workers");
+    let figure = format!("32 tasks pairs/s{on_default}");
+    let met = table.ratio(&figure) >= 0.9;
+    table.target(&figure, "≥ 0.9× -P 32 ceiling", met);
+    let figure = format!("32 tasks client CPU per pair{on_default}");
+    let met = table.ratio(&figure) <= 1.3;
+    table.target(&figure, "≤ 1.3× fred alone's", met);
+    let figure = format!("32 tasks client CPU per pair vs redis-rs{on_default}");
+    let met = table.ratio(&figure) <= 1.0;
+    table.target(&figure, "≤ redis-rs's (1.0×)", met);
+    // The spread of single trials over the whole sitting: relock's no wider than fred's.
+    let (lock_spread, fred_spread) = (spread(&lock_trials), spread(&fred_trials));
+    table.add(
+        &format!("fred alone 32 tasks pairs/s spread{on_default}"),
+        "×",
+        fred_spread,
+    );
+    table.add_ratio(
+        &format!("32 tasks pairs/s spread{on_default}"),
+        "×",
+        lock_spread,
+        lock_spread / fred_spread,
+        "fred alone's spread",
+    );
+    let figure = format!("32 tasks pairs/s spread{on_default}");
+    let met = lock_spread <= fred_spread;
+    table.target(&figure, "≤ fred alone's", met);
+    let figure = "FairLock 32 tasks pairs/s";
+    let met = table.ratio(figure) >= 0.9;
+    table.target(figure, "≥ 0.9× Lock's", met);
     let met = table.ratio("1 task pair p50") <= 1.3;
     table.target("1 task pair p50", "≤ 1.3× -P 1 ceiling", met);
     for figure in ["SpinLock 1 task pairs/s", "SpinLock 32 tasks pairs/s"] {
