@@ -2,8 +2,12 @@
 -- on its own channel.
 -- Needs: common/counter, common/replay, common/delay, fair/queue
 --
--- Every applied release writes its replay key, the last one too: a retry after a lost reply
--- then replays the result instead of counting twice or reading another owner's state.
+-- A release that leaves holds behind writes a replay key, so that its retry after a lost reply
+-- does not count it twice. The last release writes one only when ARGV[8] asks, as the plain
+-- lock's does (lua/lock/release.lua): its retry finds the field gone and returns nil, which the
+-- client takes for "freed by the first send", and the client asks for the key whenever that
+-- could be wrong. A retry that finds the field gone moves nothing: it wakes the head only if
+-- the lock is still free, which at worst wakes the head once more.
 --
 -- KEYS[1]  the lock hash <name>
 -- KEYS[2]  the queue redisson_lock_queue:{<name>}
@@ -22,7 +26,9 @@
 -- ARGV[5]  how long a replay key lives, in ms
 -- ARGV[6]  1 when this request may have reached the server before: its replay key is read
 --          first; 0 on the request's first send
--- ARGV[7]  (with KEYS[7]) the lock-delay in ms
+-- ARGV[7]  the lock-delay in ms (used with KEYS[7] only; 0 without)
+-- ARGV[8]  1 when the last release writes its replay key too; 0: only a release that leaves
+--          holds behind writes one
 --
 -- Reply:   nil when the field holds nothing, 0 when holds remain, 1 + n when the lock was freed
 --          and the head's wake-up reached n subscribed connections (n = 0 without a queue). A
@@ -72,7 +78,9 @@ redis.call('del', KEYS[1])
 if KEYS[7] then
     redis.call('del', KEYS[7])
 end
-replay_write(KEYS[5], 1, ARGV[5])
+if ARGV[8] == '1' then
+    replay_write(KEYS[5], 1, ARGV[5])
+end
 local woken = 0
 if head then
     woken = redis.call(ARGV[4], KEYS[4] .. ':' .. head, ARGV[1])

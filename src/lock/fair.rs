@@ -177,10 +177,6 @@ impl LockType for Fair {
         ))
     }
 
-    fn always_replays(&self) -> bool {
-        true
-    }
-
     fn renews_with(&self) -> &'static str {
         if self.delay.is_some() {
             DELAYED_RENEWAL

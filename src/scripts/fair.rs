@@ -88,8 +88,8 @@ pub(crate) async fn acquire(
     busy_or_delayed(reply, &keys.name, &redis.server)
 }
 
-/// Releases one hold of `field`; the last one wakes the first waiter in the queue. Every
-/// release writes its replay key.
+/// Releases one hold of `field`; the last one wakes the first waiter in the queue. A release
+/// that leaves holds behind writes its replay key; the last one when `how.replay_last` asks.
 pub(crate) async fn release(
     redis: &Connection,
     keys: &LockKeys,
@@ -117,11 +117,12 @@ pub(crate) async fn release(
         ms_arg(how.latch_ttl_ms),
         text(if how.sent_before { "1" } else { "0" }),
         ms_arg(delay.map_or(0, |d| d.ms)),
+        text(if how.replay_last { "1" } else { "0" }),
     ];
-    // The shadow and its delay only for a lock with a lock-delay (lua/fair/release.lua).
-    let (n, m) = if delay.is_some() { (7, 7) } else { (6, 6) };
+    // The shadow only for a lock with a lock-delay (lua/fair/release.lua).
+    let n = if delay.is_some() { 7 } else { 6 };
     let reply = RELEASE
-        .run(redis, &all_keys[..n], &args[..m])
+        .run(redis, &all_keys[..n], &args)
         .await
         .map_err(|e| {
             let mut named = named(keys, fair, 6);

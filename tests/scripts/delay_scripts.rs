@@ -316,7 +316,7 @@ async fn a_fair_lock_in_its_delay_keeps_its_queue_and_answers_delayed() {
         &alive,
         &f.shadow,
     ];
-    let args = ["0", "4000", OTHER, "PUBLISH", "8000", "0", &delay];
+    let args = ["0", "4000", OTHER, "PUBLISH", "8000", "0", &delay, "0"];
     assert_eq!(f.eval(FAIR_RELEASE, &keys, &args).await.as_i64(), Some(1));
     assert!(!raw_exists(&f.server, &f.shadow));
 }

@@ -115,12 +115,22 @@ impl Fixture {
 
     /// A release request's first send.
     async fn release(&self, field: &str, request: &str) -> Result<Value, fred::error::Error> {
-        self.send_release(field, request, "0").await
+        self.send_release(field, request, "0", "1").await
     }
 
     /// The same release request sent again (its reply was lost).
     async fn retry_release(&self, field: &str, request: &str) -> Result<Value, fred::error::Error> {
-        self.send_release(field, request, "1").await
+        self.send_release(field, request, "1", "1").await
+    }
+
+    /// A release whose last hold writes no replay key (`replay_last` 0), and its retry.
+    async fn release_unrecorded(
+        &self,
+        field: &str,
+        request: &str,
+        sent_before: &str,
+    ) -> Result<Value, fred::error::Error> {
+        self.send_release(field, request, sent_before, "0").await
     }
 
     async fn send_release(
@@ -128,6 +138,7 @@ impl Fixture {
         field: &str,
         request: &str,
         sent_before: &str,
+        replay_last: &str,
     ) -> Result<Value, fred::error::Error> {
         let replay = self.replay_key(request);
         self.eval(
@@ -147,6 +158,8 @@ impl Fixture {
                 "PUBLISH",
                 &REPLAY_TTL_MS.to_string(),
                 sent_before,
+                "0",
+                replay_last,
             ],
         )
         .await
@@ -712,6 +725,34 @@ async fn the_last_release_frees_wakes_the_head_and_replays_one() {
     assert_eq!(fx.hash(), pairs(&[(X, "1")]));
     assert_eq!(fx.queued(), fields(&[B]));
     sub.assert_quiet(&fx.server, &fx.channel(B)).await;
+}
+
+#[tokio::test]
+async fn a_last_release_not_asked_to_record_writes_no_replay_key_and_its_retry_changes_nothing() {
+    let fx = Fixture::new("fair-release-unrecorded").await;
+    let mut sub = fx.subscribe(&[A]).await;
+    assert_eq!(fx.wait(X).await.unwrap(), Value::Null);
+    assert!(int(fx.wait(A).await.unwrap()) > 0);
+
+    assert_eq!(int(fx.release_unrecorded(X, "r1", "0").await.unwrap()), 2);
+    assert!(!fx.exists(&fx.name));
+    assert!(!fx.exists(&fx.replay_key("r1")), "no replay key");
+    assert_eq!(
+        sub.next_message(Duration::from_secs(5)).await,
+        Some((fx.channel(A), "0".to_owned()))
+    );
+    // A takes the lock before X's retry arrives: the retry finds X's field gone (nil, "freed by
+    // the first send") and leaves A's hold and the queue alone, waking nobody.
+    assert_eq!(fx.wait(A).await.unwrap(), Value::Null);
+    fx.enqueue_raw(B, Some(fx.now() + WAITER_TIMEOUT_MS));
+    let mut sub_b = fx.subscribe(&[B]).await;
+    assert_eq!(
+        fx.release_unrecorded(X, "r1", "1").await.unwrap(),
+        Value::Null
+    );
+    assert_eq!(fx.hash(), pairs(&[(A, "1")]));
+    assert_eq!(fx.queued(), fields(&[B]));
+    sub_b.assert_quiet(&fx.server, &fx.channel(B)).await;
 }
 
 #[tokio::test]

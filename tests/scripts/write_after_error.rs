@@ -249,7 +249,7 @@ fn cases(server: &RedisServer, name: &str) -> Vec<Case> {
                 latch.clone(),
                 alive.clone(),
             ],
-            args: strings(&["0", "30000", FIELD, "PUBLISH", "10000", "0"]),
+            args: strings(&["0", "30000", FIELD, "PUBLISH", "10000", "0", "0", "1"]),
             setup: [held("2"), vec![strings(&["RPUSH", &queue, "dead"])]].concat(),
             channels: vec![4],
         },
