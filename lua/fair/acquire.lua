@@ -59,7 +59,7 @@ if holds then
     hold_count_check(1, holds)
 end
 local score = on_key(3, 'zscore', me)
-on_key(4, 'zscore', me)
+local alive = on_key(4, 'zscore', me)
 -- Marks this field alive for W more. The record outlives this field's deadline by W: until
 -- then a lapsed entry still tells relock the field is dead (an absent one would read as a
 -- Redisson waiter's); after it, the field is gone by Redisson's rule anyway.
@@ -83,9 +83,17 @@ if free and delayed == 0 and (not head or head == me) then
     if head then
         redis.call('lpop', KEYS[2])
     end
-    redis.call('zrem', KEYS[3], me)
-    redis.call('zrem', KEYS[4], me)
-    lower(redis.call('zrange', KEYS[3], 0, -1), q)
+    -- Only what is there is removed, and the deadlines are lowered only behind a head that
+    -- leaves: an uncontended acquire (no queue, not queued) writes nothing but the lock.
+    if score then
+        redis.call('zrem', KEYS[3], me)
+    end
+    if alive or score then
+        redis.call('zrem', KEYS[4], me)
+    end
+    if head then
+        lower(redis.call('zrange', KEYS[3], 0, -1), q)
+    end
     redis.call('hset', KEYS[1], me, 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
     if delay then

@@ -756,6 +756,21 @@ async fn a_last_release_not_asked_to_record_writes_no_replay_key_and_its_retry_c
 }
 
 #[tokio::test]
+async fn an_uncontended_pair_writes_the_lock_alone() {
+    let fx = Fixture::new("fair-uncontended").await;
+    let calls = |command| common::raw_command_calls(&fx.server, command);
+    assert_eq!(fx.wait(X).await.unwrap(), Value::Null);
+    assert_eq!(int(fx.release_unrecorded(X, "r1", "0").await.unwrap()), 1);
+    assert!(!fx.exists(&fx.name));
+    // Nobody queued, so nothing to take out of the queue or its deadlines, and no deadline to
+    // lower; a last release not asked to record writes no replay key.
+    for command in ["zrem", "zrange", "zadd", "zincrby", "lpop", "set"] {
+        assert_eq!(calls(command), 0, "{command} calls");
+    }
+    assert_eq!((calls("hset"), calls("del")), (1, 1));
+}
+
+#[tokio::test]
 async fn the_last_release_without_a_queue_publishes_nothing() {
     let fx = Fixture::new("fair-release-alone").await;
     let mut sub = fx.subscribe(&[A]).await;
