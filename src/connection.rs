@@ -3,6 +3,7 @@
 //! timeout instead of queueing for a reconnect).
 
 use std::ops::Deref;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use fred::clients::Client as Redis;
@@ -40,19 +41,27 @@ impl Deref for Connection {
 /// Since when a connection has been seen down, so that commands stop waiting for a reconnect
 /// once a whole command timeout went by without one (see the scripts' `run`).
 #[derive(Default)]
-pub(crate) struct DownClock(Mutex<Option<Instant>>);
+pub(crate) struct DownClock {
+    since: Mutex<Option<Instant>>,
+    /// Whether `since` may be set: [`up`](Self::up), called before every command, reads this
+    /// flag alone while the connection stays up.
+    marked: AtomicBool,
+}
 
 impl DownClock {
     /// When the connection was first seen down: now, unless it was seen down before and has
     /// not been seen up since.
     pub(crate) fn since(&self) -> Instant {
-        *self.0.lock().unwrap().get_or_insert_with(Instant::now)
+        let mut since = self.since.lock().unwrap();
+        self.marked.store(true, Ordering::Release);
+        *since.get_or_insert_with(Instant::now)
     }
 
     /// A command sent at `at` met a broken connection: it has been down since then at the
     /// latest.
     pub(crate) fn suspect(&self, at: Instant) {
-        let mut since = self.0.lock().unwrap();
+        let mut since = self.since.lock().unwrap();
+        self.marked.store(true, Ordering::Release);
         if since.map_or(true, |since| at < since) {
             *since = Some(at);
         }
@@ -60,6 +69,10 @@ impl DownClock {
 
     /// The connection is up.
     pub(crate) fn up(&self) {
-        self.0.lock().unwrap().take();
+        if self.marked.load(Ordering::Acquire) {
+            let mut since = self.since.lock().unwrap();
+            self.marked.store(false, Ordering::Release);
+            since.take();
+        }
     }
 }

@@ -153,21 +153,23 @@ impl Registry {
         let now = Instant::now();
         let mut map = self.map.lock().unwrap();
         let entry = map.entry(key).or_default();
+        // A first hold starts its first generation here: one signal made, none replaced.
         let entry = entry.holding.get_or_insert_with(|| Holding {
             guards: 0,
             renewing: 0,
             fixed: Vec::new(),
-            generation: 0,
+            generation: id,
             held: held.clone(),
             standing: watch::Sender::new(Standing {
-                lost: true,
-                lapses_after: sent_at,
+                lost: false,
+                lapses_after: sent_at + lease,
             }),
             set_sent_at: sent_at,
         });
-        if entry.lapsed(now) {
-            // A fresh hold, or one after a loss: a new signal for the guards from here on. The
-            // old signal stays lost for the guards that have it.
+        if entry.generation != id && entry.lapsed(now) {
+            // A hold after a loss (or after the lease may have run out): a new generation and
+            // signal for the guards from here on. The old signal stays lost for the guards that
+            // have it.
             if entry.standing.receiver_count() > 0 {
                 entry.standing.send_modify(|s| s.lost = true);
             }
