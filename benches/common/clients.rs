@@ -37,6 +37,21 @@ impl Trial {
     }
 }
 
+impl Trial {
+    /// Spawns `tasks` (doing `pairs` pairs in all) and measures them until the last one ends.
+    async fn spawned<F>(pairs: usize, tasks: Vec<F>) -> Trial
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        Trial::measure(pairs, async {
+            for handle in tasks.into_iter().map(tokio::spawn).collect::<Vec<_>>() {
+                handle.await.unwrap();
+            }
+        })
+        .await
+    }
+}
+
 /// The keys of task `t`'s lock in a reference loop, as relock names them.
 struct Names {
     name: String,
@@ -124,12 +139,7 @@ pub async fn fred_pairs(client: &fred::clients::Client, tasks: usize, pairs: usi
             }
         })
         .collect();
-    Trial::measure(tasks * pairs, async {
-        for handle in handles.into_iter().map(tokio::spawn).collect::<Vec<_>>() {
-            handle.await.unwrap();
-        }
-    })
-    .await
+    Trial::spawned(tasks * pairs, handles).await
 }
 
 /// A redis-rs multiplexed connection (one socket shared by every task, as fred's is).
@@ -188,10 +198,5 @@ pub async fn redis_rs_pairs(
             }
         })
         .collect();
-    Trial::measure(tasks * pairs, async {
-        for handle in handles.into_iter().map(tokio::spawn).collect::<Vec<_>>() {
-            handle.await.unwrap();
-        }
-    })
-    .await
+    Trial::spawned(tasks * pairs, handles).await
 }

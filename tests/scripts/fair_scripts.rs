@@ -8,7 +8,7 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::{resp, RawSubscriber, RedisServer, Resp};
+use common::{redisson_fair, resp, RawSubscriber, RedisServer, Resp};
 use fred::clients::Client as Redis;
 use fred::interfaces::LuaInterface;
 use fred::types::Value;
@@ -1010,94 +1010,8 @@ async fn a_head_leaving_wakes_the_first_live_waiter_past_dead_ones() {
 
 // ---------------------------------------------------------------- Redisson compatibility
 
-/// Redisson's fair acquire, waiting form (`RedissonFairLock.tryLockInnerAsync`, `EVAL_LONG`),
-/// reconstructed from its documented steps: KEYS = [name, queue, deadlines], ARGV = [lease,
-/// field, wait, now (client clock, ms)]. Deadlines are the previous tail's deadline + wait, and
-/// every taker shifts all remaining deadlines down by its wait.
-const REDISSON_FAIR_ACQUIRE: &str = r#"
-local now = tonumber(ARGV[4])
-local wait = tonumber(ARGV[3])
-while true do
-    local first = redis.call('lindex', KEYS[2], 0)
-    if first == false then break end
-    local deadline = redis.call('zscore', KEYS[3], first)
-    if deadline and tonumber(deadline) <= now then
-        redis.call('zrem', KEYS[3], first)
-        redis.call('lpop', KEYS[2])
-    else
-        break
-    end
-end
-if redis.call('exists', KEYS[1]) == 0 and (redis.call('exists', KEYS[2]) == 0
-        or redis.call('lindex', KEYS[2], 0) == ARGV[2]) then
-    redis.call('lpop', KEYS[2])
-    redis.call('zrem', KEYS[3], ARGV[2])
-    local waiters = redis.call('zrange', KEYS[3], 0, -1)
-    for i = 1, #waiters do
-        redis.call('zincrby', KEYS[3], -wait, waiters[i])
-    end
-    redis.call('hset', KEYS[1], ARGV[2], 1)
-    redis.call('pexpire', KEYS[1], ARGV[1])
-    return nil
-end
-if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-    redis.call('hincrby', KEYS[1], ARGV[2], 1)
-    redis.call('pexpire', KEYS[1], ARGV[1])
-    return nil
-end
-if redis.call('zscore', KEYS[3], ARGV[2]) then
-    return math.max(0, redis.call('pttl', KEYS[1]))
-end
-local last = redis.call('lindex', KEYS[2], -1)
-local ttl
-if last and last ~= ARGV[2] and redis.call('zscore', KEYS[3], last) then
-    ttl = tonumber(redis.call('zscore', KEYS[3], last)) - now
-else
-    ttl = redis.call('pttl', KEYS[1])
-end
-if redis.call('zadd', KEYS[3], ttl + wait + now, ARGV[2]) == 1 then
-    redis.call('rpush', KEYS[2], ARGV[2])
-end
-return ttl
-"#;
-
-/// Redisson's fair unlock (`RedissonFairLock.unlockInnerAsync`), reconstructed: KEYS = [name,
-/// queue, deadlines, channel prefix, unlock latch], ARGV = [message, lease, field, now,
-/// publish command, latch TTL].
-const REDISSON_FAIR_UNLOCK: &str = r#"
-local replay = redis.call('get', KEYS[5])
-if replay ~= false then return tonumber(replay) end
-local now = tonumber(ARGV[4])
-while true do
-    local first = redis.call('lindex', KEYS[2], 0)
-    if first == false then break end
-    local deadline = redis.call('zscore', KEYS[3], first)
-    if deadline and tonumber(deadline) <= now then
-        redis.call('zrem', KEYS[3], first)
-        redis.call('lpop', KEYS[2])
-    else
-        break
-    end
-end
-if redis.call('exists', KEYS[1]) == 0 then
-    local next = redis.call('lindex', KEYS[2], 0)
-    if next then redis.call(ARGV[5], KEYS[4] .. ':' .. next, ARGV[1]) end
-    redis.call('set', KEYS[5], 1, 'px', ARGV[6])
-    return 1
-end
-if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then return nil end
-local holds = redis.call('hincrby', KEYS[1], ARGV[3], -1)
-if holds > 0 then
-    redis.call('pexpire', KEYS[1], ARGV[2])
-    redis.call('set', KEYS[5], 0, 'px', ARGV[6])
-    return 0
-end
-redis.call('del', KEYS[1])
-redis.call('set', KEYS[5], 1, 'px', ARGV[6])
-local next = redis.call('lindex', KEYS[2], 0)
-if next then redis.call(ARGV[5], KEYS[4] .. ':' .. next, ARGV[1]) end
-return 1
-"#;
+// The Java side runs the Redisson peer's scripts (`common/redisson_fair.rs`), with its clock in
+// step with the server's.
 
 /// Two threads of one Java client.
 const JAVA_1: &str = "5b6c2a1e-9d3f-4e7a-8c1b-2f0e4d6a8b9c:1";
@@ -1107,7 +1021,7 @@ impl Fixture {
     /// The Java side's `lock()` attempt, its clock in step with the server's.
     async fn java_acquire(&self, field: &str, wait_ms: i64) -> Value {
         self.eval(
-            REDISSON_FAIR_ACQUIRE,
+            &redisson_fair::acquire_script(),
             &[&self.name, &self.queue, &self.deadlines],
             &[
                 &LEASE_MS.to_string(),
@@ -1124,7 +1038,7 @@ impl Fixture {
     async fn java_unlock(&self, field: &str, request: &str) -> Value {
         let latch = self.replay_key(request);
         self.eval(
-            REDISSON_FAIR_UNLOCK,
+            &redisson_fair::unlock_script(),
             &[
                 &self.name,
                 &self.queue,
