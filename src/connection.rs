@@ -5,8 +5,10 @@
 use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use fred::clients::Client as Redis;
+use fred::interfaces::ClientLike;
 use tokio::time::Instant;
 
 /// A fred client as relock's scripts use it: with the server its errors name, and the clock of
@@ -18,11 +20,14 @@ pub(crate) struct Connection {
     pub(crate) server: Arc<str>,
     /// Shared by the clones, which share the connection.
     pub(crate) down: Arc<DownClock>,
+    /// The client's command timeout, which fred applies to a command sent without options.
+    pub(crate) timeout: Duration,
 }
 
 impl Connection {
     pub(crate) fn new(redis: Redis, server: &str) -> Connection {
         Connection {
+            timeout: redis.perf_config().default_command_timeout,
             redis,
             server: server.into(),
             down: Arc::default(),

@@ -28,7 +28,7 @@ use crate::error::{Error, Result};
 use crate::lock::wait::{until_taken, Counted, OnChannel, Try};
 use crate::lock::{until_answered, Lost};
 use crate::names::CounterKeys;
-use crate::registry::{Closing, Held, HoldKey, Leaving, Registration, Releasing, Standing};
+use crate::registry::{Closing, Held, HoldKey, Leaving, Registration, Releasing};
 use crate::scripts::{self, catalogue, integer, ms_arg, text, Script};
 use crate::semaphore::{self, wakes, Counter};
 use crate::shared::Shared;
@@ -346,27 +346,13 @@ impl Permit {
     /// released. The same snapshot caveat as [`LockGuard::lost`](crate::LockGuard::lost)
     /// applies.
     pub fn lost(&self) -> Lost {
-        let mut standing = self.registration.standing.clone();
-        Lost::from_future(async move {
-            loop {
-                let known: Standing = *standing.borrow_and_update();
-                if known.is_lost(Instant::now()) {
-                    return;
-                }
-                tokio::select! {
-                    _ = tokio::time::sleep_until(known.lapses_after) => return,
-                    changed = standing.changed() => if changed.is_err() {
-                        return; // the permit was released
-                    },
-                }
-            }
-        })
+        Lost::from_future(self.registration.standing.clone().lost())
     }
 
     /// Whether [`lost`](Self::lost) has completed (or would complete at once), checked against
     /// the clock without a round trip.
     pub fn is_lost(&self) -> bool {
-        self.registration.standing.borrow().is_lost(Instant::now())
+        self.registration.standing.is_lost()
     }
 
     /// Gives the permit back and wakes the semaphore's waiters. Renewal stops before the

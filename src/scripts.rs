@@ -82,7 +82,18 @@ impl Script {
         args: &[Value],
     ) -> std::result::Result<Value, fred::error::Error> {
         let down = &redis.down;
-        let timeout = redis.perf_config().default_command_timeout;
+        let timeout = redis.timeout;
+        if redis.is_connected() {
+            down.up();
+            let sent = Instant::now();
+            // The common case: connected, with the whole timeout left, which fred applies to a
+            // command sent without options, so none are built per command.
+            match Box::pin(self.run_once(redis, None, keys, args)).await {
+                Err(e) if classify(&e) == What::NotRouted => {}
+                Err(e) => return Err(met(redis, e, sent)),
+                result => return result,
+            }
+        }
         let deadline = Instant::now() + timeout;
         loop {
             if redis.is_connected() {
@@ -98,29 +109,25 @@ impl Script {
             }
             let sent = Instant::now();
             let left = deadline.saturating_duration_since(sent);
-            // Boxed: fred's command future is large, and every lock() future that waits would
-            // otherwise carry room for it (about 7 KB per waiter instead of 1.5 KB).
-            match Box::pin(self.run_once(redis, left, keys, args)).await {
+            match Box::pin(self.run_once(redis, Some(left), keys, args)).await {
                 Err(e) if classify(&e) == What::NotRouted && Instant::now() < deadline => {
                     tokio::time::sleep(Duration::from_millis(5)).await;
                 }
-                Err(e) => {
-                    if classify(&e).broke() {
-                        // The connection was likely dead when this command went out: a read-back
-                        // that follows waits for a reconnect only what is left of this timeout.
-                        down.suspect(sent);
-                    }
-                    return Err(e);
-                }
+                Err(e) => return Err(met(redis, e, sent)),
                 result => return result,
             }
         }
     }
 
+    /// One send (a load and a second send on `NOSCRIPT`), all within `timeout`; `None`: each
+    /// within the client's command timeout, which fred applies to a command without options.
+    ///
+    /// Boxed by the caller: fred's command future is large, and every lock() future that waits
+    /// would otherwise carry room for it (about 7 KB per waiter instead of 1.5 KB).
     async fn run_once(
         &self,
         redis: &Redis,
-        timeout: Duration,
+        timeout: Option<Duration>,
         keys: &[Key],
         args: &[Value],
     ) -> std::result::Result<Value, fred::error::Error> {
@@ -133,12 +140,23 @@ impl Script {
             ),
             ..Options::default()
         };
-        match redis
-            .with_options(&within(timeout))
-            .evalsha::<Value, _, _, _>(self.sha.clone(), keys.to_vec(), args.to_vec())
-            .await
-        {
+        let first = match timeout {
+            None => {
+                redis
+                    .evalsha::<Value, _, _, _>(self.sha.clone(), keys.to_vec(), args.to_vec())
+                    .await
+            }
+            Some(timeout) => {
+                redis
+                    .with_options(&within(timeout))
+                    .evalsha::<Value, _, _, _>(self.sha.clone(), keys.to_vec(), args.to_vec())
+                    .await
+            }
+        };
+        match first {
             Err(e) if classify(&e) == What::NoScript => {
+                // Within what is left of the first send's timeout.
+                let timeout = timeout.unwrap_or(redis.perf_config().default_command_timeout);
                 redis
                     .with_options(&within(timeout))
                     .script_load_cluster::<(), _>(self.lua.clone())
@@ -151,6 +169,16 @@ impl Script {
             result => result,
         }
     }
+}
+
+/// An error that a command sent at `sent` met. A broken connection was likely dead already when
+/// the command went out: a read-back that follows waits for a reconnect only what is left of
+/// this timeout.
+fn met(redis: &Connection, e: fred::error::Error, sent: Instant) -> fred::error::Error {
+    if classify(&e).broke() {
+        redis.down.suspect(sent);
+    }
+    e
 }
 
 static ACQUIRE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::LOCK_ACQUIRE));

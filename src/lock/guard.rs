@@ -18,7 +18,7 @@ use super::kind::{Hold, Lease};
 use super::release::{ReleaseAs, ResumeRelease};
 use crate::error::{Error, Result};
 use crate::owner::Owner;
-use crate::registry::{Leaving, Registration, Standing};
+use crate::registry::{Leaving, Registration};
 use crate::scripts::{self, Released};
 
 /// One hold of a lock of any type ([`Lock`](crate::Lock), [`FairLock`](crate::FairLock),
@@ -118,28 +118,14 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub fn lost(&self) -> Lost {
-        let mut standing = self.registration.standing.clone();
-        Lost(Box::pin(async move {
-            loop {
-                let known: Standing = *standing.borrow_and_update();
-                if known.is_lost(Instant::now()) {
-                    return;
-                }
-                tokio::select! {
-                    _ = tokio::time::sleep_until(known.lapses_after) => return,
-                    changed = standing.changed() => if changed.is_err() {
-                        return; // the hold was released
-                    },
-                }
-            }
-        }))
+        Lost::from_future(self.registration.standing.clone().lost())
     }
 
     /// Whether [`lost`](Self::lost) has completed (or would complete at once): true from the
     /// earliest moment the lease can have run out, checked against the clock without a round
     /// trip. The same snapshot caveat applies.
     pub fn is_lost(&self) -> bool {
-        self.registration.standing.borrow().is_lost(Instant::now())
+        self.registration.standing.is_lost()
     }
 
     /// This owner's hold count on the lock.

@@ -24,26 +24,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::{Entry, Held, HoldKey, Registry};
-
-/// What the guards of one field know of their hold.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Standing {
-    /// Known lost: the lock was found gone, the lease ran out, or the client shut down.
-    pub(crate) lost: bool,
-    /// The earliest moment the hold can lapse.
-    pub(crate) lapses_after: Instant,
-}
-
-impl Standing {
-    /// Whether the hold may be gone at `now`.
-    pub(crate) fn is_lost(&self, now: Instant) -> bool {
-        self.lost || now >= self.lapses_after
-    }
-}
+use super::standing::{Signal, Standing};
+use super::{Held, HoldKey, Registry};
 
 /// The holds of one lock name and holder field, while it has live guards.
 pub(super) struct Holding {
@@ -57,7 +41,7 @@ pub(super) struct Holding {
     generation: u64,
     /// The type of the hold, which renews it and lets go of it at shutdown.
     held: Arc<dyn Held>,
-    standing: watch::Sender<Standing>,
+    standing: Arc<Signal>,
     /// When the latest release that set the TTL outright was sent: a command sent before it
     /// was overridden by it.
     set_sent_at: Instant,
@@ -65,7 +49,7 @@ pub(super) struct Holding {
 
 impl Holding {
     fn lapsed(&self, now: Instant) -> bool {
-        self.standing.borrow().is_lost(now)
+        self.standing.get().is_lost(now)
     }
 
     /// A command sent at `sent_at` that only extends the TTL (an acquire, a renewal) was
@@ -75,7 +59,7 @@ impl Holding {
             return;
         }
         let lapses_after = sent_at + lease;
-        self.standing.send_if_modified(|s| {
+        self.standing.change(|s| {
             let later = lapses_after > s.lapses_after;
             if later {
                 s.lapses_after = lapses_after;
@@ -88,13 +72,22 @@ impl Holding {
     /// loss once it has let go of the registry (a `tracing` subscriber is user code, which must
     /// not run under the registry's lock: should it panic, it would poison it).
     fn lose(&mut self) -> bool {
-        if self.standing.borrow().lost {
+        if self.standing.get().lost {
             return false;
         }
-        self.standing.send_modify(|s| s.lost = true);
+        self.standing.change(|s| {
+            s.lost = true;
+            true
+        });
         self.renewing = 0;
         self.fixed.clear();
         true
+    }
+}
+
+impl Drop for Holding {
+    fn drop(&mut self) {
+        self.standing.end();
     }
 }
 
@@ -110,7 +103,7 @@ pub(crate) struct Registration {
     id: u64,
     generation: u64,
     renew: bool,
-    pub(crate) standing: watch::Receiver<Standing>,
+    pub(crate) standing: Arc<Signal>,
 }
 
 /// What [`Registry::unregister`] tells the release of a hold.
@@ -124,10 +117,7 @@ pub(crate) enum Leaving {
 }
 
 /// The holds of the entry of `key`, if any.
-fn holding<'a>(
-    map: &'a mut std::collections::HashMap<HoldKey, Entry>,
-    key: &HoldKey,
-) -> Option<&'a mut Holding> {
+fn holding<'a>(map: &'a mut super::Map, key: &HoldKey) -> Option<&'a mut Holding> {
     map.get_mut(key).and_then(|entry| entry.holding.as_mut())
 }
 
@@ -160,7 +150,7 @@ impl Registry {
             fixed: Vec::new(),
             generation: id,
             held: held.clone(),
-            standing: watch::Sender::new(Standing {
+            standing: Signal::new(Standing {
                 lost: false,
                 lapses_after: sent_at + lease,
             }),
@@ -170,11 +160,13 @@ impl Registry {
             // A hold after a loss (or after the lease may have run out): a new generation and
             // signal for the guards from here on. The old signal stays lost for the guards that
             // have it.
-            if entry.standing.receiver_count() > 0 {
-                entry.standing.send_modify(|s| s.lost = true);
-            }
+            entry.standing.change(|s| {
+                s.lost = true;
+                true
+            });
+            entry.standing.end();
             entry.generation = id;
-            entry.standing = watch::Sender::new(Standing {
+            entry.standing = Signal::new(Standing {
                 lost: false,
                 lapses_after: sent_at + lease,
             });
@@ -195,7 +187,7 @@ impl Registry {
             id,
             generation: entry.generation,
             renew,
-            standing: entry.standing.subscribe(),
+            standing: entry.standing.clone(),
         }
     }
 
@@ -214,7 +206,7 @@ impl Registry {
                 entry.fixed.retain(|(id, _)| *id != registration.id);
             }
         }
-        let lapses_after = entry.standing.borrow().lapses_after;
+        let lapses_after = entry.standing.get().lapses_after;
         if entry.guards == 0 {
             Registry::forget(&mut map, key, |entry| entry.holding = None);
         }
@@ -254,9 +246,10 @@ impl Registry {
             }
         } else if sent_at >= entry.set_sent_at {
             entry.set_sent_at = sent_at;
-            entry
-                .standing
-                .send_modify(|s| s.lapses_after = sent_at + lease);
+            entry.standing.change(|s| {
+                s.lapses_after = sent_at + lease;
+                true
+            });
         }
     }
 
@@ -267,7 +260,7 @@ impl Registry {
             .iter()
             .filter_map(|(k, e)| Some((k, e.holding.as_ref()?)));
         holdings
-            .filter(|(_, e)| e.renewing > 0 && !e.standing.borrow().lost)
+            .filter(|(_, e)| e.renewing > 0 && !e.standing.get().lost)
             .map(|(k, e)| (k.clone(), e.generation, e.held.clone()))
             .collect()
     }

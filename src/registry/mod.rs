@@ -15,6 +15,7 @@
 
 mod holds;
 mod inflight;
+mod standing;
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
@@ -28,7 +29,7 @@ use tokio::sync::Notify;
 use crate::connection::Connection;
 use crate::error::Result;
 
-pub(crate) use holds::{Leaving, Registration, Standing};
+pub(crate) use holds::{Leaving, Registration};
 pub(crate) use inflight::{Acquiring, Releasing};
 
 /// A lock name and a holder field.
@@ -129,9 +130,12 @@ impl Entry {
     }
 }
 
+/// The registry's map: a fast hasher seeded per process (lock names may come from outside).
+type Map = HashMap<HoldKey, Entry, foldhash::fast::RandomState>;
+
 /// The registry of one client.
 pub(crate) struct Registry {
-    map: Mutex<HashMap<HoldKey, Entry>>,
+    map: Mutex<Map>,
     /// Told whenever a lock and field has no release in flight any more.
     settled: Notify,
     next_id: AtomicU64,
@@ -151,7 +155,7 @@ impl Registry {
     }
 
     /// Applies `change` to the entry of `key` and drops the entry if that left it empty.
-    fn forget(map: &mut HashMap<HoldKey, Entry>, key: &HoldKey, change: impl FnOnce(&mut Entry)) {
+    fn forget(map: &mut Map, key: &HoldKey, change: impl FnOnce(&mut Entry)) {
         if let Some(entry) = map.get_mut(key) {
             change(entry);
             if entry.is_empty() {
