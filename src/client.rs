@@ -154,6 +154,7 @@ impl Client {
                 subscriber,
                 hub,
                 handoffs: Handoffs::new(config.handoff_grace),
+                fair_contended: Default::default(),
                 sweeper,
                 registry,
                 watchdog_ms: millis(config.watchdog_timeout, "watchdog timeout")?,

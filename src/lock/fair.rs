@@ -11,7 +11,9 @@
 //! waiter that stopped answering is dropped from the head, and the next one goes on. A waiter
 //! that gives up leaves at once, and wakes the next when that makes it first and the lock is free.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fred::bytes_utils::Str;
@@ -111,8 +113,8 @@ impl FairLock {
 }
 
 /// The fair lock's type: the lock hash, a queue of waiters and their deadlines on Redis, and a
-/// wake-up channel per waiter. Its releases always leave a replay key, as they move the queue
-/// too, as Redisson's do. With a lock-delay its scripts keep the shadow lease too (see
+/// wake-up channel per waiter. A release writes a replay key by the plain lock's rule (when it
+/// leaves holds behind, or a retry could need it). With a lock-delay its scripts keep the shadow lease too (see
 /// `lua/common/delay.lua`), and it renews with the holds that have one.
 pub(super) struct Fair {
     keys: Arc<FairKeys>,
@@ -125,9 +127,12 @@ impl LockType for Fair {
     }
 
     fn turns<'h>(&self, hold: &'h Hold, wait: Option<Duration>) -> Box<dyn Turns + 'h> {
+        let one_shot = wait == Some(Duration::ZERO);
         Box::new(FairTurns {
             hold,
-            one_shot: wait == Some(Duration::ZERO),
+            one_shot,
+            subscribe_first: !one_shot && hold.shared.fair_contended.recent(&hold.keys.name),
+            waited: false,
             waiter: None,
             queued: None,
         })
@@ -216,6 +221,11 @@ impl LockType for Fair {
 pub(super) struct FairTurns<'a> {
     hold: &'a Hold,
     one_shot: bool,
+    /// This client found the lock busy lately: subscribe before the first attempt, so that
+    /// the attempt that queues this waiter is the last one before it waits.
+    subscribe_first: bool,
+    /// A wait went by since the first attempt.
+    waited: bool,
     waiter: Option<Waiter>,
     /// Set once an attempt may have queued this waiter: it leaves the queue if dropped.
     queued: Option<LeaveQueue>,
@@ -229,6 +239,10 @@ impl FairTurns<'_> {
 }
 
 impl Turns for FairTurns<'_> {
+    fn queue_first(&self) -> bool {
+        self.subscribe_first
+    }
+
     fn ask(&mut self) -> Ask {
         if self.one_shot {
             return Ask::Now;
@@ -250,10 +264,13 @@ impl Turns for FairTurns<'_> {
     fn start(
         &mut self,
         deadline: Option<Instant>,
-        _first: Option<Option<Duration>>,
+        first: Option<Option<Duration>>,
     ) -> BoxFuture<'_, ()> {
         Box::pin(async move {
             let (shared, channel) = (&self.hold.shared, self.channel());
+            if first.is_some() {
+                shared.fair_contended.note(&self.hold.keys.name);
+            }
             let rule = self.hold.kind.wakes();
             self.waiter = Some(subscribe(shared, &channel, rule, deadline).await);
         })
@@ -273,6 +290,8 @@ impl Turns for FairTurns<'_> {
             let Some(retry) = busy else {
                 return true;
             };
+            self.hold.shared.fair_contended.note(&self.hold.keys.name);
+            self.waited = true;
             // Renew the place in the queue every third of the waiter timeout, whatever the hint.
             let renew = Duration::from_millis((self.hold.shared.fair_waiter_ms / 3).max(1));
             let bound = retry.map_or(renew, |retry| retry.min(renew)).min(remaining);
@@ -283,6 +302,10 @@ impl Turns for FairTurns<'_> {
     }
 
     fn acquired(mut self: Box<Self>) {
+        if self.subscribe_first && !self.waited {
+            // Subscribed for nothing: the lock was free. The next acquire tries first again.
+            self.hold.shared.fair_contended.forget(&self.hold.keys.name);
+        }
         // The acquire script took this waiter out of the queue with the lock.
         if let Some(mut queued) = self.queued.take() {
             queued.armed = false;
@@ -290,6 +313,54 @@ impl Turns for FairTurns<'_> {
         if let Some(waiter) = self.waiter.take() {
             waiter.acquired();
         }
+    }
+}
+
+/// The fair locks this client found busy lately (in the last [`Contended::FOR`]), by name.
+///
+/// A waiter of such a lock subscribes to its wake-up channel before its first attempt instead
+/// of after it: the attempt that puts it in the queue is then its last before it waits, where
+/// try → subscribe → try → wait would send one more (a release between the first attempt and
+/// the subscription would wake nobody). Under contention a hand-off costs the release and the
+/// woken waiter's attempt, and each newcomer one attempt; an uncontended lock is tried at once.
+#[derive(Default)]
+pub(crate) struct Contended {
+    until: Mutex<HashMap<Str, Instant>>,
+    /// How many names `until` has: read without its mutex while it has none.
+    entries: AtomicUsize,
+}
+
+impl Contended {
+    /// How long a lock found busy counts as contended.
+    const FOR: Duration = Duration::from_secs(1);
+    /// Past this many names, the expired ones are dropped as another is noted.
+    const PRUNE_PAST: usize = 64;
+
+    /// Whether lock `name` was found busy within [`Contended::FOR`].
+    fn recent(&self, name: &Str) -> bool {
+        if self.entries.load(Ordering::Acquire) == 0 {
+            return false;
+        }
+        let until = self.until.lock().unwrap();
+        until.get(name).is_some_and(|until| Instant::now() < *until)
+    }
+
+    /// Lock `name` was found busy now.
+    fn note(&self, name: &Str) {
+        let now = Instant::now();
+        let mut until = self.until.lock().unwrap();
+        if until.len() >= Self::PRUNE_PAST {
+            until.retain(|_, until| now < *until);
+        }
+        until.insert(name.clone(), now + Self::FOR);
+        self.entries.store(until.len(), Ordering::Release);
+    }
+
+    /// Lock `name` was found free by a waiter that expected it busy.
+    fn forget(&self, name: &Str) {
+        let mut until = self.until.lock().unwrap();
+        until.remove(name);
+        self.entries.store(until.len(), Ordering::Release);
     }
 }
 

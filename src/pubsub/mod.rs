@@ -1,7 +1,9 @@
 //! Waiting without polling: one subscriber connection per client, shared per lock channel.
 //!
 //! A waiter registers on a channel before its second attempt, so a release published between its
-//! failed attempt and its sleep is not lost: try → subscribe → try → wait → try. The first waiter
+//! failed attempt and its sleep is not lost: try → subscribe → try → wait → try. A waiter that
+//! expects to wait (a newcomer behind this client's waiters, or a fair lock's waiter on a lock
+//! this client found busy lately) subscribes before its first attempt instead. The first waiter
 //! of a channel subscribes it, the last one to leave unsubscribes it. Waiters of a channel queue in
 //! arrival order; how many of them one message wakes (the first one not already woken, some, or
 //! all) is the rule of the type whose waiters listen there ([`WakeRule`], given when a waiter

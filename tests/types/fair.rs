@@ -485,3 +485,57 @@ async fn shutdown_of_the_holder_wakes_the_next_waiter() {
     assert!(shut.elapsed() < Duration::from_secs(5));
     guard.unlock().await.unwrap();
 }
+
+/// A waiter of a lock this client found busy lately subscribes before its first attempt, so a
+/// hand-off runs three scripts: the release, the newcomer's attempt that queues it, and its
+/// attempt once woken (try → subscribe → try → wait would run a fourth). Once such a waiter
+/// finds the lock free, the next acquire tries first again, without subscribing.
+#[tokio::test]
+async fn a_hand_off_under_contention_runs_three_scripts() {
+    let server = RedisServer::start();
+    let name = common::prefix("fair-scripts");
+    let client = fair_client(&server, Duration::from_secs(30)).await;
+    // Fixed leases: no watchdog renewal runs a script meanwhile.
+    let lease = Duration::from_secs(20);
+    let lock = |owner: Owner| client.fair_lock(&name).owned_by(owner);
+    let spawn_waiter = |owner: Owner| {
+        let lock = lock(owner);
+        tokio::spawn(async move { lock.lock_with_lease(lease).await.unwrap() })
+    };
+    let first = lock(Owner::new()).lock_with_lease(lease).await.unwrap();
+    // A waiter finds it busy: the client notes the lock as contended.
+    let second = spawn_waiter(Owner::new());
+    until_queued(&server, &name, 1).await;
+    first.unlock().await.unwrap();
+    let second = second.await.unwrap();
+
+    let scripts_before = raw_command_calls(&server, "evalsha");
+    let third_owner = Owner::new();
+    let third_field = field(&client, &third_owner);
+    let third = spawn_waiter(third_owner);
+    assert_eq!(until_queued(&server, &name, 1).await, [third_field]);
+    second.unlock().await.unwrap();
+    let third = third.await.unwrap();
+    let scripts = raw_command_calls(&server, "evalsha") - scripts_before;
+    assert!(
+        scripts <= 3,
+        "a hand-off to a waiter of a contended lock ran {scripts} scripts"
+    );
+    third.unlock().await.unwrap();
+
+    // Free now: a waiter that subscribed first finds it so, and the next acquire tries first.
+    lock(Owner::new())
+        .lock()
+        .await
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+    let subscribes_before = raw_command_calls(&server, "subscribe");
+    let scripts_before = raw_command_calls(&server, "evalsha");
+    let guard = lock(Owner::new()).lock_with_lease(lease).await.unwrap();
+    assert_eq!(raw_command_calls(&server, "subscribe"), subscribes_before);
+    assert_eq!(raw_command_calls(&server, "evalsha") - scripts_before, 1);
+    guard.unlock().await.unwrap();
+    assert!(raw_lrange(&server, &fair_queue_key(&name)).is_empty());
+}
