@@ -37,13 +37,15 @@
 -- caller before that purge, so a late but live waiter keeps its place if its own run comes
 -- first.
 
--- `now`, `dead_at()`, `live_head()` and `lower()` come from lua/fair/queue.lua,
+-- `now()`, `dead_at()`, `live_head()` and `lower()` come from lua/fair/queue.lua,
 -- `lease_raise()` from lua/common/lease.lua.
 local me = ARGV[2]
 local w = tonumber(ARGV[3])
 local q = tonumber(ARGV[5])
 -- The deadline a live relock waiter keeps at least: a run's now + max(Q, W).
-local floor = now + math.max(q, w)
+local function least_deadline()
+    return now() + math.max(q, w)
+end
 
 local waiting = ARGV[4] == 'wait'
 -- Each key is read before the first write (Redis keeps a script's writes made before an error),
@@ -58,14 +60,18 @@ local holds = not free and redis.call('hget', KEYS[1], me)
 if holds then
     hold_count_check(1, holds)
 end
-local score = on_key(3, 'zscore', me)
-local alive = on_key(4, 'zscore', me)
+-- Neither set exists while nobody waits (the uncontended case): one EXISTS then reads both.
+local score, alive = false, false
+if redis.call('exists', KEYS[3], KEYS[4]) > 0 then
+    score = on_key(3, 'zscore', me)
+    alive = on_key(4, 'zscore', me)
+end
 -- Marks this field alive for W more. The record outlives this field's deadline by W: until
 -- then a lapsed entry still tells relock the field is dead (an absent one would read as a
 -- Redisson waiter's); after it, the field is gone by Redisson's rule anyway.
 local function beat(deadline)
-    redis.call('zadd', KEYS[4], now + w, me)
-    local keep = math.ceil(deadline - now + w)
+    redis.call('zadd', KEYS[4], now() + w, me)
+    local keep = math.ceil(deadline - now() + w)
     if redis.call('pttl', KEYS[4]) < keep then
         redis.call('pexpire', KEYS[4], keep)
     end
@@ -73,7 +79,7 @@ end
 -- A waiter that runs is alive: renew it before the purge, so it never drops itself.
 if waiting and score then
     on_key(2, 'llen')
-    local deadline = math.max(tonumber(score), floor)
+    local deadline = math.max(tonumber(score), least_deadline())
     redis.call('zadd', KEYS[3], deadline, me)
     beat(deadline)
 end
@@ -118,9 +124,9 @@ if waiting and not score then
     if base then
         base = tonumber(base)
     else
-        base = now + math.max(0, redis.call('pttl', KEYS[1]))
+        base = now() + math.max(0, redis.call('pttl', KEYS[1]))
     end
-    local deadline = math.max(base + q, floor)
+    local deadline = math.max(base + q, least_deadline())
     redis.call('zadd', KEYS[3], deadline, me)
     beat(deadline)
 end
@@ -129,7 +135,7 @@ if waiting and (not score or not head) then
     head = head or me
 end
 if head and head ~= me then
-    return math.max(1, math.ceil(dead_at(head, 4) - now))
+    return math.max(1, math.ceil(dead_at(head, 4) - now()))
 end
 if delayed > 0 then
     return {delayed, 'delayed'}

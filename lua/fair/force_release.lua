@@ -17,7 +17,7 @@
 --
 -- The queue keeps its waiters; dead heads are dropped as lua/fair/queue.lua says.
 
--- `now` and `live_head()` come from lua/fair/queue.lua, `hash_type()` from lua/common/hash.lua.
+-- `now()` and `live_head()` come from lua/fair/queue.lua, `hash_type()` from lua/common/hash.lua.
 
 local kind, wrong = hash_type(KEYS[1])
 if wrong then

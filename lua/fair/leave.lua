@@ -19,7 +19,7 @@
 --
 -- Dead heads are dropped as lua/fair/queue.lua says.
 
--- `now`, `live_head()` and `lower()` come from lua/fair/queue.lua, which is prepended to this
+-- `now()`, `live_head()` and `lower()` come from lua/fair/queue.lua, which is prepended to this
 -- script.
 
 -- The keys are each read before anything is written.
