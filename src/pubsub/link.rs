@@ -2,6 +2,8 @@
 //! with the waiters and hands each message to its channel, which wakes whom its rule says.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -84,6 +86,10 @@ pub(super) async fn run(
     let mut messages = link.subscriber.message_rx();
     let mut reconnects = link.subscriber.reconnect_rx();
     let mut errors = link.subscriber.error_rx();
+    // The subscriptions being brought in step with the waiters, one batch at a time. Messages
+    // are delivered meanwhile: a waiter subscribing (a round trip) must not hold back the
+    // wake-up of another that is already subscribed.
+    let mut syncing: Option<Pin<Box<dyn Future<Output = ()> + Send + '_>>> = None;
     loop {
         tokio::select! {
             biased;
@@ -118,6 +124,10 @@ pub(super) async fn run(
             },
             reconnect = reconnects.recv() => match reconnect {
                 Ok(_) => {
+                    // Syncs stay one at a time: the one in flight ends first.
+                    if let Some(in_flight) = syncing.take() {
+                        in_flight.await;
+                    }
                     let all: Vec<Arc<str>> = {
                         let map = channels.map.lock().unwrap();
                         map.iter()
@@ -134,16 +144,20 @@ pub(super) async fn run(
                 Err(RecvError::Lagged(_)) => continue,
                 Err(RecvError::Closed) => break,
             },
-            first = sync_rx.recv() => {
+            () = async { syncing.as_mut().expect("in flight").await }, if syncing.is_some() => {
+                syncing = None;
+            }
+            first = sync_rx.recv(), if syncing.is_none() => {
                 let Some(first) = first else { break };
                 let mut batch = vec![first];
                 while let Ok(more) = sync_rx.try_recv() {
                     batch.push(more);
                 }
-                sync(&link, &channels, batch).await;
+                syncing = Some(Box::pin(sync(&link, &channels, batch)));
             }
         }
     }
+    drop(syncing);
     // Nobody syncs subscriptions from here on: a waiter that leaves last now forgets its channel
     // itself (its send fails), and a channel whose last waiter left just before is forgotten
     // here, not kept for a sync that will not come.
