@@ -154,7 +154,6 @@ impl Client {
                 subscriber,
                 hub,
                 handoffs: Handoffs::new(config.handoff_grace),
-                fair_contended: Default::default(),
                 sweeper,
                 registry,
                 watchdog_ms: millis(config.watchdog_timeout, "watchdog timeout")?,
@@ -424,7 +423,8 @@ pub struct ClientStats {
     pub holds: usize,
     /// Of those, the ones the watchdog renews.
     pub renewing: usize,
-    /// Channels with a local subscription entry.
+    /// Channels with a local subscription entry, but a fair lock's channel kept subscribed
+    /// unused for its owner's next wait (see [`FairLock`](crate::FairLock)).
     pub channels: usize,
     /// Waiters registered on those channels.
     pub waiters: usize,

@@ -47,8 +47,6 @@ pub(crate) struct Shared {
     pub(crate) claim_window_ms: u64,
     /// How long a fair lock's waiter keeps its place without renewing it, in ms.
     pub(crate) fair_waiter_ms: u64,
-    /// The fair locks this client found busy lately.
-    pub(crate) fair_contended: crate::lock::FairContended,
     /// How long a semaphore's or latch's waiter sleeps without a message (see [`Shared::poll`]).
     pub(crate) poll_interval: Duration,
     /// `PUBLISH`, or `SPUBLISH` on a Redis 7 cluster.

@@ -11,9 +11,7 @@
 //! waiter that stopped answering is dropped from the head, and the next one goes on. A waiter
 //! that gives up leaves at once, and wakes the next when that makes it first and the lock is free.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use fred::bytes_utils::Str;
@@ -58,6 +56,10 @@ use crate::shared::Shared;
 ///   drops it when its Redisson deadline passes, as it would one of its own.)
 /// - **Owners.** Tasks that share an owner (such as `join!` branches) share one place in the
 ///   queue; give each its own [`Owner`](crate::Owner) to queue them apart.
+/// - **Subscriptions.** Each waiter listens on a channel of its own owner's. Once a waiter has
+///   the lock, its channel stays subscribed for 5 s unused, so that the same owner's next wait
+///   (a task taking the lock in a loop) starts subscribed and runs one script fewer; then it is
+///   unsubscribed. [`Client::stats`](crate::Client::stats) does not count such a channel.
 /// - **One type per name.** A [`Lock`](crate::Lock) or [`SpinLock`](crate::SpinLock) of the
 ///   same name excludes a `FairLock` (they share the hash) but ignores its queue, and its release
 ///   wakes none of the fair waiters, who then find the lock free only on their next renewal.
@@ -128,11 +130,15 @@ impl LockType for Fair {
 
     fn turns<'h>(&self, hold: &'h Hold, wait: Option<Duration>) -> Box<dyn Turns + 'h> {
         let one_shot = wait == Some(Duration::ZERO);
+        let hub = &hold.shared.hub;
+        // Its channel still subscribed from this owner's last wait (it lingers, see
+        // `FairTurns::acquired`): register there before the first attempt, which is then the
+        // last before the wait.
+        let subscribed = !one_shot && hub.any_lingering() && hub.is_subscribed(&channel(hold));
         Box::new(FairTurns {
             hold,
             one_shot,
-            subscribe_first: !one_shot && hold.shared.fair_contended.recent(&hold.keys.name),
-            waited: false,
+            subscribed,
             waiter: None,
             queued: None,
         })
@@ -221,26 +227,26 @@ impl LockType for Fair {
 pub(super) struct FairTurns<'a> {
     hold: &'a Hold,
     one_shot: bool,
-    /// This client found the lock busy lately: subscribe before the first attempt, so that
-    /// the attempt that queues this waiter is the last one before it waits.
-    subscribe_first: bool,
-    /// A wait went by since the first attempt.
-    waited: bool,
+    /// Its channel is subscribed already: it registers there before its first attempt.
+    subscribed: bool,
     waiter: Option<Waiter>,
     /// Set once an attempt may have queued this waiter: it leaves the queue if dropped.
     queued: Option<LeaveQueue>,
 }
 
-impl FairTurns<'_> {
-    /// This waiter's wake-up channel: `redisson_lock__channel:{<name>}:<field>`.
-    fn channel(&self) -> String {
-        [&*self.hold.keys.channel, ":", &*self.hold.field].concat()
-    }
+/// The wake-up channel of `hold`'s waiters: `redisson_lock__channel:{<name>}:<field>`.
+fn channel(hold: &Hold) -> String {
+    [&*hold.keys.channel, ":", &*hold.field].concat()
 }
+
+/// How long a waiter's channel stays subscribed after it took the lock, for its owner's next
+/// wait: that wait then needs no subscription round trip, and no second attempt (see
+/// `Waiter::acquired_lingering`).
+const LINGER: Duration = Duration::from_secs(5);
 
 impl Turns for FairTurns<'_> {
     fn queue_first(&self) -> bool {
-        self.subscribe_first
+        self.subscribed
     }
 
     fn ask(&mut self) -> Ask {
@@ -264,13 +270,10 @@ impl Turns for FairTurns<'_> {
     fn start(
         &mut self,
         deadline: Option<Instant>,
-        first: Option<Option<Duration>>,
+        _first: Option<Option<Duration>>,
     ) -> BoxFuture<'_, ()> {
         Box::pin(async move {
-            let (shared, channel) = (&self.hold.shared, self.channel());
-            if first.is_some() {
-                shared.fair_contended.note(&self.hold.keys.name);
-            }
+            let (shared, channel) = (&self.hold.shared, channel(self.hold));
             let rule = self.hold.kind.wakes();
             self.waiter = Some(subscribe(shared, &channel, rule, deadline).await);
         })
@@ -290,8 +293,6 @@ impl Turns for FairTurns<'_> {
             let Some(retry) = busy else {
                 return true;
             };
-            self.hold.shared.fair_contended.note(&self.hold.keys.name);
-            self.waited = true;
             // Renew the place in the queue every third of the waiter timeout, whatever the hint.
             let renew = Duration::from_millis((self.hold.shared.fair_waiter_ms / 3).max(1));
             let bound = retry.map_or(renew, |retry| retry.min(renew)).min(remaining);
@@ -302,65 +303,13 @@ impl Turns for FairTurns<'_> {
     }
 
     fn acquired(mut self: Box<Self>) {
-        if self.subscribe_first && !self.waited {
-            // Subscribed for nothing: the lock was free. The next acquire tries first again.
-            self.hold.shared.fair_contended.forget(&self.hold.keys.name);
-        }
         // The acquire script took this waiter out of the queue with the lock.
         if let Some(mut queued) = self.queued.take() {
             queued.armed = false;
         }
         if let Some(waiter) = self.waiter.take() {
-            waiter.acquired();
+            waiter.acquired_lingering(LINGER);
         }
-    }
-}
-
-/// The fair locks this client found busy lately (in the last [`Contended::FOR`]), by name.
-///
-/// A waiter of such a lock subscribes to its wake-up channel before its first attempt instead
-/// of after it: the attempt that puts it in the queue is then its last before it waits, where
-/// try → subscribe → try → wait would send one more (a release between the first attempt and
-/// the subscription would wake nobody). Under contention a hand-off costs the release and the
-/// woken waiter's attempt, and each newcomer one attempt; an uncontended lock is tried at once.
-#[derive(Default)]
-pub(crate) struct Contended {
-    until: Mutex<HashMap<Str, Instant>>,
-    /// How many names `until` has: read without its mutex while it has none.
-    entries: AtomicUsize,
-}
-
-impl Contended {
-    /// How long a lock found busy counts as contended.
-    const FOR: Duration = Duration::from_secs(1);
-    /// Past this many names, the expired ones are dropped as another is noted.
-    const PRUNE_PAST: usize = 64;
-
-    /// Whether lock `name` was found busy within [`Contended::FOR`].
-    fn recent(&self, name: &Str) -> bool {
-        if self.entries.load(Ordering::Acquire) == 0 {
-            return false;
-        }
-        let until = self.until.lock().unwrap();
-        until.get(name).is_some_and(|until| Instant::now() < *until)
-    }
-
-    /// Lock `name` was found busy now.
-    fn note(&self, name: &Str) {
-        let now = Instant::now();
-        let mut until = self.until.lock().unwrap();
-        if until.len() >= Self::PRUNE_PAST {
-            until.retain(|_, until| now < *until);
-        }
-        until.insert(name.clone(), now + Self::FOR);
-        self.entries.store(until.len(), Ordering::Release);
-    }
-
-    /// Lock `name` was found free by a waiter that expected it busy.
-    fn forget(&self, name: &Str) {
-        let mut until = self.until.lock().unwrap();
-        until.remove(name);
-        self.entries.store(until.len(), Ordering::Release);
     }
 }
 

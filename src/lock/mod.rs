@@ -38,7 +38,6 @@ pub(crate) mod wait;
 
 pub(crate) use release::until_answered;
 
-pub(crate) use fair::Contended as FairContended;
 pub use fair::FairLock;
 pub use fenced::{FencedGuard, FencedLock};
 pub use guard::{LockGuard, Lost};

@@ -74,6 +74,9 @@ impl Link {
     }
 }
 
+/// How often the hub task looks for lingering channels whose time is up, while any linger.
+const LINGER_CHECK: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// The hub task: keeps subscriptions in step with waiters and routes messages to them.
 pub(super) async fn run(
     link: Link,
@@ -90,6 +93,9 @@ pub(super) async fn run(
     // are delivered meanwhile: a waiter subscribing (a round trip) must not hold back the
     // wake-up of another that is already subscribed.
     let mut syncing: Option<Pin<Box<dyn Future<Output = ()> + Send + '_>>> = None;
+    // While channels linger, how often their time is checked.
+    let mut lingering = tokio::time::interval(LINGER_CHECK);
+    lingering.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             biased;
@@ -128,7 +134,9 @@ pub(super) async fn run(
                     if let Some(in_flight) = syncing.take() {
                         in_flight.await;
                     }
-                    let all: Vec<Arc<str>> = {
+                    // A lingering channel's subscription may not have survived: unsubscribed.
+                    let mut all: Vec<Arc<str>> = channels.stop_lingering();
+                    all.extend({
                         let map = channels.map.lock().unwrap();
                         map.iter()
                             .filter(|(_, c)| c.waiters > 0)
@@ -136,8 +144,8 @@ pub(super) async fn run(
                                 c.state.send_replace(Subscription::Pending);
                                 name.clone()
                             })
-                            .collect()
-                    };
+                            .collect::<Vec<_>>()
+                    });
                     sync(&link, &channels, all).await;
                     channels.wake_all();
                 }
@@ -146,6 +154,12 @@ pub(super) async fn run(
             },
             () = async { syncing.as_mut().expect("in flight").await }, if syncing.is_some() => {
                 syncing = None;
+            }
+            _ = lingering.tick(), if syncing.is_none() && channels.lingering.load(Ordering::Acquire) > 0 => {
+                let done = channels.lingered(tokio::time::Instant::now());
+                if !done.is_empty() {
+                    syncing = Some(Box::pin(sync(&link, &channels, done)));
+                }
             }
             first = sync_rx.recv(), if syncing.is_none() => {
                 let Some(first) = first else { break };
@@ -184,7 +198,7 @@ async fn sync(link: &Link, channels: &Channels, mut names: Vec<Arc<str>>) {
                 Some(c) if c.waiters > 0 && *c.state.borrow() != Subscription::Active => {
                     subscribe.push(name)
                 }
-                Some(c) if c.waiters == 0 => unsubscribe.push(name),
+                Some(c) if c.waiters == 0 && c.linger_until.is_none() => unsubscribe.push(name),
                 _ => {}
             }
         }

@@ -2,8 +2,9 @@
 //!
 //! A waiter registers on a channel before its second attempt, so a release published between its
 //! failed attempt and its sleep is not lost: try → subscribe → try → wait → try. A waiter that
-//! expects to wait (a newcomer behind this client's waiters, or a fair lock's waiter on a lock
-//! this client found busy lately) subscribes before its first attempt instead. The first waiter
+//! expects to wait behind this client's waiters subscribes before its first attempt instead, and
+//! so does a fair lock's waiter whose channel is still subscribed from its owner's last wait
+//! (see [`Waiter::acquired_lingering`]). The first waiter
 //! of a channel subscribes it, the last one to leave unsubscribes it. Waiters of a channel queue in
 //! arrival order; how many of them one message wakes (the first one not already woken, some, or
 //! all) is the rule of the type whose waiters listen there ([`WakeRule`], given when a waiter
@@ -19,7 +20,7 @@
 //! [`Hub::messages_since`]). What to do about them is not the hub's business.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -104,6 +105,8 @@ struct Channel {
     /// The latest moment this client learned the lock may be busy until: its holder's lease
     /// end, as an attempt's reply or this client's own acquire told it.
     busy_until: Option<Instant>,
+    /// Kept subscribed without waiters until then (see [`Waiter::acquired_lingering`]).
+    linger_until: Option<Instant>,
 }
 
 impl Channel {
@@ -162,19 +165,55 @@ struct Channels {
     next_id: AtomicU64,
     /// Messages received on all channels so far: each message's sequence number.
     messages: AtomicU64,
+    /// How many channels linger (subscribed, no waiter, `linger_until` set).
+    lingering: AtomicUsize,
 }
 
 impl Channels {
+    /// The channels kept subscribed for no waiter whose time is up; they no longer linger.
+    fn lingered(&self, now: Instant) -> Vec<Arc<str>> {
+        if self.lingering.load(Ordering::Acquire) == 0 {
+            return Vec::new();
+        }
+        let mut map = self.map.lock().unwrap();
+        let mut done = Vec::new();
+        for (name, channel) in map.iter_mut() {
+            if channel.linger_until.is_some_and(|until| until <= now) {
+                channel.linger_until = None;
+                done.push(name.clone());
+            }
+        }
+        self.lingering.fetch_sub(done.len(), Ordering::AcqRel);
+        done
+    }
+
+    /// Every lingering channel, which no longer lingers (a reconnect).
+    fn stop_lingering(&self) -> Vec<Arc<str>> {
+        if self.lingering.load(Ordering::Acquire) == 0 {
+            return Vec::new();
+        }
+        let mut map = self.map.lock().unwrap();
+        let mut done = Vec::new();
+        for (name, channel) in map.iter_mut() {
+            if channel.linger_until.take().is_some() {
+                done.push(name.clone());
+            }
+        }
+        self.lingering.fetch_sub(done.len(), Ordering::AcqRel);
+        done
+    }
+
     fn wake_all(&self) {
         for channel in self.map.lock().unwrap().values() {
             channel.wake_all();
         }
     }
 
-    /// Counts of channels and of registered waiters, for leak checks.
+    /// Counts of channels (but those lingering) and of registered waiters, for leak checks.
     fn counts(&self) -> (usize, usize) {
         let map = self.map.lock().unwrap();
-        (map.len(), map.values().map(|c| c.waiters).sum())
+        let in_use = map.values().filter(|c| c.linger_until.is_none()).count();
+        (in_use, map.values().map(|c| c.waiters).sum())
     }
 }
 
@@ -239,6 +278,7 @@ impl Hub {
                         recent: [0; 2],
                         rule,
                         busy_until: None,
+                        linger_until: None,
                     },
                 );
                 let _ = self.sync_tx.send(name.clone());
@@ -246,6 +286,9 @@ impl Hub {
             }
         };
         let entry = map.get_mut(channel).expect("registered above");
+        if entry.linger_until.take().is_some() {
+            self.channels.lingering.fetch_sub(1, Ordering::AcqRel);
+        }
         entry.waiters += 1;
         entry.queue.push_back((id, slot.clone()));
         Waiter {
@@ -256,6 +299,7 @@ impl Hub {
             id,
             slot,
             acquired: false,
+            linger: None,
         }
     }
 
@@ -290,6 +334,19 @@ impl Hub {
     pub(crate) fn busy_until(&self, channel: &str) -> Option<Instant> {
         let map = self.channels.map.lock().unwrap();
         map.get(channel).and_then(|entry| entry.busy_until)
+    }
+
+    /// Whether `channel` is subscribed now, confirmed by the server: a waiter registered on it
+    /// from here on hears every message published after this.
+    pub(crate) fn is_subscribed(&self, channel: &str) -> bool {
+        let map = self.channels.map.lock().unwrap();
+        map.get(channel)
+            .is_some_and(|c| *c.state.borrow() == Subscription::Active)
+    }
+
+    /// Whether any channel lingers (see [`Waiter::acquired_lingering`]).
+    pub(crate) fn any_lingering(&self) -> bool {
+        self.channels.lingering.load(Ordering::Acquire) > 0
     }
 
     /// Wakes `channel`'s waiters as `wakes` says, as if a message had come (a semaphore's
@@ -334,6 +391,8 @@ pub(crate) struct Waiter {
     id: u64,
     slot: Arc<Slot>,
     acquired: bool,
+    /// Left with the lock: the channel stays subscribed this long without waiters.
+    linger: Option<Duration>,
 }
 
 impl Waiter {
@@ -383,6 +442,16 @@ impl Waiter {
     pub(crate) fn acquired(mut self) {
         self.acquired = true;
     }
+
+    /// As [`acquired`](Self::acquired), and if it was the channel's last waiter the channel
+    /// stays subscribed for `linger` (if its subscription is confirmed): a waiter of the same
+    /// channel that comes back meanwhile finds it subscribed, with no round trip to wait for and
+    /// no message missed since. A channel of one owner's waiters (a fair lock's) gains from
+    /// this when that owner takes the lock again and again.
+    pub(crate) fn acquired_lingering(mut self, linger: Duration) {
+        self.acquired = true;
+        self.linger = Some(linger);
+    }
 }
 
 impl Drop for Waiter {
@@ -401,6 +470,17 @@ impl Drop for Waiter {
             entry.wake_one();
         }
         entry.waiters -= 1;
+        let active = *entry.state.borrow() == Subscription::Active;
+        if entry.waiters == 0 && active && !self.sync_tx.is_closed() {
+            if let Some(linger) = self.linger {
+                // The hub task unsubscribes it once the time is up (see `Channels::lingered`).
+                entry.linger_until = Some(Instant::now() + linger);
+                self.channels.lingering.fetch_add(1, Ordering::AcqRel);
+                // Tells the hub task to start watching the time.
+                let _ = self.sync_tx.send(self.channel.clone());
+                return;
+            }
+        }
         if entry.waiters == 0 && self.sync_tx.send(self.channel.clone()).is_err() {
             // The hub task has stopped (the client shut down): nobody will unsubscribe the
             // channel, and its connection is closed anyway; forget the channel here.
@@ -424,6 +504,7 @@ mod tests {
             recent: [0; 2],
             rule,
             busy_until: None,
+            linger_until: None,
         }
     }
 

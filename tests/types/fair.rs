@@ -486,56 +486,67 @@ async fn shutdown_of_the_holder_wakes_the_next_waiter() {
     guard.unlock().await.unwrap();
 }
 
-/// A waiter of a lock this client found busy lately subscribes before its first attempt, so a
-/// hand-off runs three scripts: the release, the newcomer's attempt that queues it, and its
-/// attempt once woken (try → subscribe → try → wait would run a fourth). Once such a waiter
-/// finds the lock free, the next acquire tries first again, without subscribing.
+/// An owner that waits again finds its channel still subscribed from its last wait: its first
+/// attempt is then its last before it waits, so a hand-off runs three scripts (the release, the
+/// attempt that queues it, its attempt once woken) where try → subscribe → try → wait runs
+/// four. The channel is unsubscribed once it has lingered unused.
 #[tokio::test]
-async fn a_hand_off_under_contention_runs_three_scripts() {
+async fn an_owner_that_waits_again_gets_a_hand_off_in_three_scripts() {
     let server = RedisServer::start();
     let name = common::prefix("fair-scripts");
     let client = fair_client(&server, Duration::from_secs(30)).await;
     // Fixed leases: no watchdog renewal runs a script meanwhile.
     let lease = Duration::from_secs(20);
-    let lock = |owner: Owner| client.fair_lock(&name).owned_by(owner);
-    let spawn_waiter = |owner: Owner| {
+    let lock = |owner: &Owner| client.fair_lock(&name).owned_by(owner.clone());
+    let spawn_waiter = |owner: &Owner| {
         let lock = lock(owner);
         tokio::spawn(async move { lock.lock_with_lease(lease).await.unwrap() })
     };
-    let first = lock(Owner::new()).lock_with_lease(lease).await.unwrap();
-    // A waiter finds it busy: the client notes the lock as contended.
-    let second = spawn_waiter(Owner::new());
-    until_queued(&server, &name, 1).await;
-    first.unlock().await.unwrap();
-    let second = second.await.unwrap();
-
-    let scripts_before = raw_command_calls(&server, "evalsha");
-    let third_owner = Owner::new();
-    let third_field = field(&client, &third_owner);
-    let third = spawn_waiter(third_owner);
-    assert_eq!(until_queued(&server, &name, 1).await, [third_field]);
-    second.unlock().await.unwrap();
-    let third = third.await.unwrap();
-    let scripts = raw_command_calls(&server, "evalsha") - scripts_before;
-    assert!(
-        scripts <= 3,
-        "a hand-off to a waiter of a contended lock ran {scripts} scripts"
+    let (first, looping) = (Owner::new(), Owner::new());
+    let channel = format!(
+        "{}:{}",
+        common::lock_channel(&name),
+        field(&client, &looping)
     );
-    third.unlock().await.unwrap();
+    // The looping owner waits once (try → subscribe → try → wait) and gets the lock.
+    let held = lock(&first).lock_with_lease(lease).await.unwrap();
+    let waiting = spawn_waiter(&looping);
+    until_queued(&server, &name, 1).await;
+    held.unlock().await.unwrap();
+    waiting.await.unwrap().unlock().await.unwrap();
 
-    // Free now: a waiter that subscribed first finds it so, and the next acquire tries first.
-    lock(Owner::new())
-        .lock()
-        .await
-        .unwrap()
-        .unlock()
-        .await
-        .unwrap();
-    let subscribes_before = raw_command_calls(&server, "subscribe");
+    // It waits again.
+    let held = lock(&first).lock_with_lease(lease).await.unwrap();
     let scripts_before = raw_command_calls(&server, "evalsha");
-    let guard = lock(Owner::new()).lock_with_lease(lease).await.unwrap();
-    assert_eq!(raw_command_calls(&server, "subscribe"), subscribes_before);
-    assert_eq!(raw_command_calls(&server, "evalsha") - scripts_before, 1);
+    let subscribes_before = raw_command_calls(&server, "subscribe");
+    let waiting = spawn_waiter(&looping);
+    assert_eq!(
+        until_queued(&server, &name, 1).await,
+        [field(&client, &looping)]
+    );
+    held.unlock().await.unwrap();
+    let guard = waiting.await.unwrap();
+    let scripts = raw_command_calls(&server, "evalsha") - scripts_before;
+    assert!(scripts <= 3, "the hand-off ran {scripts} scripts");
+    assert_eq!(
+        raw_command_calls(&server, "subscribe"),
+        subscribes_before,
+        "subscribed again"
+    );
     guard.unlock().await.unwrap();
     assert!(raw_lrange(&server, &fair_queue_key(&name)).is_empty());
+    assert_eq!(
+        client.stats().channels,
+        0,
+        "a lingering channel counts as in use"
+    );
+    // Unused, it goes.
+    assert!(
+        eventually(Duration::from_secs(30), || {
+            let subscribed = common::raw_numsub(&server, &channel);
+            async move { subscribed == 0 }
+        })
+        .await,
+        "the lingering channel was never unsubscribed"
+    );
 }
