@@ -475,9 +475,10 @@ impl Drop for Waiter {
             if let Some(linger) = self.linger {
                 // The hub task unsubscribes it once the time is up (see `Channels::lingered`).
                 entry.linger_until = Some(Instant::now() + linger);
-                self.channels.lingering.fetch_add(1, Ordering::AcqRel);
-                // Tells the hub task to start watching the time.
-                let _ = self.sync_tx.send(self.channel.clone());
+                if self.channels.lingering.fetch_add(1, Ordering::AcqRel) == 0 {
+                    // The first to linger: tells the hub task to start watching the time.
+                    let _ = self.sync_tx.send(self.channel.clone());
+                }
                 return;
             }
         }
