@@ -60,9 +60,11 @@ local holds = not free and redis.call('hget', KEYS[1], me)
 if holds then
     hold_count_check(1, holds)
 end
--- Neither set exists while nobody waits (the uncontended case): one EXISTS then reads both.
+-- While nobody waits, neither the queue nor its sets exist (the uncontended case): one EXISTS
+-- then reads all three.
+local queued = redis.call('exists', KEYS[2], KEYS[3], KEYS[4]) > 0
 local score, alive = false, false
-if redis.call('exists', KEYS[3], KEYS[4]) > 0 then
+if queued then
     score = on_key(3, 'zscore', me)
     alive = on_key(4, 'zscore', me)
 end
@@ -83,7 +85,7 @@ if waiting and score then
     redis.call('zadd', KEYS[3], deadline, me)
     beat(deadline)
 end
-local head = live_head(4)
+local head = queued and live_head(4) or nil
 -- Free, and nobody queues ahead of this field: take it, and everyone left moves up one place.
 if free and delayed == 0 and (not head or head == me) then
     if head then

@@ -764,13 +764,15 @@ async fn an_uncontended_pair_writes_the_lock_alone() {
     assert!(!fx.exists(&fx.name));
     // Nobody queued, so nothing to take out of the queue or its deadlines, and no deadline to
     // lower; a last release not asked to record writes no replay key. Nor is a deadline read,
-    // or the clock: one EXISTS says neither set is there.
+    // or the clock, and the acquire reads no queue: one EXISTS says none of the three is there
+    // (the release reads the queue's head, to wake it).
     for command in [
         "zrem", "zrange", "zadd", "zincrby", "lpop", "set", "zscore", "time",
     ] {
         assert_eq!(calls(command), 0, "{command} calls");
     }
     assert_eq!((calls("hset"), calls("del")), (1, 1));
+    assert_eq!(calls("lindex"), 1, "lindex calls");
 }
 
 #[tokio::test]
