@@ -57,7 +57,7 @@ use crate::shared::Shared;
 /// - **Owners.** Tasks that share an owner (such as `join!` branches) share one place in the
 ///   queue; give each its own [`Owner`](crate::Owner) to queue them apart.
 /// - **Subscriptions.** Each waiter listens on a channel of its own owner's. Once a waiter has
-///   the lock, its channel stays subscribed for 5 s unused, so that the same owner's next wait
+///   the lock, its channel stays subscribed for 2 s unused, so that the same owner's next wait
 ///   (a task taking the lock in a loop) starts subscribed and runs one script fewer; then it is
 ///   unsubscribed. [`Client::stats`](crate::Client::stats) does not count such a channel.
 /// - **One type per name.** A [`Lock`](crate::Lock) or [`SpinLock`](crate::SpinLock) of the
@@ -242,7 +242,7 @@ fn channel(hold: &Hold) -> String {
 /// How long a waiter's channel stays subscribed after it took the lock, for its owner's next
 /// wait: that wait then needs no subscription round trip, and no second attempt (see
 /// `Waiter::acquired_lingering`).
-const LINGER: Duration = Duration::from_secs(5);
+const LINGER: Duration = Duration::from_secs(2);
 
 impl Turns for FairTurns<'_> {
     fn queue_first(&self) -> bool {
