@@ -11,7 +11,6 @@
 //! twice by a transport retry: the client's connection sends every command once (see
 //! [`Client::new`](crate::Client::new)), and a reply that never came is resolved by the caller.
 
-use fred::clients::Client as Redis;
 use std::time::Duration;
 
 use fred::bytes_utils::Str;
@@ -126,7 +125,7 @@ impl Script {
     /// would otherwise carry room for it (about 7 KB per waiter instead of 1.5 KB).
     async fn run_once(
         &self,
-        redis: &Redis,
+        redis: &Connection,
         timeout: Option<Duration>,
         keys: &[Key],
         args: &[Value],
@@ -156,7 +155,7 @@ impl Script {
         match first {
             Err(e) if classify(&e) == What::NoScript => {
                 // Within what is left of the first send's timeout.
-                let timeout = timeout.unwrap_or(redis.perf_config().default_command_timeout);
+                let timeout = timeout.unwrap_or(redis.timeout);
                 redis
                     .with_options(&within(timeout))
                     .script_load_cluster::<(), _>(self.lua.clone())

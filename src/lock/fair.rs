@@ -116,8 +116,8 @@ impl FairLock {
 
 /// The fair lock's type: the lock hash, a queue of waiters and their deadlines on Redis, and a
 /// wake-up channel per waiter. A release writes a replay key by the plain lock's rule (when it
-/// leaves holds behind, or a retry could need it). With a lock-delay its scripts keep the shadow lease too (see
-/// `lua/common/delay.lua`), and it renews with the holds that have one.
+/// leaves holds behind, or a retry could need it). With a lock-delay its scripts keep the shadow
+/// lease too (see `lua/common/delay.lua`), and it renews with the holds that have one.
 pub(super) struct Fair {
     keys: Arc<FairKeys>,
     delay: Option<Delay>,

@@ -135,7 +135,7 @@ pub(super) async fn run(
                         in_flight.await;
                     }
                     // A lingering channel's subscription may not have survived: unsubscribed.
-                    let mut all: Vec<Arc<str>> = channels.stop_lingering();
+                    let mut all: Vec<Arc<str>> = channels.end_lingering(None);
                     all.extend({
                         let map = channels.map.lock().unwrap();
                         map.iter()
@@ -156,7 +156,7 @@ pub(super) async fn run(
                 syncing = None;
             }
             _ = lingering.tick(), if syncing.is_none() && channels.lingering.load(Ordering::Acquire) > 0 => {
-                let done = channels.lingered(tokio::time::Instant::now());
+                let done = channels.end_lingering(Some(tokio::time::Instant::now()));
                 if !done.is_empty() {
                     syncing = Some(Box::pin(sync(&link, &channels, done)));
                 }

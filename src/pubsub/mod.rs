@@ -170,32 +170,18 @@ struct Channels {
 }
 
 impl Channels {
-    /// The channels kept subscribed for no waiter whose time is up; they no longer linger.
-    fn lingered(&self, now: Instant) -> Vec<Arc<str>> {
+    /// The lingering channels whose time is up by `now` (every one with `None`: a reconnect may
+    /// have dropped their subscriptions); they no longer linger.
+    fn end_lingering(&self, now: Option<Instant>) -> Vec<Arc<str>> {
         if self.lingering.load(Ordering::Acquire) == 0 {
             return Vec::new();
         }
         let mut map = self.map.lock().unwrap();
         let mut done = Vec::new();
         for (name, channel) in map.iter_mut() {
-            if channel.linger_until.is_some_and(|until| until <= now) {
+            let up = |until: &Instant| now.map_or(true, |now| *until <= now);
+            if channel.linger_until.as_ref().is_some_and(up) {
                 channel.linger_until = None;
-                done.push(name.clone());
-            }
-        }
-        self.lingering.fetch_sub(done.len(), Ordering::AcqRel);
-        done
-    }
-
-    /// Every lingering channel, which no longer lingers (a reconnect).
-    fn stop_lingering(&self) -> Vec<Arc<str>> {
-        if self.lingering.load(Ordering::Acquire) == 0 {
-            return Vec::new();
-        }
-        let mut map = self.map.lock().unwrap();
-        let mut done = Vec::new();
-        for (name, channel) in map.iter_mut() {
-            if channel.linger_until.take().is_some() {
                 done.push(name.clone());
             }
         }
@@ -473,7 +459,7 @@ impl Drop for Waiter {
         let active = *entry.state.borrow() == Subscription::Active;
         if entry.waiters == 0 && active && !self.sync_tx.is_closed() {
             if let Some(linger) = self.linger {
-                // The hub task unsubscribes it once the time is up (see `Channels::lingered`).
+                // The hub task unsubscribes it once the time is up (see `Channels::end_lingering`).
                 entry.linger_until = Some(Instant::now() + linger);
                 if self.channels.lingering.fetch_add(1, Ordering::AcqRel) == 0 {
                     // The first to linger: tells the hub task to start watching the time.
