@@ -22,6 +22,7 @@ use crate::error::{Error, Result};
 use crate::handoff::Handoffs;
 use crate::latch::CountDownLatch;
 use crate::lock::{FairLock, FencedLock, Lock, MultiLock, RwLock, SpinLock};
+use crate::naming::{self, Role};
 use crate::permit::PermitSemaphore;
 use crate::pubsub::Hub;
 use crate::registry::{Closing, Place, Registry};
@@ -100,6 +101,8 @@ impl Client {
             failed(unanswered.unwrap_or(e))
         };
         let redis = builder.build().map_err(failed)?;
+        let id = uuid::Uuid::new_v4().to_string();
+        let clustered = config.redis.server.is_clustered();
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| Error::invalid("a relock client must be made inside a tokio runtime"))?;
         let background = Background::new(runtime, builder.clone(), &server, config.command_timeout);
@@ -109,6 +112,11 @@ impl Client {
             let _ = redis.quit().await;
             return Err(not_connected(e));
         }
+        // Who is who (see `crate::naming`): before the subscriber subscribes to anything.
+        let command_name = naming::connection_name(&id, Role::Commands);
+        naming::set_name_everywhere(&redis, clustered, &command_name).await;
+        let pubsub_name = naming::connection_name(&id, Role::Pubsub);
+        naming::set_name_everywhere(&subscriber, clustered, &pubsub_name).await;
         let sharded =
             config.redis.server.is_clustered() && major_version(&redis).await.map_err(failed)? >= 7;
         // One server under two addresses is still one server (a multi-lock must know).
@@ -117,10 +125,19 @@ impl Client {
         } else {
             run_id(&redis).await
         };
+        let (shutdown, _) = watch::channel(false);
+        tokio::spawn(naming::keep_name(
+            redis.clone(),
+            command_name,
+            shutdown.subscribe(),
+        ));
         let replica_sync = match config.replica_sync {
             Some(timeout) => {
                 let sync = redis.clone_new();
                 sync.init().await.map_err(failed)?;
+                let name = naming::connection_name(&id, Role::Sync);
+                naming::set_name_everywhere(&sync, clustered, &name).await;
+                tokio::spawn(naming::keep_name(sync.clone(), name, shutdown.subscribe()));
                 Some(ReplicaSync {
                     redis: Connection::new(sync, &server),
                     timeout_ms: millis(timeout, "replica sync timeout")?,
@@ -129,7 +146,6 @@ impl Client {
             None => None,
         };
 
-        let (shutdown, _) = watch::channel(false);
         let registry = Arc::new(Registry::new(config.watchdog_timeout));
         let connection = Connection::new(redis.clone(), &server);
         let watchdog = Watchdog {
@@ -140,7 +156,12 @@ impl Client {
             per_slot: config.redis.server.is_clustered(),
         };
         tokio::spawn(watchdog.run(shutdown.subscribe()));
-        let hub = Hub::start(subscriber.clone(), sharded, shutdown.subscribe());
+        let hub = Hub::start(
+            subscriber.clone(),
+            sharded,
+            pubsub_name,
+            shutdown.subscribe(),
+        );
         let sweeper = Sweeper::start(
             redis.clone(),
             config.redis.server.is_clustered(),
@@ -148,7 +169,7 @@ impl Client {
         );
         Ok(Client {
             shared: Arc::new(Shared {
-                id: uuid::Uuid::new_v4().to_string(),
+                id,
                 redis: connection,
                 server_id,
                 subscriber,

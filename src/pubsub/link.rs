@@ -18,6 +18,8 @@ use super::{Channels, Subscription};
 pub(super) struct Link {
     pub(super) subscriber: SubscriberClient,
     pub(super) sharded: bool,
+    /// The connection's name (see `crate::naming`), set again after a reconnect.
+    pub(super) name: String,
 }
 
 impl Link {
@@ -129,11 +131,15 @@ pub(super) async fn run(
                 Err(RecvError::Closed) => break,
             },
             reconnect = reconnects.recv() => match reconnect {
-                Ok(_) => {
+                Ok(server) => {
                     // Syncs stay one at a time: the one in flight ends first.
                     if let Some(in_flight) = syncing.take() {
                         in_flight.await;
                     }
+                    // Named before it subscribes: a subscribed connection takes no other command.
+                    let clustered = link.subscriber.is_clustered();
+                    let server = clustered.then_some(&server);
+                    crate::naming::set_name(&link.subscriber, server, &link.name).await;
                     // A lingering channel's subscription may not have survived: unsubscribed.
                     let mut all: Vec<Arc<str>> = channels.end_lingering(None);
                     all.extend({

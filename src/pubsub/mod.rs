@@ -223,10 +223,12 @@ pub(crate) struct Position {
 
 impl Hub {
     /// Starts the hub task on `subscriber`; it stops when `shutdown` changes or is dropped.
-    /// `sharded` subscribes with `SSUBSCRIBE` (Redis 7 cluster) instead of `SUBSCRIBE`.
+    /// `sharded` subscribes with `SSUBSCRIBE` (Redis 7 cluster) instead of `SUBSCRIBE`. After a
+    /// reconnect the connection is named `name` again (see `crate::naming`) before it subscribes.
     pub(crate) fn start(
         subscriber: SubscriberClient,
         sharded: bool,
+        name: String,
         shutdown: watch::Receiver<bool>,
     ) -> Hub {
         let channels = Arc::new(Channels::default());
@@ -234,6 +236,7 @@ impl Hub {
         let link = Link {
             subscriber,
             sharded,
+            name,
         };
         tokio::spawn(run(link, channels.clone(), sync_rx, shutdown));
         Hub { channels, sync_tx }

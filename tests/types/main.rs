@@ -9,6 +9,7 @@ mod fair;
 mod fairness;
 mod fence;
 mod fenced;
+mod inspect;
 mod latch;
 mod leases;
 mod lock_delay;
