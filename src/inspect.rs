@@ -237,7 +237,9 @@ pub struct Inspection {
     /// The queue's whole length.
     pub queue_len: u64,
     /// Connections subscribed to the name's wake-up channel: processes with waiters (each
-    /// client subscribes once per channel, whatever its waiters), not waiting tasks.
+    /// client subscribes once per channel, whatever its waiters), not waiting tasks. For a
+    /// fair lock, the sum over the lock's channel and each queued waiter's own (of the first
+    /// 100).
     pub subscribers: u64,
     /// A fenced lock's last fencing token.
     pub token: Option<u64>,
@@ -550,6 +552,8 @@ impl Client {
         let subscribers = match &kind {
             Kind::Semaphore => count_of(&semaphore_channel),
             Kind::CountDownLatch => count_of(&latch_channel),
+            // A fair waiter listens on a channel of its own.
+            Kind::FairLock => counts.iter().sum(),
             _ => own_channel.as_deref().map_or(0, count_of),
         };
         let queue = queue_fields

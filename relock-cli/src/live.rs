@@ -121,16 +121,39 @@ struct Watched {
     longest_ms: i64,
     releases: Releases,
     error: Option<String>,
+    /// The holders last seen, and since when they have held as far as this view saw.
+    held: Option<(Vec<String>, Instant)>,
 }
 
 impl Watched {
+    fn new(name: String, seen: Inspection, releases: Releases) -> Watched {
+        let mut watched = Watched {
+            name,
+            longest_ms: seen.pttl_ms,
+            seen: None,
+            releases,
+            error: None,
+            held: None,
+        };
+        watched.saw(seen);
+        watched
+    }
+
+    fn saw(&mut self, seen: Inspection) {
+        self.longest_ms = self.longest_ms.max(seen.pttl_ms);
+        let fields: Vec<String> = seen.holders.iter().map(|h| h.party.field.clone()).collect();
+        self.held = match self.held.take() {
+            _ if fields.is_empty() => None,
+            Some((same, since)) if same == fields => Some((same, since)),
+            _ => Some((fields, Instant::now())),
+        };
+        self.seen = Some(seen);
+        self.error = None;
+    }
+
     async fn refresh(&mut self, client: &Client) {
         match client.inspect(&self.name).await {
-            Ok(seen) => {
-                self.longest_ms = self.longest_ms.max(seen.pttl_ms);
-                self.seen = Some(seen);
-                self.error = None;
-            }
+            Ok(seen) => self.saw(seen),
             Err(e) => self.error = Some(e.to_string()),
         }
     }
@@ -150,13 +173,8 @@ pub(crate) async fn watch(
             "`{name}` is a {kind}, not a lock or synchronizer relock knows"
         )));
     }
-    let mut watched = Watched {
-        name: name.to_owned(),
-        longest_ms: first.pttl_ms,
-        seen: Some(first),
-        releases: Releases::start(url, name).await,
-        error: None,
-    };
+    let releases = Releases::start(url, name).await;
+    let mut watched = Watched::new(name.to_owned(), first, releases);
     if json {
         let mut out = std::io::stdout();
         loop {
@@ -292,8 +310,12 @@ fn draw_watch(frame: &mut Frame<'_>, watched: &Watched, rate: Option<f64>, inter
                 Span::raw(count.to_string()),
             ]));
         }
+        let held = match &watched.held {
+            Some((_, since)) => format!(", seen held for {}", text::age(since.elapsed())),
+            None => String::new(),
+        };
         lines.push(Line::from(Span::styled(
-            format!("Holders ({})", seen.holders.len()),
+            format!("Holders ({}){held}", seen.holders.len()),
             bold,
         )));
         if seen.holders.is_empty() {
@@ -344,7 +366,12 @@ fn draw_watch(frame: &mut Frame<'_>, watched: &Watched, rate: Option<f64>, inter
     }
     let footer = format!(" q quit · Esc back · every {} ms ", interval.as_millis());
     let block = Block::bordered().title(title).title_bottom(footer);
-    frame.render_widget(Paragraph::new(lines).block(block), frame.area());
+    frame.render_widget(
+        Paragraph::new(lines)
+            .block(block)
+            .wrap(ratatui::widgets::Wrap { trim: false }),
+        frame.area(),
+    );
 }
 
 /// One row of `top`: a name and how busy it is.
@@ -444,13 +471,8 @@ pub(crate) async fn top(
                             let picked = state.selected().and_then(|i| rows.get(i));
                             if let Some(row) = picked {
                                 let name = row.seen.name.clone();
-                                let mut watched = Watched {
-                                    longest_ms: row.seen.pttl_ms,
-                                    seen: Some(row.seen.clone()),
-                                    releases: Releases::start(url, &name).await,
-                                    name,
-                                    error: None,
-                                };
+                                let releases = Releases::start(url, &name).await;
+                                let mut watched = Watched::new(name, row.seen.clone(), releases);
                                 let quit =
                                     watch_loop(&mut terminal, client, &mut watched, interval.min(Duration::from_millis(250))).await;
                                 watched.releases.stop().await;
@@ -525,6 +547,7 @@ fn draw_top(
     let table = Table::new(body, widths)
         .header(header)
         .row_highlight_style(Style::default().add_modifier(Modifier::REVERSED))
+        .highlight_symbol("> ")
         .block(Block::bordered().title(format!(
             " relock top {pattern} · {} names · every {} ms ",
             rows.len(),

@@ -32,6 +32,10 @@ struct Cli {
     /// Machine-readable output: one JSON document (NDJSON lines for `watch`).
     #[arg(long, global = true)]
     json: bool,
+    /// A PEM file of CA certificates to trust for rediss:// (a private CA); without it the
+    /// system's roots are trusted.
+    #[arg(long, value_name = "PEM", global = true)]
+    tls_ca: Option<std::path::PathBuf>,
     /// How long to wait for the server to answer, in seconds.
     #[arg(long, default_value_t = 5.0, global = true)]
     timeout: f64,
@@ -172,7 +176,7 @@ async fn run(cli: Cli) -> Outcome {
         ));
     }
     let timeout = Duration::from_secs_f64(cli.timeout);
-    let client = connect(&cli.url, timeout).await?;
+    let client = connect(&cli.url, cli.tls_ca.as_deref(), timeout).await?;
     let outcome = match cli.command {
         Command::Ls {
             pattern,
@@ -211,10 +215,21 @@ fn interval_of(ms: u64) -> Result<Duration, Failure> {
     Ok(Duration::from_millis(ms))
 }
 
-async fn connect(url: &str, timeout: Duration) -> Result<Client, Failure> {
-    let config = Config::from_url(url)
+async fn connect(
+    url: &str,
+    tls_ca: Option<&std::path::Path>,
+    timeout: Duration,
+) -> Result<Client, Failure> {
+    let mut config = Config::from_url(url)
         .map_err(|e| Failure::Usage(format!("bad --url {url}: {e}")))?
         .with_command_timeout(timeout);
+    if let Some(path) = tls_ca {
+        let pem = std::fs::read(path)
+            .map_err(|e| Failure::Usage(format!("cannot read --tls-ca {}: {e}", path.display())))?;
+        config = config
+            .with_tls_root_certificates(pem)
+            .map_err(|e| Failure::Usage(format!("bad --tls-ca {}: {e}", path.display())))?;
+    }
     Client::new(config)
         .await
         .map_err(|e| Failure::Error(format!("cannot connect to {url}: {e}")))

@@ -40,12 +40,12 @@ pub(crate) fn lease(seen: &Inspection) -> String {
     }
 }
 
-/// Who a party is, in one line: its owner, and the process behind it or why there is none.
+/// Who a party is, in one line: the process behind it, or why there is none.
 pub(crate) fn who(p: &Party, pttl_ms: i64) -> String {
     if p.redisson {
         return format!(
-            "Redisson client {}, thread {} (Redisson names no connection: its process is unknown)",
-            p.client_id, p.owner
+            "Redisson client, thread {}: Redisson names no connection, so its process is unknown",
+            p.owner
         );
     }
     match p.process() {
@@ -56,9 +56,7 @@ pub(crate) fn who(p: &Party, pttl_ms: i64) -> String {
                 .find(|c| c.process.as_ref().is_some_and(|pr| pr.role == "cmd"))
                 .or(p.connections.first());
             let mut line = format!(
-                "{} of relock client {}: pid {} on {} ({})",
-                p.owner,
-                p.client_id,
+                "pid {} on {} ({})",
                 process.pid.map_or("?".into(), |pid| pid.to_string()),
                 process.host,
                 process.program
@@ -69,15 +67,10 @@ pub(crate) fn who(p: &Party, pttl_ms: i64) -> String {
             line
         }
         None if pttl_ms > 0 => format!(
-            "{} of relock client {}: holder's connection is gone: the lock frees in {}",
-            p.owner,
-            p.client_id,
+            "holder's connection is gone: the lock frees in {}",
             ms(pttl_ms)
         ),
-        None => format!(
-            "{} of relock client {}: holder's connection is gone",
-            p.owner, p.client_id
-        ),
+        None => "its relock client has no connection left: the process is gone".to_owned(),
     }
 }
 
@@ -161,12 +154,13 @@ pub(crate) fn show(seen: &Inspection) -> String {
             };
             let _ = writeln!(
                 out,
-                "  {:<12} {}. {} ({deadline}; {} subscribed)",
+                "  {:<12} {}. {}  {deadline}, {} subscribed",
                 "",
                 i + 1,
-                who(&place.party, -2),
+                place.party.field,
                 place.subscribers
             );
+            let _ = writeln!(out, "  {:<12}    {}", "", who(&place.party, -2));
         }
     }
     if seen.kind.is_known() {
@@ -174,9 +168,14 @@ pub(crate) fn show(seen: &Inspection) -> String {
             &mut out,
             "waiting",
             format!(
-                "{} connection{} subscribed to its channel (processes, not tasks)",
+                "{} connection{} subscribed to {} (processes, not tasks)",
                 seen.subscribers,
-                if seen.subscribers == 1 { "" } else { "s" }
+                if seen.subscribers == 1 { "" } else { "s" },
+                if seen.kind == Kind::FairLock {
+                    "its waiters' channels"
+                } else {
+                    "its channel"
+                }
             ),
         );
     }
@@ -205,13 +204,7 @@ pub(crate) fn table(items: &[&Inspection]) -> String {
         .map(|i| {
             let holders = match i.holders.as_slice() {
                 [] => "-".to_owned(),
-                [one] => {
-                    let mut s = format!("{} ×{}", short(&one.party), one.holds);
-                    if one.party.is_gone() {
-                        s.push_str(" (gone)");
-                    }
-                    s
-                }
+                [one] => format!("{} ×{}", short(&one.party), one.holds),
                 many => format!("{} holders", many.len()),
             };
             let waiters = if i.queue_len > 0 {
@@ -255,13 +248,15 @@ pub(crate) fn table(items: &[&Inspection]) -> String {
     out
 }
 
-/// A holder in a few characters: `task-7@4242` (owner at pid), or the Redisson thread.
+/// A holder in a few characters: `task-7@4242` (owner at pid), `task-7 (gone)`, or the
+/// Redisson thread.
 pub(crate) fn short(p: &Party) -> String {
     if p.redisson {
         return format!("redisson:{}", p.owner);
     }
     match p.process().and_then(|pr| pr.pid) {
         Some(pid) => format!("{}@{pid}", p.owner),
+        None if p.is_gone() => format!("{} (gone)", p.owner),
         None => p.owner.clone(),
     }
 }

@@ -232,6 +232,19 @@ async fn every_command(url: &str) {
             _ => unreachable!(),
         }
     }
+    // top --json ranks them all; watch --json prints each one's state (and on a cluster, whose
+    // sharded pub/sub has no patterns, counts no releases).
+    let ranked = json(url, &["top", &pattern]).await;
+    assert_eq!(ranked.as_array().unwrap().len(), names.len(), "{ranked}");
+    for (name, kind) in &names {
+        let line = watch_first_line(url, name).await;
+        assert_eq!(line["type"], *kind, "{line}");
+        assert_eq!(
+            line["releases_per_s"].is_null(),
+            url.starts_with("redis-cluster://"),
+            "{line}"
+        );
+    }
     let fenced = &names[3].0;
     assert_eq!(json(url, &["show", fenced]).await["token"], 1);
 
@@ -326,7 +339,7 @@ async fn unlock_force_wakes_a_relock_waiter_and_a_redisson_waiter() {
     .await;
     assert!(queued, "the Redisson waiter is queued and subscribed");
     let shown = stdout(&relock(&url, &["show", &fair]).await);
-    assert!(shown.contains("Redisson client 7d1e0a3c"), "{shown}");
+    assert!(shown.contains("Redisson client, thread 41"), "{shown}");
     let out = relock(&url, &["unlock", &fair, "--force", "--yes"]).await;
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     tokio::time::timeout(common::PROMPT, waiting)
@@ -336,6 +349,47 @@ async fn unlock_force_wakes_a_relock_waiter_and_a_redisson_waiter() {
     let seen = json(&url, &["show", &fair]).await;
     assert_eq!(seen["holders"][0]["field"], field.as_str());
     assert_eq!(seen["holders"][0]["redisson"], true);
+}
+
+#[tokio::test]
+async fn it_connects_over_tls_with_a_private_ca_and_through_sentinel() {
+    let tls = common::tls::TlsServer::start();
+    let url = format!("rediss://127.0.0.1:{}", tls.port);
+    let ca = std::env::temp_dir().join(format!("relock-cli-ca-{}.pem", std::process::id()));
+    std::fs::write(&ca, &tls.certs.ca).unwrap();
+    let config = relock::Config::from_url(&url)
+        .unwrap()
+        .with_tls_root_certificates(&tls.certs.ca)
+        .unwrap();
+    let client = Client::new(config).await.unwrap();
+    let name = common::prefix("cli-tls");
+    let _held = client
+        .lock(&name)
+        .owned_by(Owner::new())
+        .lock()
+        .await
+        .unwrap();
+    let ca_arg = ca.to_str().unwrap();
+    let seen = json(&url, &["--tls-ca", ca_arg, "show", &name]).await;
+    assert_eq!(seen["holders"][0]["client_id"], client.id());
+    // Without the CA the server's certificate is not trusted: an error, not plaintext.
+    let out = relock(&url, &["--timeout", "2", "show", &name]).await;
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let _ = std::fs::remove_file(&ca);
+
+    let sentinels = common::topology::Sentinels::start();
+    let url = sentinels.url();
+    let client = Client::connect(&url).await.unwrap();
+    let name = common::prefix("cli-sentinel");
+    let _held = client
+        .lock(&name)
+        .owned_by(Owner::new())
+        .lock()
+        .await
+        .unwrap();
+    let seen = json(&url, &["show", &name]).await;
+    assert_eq!(seen["holders"][0]["client_id"], client.id());
+    assert_eq!(seen["holders"][0]["process"]["pid"], std::process::id());
 }
 
 #[tokio::test]
@@ -422,6 +476,8 @@ async fn bad_input_gets_a_clear_message_an_exit_code_and_changes_nothing() {
         );
     }
     let keys_before = common::resp_int(&server.cmd(&["DBSIZE"]));
+    let text = stdout(&relock(&url, &["ls", &format!("{base}:*"), "--limit", "2"]).await);
+    assert!(text.contains("stopped at --limit 2"), "{text}");
     let cut = json(&url, &["ls", &format!("{base}:*"), "--limit", "2"]).await;
     assert_eq!(cut["items"].as_array().unwrap().len(), 2);
     assert_eq!(cut["more"], true);
@@ -470,6 +526,22 @@ async fn watch_json_prints_a_line_per_refresh() {
     let freed = freed.expect("a line shows the lock free");
     assert!(freed["releases_per_s"].as_f64().unwrap() > 0.0, "{freed}");
     watch.start_kill().unwrap();
+}
+
+/// The first line `relock --json watch NAME` prints.
+async fn watch_first_line(url: &str, name: &str) -> Value {
+    let mut watch = tokio::process::Command::new(env!("CARGO_BIN_EXE_relock"))
+        .args(["--json", "watch", name, "--interval", "50"])
+        .env("REDIS_URL", url)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
+    let line = serde_json::from_str(&next_line(&mut lines).await).unwrap();
+    watch.start_kill().unwrap();
+    line
 }
 
 async fn next_line(lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>) -> String {
@@ -552,9 +624,12 @@ async fn top_and_watch_draw_in_a_real_terminal_and_quit_cleanly() {
     let quiet = format!("{base}:quiet");
     let _quiet = a.lock(&quiet).owned_by(Owner::new()).lock().await.unwrap();
 
+    // top, then watch (quit with Ctrl-C), then unlock --force, which asks on a terminal.
+    let bin = env!("CARGO_BIN_EXE_relock");
     let command = format!(
-        "REDIS_URL={url} {} top '{base}:*' --interval 200; echo EXIT=$?; sleep 60",
-        env!("CARGO_BIN_EXE_relock")
+        "export REDIS_URL={url}; {bin} top '{base}:*' --interval 200; echo EXIT=$?; \
+         {bin} watch {quiet}; echo WATCHED=$?; {bin} unlock {quiet} --force; echo UNLOCKED=$?; \
+         sleep 60"
     );
     let tmux = Tmux::start(&command);
     let pid = std::process::id().to_string();
@@ -583,4 +658,20 @@ async fn top_and_watch_draw_in_a_real_terminal_and_quit_cleanly() {
         !screen.contains("relock top"),
         "the terminal was given back:\n{screen}"
     );
+
+    tmux.shows(&["relock watch", &quiet, "Holders (1)"]).await;
+    tmux.keys("C-c");
+    let screen = tmux.shows(&["WATCHED=0", "Free `"]).await;
+    assert!(
+        !screen.contains("relock watch"),
+        "the terminal was given back:\n{screen}"
+    );
+    assert!(
+        common::raw_exists(&server, &quiet),
+        "not freed before the answer"
+    );
+    tmux.keys("y");
+    tmux.keys("Enter");
+    tmux.shows(&["UNLOCKED=0", "freed `"]).await;
+    assert!(!common::raw_exists(&server, &quiet), "freed once confirmed");
 }
