@@ -315,6 +315,7 @@ impl Client {
         }
         let connections = self.connections().await?;
         let redis = &self.shared.redis;
+        let clustered = self.shared.clustered();
         // Auxiliary keys lead to their name: `prefix:{name}` (or `prefix:name` with a tag).
         let prefixes = [
             "",
@@ -349,7 +350,14 @@ impl Client {
                                 None => continue,
                             }
                         };
-                        if seen.insert(name.clone()) {
+                        // On a cluster, a name whose braces would split its keys over slots
+                        // is nobody's lock (relock refuses it), and cannot be read in one script.
+                        let lockable = || {
+                            crate::names::LockKeys::new(&name)
+                                .and_then(|keys| keys.checked_for(clustered))
+                                .is_ok()
+                        };
+                        if lockable() && seen.insert(name.clone()) {
                             names.push(name);
                         }
                     }

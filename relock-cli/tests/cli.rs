@@ -12,6 +12,7 @@ use std::time::Duration;
 use common::redisson_fair::RedissonFair;
 use common::topology::Cluster;
 use common::{RawSubscriber, RedisServer};
+use relock::fred::interfaces::KeysInterface;
 use relock::{Client, Owner};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -183,6 +184,10 @@ async fn every_command(url: &str) {
     );
     let base = common::prefix("cli-every");
     let (names, _keep) = every_type(&a, &b, &base).await;
+    // A user's key whose braces would split a lock's keys over a cluster's slots: never
+    // listed, and no reason for the listing to fail.
+    let odd = format!("{base}:odd{{x");
+    let _: () = a.redis().set(&odd, "v", None, None, false).await.unwrap();
     // Waiters take a moment to subscribe and queue.
     let pattern = format!("{base}:*");
     let settled = common::eventually(Duration::from_secs(10), || async {
@@ -297,7 +302,7 @@ async fn unlock_force_wakes_a_relock_waiter_and_a_redisson_waiter() {
     );
     // A plain lock: a relock task waits, and a Redisson process's subscription hears it.
     let name = common::prefix("cli-wake");
-    let _held = a.lock(&name).owned_by(Owner::new()).lock().await.unwrap();
+    let _held = hold(&a, &name).await;
     let waiter = common::spawn_waiter(b.lock(&name));
     let mut java = RawSubscriber::subscribe(&server, &[&common::lock_channel(&name)]).await;
     assert!(common::until_subscribed(&server, &name, 2).await);
@@ -363,12 +368,7 @@ async fn it_connects_over_tls_with_a_private_ca_and_through_sentinel() {
         .unwrap();
     let client = Client::new(config).await.unwrap();
     let name = common::prefix("cli-tls");
-    let _held = client
-        .lock(&name)
-        .owned_by(Owner::new())
-        .lock()
-        .await
-        .unwrap();
+    let _held = hold(&client, &name).await;
     let ca_arg = ca.to_str().unwrap();
     let seen = json(&url, &["--tls-ca", ca_arg, "show", &name]).await;
     assert_eq!(seen["holders"][0]["client_id"], client.id());
@@ -381,12 +381,7 @@ async fn it_connects_over_tls_with_a_private_ca_and_through_sentinel() {
     let url = sentinels.url();
     let client = Client::connect(&url).await.unwrap();
     let name = common::prefix("cli-sentinel");
-    let _held = client
-        .lock(&name)
-        .owned_by(Owner::new())
-        .lock()
-        .await
-        .unwrap();
+    let _held = hold(&client, &name).await;
     let seen = json(&url, &["show", &name]).await;
     assert_eq!(seen["holders"][0]["client_id"], client.id());
     assert_eq!(seen["holders"][0]["process"]["pid"], std::process::id());
@@ -433,12 +428,7 @@ async fn bad_input_gets_a_clear_message_an_exit_code_and_changes_nothing() {
     );
 
     let name = format!("{base}:held");
-    let _held = client
-        .lock(&name)
-        .owned_by(Owner::new())
-        .lock()
-        .await
-        .unwrap();
+    let _held = hold(&client, &name).await;
     let out = relock(&url, &["unlock", &name]).await;
     assert_eq!(code(&out), 2, "unlock without --force is a usage error");
     assert!(stderr(&out).contains("--force"), "{}", stderr(&out));
@@ -466,14 +456,7 @@ async fn bad_input_gets_a_clear_message_an_exit_code_and_changes_nothing() {
         server.cmd(&args);
     }
     for i in 0..5 {
-        let _ = std::mem::ManuallyDrop::new(
-            client
-                .lock(format!("{base}:many:{i}"))
-                .owned_by(Owner::new())
-                .lock()
-                .await
-                .unwrap(),
-        );
+        let _ = std::mem::ManuallyDrop::new(hold(&client, format!("{base}:many:{i}")).await);
     }
     let keys_before = common::resp_int(&server.cmd(&["DBSIZE"]));
     let text = stdout(&relock(&url, &["ls", &format!("{base}:*"), "--limit", "2"]).await);
@@ -495,12 +478,7 @@ async fn watch_json_prints_a_line_per_refresh() {
     let url = server.url();
     let client = common::client(&server, WATCHDOG).await;
     let name = common::prefix("cli-watch");
-    let guard = client
-        .lock(&name)
-        .owned_by(Owner::new())
-        .lock()
-        .await
-        .unwrap();
+    let guard = hold(&client, &name).await;
     let mut watch = tokio::process::Command::new(env!("CARGO_BIN_EXE_relock"))
         .args(["--json", "watch", &name, "--interval", "50"])
         .env("REDIS_URL", &url)
@@ -618,11 +596,11 @@ async fn top_and_watch_draw_in_a_real_terminal_and_quit_cleanly() {
     );
     let base = common::prefix("cli-top");
     let name = format!("{base}:busy");
-    let _held = a.lock(&name).owned_by(Owner::new()).lock().await.unwrap();
+    let _held = hold(&a, &name).await;
     let _waiter = common::spawn_waiter(b.lock(&name));
     assert!(common::until_subscribed(&server, &name, 1).await);
     let quiet = format!("{base}:quiet");
-    let _quiet = a.lock(&quiet).owned_by(Owner::new()).lock().await.unwrap();
+    let _quiet = hold(&a, &quiet).await;
 
     // top, then watch (quit with Ctrl-C), then unlock --force, which asks on a terminal.
     let bin = env!("CARGO_BIN_EXE_relock");
@@ -674,4 +652,14 @@ async fn top_and_watch_draw_in_a_real_terminal_and_quit_cleanly() {
     tmux.keys("Enter");
     tmux.shows(&["UNLOCKED=0", "freed `"]).await;
     assert!(!common::raw_exists(&server, &quiet), "freed once confirmed");
+}
+
+/// A hold of lock `name` by an owner of its own (not the test's task).
+async fn hold(client: &Client, name: impl Into<String>) -> relock::LockGuard {
+    client
+        .lock(name)
+        .owned_by(Owner::new())
+        .lock()
+        .await
+        .unwrap()
 }
