@@ -264,7 +264,7 @@ async fn ls(
             "keys_seen": found.keys_seen,
         });
         let _ = writeln!(out, "{doc}");
-    } else {
+    } else if !items.is_empty() {
         let _ = write!(out, "{}", text::table(&items));
         if found.more {
             let _ = writeln!(

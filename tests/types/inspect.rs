@@ -156,18 +156,15 @@ async fn a_fair_queue_a_read_write_lock_and_a_fenced_token_are_shown() {
     );
     assert_eq!(seen.holders.len(), 2);
     assert!(seen.holders.iter().all(|h| h.live && !h.writer));
-    drop((r1, r2));
-    let w = common::eventually(Duration::from_secs(5), || async {
-        b.rw_lock(&rw)
-            .write()
-            .try_lock()
-            .await
-            .unwrap()
-            .map(std::mem::forget)
-            .is_some()
-    })
-    .await;
-    assert!(w);
+    r1.unlock().await.unwrap();
+    r2.unlock().await.unwrap();
+    let _writer = b
+        .rw_lock(&rw)
+        .write()
+        .owned_by(Owner::new())
+        .lock()
+        .await
+        .unwrap();
     let seen = a.inspect(&rw).await.unwrap();
     assert_eq!(seen.mode.as_deref(), Some("write"));
     assert!(seen.holders[0].writer);
