@@ -222,7 +222,8 @@ impl Rescuer {
         let connection = runtime.as_ref().ok().and_then(|runtime| {
             runtime.block_on(async {
                 let redis = builder.build().ok()?;
-                let connection = Arc::new(Connection::new(redis, &server));
+                let meter = Arc::new(crate::meter::Meter::detached());
+                let connection = Arc::new(Connection::new(redis, &server, meter));
                 connection.init().await.ok()?;
                 Some(connection)
             })

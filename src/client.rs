@@ -22,6 +22,7 @@ use crate::error::{Error, Result};
 use crate::handoff::Handoffs;
 use crate::latch::CountDownLatch;
 use crate::lock::{FairLock, FencedLock, Lock, MultiLock, RwLock, SpinLock};
+use crate::meter::Meter;
 use crate::naming::{self, Role};
 use crate::permit::PermitSemaphore;
 use crate::pubsub::Hub;
@@ -125,6 +126,10 @@ impl Client {
         } else {
             run_id(&redis).await
         };
+        let meter = Arc::new(Meter::new(
+            #[cfg(feature = "metrics")]
+            config.metric_names.clone(),
+        ));
         let (shutdown, _) = watch::channel(false);
         tokio::spawn(naming::keep_name(
             redis.clone(),
@@ -139,15 +144,15 @@ impl Client {
                 naming::set_name_everywhere(&sync, clustered, &name).await;
                 tokio::spawn(naming::keep_name(sync.clone(), name, shutdown.subscribe()));
                 Some(ReplicaSync {
-                    redis: Connection::new(sync, &server),
+                    redis: Connection::new(sync, &server, meter.clone()),
                     timeout_ms: millis(timeout, "replica sync timeout")?,
                 })
             }
             None => None,
         };
 
-        let registry = Arc::new(Registry::new(config.watchdog_timeout));
-        let connection = Connection::new(redis.clone(), &server);
+        let registry = Arc::new(Registry::new(config.watchdog_timeout, meter.clone()));
+        let connection = Connection::new(redis.clone(), &server, meter.clone());
         let watchdog = Watchdog {
             redis: connection.clone(),
             registry: registry.clone(),
@@ -160,6 +165,7 @@ impl Client {
             subscriber.clone(),
             sharded,
             pubsub_name,
+            meter.clone(),
             shutdown.subscribe(),
         );
         let sweeper = Sweeper::start(
@@ -261,16 +267,32 @@ impl Client {
         &self.shared.redis
     }
 
-    /// Counts of what the client tracks locally, for tests and leak checks.
+    /// Counts of what the client tracks locally (for leak checks), and of what it did since it
+    /// was made (acquires, waits, lost leases, renewals, unlocks, wake-ups, script reloads):
+    /// a snapshot without any dependency, with or without the `metrics` feature.
     pub fn stats(&self) -> ClientStats {
         let (holds, renewing) = self.shared.registry.hold_counts();
         let (channels, waiters) = self.shared.hub.counts();
+        let counts = self.shared.meter().counts();
         ClientStats {
             holds,
             renewing,
             channels,
             waiters,
             in_flight: self.shared.registry.in_flight(),
+            acquired: counts.acquired,
+            busy: counts.busy,
+            acquire_errors: counts.acquire_errors,
+            cancelled: counts.cancelled,
+            waits: counts.waits,
+            leases_lost: counts.leases_lost,
+            renewals: counts.renewals,
+            renewal_errors: counts.renewal_errors,
+            unlocks: counts.unlocks,
+            replays: counts.replays,
+            wakeups: counts.wakeups,
+            resubscribes: counts.resubscribes,
+            noscript_reloads: counts.noscript_reloads,
         }
     }
 
@@ -330,7 +352,7 @@ impl Client {
             Ok(())
         };
         self.withdraw_claims().await;
-        self.shared.registry.lose_all("the client shut down");
+        self.shared.registry.lose_all(crate::meter::Loss::Shutdown);
         let _ =
             tokio::time::timeout(self.shared.command_timeout, self.shared.sweeper.flush()).await;
         self.shared.shutdown.send_replace(true);
@@ -456,4 +478,34 @@ pub struct ClientStats {
     /// run on the server after the drop). Once it is 0, nothing this client started can still
     /// change a lock or synchronizer on Redis, save the watchdog's renewals.
     pub in_flight: usize,
+    /// Acquires (and synchronizer waits) that took what they asked for, since the client was
+    /// made. The counts below are the same events the `metrics` feature exports (see the
+    /// README's "Metrics"), without it.
+    pub acquired: u64,
+    /// Acquires whose wait ran out (a `try_lock` that found the lock busy).
+    pub busy: u64,
+    /// Acquires that failed.
+    pub acquire_errors: u64,
+    /// Acquires whose future was dropped before they ended.
+    pub cancelled: u64,
+    /// Acquires whose first attempt found it busy, so they waited.
+    pub waits: u64,
+    /// Holds (and permits) found lost: their lock gone, renewals late, a lease run out, the
+    /// client shut down.
+    pub leases_lost: u64,
+    /// Watchdog renewals of one lock or permit that got an answer (renewed or gone).
+    pub renewals: u64,
+    /// Watchdog renewals that failed (the connection, a timeout).
+    pub renewal_errors: u64,
+    /// Releases of a hold or permit that ended, whatever their outcome.
+    pub unlocks: u64,
+    /// Of those, releases whose reply was lost, settled by a retry.
+    pub replays: u64,
+    /// Pub/sub messages that woke waiters.
+    pub wakeups: u64,
+    /// Subscriptions brought back after a reconnect, or waiters all woken after missed
+    /// messages.
+    pub resubscribes: u64,
+    /// Scripts the server did not know (`NOSCRIPT`), loaded and run again.
+    pub noscript_reloads: u64,
 }

@@ -48,7 +48,14 @@ pub struct Config {
     pub(crate) claim_window: Duration,
     pub(crate) fair_waiter_timeout: Duration,
     pub(crate) poll_interval: Duration,
+    /// The `metrics` feature's mapper from a lock's name to its `name` label.
+    #[cfg(feature = "metrics")]
+    pub(crate) metric_names: Option<NameLabel>,
 }
+
+/// A mapper from a lock's (or synchronizer's) name to the `name` label of its metrics.
+#[cfg(feature = "metrics")]
+pub(crate) type NameLabel = std::sync::Arc<dyn Fn(&str) -> String + Send + Sync>;
 
 impl Config {
     /// Settings for the server at `url`, with the defaults. The schemes are fred's:
@@ -135,6 +142,8 @@ impl Config {
             claim_window: DEFAULT_CLAIM_WINDOW,
             fair_waiter_timeout: Duration::from_secs(30),
             poll_interval: Duration::from_secs(5),
+            #[cfg(feature = "metrics")]
+            metric_names: None,
         }
     }
 
@@ -214,6 +223,29 @@ impl Config {
     /// semaphore's waiter also looks when the earliest lease of a permit that is out ends.
     pub fn with_poll_interval(mut self, interval: Duration) -> Config {
         self.poll_interval = interval;
+        self
+    }
+
+    /// Labels the metrics of each lock and synchronizer with `name` => `label(its name)`
+    /// (the `metrics` feature). Off by default: names are unbounded (`order:42`, `order:43`,
+    /// ...), and a metrics backend keeps one series per label value. Map them to a few
+    /// families instead, such as `order:*`:
+    ///
+    /// ```
+    /// let config = relock::Config::from_url("redis://127.0.0.1:6379")?
+    ///     .with_metric_name_label(|name| match name.split_once(':') {
+    ///         Some((family, _)) => format!("{family}:*"),
+    ///         None => name.to_owned(),
+    ///     });
+    /// # Ok::<(), relock::Error>(())
+    /// ```
+    #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+    pub fn with_metric_name_label(
+        mut self,
+        label: impl Fn(&str) -> String + Send + Sync + 'static,
+    ) -> Config {
+        self.metric_names = Some(std::sync::Arc::new(label));
         self
     }
 

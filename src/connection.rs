@@ -11,6 +11,8 @@ use fred::clients::Client as Redis;
 use fred::interfaces::ClientLike;
 use tokio::time::Instant;
 
+use crate::meter::Meter;
+
 /// A fred client as relock's scripts use it: with the server its errors name, and the clock of
 /// its connection being down.
 #[derive(Clone)]
@@ -22,15 +24,18 @@ pub(crate) struct Connection {
     pub(crate) down: Arc<DownClock>,
     /// The client's command timeout, which fred applies to a command sent without options.
     pub(crate) timeout: Duration,
+    /// Where its scripts' durations and reloads are counted.
+    pub(crate) meter: Arc<Meter>,
 }
 
 impl Connection {
-    pub(crate) fn new(redis: Redis, server: &str) -> Connection {
+    pub(crate) fn new(redis: Redis, server: &str, meter: Arc<Meter>) -> Connection {
         Connection {
             timeout: redis.perf_config().default_command_timeout,
             redis,
             server: server.into(),
             down: Arc::default(),
+            meter,
         }
     }
 }

@@ -18,7 +18,8 @@ use once_cell::sync::Lazy;
 
 use crate::connection::Connection;
 use crate::error::{Error, Result};
-use crate::lock::wait::{until_taken, Counted, OnChannel, Try};
+use crate::lock::wait::{measured, Counted, OnChannel, Try};
+use crate::meter::Kind;
 use crate::names::CounterKeys;
 use crate::pubsub::Wakes;
 use crate::scripts::{catalogue, integer, ms_arg, text, Script};
@@ -198,7 +199,11 @@ impl CountDownLatch {
         let attempt = |done| open(shared, keys, done);
         // Every waiter goes as soon as the latch opens: none waits behind another.
         let waiting = OnChannel::new(shared, &keys.channel, wakes, 1, false, attempt);
-        Ok(until_taken(waiting, wait).await?.is_some())
+        Ok(
+            measured(shared.meter(), Kind::Latch, &keys.name, waiting, wait)
+                .await?
+                .is_some(),
+        )
     }
 }
 

@@ -12,6 +12,7 @@ mod handoff;
 pub mod inspect;
 mod latch;
 mod lock;
+mod meter;
 mod names;
 mod naming;
 mod owner;

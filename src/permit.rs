@@ -25,8 +25,9 @@ use crate::background::Ended;
 use crate::config::millis;
 use crate::connection::Connection;
 use crate::error::{Error, Result};
-use crate::lock::wait::{until_taken, Counted, OnChannel, Try};
+use crate::lock::wait::{measured, Counted, OnChannel, Try};
 use crate::lock::{until_answered, Lost};
+use crate::meter::{Kind, Unlocked};
 use crate::names::CounterKeys;
 use crate::registry::{Closing, Held, HoldKey, Leaving, Registration, Releasing};
 use crate::scripts::{self, catalogue, integer, ms_arg, text, Script};
@@ -270,7 +271,9 @@ impl PermitSemaphore {
         let takes_turns = wait != Some(Duration::ZERO);
         let attempt = |_| take(shared, keys, lease, lease_ms);
         let waiting = OnChannel::new(shared, &keys.channel, wakes, 1, takes_turns, attempt);
-        Ok(until_taken(waiting, wait).await?.map(|(permit, _)| permit))
+        let (meter, kind) = (shared.meter(), Kind::PermitSemaphore);
+        let taken = measured(meter, kind, &keys.name, waiting, wait).await?;
+        Ok(taken.map(|(permit, _)| permit))
     }
 
     /// Gives back the permit with id `id` (32 hex characters, as [`Permit::id`] shows it, or
@@ -310,6 +313,8 @@ pub struct Permit {
     lease: Option<Duration>,
     registration: Registration,
     released: bool,
+    /// When it was taken, for its hold time in metrics.
+    taken_at: Instant,
 }
 
 impl std::fmt::Debug for Permit {
@@ -391,7 +396,7 @@ impl Permit {
         let send = |_| give_back(shared, None, keys, &bytes);
         let (outcome, sent_before) = until_answered(false, send).await;
         resume.pending = None;
-        match outcome? {
+        let ended = outcome.and_then(|released| match released {
             Released::Given => Ok(()),
             Released::Lapsed => Err(self.lease_lost()),
             // A retry that finds it gone: the first send gave it back, unless it lapsed.
@@ -401,7 +406,16 @@ impl Permit {
                 lock: self.keys.name.to_string(),
                 owner: self.id.to_string(),
             }),
-        }
+        });
+        let counted = match &ended {
+            Ok(()) if sent_before => Unlocked::Replayed,
+            Ok(()) => Unlocked::Released,
+            Err(e) if e.is_lease_lost() || e.is_not_held() => Unlocked::NotHeld,
+            Err(_) => Unlocked::Failed,
+        };
+        let meter = shared.meter();
+        meter.unlocked(Kind::PermitSemaphore, &keys.name, counted);
+        ended
     }
 
     fn lease_lost(&self) -> Error {
@@ -412,6 +426,8 @@ impl Permit {
     }
 
     fn stop_renewal(&self) -> Leaving {
+        let meter = self.shared.meter();
+        meter.let_go(Kind::PermitSemaphore, &self.keys.name, self.taken_at);
         let key = (self.keys.name.clone(), self.id.clone());
         self.shared.registry.unregister(&key, &self.registration)
     }
@@ -611,6 +627,7 @@ async fn take(
     let registration = registry.register(key, &PERMITS, renew, sent_at, lease_for);
     not_taken(&mut orphan);
     drop(acquiring);
+    shared.meter().held(Kind::PermitSemaphore, &keys.name);
     let permit = Permit {
         shared: shared.clone(),
         keys: keys.clone(),
@@ -619,6 +636,7 @@ async fn take(
         lease,
         registration,
         released: false,
+        taken_at: Instant::now(),
     };
     Ok(Try::Taken((permit, left)))
 }
@@ -666,6 +684,10 @@ static PERMITS: Lazy<Arc<dyn Held>> = Lazy::new(|| Arc::new(Permits));
 impl Held for Permits {
     fn renewal(&self) -> &'static str {
         "permit"
+    }
+
+    fn tag(&self) -> &'static str {
+        "permit_semaphore"
     }
 
     fn renew<'a>(

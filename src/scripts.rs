@@ -44,11 +44,19 @@ pub(crate) const NO_PUBLISH: &str = "";
 pub(crate) struct Script {
     lua: Str,
     sha: Str,
+    /// Its place in [`catalogue::ALL`], which names it in metrics (`usize::MAX`: a script made
+    /// at run time).
+    index: usize,
 }
 
 impl Script {
     pub(crate) fn new(lua: &'static str) -> Script {
-        Script::from_text(Str::from_static(lua))
+        let mut script = Script::from_text(Str::from_static(lua));
+        script.index = catalogue::ALL
+            .iter()
+            .position(|(_, text)| *text == lua)
+            .unwrap_or(usize::MAX);
+        script
     }
 
     /// A script made at run time (a fenced user script): the server caches it by its SHA1 as
@@ -57,6 +65,7 @@ impl Script {
         Script {
             sha: fred::util::sha1_hash(&lua).into(),
             lua,
+            index: usize::MAX,
         }
     }
 
@@ -131,6 +140,7 @@ impl Script {
         args: &[Value],
     ) -> std::result::Result<Value, fred::error::Error> {
         let started = Instant::now();
+        let meter = &redis.meter;
         let within = |timeout: Duration| Options {
             timeout: Some(
                 timeout
@@ -160,12 +170,17 @@ impl Script {
                     .with_options(&within(timeout))
                     .script_load_cluster::<(), _>(self.lua.clone())
                     .await?;
-                redis
+                let result = redis
                     .with_options(&within(timeout))
                     .evalsha(self.sha.clone(), keys.to_vec(), args.to_vec())
-                    .await
+                    .await;
+                meter.script(self.index, started.elapsed(), true);
+                result
             }
-            result => result,
+            result => {
+                meter.script(self.index, started.elapsed(), false);
+                result
+            }
         }
     }
 }

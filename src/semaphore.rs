@@ -22,7 +22,8 @@ use crate::background::Ended;
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::lock::until_answered;
-use crate::lock::wait::{until_taken, Counted, OnChannel, Try};
+use crate::lock::wait::{measured, Counted, OnChannel, Try};
+use crate::meter::Kind;
 use crate::names::CounterKeys;
 use crate::pubsub::Wakes;
 use crate::registry::Releasing;
@@ -211,7 +212,10 @@ impl Semaphore {
         let attempt = |_| take(shared, keys, permits);
         let channel = &keys.channel;
         let waiting = OnChannel::new(shared, channel, wakes, permits.into(), takes_turns, attempt);
-        Ok(until_taken(waiting, wait).await?.is_some())
+        let meter = shared.meter();
+        Ok(measured(meter, Kind::Semaphore, &keys.name, waiting, wait)
+            .await?
+            .is_some())
     }
 
     /// Gives `permits` permits back and wakes as many waiters as they serve. Nothing checks

@@ -71,6 +71,11 @@ impl Shared {
         self.redis.is_clustered()
     }
 
+    /// Where this client counts what it does (see `crate::meter`).
+    pub(crate) fn meter(&self) -> &crate::meter::Meter {
+        &self.registry.meter
+    }
+
     /// `Err(Closed)` once the client has shut down.
     pub(crate) fn check_open(&self) -> Result<()> {
         if self.closed.load(Ordering::Acquire) {

@@ -12,6 +12,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::connection::Connection;
+use crate::meter::{Loss, Renewed};
 use crate::registry::{Held, HoldKey, Registry};
 
 /// Holds renewed together: a type that renews them, and each hold with its generation.
@@ -36,7 +37,11 @@ impl Watchdog {
         loop {
             tokio::select! {
                 _ = shutdown.changed() => break,
-                _ = ticks.tick() => self.renew_all().await,
+                due = ticks.tick() => {
+                    // A runtime too busy to run the watchdog on time loses leases: it shows here first.
+                    self.registry.meter.renewal_lag(Instant::now().saturating_duration_since(due));
+                    self.renew_all().await
+                }
             }
         }
     }
@@ -68,15 +73,19 @@ impl Watchdog {
             match held.renew(&self.redis, &locks, lease_ms).await {
                 Ok(renewed) => {
                     for ((key, generation), ok) in batch.iter().zip(renewed) {
+                        let meter = &self.registry.meter;
+                        meter.renewed(if ok { Renewed::Extended } else { Renewed::Gone });
                         if ok {
                             self.registry.renewed(key, *generation, sent_at);
                         } else {
-                            self.registry
-                                .lose(key, *generation, "the lock is gone (expired or deleted)");
+                            self.registry.lose(key, *generation, Loss::Gone);
                         }
                     }
                 }
                 Err(error) => {
+                    for _ in batch {
+                        self.registry.meter.renewed(Renewed::Failed);
+                    }
                     tracing::warn!(%error, locks = batch.len(), "lock renewal failed; retrying next period");
                 }
             }

@@ -243,6 +243,7 @@ pub(crate) async fn release_all(mut guards: Vec<LockGuard>) -> Vec<Result<()>> {
                 Ok(released) => outgoing[j].settle(released[j], sent_before),
                 Err(error) => Err(error.clone()),
             };
+            outgoing[j].count(&released, sent_before);
             results[i] = Some(guards[i].verdict(released, was_lost));
         }
         drop(outgoing);

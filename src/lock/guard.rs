@@ -38,6 +38,8 @@ pub struct LockGuard {
     released: bool,
     /// A fenced lock's token.
     token: Option<u64>,
+    /// When it was taken, for its hold time in metrics.
+    taken_at: Instant,
 }
 
 impl std::fmt::Debug for LockGuard {
@@ -53,11 +55,14 @@ impl std::fmt::Debug for LockGuard {
 impl LockGuard {
     pub(crate) fn new(hold: Hold, registration: Registration, token: Option<u64>) -> LockGuard {
         hold.kind.taken(&hold);
+        let kind = crate::meter::Kind::of_tag(hold.kind.tag());
+        hold.shared.meter().held(kind, &hold.keys.name);
         LockGuard {
             hold,
             registration,
             released: false,
             token,
+            taken_at: Instant::now(),
         }
     }
 
@@ -246,10 +251,14 @@ impl LockGuard {
 
     /// Stops renewal of this hold; called before its release is sent.
     fn stop_renewal(&self) -> Leaving {
-        self.hold
-            .shared
+        let hold = &self.hold;
+        let kind = crate::meter::Kind::of_tag(hold.kind.tag());
+        hold.shared
+            .meter()
+            .let_go(kind, &hold.keys.name, self.taken_at);
+        hold.shared
             .registry
-            .unregister(&self.hold.hold_key(), &self.registration)
+            .unregister(&hold.hold_key(), &self.registration)
     }
 }
 

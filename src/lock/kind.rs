@@ -212,6 +212,10 @@ impl<T: LockType> Held for T {
         self.renews_with()
     }
 
+    fn tag(&self) -> &'static str {
+        LockType::tag(self)
+    }
+
     fn renew<'a>(
         &'a self,
         redis: &'a Connection,

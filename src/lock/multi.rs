@@ -240,7 +240,24 @@ impl MultiLock {
         Ok(value)
     }
 
+    /// [`acquire_parts`](Self::acquire_parts), counted by the first part's client (under the
+    /// first part's name).
     async fn acquire(
+        &self,
+        lease: Option<Duration>,
+        wait: Option<Duration>,
+    ) -> Result<Option<MultiGuard>> {
+        let Some(first) = self.parts.first() else {
+            return self.acquire_parts(lease, wait).await;
+        };
+        let meter = first.shared().meter();
+        let acquiring = meter.acquiring(crate::meter::Kind::MultiLock, first.name());
+        let outcome = self.acquire_parts(lease, wait).await;
+        acquiring.end(crate::meter::Acquired::of(&outcome));
+        outcome
+    }
+
+    async fn acquire_parts(
         &self,
         lease: Option<Duration>,
         wait: Option<Duration>,

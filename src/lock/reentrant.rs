@@ -87,6 +87,11 @@ impl Lock {
             handle: Handle::new(shared, name, Kind::of(Reentrant::PLAIN)),
         }
     }
+
+    /// The client this handle belongs to.
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        self.handle.shared()
+    }
 }
 
 lock_api!(Lock, "lock");

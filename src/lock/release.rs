@@ -141,7 +141,9 @@ impl Hold {
                 .release(self.holder(), redis, outgoing.keep_ms, script)
         };
         let (outcome, sent_before) = until_answered(how.sent_before, send).await;
-        outgoing.settle(outcome?, sent_before)
+        let settled = outcome.and_then(|released| outgoing.settle(released, sent_before));
+        outgoing.count(&settled, sent_before);
+        settled
     }
 
     /// What a release of this hold sends, and how its reply is taken. `replay_last`: the last
@@ -229,6 +231,21 @@ pub(super) struct Outgoing<'a> {
 }
 
 impl<'a> Outgoing<'a> {
+    /// Counts how this release ended (`sent_before`: its answer came to a retry).
+    pub(super) fn count(&self, settled: &Result<Released>, sent_before: bool) {
+        use crate::meter::Unlocked;
+        let outcome = match settled {
+            Ok(Released::NotHeld) => Unlocked::NotHeld,
+            Ok(_) if sent_before => Unlocked::Replayed,
+            Ok(_) => Unlocked::Released,
+            Err(error) if error.is_lease_lost() || error.is_not_held() => Unlocked::NotHeld,
+            Err(_) => Unlocked::Failed,
+        };
+        let hold = self.hold;
+        let kind = crate::meter::Kind::of_tag(hold.kind.tag());
+        hold.shared.meter().unlocked(kind, &hold.keys.name, outcome);
+    }
+
     /// The script's arguments for a send (`sent_before`: a retry).
     pub(super) fn script(&self, sent_before: bool) -> ReleaseHow<'a> {
         let shared = &self.hold.shared;

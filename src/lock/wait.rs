@@ -16,6 +16,7 @@ use super::attempt::Attempt;
 use super::guard::LockGuard;
 use super::kind::{Hold, Turns};
 use crate::error::Result;
+use crate::meter::{Acquired, Acquiring, Kind, Meter};
 use crate::pubsub::{Waiter, Wake, WakeRule};
 use crate::registry::Registration;
 use crate::shared::Shared;
@@ -131,6 +132,77 @@ pub(crate) async fn until_taken<W: Waiting>(
     }
 }
 
+/// A wait that counts its attempts, and that it waited, into an acquire being measured.
+struct Tallied<'m, 'a, W> {
+    inner: W,
+    acquiring: &'m mut Acquiring<'a>,
+}
+
+impl<W: Waiting> Waiting for Tallied<'_, '_, W> {
+    type Taken = W::Taken;
+
+    fn queue_first(&self) -> bool {
+        self.inner.queue_first()
+    }
+
+    fn attempt(&mut self) -> impl Future<Output = Result<Try<Self::Taken>>> + Send {
+        self.acquiring.attempt();
+        self.inner.attempt()
+    }
+
+    fn start(
+        &mut self,
+        deadline: Option<Instant>,
+        first: Option<Option<Duration>>,
+    ) -> impl Future<Output = ()> + Send {
+        self.acquiring.waits();
+        self.inner.start(deadline, first)
+    }
+
+    fn wait_turn(
+        &mut self,
+        busy: Option<Option<Duration>>,
+        deadline: Option<Instant>,
+    ) -> impl Future<Output = bool> + Send {
+        self.inner.wait_turn(busy, deadline)
+    }
+
+    fn taken(self, taken: &Self::Taken) {
+        self.inner.taken(taken)
+    }
+}
+
+/// [`until_taken`], counted into `acquiring` (its attempts, and whether it waited); the caller
+/// ends it.
+pub(crate) async fn until_taken_counted<W: Waiting>(
+    acquiring: &mut Acquiring<'_>,
+    waiting: W,
+    wait: Option<Duration>,
+) -> Result<Option<W::Taken>> {
+    until_taken(
+        Tallied {
+            inner: waiting,
+            acquiring,
+        },
+        wait,
+    )
+    .await
+}
+
+/// [`until_taken`], counted by `meter` as an acquire of `kind` on `name`.
+pub(crate) async fn measured<W: Waiting>(
+    meter: &Meter,
+    kind: Kind,
+    name: &str,
+    waiting: W,
+    wait: Option<Duration>,
+) -> Result<Option<W::Taken>> {
+    let mut acquiring = meter.acquiring(kind, name);
+    let outcome = until_taken_counted(&mut acquiring, waiting, wait).await;
+    acquiring.end(Acquired::of(&outcome));
+    outcome
+}
+
 /// A hold waited for: its attempts ([`Hold::try_once`]) and its type's turns.
 struct Turning<'h, 'a> {
     hold: &'h Hold,
@@ -194,19 +266,22 @@ pub(crate) async fn acquire(
     );
     let started = Instant::now();
     let mut attempts = 0u32;
+    let kind = Kind::of_tag(hold.kind.tag());
+    let mut acquiring = hold.shared.meter().acquiring(kind, &hold.keys.name);
     let outcome = async {
         let waiting = Turning {
             hold,
             turns,
             attempts: &mut attempts,
         };
-        match until_taken(waiting, wait).await? {
+        match until_taken_counted(&mut acquiring, waiting, wait).await? {
             Some((registration, token)) => guard(hold, registration, token).await.map(Some),
             None => Ok(None),
         }
     }
     .instrument(span.clone())
     .await;
+    acquiring.end(Acquired::of(&outcome));
     let waited_ms = started.elapsed().as_millis() as u64;
     span.record("waited_ms", waited_ms);
     span.record("attempts", attempts);

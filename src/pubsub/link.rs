@@ -20,6 +20,8 @@ pub(super) struct Link {
     pub(super) sharded: bool,
     /// The connection's name (see `crate::naming`), set again after a reconnect.
     pub(super) name: String,
+    /// Where wake-ups and resubscriptions are counted.
+    pub(super) meter: Arc<crate::meter::Meter>,
 }
 
 impl Link {
@@ -109,10 +111,12 @@ pub(super) async fn run(
                         let seq = channels.messages.fetch_add(1, Ordering::AcqRel) + 1;
                         channel.recent = [seq, channel.recent[0]];
                         channel.deliver(message.value.as_str().as_deref());
+                        link.meter.woke();
                     }
                 }
                 Err(RecvError::Lagged(missed)) => {
                     tracing::debug!(missed, "pub/sub messages lagged; waking every waiter");
+                    link.meter.resubscribed();
                     channels.wake_all();
                 }
                 Err(RecvError::Closed) => break,
@@ -153,6 +157,7 @@ pub(super) async fn run(
                             .collect::<Vec<_>>()
                     });
                     sync(&link, &channels, all).await;
+                    link.meter.resubscribed();
                     channels.wake_all();
                 }
                 Err(RecvError::Lagged(_)) => continue,

@@ -229,6 +229,7 @@ impl Hub {
         subscriber: SubscriberClient,
         sharded: bool,
         name: String,
+        meter: Arc<crate::meter::Meter>,
         shutdown: watch::Receiver<bool>,
     ) -> Hub {
         let channels = Arc::new(Channels::default());
@@ -237,6 +238,7 @@ impl Hub {
             subscriber,
             sharded,
             name,
+            meter,
         };
         tokio::spawn(run(link, channels.clone(), sync_rx, shutdown));
         Hub { channels, sync_tx }

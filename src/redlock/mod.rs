@@ -8,8 +8,9 @@ use std::time::Duration;
 use crate::client::Client;
 use crate::config::{millis, MAX_MILLIS};
 use crate::error::{Error, Result};
-use crate::lock::wait::until_taken;
+use crate::lock::wait::measured;
 use crate::lock::{Lock, Lost};
+use crate::meter::Kind;
 use crate::names::LockKeys;
 use crate::owner::Owner;
 
@@ -351,7 +352,8 @@ impl RedLock {
             waiters: self.parts.iter().map(|_| None).collect(),
             busy_at: Vec::new(),
         };
-        let taken = until_taken(rounds, wait).await?;
+        let meter = self.parts[0].shared().meter();
+        let taken = measured(meter, Kind::RedLock, self.name(), rounds, wait).await?;
         Ok(taken.map(|(guard, _)| guard))
     }
 }

@@ -91,12 +91,8 @@ impl Drop for Holding {
     }
 }
 
-/// Logs the holds just found lost, each with why; called with the registry unlocked.
-fn log_lost(lost: Vec<(HoldKey, &str)>) {
-    for (key, why) in lost {
-        tracing::warn!(lock = %key.0, holder = %key.1, "lock lease lost: {why}");
-    }
-}
+/// A hold just found lost: its key, its type's tag, and why.
+type Loss = (HoldKey, &'static str, crate::meter::Loss);
 
 /// What a guard keeps of its registration.
 pub(crate) struct Registration {
@@ -240,9 +236,9 @@ impl Registry {
         };
         if entry.lapsed(now) {
             if entry.lose() {
+                let tag = entry.held.tag();
                 drop(map);
-                let why = "its lease ran out before the release that set it came back";
-                log_lost(vec![(key.clone(), why)]);
+                self.log_lost(vec![(key.clone(), tag, crate::meter::Loss::Expired)]);
             }
         } else if sent_at >= entry.set_sent_at {
             entry.set_sent_at = sent_at;
@@ -275,9 +271,9 @@ impl Registry {
             if entry.lapsed(now) {
                 // Its guards may have been told already: a loss is not taken back.
                 if entry.lose() {
+                    let tag = entry.held.tag();
                     drop(map);
-                    let why = "its lease ran out before its renewal came back";
-                    log_lost(vec![(key.clone(), why)]);
+                    self.log_lost(vec![(key.clone(), tag, crate::meter::Loss::RenewalLate)]);
                 }
             } else {
                 entry.extended(sent_at, self.watchdog);
@@ -286,12 +282,13 @@ impl Registry {
     }
 
     /// Marks a hold lost: its guards' `lost()` completes and renewal stops.
-    pub(crate) fn lose(&self, key: &HoldKey, generation: u64, why: &str) {
+    pub(crate) fn lose(&self, key: &HoldKey, generation: u64, why: crate::meter::Loss) {
         let mut map = self.map.lock().unwrap();
         if let Some(entry) = holding(&mut map, key) {
             if entry.generation == generation && entry.lose() {
+                let tag = entry.held.tag();
                 drop(map);
-                log_lost(vec![(key.clone(), why)]);
+                self.log_lost(vec![(key.clone(), tag, why)]);
             }
         }
     }
@@ -306,12 +303,12 @@ impl Registry {
         let mut lost = Vec::new();
         for (key, entry) in holdings {
             if entry.renewing > 0 && entry.lapsed(now) && entry.lose() {
-                let why = "renewals did not come back before the lease ran out";
-                lost.push((key.clone(), why));
+                let why = crate::meter::Loss::RenewalLate;
+                lost.push((key.clone(), entry.held.tag(), why));
             }
         }
         drop(map);
-        log_lost(lost);
+        self.log_lost(lost);
     }
 
     /// Every lock and field with live guards, with the type of its holds.
@@ -324,16 +321,25 @@ impl Registry {
     }
 
     /// Marks every hold lost, saying `why`.
-    pub(crate) fn lose_all(&self, why: &str) {
+    pub(crate) fn lose_all(&self, why: crate::meter::Loss) {
         let mut map = self.map.lock().unwrap();
         let holdings = map
             .iter_mut()
             .filter_map(|(k, e)| Some((k, e.holding.as_mut()?)));
         let lost: Vec<_> = holdings
-            .filter_map(|(key, entry)| entry.lose().then(|| (key.clone(), why)))
+            .filter_map(|(key, entry)| entry.lose().then(|| (key.clone(), entry.held.tag(), why)))
             .collect();
         drop(map);
-        log_lost(lost);
+        self.log_lost(lost);
+    }
+
+    /// Logs and counts the holds just found lost; called with the registry unlocked.
+    fn log_lost(&self, lost: Vec<Loss>) {
+        for (key, tag, why) in lost {
+            let kind = crate::meter::Kind::of_tag(tag);
+            self.meter.lost(kind, &key.0, why);
+            tracing::warn!(lock = %key.0, holder = %key.1, "lock lease lost: {}", why.why());
+        }
     }
 
     /// (holds, of which renewing) for leak checks.

@@ -164,7 +164,8 @@ mod tests {
     }
 
     fn registry() -> Arc<Registry> {
-        Arc::new(Registry::new(std::time::Duration::from_secs(30)))
+        let meter = Arc::new(crate::meter::Meter::detached());
+        Arc::new(Registry::new(std::time::Duration::from_secs(30), meter))
     }
 
     #[tokio::test]

@@ -28,6 +28,7 @@ use tokio::sync::Notify;
 
 use crate::connection::Connection;
 use crate::error::Result;
+use crate::meter::Meter;
 
 pub(crate) use holds::{Leaving, Registration};
 pub(crate) use inflight::{Acquiring, Releasing};
@@ -43,6 +44,9 @@ pub(crate) trait Held: Send + Sync + 'static {
     /// The renewals this type's holds join: holds whose types name the same one are renewed
     /// together, by one [`renew`](Held::renew) call per batch (and cluster slot).
     fn renewal(&self) -> &'static str;
+
+    /// The type's `kind` label in metrics (`LockType::tag`'s words).
+    fn tag(&self) -> &'static str;
 
     /// Extends each of `locks` (lock name, holder field) whose hold is still there by
     /// `lease_ms`; `true` per renewed lock, in order.
@@ -141,16 +145,19 @@ pub(crate) struct Registry {
     next_id: AtomicU64,
     /// The lease of a watchdog hold.
     watchdog: Duration,
+    /// Where holds found lost are counted.
+    pub(crate) meter: Arc<Meter>,
 }
 
 impl Registry {
     /// An empty registry; `watchdog` is the lease of a watchdog hold.
-    pub(crate) fn new(watchdog: Duration) -> Registry {
+    pub(crate) fn new(watchdog: Duration, meter: Arc<Meter>) -> Registry {
         Registry {
             map: Mutex::default(),
             settled: Notify::new(),
             next_id: AtomicU64::new(1),
             watchdog,
+            meter,
         }
     }
 

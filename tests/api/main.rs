@@ -8,6 +8,7 @@ mod bad_input;
 mod bounds;
 mod errors;
 mod footprint;
+mod metrics;
 mod smoke;
 mod testing_server;
 mod urls;

@@ -1,0 +1,129 @@
+//! relock's metrics (the `metrics` feature) served at `/metrics` by
+//! `metrics-exporter-prometheus`, while tasks contend on a lock.
+//!
+//! ```text
+//! cargo run --example metrics --features metrics            # a throwaway redis-server
+//! curl -s http://127.0.0.1:9898/metrics | grep '^relock_'    # in another terminal
+//! ```
+//!
+//! Four tasks take `orders:42` in turns, forever. Each lock's metrics carry a `name` label
+//! through a mapper that keeps the family only (`orders:42` becomes `orders:*`), so the number of
+//! series stays bounded however many orders there are.
+//!
+//! With `--rounds N` it does a fixed amount of work instead, and says what it did: one acquire
+//! and release, then each task takes the lock N times; then one lease is lost on purpose (a watchdog lock on
+//! `reports:nightly` whose key is deleted behind its holder's back); then the server forgets its
+//! scripts (`SCRIPT FLUSH`) before one more acquire and release of `orders:42`. It prints a line
+//! starting with `done` and serves `/metrics` until it is stopped, for a test to scrape.
+//! Other options: `--addr HOST:PORT` (default `127.0.0.1:9898`) and `--tasks N` (default 4);
+//! `REDIS_URL` picks a server of your own.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use metrics_exporter_prometheus::PrometheusBuilder;
+use relock::fred::interfaces::{ClientLike, KeysInterface};
+use relock::fred::types::{ClusterHash, CustomCommand, Value};
+use relock::{Client, Config};
+
+/// Histogram buckets in seconds, 0.5 ms to 60 s: without buckets the exporter shows
+/// histograms as summaries.
+const BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    60.0,
+];
+
+struct Options {
+    addr: SocketAddr,
+    tasks: usize,
+    rounds: Option<usize>,
+}
+
+fn options() -> Options {
+    let mut options = Options {
+        addr: "127.0.0.1:9898".parse().unwrap(),
+        tasks: 4,
+        rounds: None,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let value = args.next().unwrap_or_else(|| panic!("{arg} needs a value"));
+        match arg.as_str() {
+            "--addr" => options.addr = value.parse().expect("--addr HOST:PORT"),
+            "--tasks" => options.tasks = value.parse().expect("--tasks N"),
+            "--rounds" => options.rounds = Some(value.parse().expect("--rounds N")),
+            other => panic!("unknown option {other}"),
+        }
+    }
+    options
+}
+
+#[tokio::main]
+async fn main() -> relock::Result<()> {
+    let options = options();
+    // The recorder first: a client registers its metrics when it is made.
+    PrometheusBuilder::new()
+        .with_http_listener(options.addr)
+        .set_buckets(BUCKETS)
+        .expect("buckets")
+        .install()
+        .expect("serve /metrics");
+
+    let (_server, url) = relock::testing::from_env_or_start().expect("a redis-server");
+    let config = Config::from_url(&url)?
+        .with_watchdog_timeout(Duration::from_secs(3))
+        .with_metric_name_label(|name| match name.split_once(':') {
+            Some((family, _)) => format!("{family}:*"),
+            None => name.to_owned(),
+        });
+    let client = Client::new(config).await?;
+    println!("serving http://{}/metrics (Redis at {url})", options.addr);
+
+    // One acquire and release first: a new server loads the scripts then, once each.
+    client.lock("orders:42").lock().await?.unlock().await?;
+
+    let contenders: Vec<_> = (0..options.tasks)
+        .map(|_| {
+            let lock = client.lock("orders:42");
+            let rounds = options.rounds;
+            tokio::spawn(async move {
+                let mut done = 0;
+                while rounds.map_or(true, |rounds| done < rounds) {
+                    let guard = lock.lock().await?;
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    guard.unlock().await?;
+                    done += 1;
+                }
+                relock::Result::Ok(())
+            })
+        })
+        .collect();
+    for contender in contenders {
+        contender.await.expect("a contender panicked")?;
+    }
+
+    // A lease lost on purpose: the lock's key deleted behind its holder's back; the watchdog's
+    // next renewal finds it gone.
+    let guard = client.lock("reports:nightly").lock().await?;
+    let _: i64 = client.redis().del("reports:nightly").await.expect("DEL");
+    guard.lost().await;
+    drop(guard);
+
+    // The server forgets relock's scripts: the next ones are loaded again (NOSCRIPT).
+    let flush = CustomCommand::new_static("SCRIPT", ClusterHash::Random, false);
+    let _: Value = client
+        .redis()
+        .custom(flush, vec!["FLUSH"])
+        .await
+        .expect("SCRIPT FLUSH");
+    client.lock("orders:42").lock().await?.unlock().await?;
+
+    let stats = client.stats();
+    println!(
+        "done: acquired={} leases_lost={} noscript_reloads={}",
+        stats.acquired, stats.leases_lost, stats.noscript_reloads
+    );
+    // Serve until stopped.
+    std::future::pending::<()>().await;
+    Ok(())
+}

@@ -1,0 +1,206 @@
+//! What a client counts: `Client::stats()` without any feature, and with the `metrics` feature
+//! the same events at `/metrics`, scraped over HTTP from `examples/metrics.rs` after it did a
+//! known amount of work.
+
+use crate::common;
+
+use std::time::Duration;
+
+use relock::Owner;
+
+#[tokio::test]
+async fn stats_count_acquires_waits_unlocks_losses_and_reloads() {
+    let server = common::RedisServer::start();
+    let (a, b) = (
+        common::client(&server, Duration::from_secs(3)).await,
+        common::client(&server, Duration::from_secs(3)).await,
+    );
+    let name = common::prefix("stats-counts");
+    let held = a.lock(&name).owned_by(Owner::new()).lock().await.unwrap();
+    assert!(b.lock(&name).try_lock().await.unwrap().is_none());
+    let waiter = tokio::spawn({
+        let lock = b.lock(&name);
+        async move { lock.lock().await.unwrap().unlock().await.unwrap() }
+    });
+    assert!(common::until_subscribed(&server, &name, 1).await);
+    held.unlock().await.unwrap();
+    waiter.await.unwrap();
+    let stats = b.stats();
+    assert_eq!(
+        (stats.acquired, stats.busy, stats.acquire_errors),
+        (1, 1, 0)
+    );
+    assert_eq!(stats.waits, 1, "{stats:?}");
+    assert_eq!(stats.unlocks, 1);
+    assert!(
+        stats.wakeups >= 1,
+        "the release's message woke the waiter: {stats:?}"
+    );
+    assert_eq!(a.stats().unlocks, 1);
+
+    // A cancelled acquire, a lease lost on purpose, and a script the server forgot.
+    let held = a.lock(&name).owned_by(Owner::new()).lock().await.unwrap();
+    let cancelled = tokio::time::timeout(Duration::from_millis(50), b.lock(&name).lock()).await;
+    assert!(cancelled.is_err());
+    assert_eq!(b.stats().cancelled, 1);
+    server.cmd(&["DEL", &name]);
+    tokio::time::timeout(Duration::from_secs(10), held.lost())
+        .await
+        .expect("the watchdog finds the lock gone");
+    let stats = a.stats();
+    assert_eq!(stats.leases_lost, 1, "{stats:?}");
+    assert!(stats.renewals >= 1);
+    server.cmd(&["SCRIPT", "FLUSH"]);
+    let before = a.stats().noscript_reloads;
+    a.lock(&name).lock().await.unwrap().unlock().await.unwrap();
+    // The acquire's and the release's (and a renewal's, should the watchdog's tick fall
+    // between them).
+    let reloads = a.stats().noscript_reloads - before;
+    assert!((2..=3).contains(&reloads), "{reloads}");
+}
+
+/// `examples/metrics.rs`, built by `cargo test --all-features` beside this test binary.
+#[cfg(feature = "metrics")]
+fn example() -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap().parent().unwrap();
+    let path = dir.join("examples").join("metrics");
+    let rebuild = "build it with `cargo build --example metrics --features metrics` \
+                   (`cargo test --all-features` builds it, `--test api` alone does not)";
+    let built = std::fs::metadata(&path)
+        .and_then(|m| m.modified())
+        .unwrap_or_else(|_| panic!("{} is missing: {rebuild}", path.display()));
+    // Older than a source it is built from: it would test yesterday's code.
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let newest = ["src", "lua", "examples/metrics.rs"]
+        .iter()
+        .map(|p| newest_in(&root.join(p)))
+        .max()
+        .unwrap();
+    assert!(built >= newest, "{} is stale: {rebuild}", path.display());
+    path
+}
+
+/// The latest modification time of `path` or of any file under it.
+#[cfg(feature = "metrics")]
+fn newest_in(path: &std::path::Path) -> std::time::SystemTime {
+    let own = std::fs::metadata(path).and_then(|m| m.modified()).unwrap();
+    let Ok(entries) = std::fs::read_dir(path) else {
+        return own;
+    };
+    entries
+        .filter_map(|e| e.ok())
+        .map(|e| newest_in(&e.path()))
+        .fold(own, std::cmp::max)
+}
+
+/// The samples of `metric` in a Prometheus text scrape whose labels include every one of
+/// `labels`, summed.
+#[cfg(feature = "metrics")]
+fn sample(scrape: &str, metric: &str, labels: &[(&str, &str)]) -> f64 {
+    scrape
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| {
+            let (series, value) = line.rsplit_once(' ')?;
+            let (name, rest) = series.split_once('{').unwrap_or((series, "}"));
+            if name != metric {
+                return None;
+            }
+            let found = labels
+                .iter()
+                .all(|(k, v)| rest.contains(&format!("{k}=\"{v}\"")));
+            found.then(|| value.parse::<f64>().ok()).flatten()
+        })
+        .sum()
+}
+
+#[cfg(feature = "metrics")]
+#[tokio::test]
+async fn the_example_serves_metrics_that_match_what_it_did() {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+
+    let server = common::RedisServer::start();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let (tasks, rounds) = (4, 25);
+    let mut child = tokio::process::Command::new(example())
+        .args(["--addr", &addr, "--tasks", &tasks.to_string()])
+        .args(["--rounds", &rounds.to_string()])
+        .env("REDIS_URL", server.url())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let done = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if line.starts_with("done") {
+                return line;
+            }
+        }
+        panic!("the example ended before it was done");
+    })
+    .await
+    .expect("the example is done within 60 s");
+
+    let mut http = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let request = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    http.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    http.read_to_string(&mut response).await.unwrap();
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+
+    // The warm-up, every task's rounds, and the one after SCRIPT FLUSH.
+    let orders = [("kind", "lock"), ("name", "orders:*")];
+    let taken = (1 + tasks * rounds + 1) as f64;
+    let acquired = [orders[0], orders[1], ("outcome", "acquired")];
+    assert_eq!(
+        sample(&response, "relock_acquire_total", &acquired),
+        taken,
+        "{done}"
+    );
+    let released = [orders[0], orders[1], ("outcome", "released")];
+    assert_eq!(sample(&response, "relock_unlocks_total", &released), taken);
+    let holds = sample(&response, "relock_hold_duration_seconds_count", &orders);
+    assert_eq!(holds, taken);
+    assert_eq!(sample(&response, "relock_held", &orders), 0.0);
+    assert_eq!(sample(&response, "relock_waiters", &orders), 0.0);
+    assert!(sample(&response, "relock_waits_total", &orders) >= 1.0);
+    // The lease lost on purpose, and nothing else lost.
+    let reports = [("kind", "lock"), ("name", "reports:*"), ("reason", "gone")];
+    assert_eq!(sample(&response, "relock_leases_lost_total", &reports), 1.0);
+    assert_eq!(sample(&response, "relock_leases_lost_total", &[]), 1.0);
+    assert_eq!(
+        sample(&response, "relock_renewals_total", &[("outcome", "gone")]),
+        1.0
+    );
+    // Each script loaded twice: on the new server, and after SCRIPT FLUSH.
+    for script in ["lock_acquire", "lock_release"] {
+        let reloads = sample(
+            &response,
+            "relock_noscript_reloads_total",
+            &[("script", script)],
+        );
+        assert_eq!(reloads, 2.0, "{script}");
+    }
+    let acquire_runs = sample(
+        &response,
+        "relock_script_duration_seconds_count",
+        &[("script", "lock_acquire")],
+    );
+    let attempts = sample(&response, "relock_acquire_attempts_sum", &[]);
+    assert_eq!(acquire_runs, attempts, "one acquire script per attempt");
+    assert!(sample(&response, "relock_wakeups_total", &[]) >= 1.0);
+    // Described once, with a unit.
+    assert!(
+        response.contains("# HELP relock_leases_lost_total"),
+        "{response}"
+    );
+    child.start_kill().unwrap();
+}
