@@ -204,3 +204,196 @@ async fn the_example_serves_metrics_that_match_what_it_did() {
     );
     child.start_kill().unwrap();
 }
+
+/// A recorder that keeps every counter, gauge and histogram (as a count of samples) by its name
+/// and labels, for [`metrics::with_local_recorder`].
+#[cfg(feature = "metrics")]
+#[derive(Default)]
+struct Capture {
+    handles: std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<Samples>>>,
+}
+
+/// A counter's count, a gauge's value (as f64 bits), or a histogram's number of samples.
+#[cfg(feature = "metrics")]
+#[derive(Default)]
+struct Samples(std::sync::atomic::AtomicU64);
+
+#[cfg(feature = "metrics")]
+impl metrics::HistogramFn for Samples {
+    fn record(&self, _value: f64) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+#[cfg(feature = "metrics")]
+impl Capture {
+    /// `name{k=v,...}` with the labels sorted.
+    fn text(key: &metrics::Key) -> String {
+        let mut labels: Vec<String> = key
+            .labels()
+            .map(|l| format!("{}={}", l.key(), l.value()))
+            .collect();
+        labels.sort();
+        format!("{}{{{}}}", key.name(), labels.join(","))
+    }
+
+    fn handle(&self, key: &metrics::Key) -> std::sync::Arc<Samples> {
+        let mut handles = self.handles.lock().unwrap();
+        handles.entry(Capture::text(key)).or_default().clone()
+    }
+
+    /// A counter's count or a histogram's samples, by `name{k=v,...}` (labels sorted).
+    fn count(&self, key: &str) -> u64 {
+        let handles = self.handles.lock().unwrap();
+        let found = handles.get(key);
+        found.map_or(0, |s| s.0.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    fn gauge(&self, key: &str) -> f64 {
+        f64::from_bits(self.count(key))
+    }
+}
+
+#[cfg(feature = "metrics")]
+impl metrics::Recorder for Capture {
+    fn describe_counter(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+    fn describe_gauge(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+    fn describe_histogram(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+
+    fn register_counter(&self, key: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Counter {
+        metrics::Counter::from_arc(std::sync::Arc::new(SamplesCounter(self.handle(key))))
+    }
+
+    fn register_gauge(&self, key: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
+        metrics::Gauge::from_arc(std::sync::Arc::new(SamplesGauge(self.handle(key))))
+    }
+
+    fn register_histogram(
+        &self,
+        key: &metrics::Key,
+        _: &metrics::Metadata<'_>,
+    ) -> metrics::Histogram {
+        metrics::Histogram::from_arc(self.handle(key))
+    }
+}
+
+#[cfg(feature = "metrics")]
+struct SamplesCounter(std::sync::Arc<Samples>);
+
+#[cfg(feature = "metrics")]
+impl metrics::CounterFn for SamplesCounter {
+    fn increment(&self, value: u64) {
+        metrics::CounterFn::increment(&self.0 .0, value)
+    }
+    fn absolute(&self, value: u64) {
+        metrics::CounterFn::absolute(&self.0 .0, value)
+    }
+}
+
+#[cfg(feature = "metrics")]
+struct SamplesGauge(std::sync::Arc<Samples>);
+
+#[cfg(feature = "metrics")]
+impl metrics::GaugeFn for SamplesGauge {
+    fn increment(&self, value: f64) {
+        metrics::GaugeFn::increment(&self.0 .0, value)
+    }
+    fn decrement(&self, value: f64) {
+        metrics::GaugeFn::decrement(&self.0 .0, value)
+    }
+    fn set(&self, value: f64) {
+        metrics::GaugeFn::set(&self.0 .0, value)
+    }
+}
+
+/// Every primitive reports under its own `kind`: recorded by a recorder local to this test's
+/// thread (a current-thread runtime runs the client and its tasks there).
+#[cfg(feature = "metrics")]
+#[test]
+fn every_primitive_reports_under_its_kind() {
+    let capture = Capture::default();
+    let server = common::RedisServer::start();
+    metrics::with_local_recorder(&capture, || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let client = common::client(&server, Duration::from_secs(3)).await;
+            let base = common::prefix("metrics-kinds");
+            let sem = client.semaphore(format!("{base}:sem"));
+            assert!(sem.try_set_permits(1).await.unwrap());
+            sem.acquire(1).await.unwrap();
+            assert!(!sem.try_acquire(1).await.unwrap());
+            sem.release(1).await.unwrap();
+            let permits = client.permit_semaphore(format!("{base}:permits"));
+            assert!(permits.try_set_permits(1).await.unwrap());
+            permits.acquire().await.unwrap().release().await.unwrap();
+            let latch = client.count_down_latch(format!("{base}:latch"));
+            assert!(latch.try_set_count(1).await.unwrap());
+            latch.count_down().await.unwrap();
+            latch.wait().await.unwrap();
+            let fair = client.fair_lock(format!("{base}:fair"));
+            fair.lock().await.unwrap().unlock().await.unwrap();
+            let rw = client.rw_lock(format!("{base}:rw"));
+            rw.read().lock().await.unwrap().unlock().await.unwrap();
+            rw.write().lock().await.unwrap().unlock().await.unwrap();
+            let multi = client.multi_lock([format!("{base}:m1"), format!("{base}:m2")]);
+            multi.lock().await.unwrap().unlock().await.unwrap();
+            let _kept = client.lock(format!("{base}:kept")).lock().await.unwrap();
+            client.shutdown().await.unwrap();
+        });
+    });
+    let acquired = |kind: &str| {
+        capture.count(&format!(
+            "relock_acquire_total{{kind={kind},outcome=acquired}}"
+        ))
+    };
+    for kind in [
+        "semaphore",
+        "permit_semaphore",
+        "latch",
+        "fair_lock",
+        "read_lock",
+        "write_lock",
+        "multi_lock",
+    ] {
+        assert_eq!(acquired(kind), 1, "{kind}");
+    }
+    // The lock kept till the shutdown: a multi-lock that takes its parts in one script counts
+    // once, under its own kind (its parts' guards are held as locks).
+    assert_eq!(acquired("lock"), 1);
+    let busy = "relock_acquire_total{kind=semaphore,outcome=busy}";
+    assert_eq!(capture.count(busy), 1);
+    let permit = "kind=permit_semaphore";
+    assert_eq!(capture.gauge(&format!("relock_held{{{permit}}}")), 0.0);
+    let held_for = format!("relock_hold_duration_seconds{{{permit}}}");
+    assert_eq!(capture.count(&held_for), 1);
+    let released = format!("relock_unlocks_total{{{permit},outcome=released}}");
+    assert_eq!(capture.count(&released), 1);
+    let lost = "relock_leases_lost_total{kind=lock,reason=shutdown}";
+    assert_eq!(capture.count(lost), 1, "the lock kept till the shutdown");
+    assert_eq!(capture.gauge("relock_held{kind=lock}"), 0.0);
+    for script in ["lock_acquire", "fair_acquire", "semaphore_acquire", "permit_acquire"] {
+        let runs = format!("relock_script_duration_seconds{{script={script}}}");
+        assert!(capture.count(&runs) >= 1, "{script}");
+    }
+}
