@@ -3,6 +3,9 @@
 
 mod background;
 mod backoff;
+#[cfg(feature = "blocking")]
+#[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]
+pub mod blocking;
 mod client;
 mod config;
 mod connection;

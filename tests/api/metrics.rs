@@ -59,41 +59,6 @@ async fn stats_count_acquires_waits_unlocks_losses_and_reloads() {
     assert!((2..=3).contains(&reloads), "{reloads}");
 }
 
-/// `examples/metrics.rs`, built by `cargo test --all-features` beside this test binary.
-#[cfg(feature = "metrics")]
-fn example() -> std::path::PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().unwrap().parent().unwrap();
-    let path = dir.join("examples").join("metrics");
-    let rebuild = "build it with `cargo build --example metrics --features metrics` \
-                   (`cargo test --all-features` builds it, `--test api` alone does not)";
-    let built = std::fs::metadata(&path)
-        .and_then(|m| m.modified())
-        .unwrap_or_else(|_| panic!("{} is missing: {rebuild}", path.display()));
-    // Older than a source it is built from: it would test yesterday's code.
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let newest = ["src", "lua", "examples/metrics.rs"]
-        .iter()
-        .map(|p| newest_in(&root.join(p)))
-        .max()
-        .unwrap();
-    assert!(built >= newest, "{} is stale: {rebuild}", path.display());
-    path
-}
-
-/// The latest modification time of `path` or of any file under it.
-#[cfg(feature = "metrics")]
-fn newest_in(path: &std::path::Path) -> std::time::SystemTime {
-    let own = std::fs::metadata(path).and_then(|m| m.modified()).unwrap();
-    let Ok(entries) = std::fs::read_dir(path) else {
-        return own;
-    };
-    entries
-        .filter_map(|e| e.ok())
-        .map(|e| newest_in(&e.path()))
-        .fold(own, std::cmp::max)
-}
-
 /// The samples of `metric` in a Prometheus text scrape whose labels include every one of
 /// `labels`, summed.
 #[cfg(feature = "metrics")]
@@ -128,7 +93,7 @@ async fn the_example_serves_metrics_that_match_what_it_did() {
         .port();
     let addr = format!("127.0.0.1:{port}");
     let (tasks, rounds) = (4, 25);
-    let mut child = tokio::process::Command::new(example())
+    let mut child = tokio::process::Command::new(common::example("metrics", "metrics"))
         .args(["--addr", &addr, "--tasks", &tasks.to_string()])
         .args(["--rounds", &rounds.to_string()])
         .env("REDIS_URL", server.url())
@@ -392,7 +357,12 @@ fn every_primitive_reports_under_its_kind() {
     let lost = "relock_leases_lost_total{kind=lock,reason=shutdown}";
     assert_eq!(capture.count(lost), 1, "the lock kept till the shutdown");
     assert_eq!(capture.gauge("relock_held{kind=lock}"), 0.0);
-    for script in ["lock_acquire", "fair_acquire", "semaphore_acquire", "permit_acquire"] {
+    for script in [
+        "lock_acquire",
+        "fair_acquire",
+        "semaphore_acquire",
+        "permit_acquire",
+    ] {
         let runs = format!("relock_script_duration_seconds{{script={script}}}");
         assert!(capture.count(&runs) >= 1, "{script}");
     }

@@ -532,3 +532,41 @@ pub fn spawn_child_test(path: &str, env: &[(&str, String)]) -> tokio::process::C
         .spawn()
         .expect("spawn the child process")
 }
+
+/// The path of example `name` (built with feature `feature`), which `cargo test --all-features`
+/// builds beside the test binaries; a test that runs it fails with what to do when it is
+/// missing or older than a source it is built from.
+pub fn example(name: &str, feature: &str) -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap().parent().unwrap();
+    let path = dir.join("examples").join(name);
+    let rebuild = format!(
+        "build it with `cargo build --example {name} --features {feature}` \
+         (`cargo test --all-features` builds it, `--test <one>` alone does not)"
+    );
+    let built = std::fs::metadata(&path)
+        .and_then(|m| m.modified())
+        .unwrap_or_else(|_| panic!("{} is missing: {rebuild}", path.display()));
+    // Older than a source it is built from: it would test yesterday's code.
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let source = format!("examples/{name}.rs");
+    let newest = ["src", "lua", source.as_str()]
+        .iter()
+        .map(|p| newest_in(&root.join(p)))
+        .max()
+        .unwrap();
+    assert!(built >= newest, "{} is stale: {rebuild}", path.display());
+    path
+}
+
+/// The latest modification time of `path` or of any file under it.
+fn newest_in(path: &std::path::Path) -> std::time::SystemTime {
+    let own = std::fs::metadata(path).and_then(|m| m.modified()).unwrap();
+    let Ok(entries) = std::fs::read_dir(path) else {
+        return own;
+    };
+    entries
+        .filter_map(|e| e.ok())
+        .map(|e| newest_in(&e.path()))
+        .fold(own, std::cmp::max)
+}

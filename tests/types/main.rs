@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod blocking;
 mod fair;
 mod fairness;
 mod fence;
