@@ -16,10 +16,7 @@ const PAIRS: usize = 5_000;
 fn quantiles(mut pairs: Vec<Duration>) -> (f64, f64) {
     pairs.sort();
     let at = |q: f64| pairs[((pairs.len() as f64 * q) as usize).min(pairs.len() - 1)];
-    (
-        at(0.5).as_secs_f64() * 1e6,
-        at(0.99).as_secs_f64() * 1e6,
-    )
+    (at(0.5).as_secs_f64() * 1e6, at(0.99).as_secs_f64() * 1e6)
 }
 
 fn main() {

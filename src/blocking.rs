@@ -420,6 +420,38 @@ lock_methods!(crate::ReadLock, crate::LockGuard);
 lock_methods!(crate::WriteLock, crate::LockGuard);
 lock_methods!(crate::FencedLock, crate::FencedGuard);
 
+/// Lock-delay, on the lock types that have it.
+macro_rules! delay_methods {
+    ($Async:ty) => {
+        impl Blocking<$Async> {
+            /// The same lock with a lock-delay (see the async `with_lock_delay`).
+            ///
+            /// # Errors
+            ///
+            /// As the async `with_lock_delay`.
+            pub fn with_lock_delay(self, delay: Duration) -> Result<Self> {
+                let runtime = self.runtime;
+                Ok(Blocking {
+                    inner: self.inner.with_lock_delay(delay)?,
+                    runtime,
+                })
+            }
+
+            /// What is left of a lock-delay in force, if any.
+            ///
+            /// # Errors
+            ///
+            /// As the async `lock_delay_left`.
+            pub fn lock_delay_left(&self) -> Result<Option<Duration>> {
+                call(&self.runtime, self.inner.lock_delay_left())
+            }
+        }
+    };
+}
+
+delay_methods!(crate::Lock);
+delay_methods!(crate::FairLock);
+
 impl FencedLock {
     /// The last fencing token handed out (0 before the first).
     ///
@@ -592,7 +624,32 @@ guard_methods!(crate::FencedGuard);
 guard_methods!(crate::MultiGuard);
 guard_methods!(crate::RedLockGuard);
 
+impl MultiGuard {
+    /// The holds of the parts (async guards; see [`crate::MultiGuard::parts`]).
+    pub fn parts(&self) -> &[crate::LockGuard] {
+        self.inner.parts()
+    }
+}
+
+impl RedLockGuard {
+    /// On how many masters it holds.
+    pub fn held_on(&self) -> usize {
+        self.inner.held_on()
+    }
+
+    /// How long it is valid for at least, from when it was taken (see
+    /// [`crate::RedLockGuard::validity`]).
+    pub fn validity(&self) -> Duration {
+        self.inner.validity()
+    }
+}
+
 impl LockGuard {
+    /// A fenced lock's token; `None` for a hold of any other type.
+    pub fn fencing_token(&self) -> Option<u64> {
+        self.inner.fencing_token()
+    }
+
     /// The lock's name.
     pub fn name(&self) -> &str {
         self.inner.name()
@@ -751,6 +808,38 @@ impl PermitSemaphore {
     /// As [`crate::PermitSemaphore::available_permits`].
     pub fn available_permits(&self) -> Result<i64> {
         call(&self.runtime, self.inner.available_permits())
+    }
+
+    /// The permits out now.
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::PermitSemaphore::acquired_permits`].
+    pub fn acquired_permits(&self) -> Result<u64> {
+        call(&self.runtime, self.inner.acquired_permits())
+    }
+
+    /// All the permits: available plus out.
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::PermitSemaphore::permits`].
+    pub fn permits(&self) -> Result<i64> {
+        call(&self.runtime, self.inner.permits())
+    }
+
+    /// Takes a permit, waiting at most `wait`; with `lease`, not renewed.
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::PermitSemaphore::try_acquire_for`].
+    pub fn try_acquire_for(
+        &self,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<Permit>> {
+        call(&self.runtime, self.inner.try_acquire_for(wait, lease))
+            .map(|p| p.map(|p| self.permit(p)))
     }
 
     /// Takes a permit, waiting as long as it takes; the watchdog renews it.

@@ -661,7 +661,8 @@ mod export {
         }
     }
 
-    /// Describes every metric once, with its unit.
+    /// Describes every metric, with its unit, in this one place. Each client describes them
+    /// to the recorder installed when it is made (describing again changes nothing).
     fn describe() {
         use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
         describe_counter!("relock_acquire_total", Unit::Count, "Acquires (and waits) by kind and outcome: acquired, busy (the wait ran out), error, cancelled.");

@@ -246,3 +246,57 @@ fn wait_until(within: Duration, check: impl Fn() -> bool) -> bool {
     }
     check()
 }
+
+#[test]
+fn queries_tokens_permits_and_lock_delay_answer_as_the_async_ones_do() {
+    let server = RedisServer::start();
+    let client = connect(&server);
+    let base = common::prefix("blocking-surface");
+
+    let fenced = client.fenced_lock(format!("{base}:fenced"));
+    let guard = fenced.lock().unwrap();
+    assert_eq!(fenced.token().unwrap(), guard.token());
+    assert!(fenced.is_locked().unwrap() && fenced.is_held_by_current_owner().unwrap());
+    assert!(fenced.remaining_lease().unwrap().expires_in().is_some());
+    guard.unlock().unwrap();
+    assert!(!fenced.is_locked().unwrap());
+
+    // A lease that runs out without an unlock leaves the lock-delay in force.
+    let delayed = client
+        .lock(format!("{base}:delayed"))
+        .with_lock_delay(Duration::from_secs(5))
+        .unwrap();
+    let held = delayed.lock_with_lease(Duration::from_millis(100)).unwrap();
+    assert!(
+        held.wait_lost(Duration::from_secs(5)),
+        "the fixed lease runs out"
+    );
+    let left = wait_until(Duration::from_secs(5), || {
+        delayed.lock_delay_left().unwrap().is_some()
+    });
+    assert!(left, "a lock-delay is in force after the lapse");
+    drop(held);
+    assert!(
+        delayed.force_unlock().unwrap(),
+        "force_unlock ends the delay"
+    );
+
+    let permits = client.permit_semaphore(format!("{base}:permits"));
+    assert!(permits.try_set_permits(2).unwrap());
+    let permit = permits.acquire().unwrap();
+    assert_eq!(
+        (
+            permits.acquired_permits().unwrap(),
+            permits.permits().unwrap()
+        ),
+        (1, 2)
+    );
+    let second = permits
+        .try_acquire_for(Duration::from_secs(1), None)
+        .unwrap()
+        .unwrap();
+    assert!(permits.try_acquire().unwrap().is_none());
+    assert!(permits.release_id(second.id()).unwrap());
+    permit.release().unwrap();
+    assert_eq!(permits.available_permits().unwrap(), 2);
+}
