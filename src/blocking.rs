@@ -7,11 +7,11 @@
 //! dropped, on any thread, during a panic's unwinding too, and when `main` returns holding one.
 //!
 //! Reentrancy is per thread by default, as Redisson's: a thread that takes a lock it holds takes
-//! it again, another thread waits. An explicit [`Owner`](crate::Owner) (`owned_by`) shares a hold
+//! it again, another thread waits. An explicit [`Owner`] (`owned_by`) shares a hold
 //! between threads, as in the async API.
 //!
 //! Called from a thread of a tokio runtime, where blocking would stall the runtime's thread (or
-//! deadlock it), a call returns [`Error::InvalidArgument`](crate::Error::InvalidArgument) at once
+//! deadlock it), a call returns [`Error::InvalidArgument`] at once
 //! instead: use the async API there. That includes `tokio::task::spawn_blocking`'s threads,
 //! which carry their runtime too (there, call the async API through `Handle::block_on`).
 //!
