@@ -287,201 +287,8 @@ impl<G> Guard<G> {
     }
 }
 
-/// The methods every lock type has, blocking.
-macro_rules! lock_methods {
-    ($Async:ty, $AsyncGuard:ty) => {
-        impl Blocking<$Async> {
-            fn guard(&self, inner: $AsyncGuard) -> Guard<$AsyncGuard> {
-                Guard {
-                    inner,
-                    runtime: self.runtime.clone(),
-                }
-            }
-
-            /// The lock's name.
-            pub fn name(&self) -> &str {
-                self.inner.name()
-            }
-
-            /// The same lock, held on behalf of `owner` instead of the calling thread.
-            pub fn owned_by(self, owner: Owner) -> Self {
-                let runtime = self.runtime;
-                Blocking {
-                    inner: self.inner.owned_by(owner),
-                    runtime,
-                }
-            }
-
-            /// Takes the lock, waiting as long as it takes; the watchdog renews it.
-            ///
-            /// # Errors
-            ///
-            /// As the async `lock`; [`Error::InvalidArgument`] inside an async runtime.
-            pub fn lock(&self) -> Result<Guard<$AsyncGuard>> {
-                call(&self.runtime, self.inner.lock()).map(|g| self.guard(g))
-            }
-
-            /// Takes the lock for `lease`, not renewed.
-            ///
-            /// # Errors
-            ///
-            /// As the async `lock_with_lease`.
-            pub fn lock_with_lease(&self, lease: Duration) -> Result<Guard<$AsyncGuard>> {
-                call(&self.runtime, self.inner.lock_with_lease(lease)).map(|g| self.guard(g))
-            }
-
-            /// Takes the lock if it is free now.
-            ///
-            /// # Errors
-            ///
-            /// As the async `try_lock`.
-            pub fn try_lock(&self) -> Result<Option<Guard<$AsyncGuard>>> {
-                call(&self.runtime, self.inner.try_lock()).map(|g| g.map(|g| self.guard(g)))
-            }
-
-            /// Takes the lock, waiting at most `wait`; with `lease`, not renewed.
-            ///
-            /// # Errors
-            ///
-            /// As the async `try_lock_for`.
-            pub fn try_lock_for(
-                &self,
-                wait: Duration,
-                lease: Option<Duration>,
-            ) -> Result<Option<Guard<$AsyncGuard>>> {
-                call(&self.runtime, self.inner.try_lock_for(wait, lease))
-                    .map(|g| g.map(|g| self.guard(g)))
-            }
-
-            /// Runs `work` holding the lock, and releases it after (also when `work` panics).
-            ///
-            /// # Errors
-            ///
-            /// As [`lock`](Self::lock), and the release's error.
-            pub fn with<T>(&self, work: impl FnOnce() -> T) -> Result<T> {
-                let guard = self.lock()?;
-                let value = work();
-                guard.unlock()?;
-                Ok(value)
-            }
-
-            /// Frees the lock whoever holds it (see the async `force_unlock`).
-            ///
-            /// # Errors
-            ///
-            /// As the async `force_unlock`.
-            pub fn force_unlock(&self) -> Result<bool> {
-                call(&self.runtime, self.inner.force_unlock())
-            }
-
-            /// Whether anyone holds the lock.
-            ///
-            /// # Errors
-            ///
-            /// As the async `is_locked`.
-            pub fn is_locked(&self) -> Result<bool> {
-                call(&self.runtime, self.inner.is_locked())
-            }
-
-            /// Whether the calling thread (or this handle's owner) holds the lock.
-            ///
-            /// # Errors
-            ///
-            /// As the async `is_held_by_current_owner`.
-            pub fn is_held_by_current_owner(&self) -> Result<bool> {
-                call(&self.runtime, self.inner.is_held_by_current_owner())
-            }
-
-            /// How many holds the calling thread (or this handle's owner) has.
-            ///
-            /// # Errors
-            ///
-            /// As the async `hold_count`.
-            pub fn hold_count(&self) -> Result<u64> {
-                call(&self.runtime, self.inner.hold_count())
-            }
-
-            /// The lock's remaining lease.
-            ///
-            /// # Errors
-            ///
-            /// As the async `remaining_lease`.
-            pub fn remaining_lease(&self) -> Result<RemainingLease> {
-                call(&self.runtime, self.inner.remaining_lease())
-            }
-        }
-    };
-}
-
-lock_methods!(crate::Lock, crate::LockGuard);
-lock_methods!(crate::FairLock, crate::LockGuard);
-lock_methods!(crate::SpinLock, crate::LockGuard);
-lock_methods!(crate::ReadLock, crate::LockGuard);
-lock_methods!(crate::WriteLock, crate::LockGuard);
-lock_methods!(crate::FencedLock, crate::FencedGuard);
-
-/// Lock-delay, on the lock types that have it.
-macro_rules! delay_methods {
-    ($Async:ty) => {
-        impl Blocking<$Async> {
-            /// The same lock with a lock-delay (see the async `with_lock_delay`).
-            ///
-            /// # Errors
-            ///
-            /// As the async `with_lock_delay`.
-            pub fn with_lock_delay(self, delay: Duration) -> Result<Self> {
-                let runtime = self.runtime;
-                Ok(Blocking {
-                    inner: self.inner.with_lock_delay(delay)?,
-                    runtime,
-                })
-            }
-
-            /// What is left of a lock-delay in force, if any.
-            ///
-            /// # Errors
-            ///
-            /// As the async `lock_delay_left`.
-            pub fn lock_delay_left(&self) -> Result<Option<Duration>> {
-                call(&self.runtime, self.inner.lock_delay_left())
-            }
-        }
-    };
-}
-
-delay_methods!(crate::Lock);
-delay_methods!(crate::FairLock);
-
-impl FencedLock {
-    /// The last fencing token handed out (0 before the first).
-    ///
-    /// # Errors
-    ///
-    /// As [`crate::FencedLock::token`].
-    pub fn token(&self) -> Result<u64> {
-        call(&self.runtime, self.inner.token())
-    }
-}
-
-impl RwLock {
-    /// The lock's name.
-    pub fn name(&self) -> &str {
-        self.inner.name()
-    }
-
-    /// The read side: many readers at once.
-    pub fn read(&self) -> ReadLock {
-        self.wrap(self.inner.read())
-    }
-
-    /// The write side: one writer, no readers.
-    pub fn write(&self) -> WriteLock {
-        self.wrap(self.inner.write())
-    }
-}
-
-/// The methods of the combined locks (`MultiLock`, `RedLock`), blocking.
-macro_rules! combined_methods {
+/// How every lock type, `MultiLock` and `RedLock` are taken, blocking.
+macro_rules! acquire_methods {
     ($Async:ty, $AsyncGuard:ty) => {
         impl Blocking<$Async> {
             fn guard(&self, inner: $AsyncGuard) -> Guard<$AsyncGuard> {
@@ -556,8 +363,140 @@ macro_rules! combined_methods {
     };
 }
 
-combined_methods!(crate::MultiLock, crate::MultiGuard);
-combined_methods!(crate::RedLock, crate::RedLockGuard);
+/// What every lock type (not the combined ones) answers, blocking.
+macro_rules! query_methods {
+    ($Async:ty) => {
+        impl Blocking<$Async> {
+            /// The lock's name.
+            pub fn name(&self) -> &str {
+                self.inner.name()
+            }
+
+            /// Frees the lock whoever holds it (see the async `force_unlock`).
+            ///
+            /// # Errors
+            ///
+            /// As the async `force_unlock`.
+            pub fn force_unlock(&self) -> Result<bool> {
+                call(&self.runtime, self.inner.force_unlock())
+            }
+
+            /// Whether anyone holds the lock.
+            ///
+            /// # Errors
+            ///
+            /// As the async `is_locked`.
+            pub fn is_locked(&self) -> Result<bool> {
+                call(&self.runtime, self.inner.is_locked())
+            }
+
+            /// Whether the calling thread (or this handle's owner) holds the lock.
+            ///
+            /// # Errors
+            ///
+            /// As the async `is_held_by_current_owner`.
+            pub fn is_held_by_current_owner(&self) -> Result<bool> {
+                call(&self.runtime, self.inner.is_held_by_current_owner())
+            }
+
+            /// How many holds the calling thread (or this handle's owner) has.
+            ///
+            /// # Errors
+            ///
+            /// As the async `hold_count`.
+            pub fn hold_count(&self) -> Result<u64> {
+                call(&self.runtime, self.inner.hold_count())
+            }
+
+            /// The lock's remaining lease.
+            ///
+            /// # Errors
+            ///
+            /// As the async `remaining_lease`.
+            pub fn remaining_lease(&self) -> Result<RemainingLease> {
+                call(&self.runtime, self.inner.remaining_lease())
+            }
+        }
+    };
+}
+
+/// A lock type: taken and queried.
+macro_rules! lock_methods {
+    ($Async:ty, $AsyncGuard:ty) => {
+        acquire_methods!($Async, $AsyncGuard);
+        query_methods!($Async);
+    };
+}
+
+lock_methods!(crate::Lock, crate::LockGuard);
+lock_methods!(crate::FairLock, crate::LockGuard);
+lock_methods!(crate::SpinLock, crate::LockGuard);
+lock_methods!(crate::ReadLock, crate::LockGuard);
+lock_methods!(crate::WriteLock, crate::LockGuard);
+lock_methods!(crate::FencedLock, crate::FencedGuard);
+
+/// Lock-delay, on the lock types that have it.
+macro_rules! delay_methods {
+    ($Async:ty) => {
+        impl Blocking<$Async> {
+            /// The same lock with a lock-delay (see the async `with_lock_delay`).
+            ///
+            /// # Errors
+            ///
+            /// As the async `with_lock_delay`.
+            pub fn with_lock_delay(self, delay: Duration) -> Result<Self> {
+                let runtime = self.runtime;
+                Ok(Blocking {
+                    inner: self.inner.with_lock_delay(delay)?,
+                    runtime,
+                })
+            }
+
+            /// What is left of a lock-delay in force, if any.
+            ///
+            /// # Errors
+            ///
+            /// As the async `lock_delay_left`.
+            pub fn lock_delay_left(&self) -> Result<Option<Duration>> {
+                call(&self.runtime, self.inner.lock_delay_left())
+            }
+        }
+    };
+}
+
+delay_methods!(crate::Lock);
+delay_methods!(crate::FairLock);
+
+impl FencedLock {
+    /// The last fencing token handed out (0 before the first).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::FencedLock::token`].
+    pub fn token(&self) -> Result<u64> {
+        call(&self.runtime, self.inner.token())
+    }
+}
+
+impl RwLock {
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    /// The read side: many readers at once.
+    pub fn read(&self) -> ReadLock {
+        self.wrap(self.inner.read())
+    }
+
+    /// The write side: one writer, no readers.
+    pub fn write(&self) -> WriteLock {
+        self.wrap(self.inner.write())
+    }
+}
+
+acquire_methods!(crate::MultiLock, crate::MultiGuard);
+acquire_methods!(crate::RedLock, crate::RedLockGuard);
 
 impl RedLock {
     /// A RedLock over `clients` (one per independent master), named `name` (see
