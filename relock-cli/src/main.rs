@@ -22,9 +22,11 @@ use relock::{Client, Config};
 #[command(name = "relock", version, about, max_term_width = 100)]
 struct Cli {
     /// The server: redis://host:port/db, rediss:// for TLS, redis-cluster://, redis-sentinel://.
+    // Its value is never shown in `--help`: a URL may carry a password.
     #[arg(
         long,
         env = "REDIS_URL",
+        hide_env_values = true,
         default_value = "redis://127.0.0.1:6379",
         global = true
     )]
@@ -73,7 +75,7 @@ enum Command {
         #[arg(long)]
         yes: bool,
     },
-    /// A live view of one name: holders with their lease draining, waiters, hand-offs per second.
+    /// A live view of one name: holders with their lease draining, waiters, releases per second.
     Watch {
         /// The lock's (or synchronizer's) name.
         name: String,

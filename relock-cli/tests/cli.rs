@@ -444,6 +444,11 @@ async fn bad_input_gets_a_clear_message_an_exit_code_and_changes_nothing() {
     assert_eq!(code(&out), 2, "{}", stderr(&out));
     let out = relock(&url, &["frobnicate"]).await;
     assert_eq!(code(&out), 2);
+    // `--help` never shows the URL from the environment: it may carry a password.
+    let secret = "redis://:hunter2@127.0.0.1:1";
+    let help = relock(secret, &["--help"]).await;
+    assert_eq!(code(&help), 0);
+    assert!(!stdout(&help).contains("hunter2"), "{}", stdout(&help));
 
     // A pattern that matches 100,000 keys: the listing stops at --limit, and writes nothing.
     for chunk in 0..100 {
@@ -603,13 +608,34 @@ async fn top_and_watch_draw_in_a_real_terminal_and_quit_cleanly() {
     let quiet = format!("{base}:quiet");
     let _quiet = hold(&a, &quiet).await;
 
-    // top, then watch (quit with Ctrl-C), then unlock --force, which asks on a terminal.
+    // top, then watch (quit with Ctrl-C), then unlock --force, which asks on a terminal. Each
+    // exit code goes to a file: the next view may cover the screen before a poll sees it.
     let bin = env!("CARGO_BIN_EXE_relock");
+    let codes = std::env::temp_dir().join(format!("relock-cli-codes-{}", std::process::id()));
+    let _ = std::fs::remove_file(&codes);
+    let file = codes.display();
     let command = format!(
-        "export REDIS_URL={url}; {bin} top '{base}:*' --interval 200; echo EXIT=$?; \
-         {bin} watch {quiet}; echo WATCHED=$?; {bin} unlock {quiet} --force; echo UNLOCKED=$?; \
-         sleep 60"
+        "export REDIS_URL={url}; {bin} top '{base}:*' --interval 200; echo top=$? >> {file}; \
+         {bin} watch {quiet}; echo watch=$? >> {file}; \
+         {bin} unlock {quiet} --force; echo unlock=$? >> {file}; sleep 60"
     );
+    let ended = |program: &'static str| {
+        let codes = codes.clone();
+        async move {
+            let mut code = None;
+            let seen = common::eventually(Duration::from_secs(15), || {
+                code = std::fs::read_to_string(&codes).ok().and_then(|all| {
+                    all.lines()
+                        .find_map(|l| l.strip_prefix(&format!("{program}=")).map(str::to_owned))
+                });
+                let seen = code.is_some();
+                async move { seen }
+            })
+            .await;
+            assert!(seen, "{program} never ended");
+            code.unwrap()
+        }
+    };
     let tmux = Tmux::start(&command);
     let pid = std::process::id().to_string();
     let screen = tmux.shows(&["relock top", &name, &quiet, &pid]).await;
@@ -632,17 +658,15 @@ async fn top_and_watch_draw_in_a_real_terminal_and_quit_cleanly() {
     tmux.keys("Escape");
     tmux.shows(&["relock top"]).await;
     tmux.keys("q");
-    let screen = tmux.shows(&["EXIT=0"]).await;
-    assert!(
-        !screen.contains("relock top"),
-        "the terminal was given back:\n{screen}"
-    );
+    assert_eq!(ended("top").await, "0");
 
     tmux.shows(&["relock watch", &quiet, "Holders (1)"]).await;
     tmux.keys("C-c");
-    let screen = tmux.shows(&["WATCHED=0", "Free `"]).await;
+    assert_eq!(ended("watch").await, "0");
+    // Back on the normal screen: the unlock's question, not a view's leftovers.
+    let screen = tmux.shows(&["Free `"]).await;
     assert!(
-        !screen.contains("relock watch"),
+        !screen.contains("relock watch") && !screen.contains("relock top"),
         "the terminal was given back:\n{screen}"
     );
     assert!(
@@ -651,8 +675,10 @@ async fn top_and_watch_draw_in_a_real_terminal_and_quit_cleanly() {
     );
     tmux.keys("y");
     tmux.keys("Enter");
-    tmux.shows(&["UNLOCKED=0", "freed `"]).await;
+    assert_eq!(ended("unlock").await, "0");
+    tmux.shows(&["freed `"]).await;
     assert!(!common::raw_exists(&server, &quiet), "freed once confirmed");
+    let _ = std::fs::remove_file(&codes);
 }
 
 /// A hold of lock `name` by an owner of its own (not the test's task).
