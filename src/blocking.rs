@@ -197,6 +197,17 @@ impl Client {
     pub fn shutdown(&self) -> Result<()> {
         call(&self.runtime, self.inner.shutdown())
     }
+
+    /// Closes the client and leaves its locks held until their leases end (see
+    /// [`crate::Client::shutdown_keeping_locks`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Client::shutdown_keeping_locks`]; [`Error::InvalidArgument`] inside an
+    /// async runtime.
+    pub fn shutdown_keeping_locks(&self) -> Result<()> {
+        call(&self.runtime, self.inner.shutdown_keeping_locks())
+    }
 }
 
 /// A blocking handle: an async one and the runtime it runs on.

@@ -299,4 +299,12 @@ fn queries_tokens_permits_and_lock_delay_answer_as_the_async_ones_do() {
     assert!(permits.release_id(second.id()).unwrap());
     permit.release().unwrap();
     assert_eq!(permits.available_permits().unwrap(), 2);
+
+    // Closed keeping its locks: the lock stays until its lease ends.
+    let kept = format!("{base}:kept");
+    let guard = client.lock(kept.clone()).lock().unwrap();
+    client.shutdown_keeping_locks().unwrap();
+    assert!(common::raw_exists(&server, &kept));
+    assert!(guard.unlock().unwrap_err().is_closed());
+    assert!(common::raw_exists(&server, &kept), "nothing released it");
 }
