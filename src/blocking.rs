@@ -632,39 +632,58 @@ impl FencedGuard {
     }
 }
 
+/// What both semaphores share, blocking.
+macro_rules! counter_methods {
+    ($Async:ty) => {
+        impl Blocking<$Async> {
+            /// The semaphore's name.
+            pub fn name(&self) -> &str {
+                self.inner.name()
+            }
+
+            /// Sets the permits if the semaphore has none set yet.
+            ///
+            /// # Errors
+            ///
+            /// As the async `try_set_permits`.
+            pub fn try_set_permits(&self, permits: u64) -> Result<bool> {
+                call(&self.runtime, self.inner.try_set_permits(permits))
+            }
+
+            /// Adds (or with a negative `delta` removes) permits.
+            ///
+            /// # Errors
+            ///
+            /// As the async `add_permits`.
+            pub fn add_permits(&self, delta: i64) -> Result<()> {
+                call(&self.runtime, self.inner.add_permits(delta))
+            }
+
+            /// The permits available now.
+            ///
+            /// # Errors
+            ///
+            /// As the async `available_permits`.
+            pub fn available_permits(&self) -> Result<i64> {
+                call(&self.runtime, self.inner.available_permits())
+            }
+
+            /// Deletes the semaphore.
+            ///
+            /// # Errors
+            ///
+            /// As the async `delete`.
+            pub fn delete(&self) -> Result<bool> {
+                call(&self.runtime, self.inner.delete())
+            }
+        }
+    };
+}
+
+counter_methods!(crate::Semaphore);
+counter_methods!(crate::PermitSemaphore);
+
 impl Semaphore {
-    /// The semaphore's name.
-    pub fn name(&self) -> &str {
-        self.inner.name()
-    }
-
-    /// Sets the permits if the semaphore has none set yet.
-    ///
-    /// # Errors
-    ///
-    /// As [`crate::Semaphore::try_set_permits`].
-    pub fn try_set_permits(&self, permits: u64) -> Result<bool> {
-        call(&self.runtime, self.inner.try_set_permits(permits))
-    }
-
-    /// Adds (or with a negative `delta` removes) permits.
-    ///
-    /// # Errors
-    ///
-    /// As [`crate::Semaphore::add_permits`].
-    pub fn add_permits(&self, delta: i64) -> Result<()> {
-        call(&self.runtime, self.inner.add_permits(delta))
-    }
-
-    /// The permits available now.
-    ///
-    /// # Errors
-    ///
-    /// As [`crate::Semaphore::available_permits`].
-    pub fn available_permits(&self) -> Result<i64> {
-        call(&self.runtime, self.inner.available_permits())
-    }
-
     /// Takes every available permit; how many it took.
     ///
     /// # Errors
@@ -672,15 +691,6 @@ impl Semaphore {
     /// As [`crate::Semaphore::drain_permits`].
     pub fn drain_permits(&self) -> Result<i64> {
         call(&self.runtime, self.inner.drain_permits())
-    }
-
-    /// Deletes the semaphore.
-    ///
-    /// # Errors
-    ///
-    /// As [`crate::Semaphore::delete`].
-    pub fn delete(&self) -> Result<bool> {
-        call(&self.runtime, self.inner.delete())
     }
 
     /// Takes `permits`, waiting as long as it takes.
@@ -726,38 +736,6 @@ impl PermitSemaphore {
             inner,
             runtime: self.runtime.clone(),
         }
-    }
-
-    /// The semaphore's name.
-    pub fn name(&self) -> &str {
-        self.inner.name()
-    }
-
-    /// Sets the permits if the semaphore has none set yet.
-    ///
-    /// # Errors
-    ///
-    /// As [`crate::PermitSemaphore::try_set_permits`].
-    pub fn try_set_permits(&self, permits: u64) -> Result<bool> {
-        call(&self.runtime, self.inner.try_set_permits(permits))
-    }
-
-    /// Adds (or with a negative `delta` removes) permits.
-    ///
-    /// # Errors
-    ///
-    /// As [`crate::PermitSemaphore::add_permits`].
-    pub fn add_permits(&self, delta: i64) -> Result<()> {
-        call(&self.runtime, self.inner.add_permits(delta))
-    }
-
-    /// The permits available now.
-    ///
-    /// # Errors
-    ///
-    /// As [`crate::PermitSemaphore::available_permits`].
-    pub fn available_permits(&self) -> Result<i64> {
-        call(&self.runtime, self.inner.available_permits())
     }
 
     /// The permits out now.
@@ -826,15 +804,6 @@ impl PermitSemaphore {
     /// As [`crate::PermitSemaphore::release_id`].
     pub fn release_id(&self, id: &str) -> Result<bool> {
         call(&self.runtime, self.inner.release_id(id))
-    }
-
-    /// Deletes the semaphore.
-    ///
-    /// # Errors
-    ///
-    /// As [`crate::PermitSemaphore::delete`].
-    pub fn delete(&self) -> Result<bool> {
-        call(&self.runtime, self.inner.delete())
     }
 }
 

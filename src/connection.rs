@@ -86,3 +86,14 @@ impl DownClock {
         }
     }
 }
+
+/// `redis` with its commands sent to `node`, a cluster's (or, with `None`, routed as usual).
+pub(crate) fn on_node<C: ClientLike>(
+    redis: &C,
+    node: Option<&fred::types::config::Server>,
+) -> fred::clients::WithOptions<C> {
+    redis.with_options(&fred::types::config::Options {
+        cluster_node: node.cloned(),
+        ..Default::default()
+    })
+}

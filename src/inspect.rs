@@ -15,14 +15,14 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use fred::interfaces::ClientLike;
-use fred::types::config::{Options, Server};
+use fred::types::config::Server;
 use fred::types::{ClusterHash, CustomCommand, Key, Value};
 use once_cell::sync::Lazy;
 
 use crate::client::Client;
-use crate::connection::Connection;
+use crate::connection::{on_node, Connection};
 use crate::error::{Error, Result};
-use crate::names::prefixed;
+use crate::names::{latch_channel, leases_key, prefixed};
 use crate::naming;
 use crate::scripts::{catalogue, Script};
 
@@ -404,7 +404,7 @@ impl Client {
         let mut all = Vec::new();
         for node in self.nodes() {
             let command = CustomCommand::new_static("CLIENT", ClusterHash::Random, false);
-            let list: String = on_node(redis, node.as_ref())
+            let list: String = on_node(&**redis, node.as_ref())
                 .custom(command, vec![Value::from("LIST")])
                 .await
                 .map_err(|e| Error::redis(e, &redis.server))?;
@@ -434,18 +434,14 @@ impl Client {
     /// [`inspect`](Self::inspect) with the connections read already.
     async fn describe(&self, name: &str, connections: &[ClientConnection]) -> Result<Inspection> {
         let redis = &self.shared.redis;
-        let leases_key = if name.contains('{') {
-            format!("{name}:timeout")
-        } else {
-            format!("{{{name}}}:timeout")
-        };
+        let fair = crate::names::FairKeys::new(name);
         let keys: Vec<String> = vec![
             name.to_owned(),
-            prefixed("redisson_lock_queue", name),
-            prefixed("redisson_lock_timeout", name),
+            fair.queue.to_string(),
+            fair.timeouts.to_string(),
             prefixed("redisson_lock_token", name),
-            prefixed("relock_lease", name),
-            leases_key,
+            crate::names::lease_shadow(name),
+            leases_key(name),
         ];
         let key_list: Vec<Key> = keys.iter().map(|k| Key::from(k.as_str())).collect();
         let reply = DESCRIBE
@@ -537,7 +533,7 @@ impl Client {
             _ => None,
         };
         let semaphore_channel = prefixed("redisson_sc", name);
-        let latch_channel = format!("redisson_countdownlatch__channel__{{{name}}}");
+        let latch_channel = latch_channel(name);
         let lock_channel = prefixed("redisson_lock__channel", name);
         let mut channels: Vec<String> = own_channel.iter().cloned().collect();
         if kind == Kind::Counter {
@@ -637,7 +633,7 @@ impl Client {
             let command = CustomCommand::new_static("PUBSUB", ClusterHash::Random, false);
             let mut args = vec![Value::from("NUMSUB")];
             args.extend(channels.iter().map(|c| Value::from(c.as_str())));
-            let reply: Value = on_node(redis, node.as_ref())
+            let reply: Value = on_node(&**redis, node.as_ref())
                 .custom(command, args)
                 .await
                 .map_err(failed)?;
@@ -647,17 +643,6 @@ impl Client {
         }
         Ok(totals)
     }
-}
-
-/// `redis` with its commands sent to `node` (a cluster's), or as they are.
-fn on_node(
-    redis: &Connection,
-    node: Option<&Server>,
-) -> fred::clients::WithOptions<fred::clients::Client> {
-    redis.with_options(&Options {
-        cluster_node: node.cloned(),
-        ..Options::default()
-    })
 }
 
 /// One `SCAN` page on `node`: the next cursor and the keys.
@@ -675,7 +660,7 @@ async fn scan_page(
         Value::from("COUNT"),
         Value::from(1000),
     ];
-    let reply: Value = on_node(redis, node)
+    let reply: Value = on_node(&**redis, node)
         .custom(command, args)
         .await
         .map_err(|e| Error::redis(e, &redis.server))?;

@@ -373,6 +373,16 @@ pub(crate) struct Acquiring<'a> {
 }
 
 impl Acquiring<'_> {
+    /// The attempts so far.
+    pub(crate) fn attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    /// How long since the acquire started.
+    pub(crate) fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+
     /// One more attempt.
     pub(crate) fn attempt(&mut self) {
         self.attempts += 1;

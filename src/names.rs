@@ -136,23 +136,17 @@ impl CounterKeys {
     /// The keys of count-down latch `name`: its channel is
     /// `redisson_countdownlatch__channel__{<name>}`, braces and all whatever the name.
     pub(crate) fn latch(name: &str) -> Result<CounterKeys> {
-        let channel = format!("redisson_countdownlatch__channel__{{{name}}}");
-        CounterKeys::new(name, "latch", channel)
+        CounterKeys::new(name, "latch", latch_channel(name))
     }
 
     fn new(name: &str, what: &'static str, channel: String) -> Result<CounterKeys> {
         if name.is_empty() {
             return Err(Error::invalid(format!("a {what} name must not be empty")));
         }
-        let leases = if name.contains('{') {
-            format!("{name}:timeout")
-        } else {
-            format!("{{{name}}}:timeout")
-        };
         Ok(CounterKeys {
             name: Str::from(name),
             channel: channel.into(),
-            leases: leases.into(),
+            leases: leases_key(name).into(),
             request_prefix: prefixed("relock_request", name),
             what,
         })
@@ -193,6 +187,22 @@ impl CounterKeys {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         Str::from(format!("{}:{client_id}:{n:x}", self.request_prefix))
+    }
+}
+
+/// A count-down latch's channel: `redisson_countdownlatch__channel__{<name>}`, braces and all
+/// whatever the name (Redisson's).
+pub(crate) fn latch_channel(name: &str) -> String {
+    format!("redisson_countdownlatch__channel__{{{name}}}")
+}
+
+/// A permit semaphore's leases: `{<name>}:timeout`, or `<name>:timeout` when the name has its
+/// own tag (Redisson's `suffixName`).
+pub(crate) fn leases_key(name: &str) -> String {
+    if name.contains('{') {
+        format!("{name}:timeout")
+    } else {
+        format!("{{{name}}}:timeout")
     }
 }
 

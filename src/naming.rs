@@ -77,18 +77,9 @@ fn printable(text: &str) -> String {
 pub(crate) async fn set_name<C: ClientLike>(redis: &C, server: Option<&Server>, name: &str) {
     let command = CustomCommand::new_static("CLIENT", ClusterHash::Random, false);
     let args = vec![Value::from("SETNAME"), Value::from(name)];
-    let result = match server {
-        Some(server) => {
-            redis
-                .with_options(&fred::types::config::Options {
-                    cluster_node: Some(server.clone()),
-                    ..Default::default()
-                })
-                .custom::<Value, _>(command, args)
-                .await
-        }
-        None => redis.custom::<Value, _>(command, args).await,
-    };
+    let result = crate::connection::on_node(redis, server)
+        .custom::<Value, _>(command, args)
+        .await;
     if let Err(error) = result {
         tracing::debug!(%error, "CLIENT SETNAME refused; this client's connections stay unnamed");
     }

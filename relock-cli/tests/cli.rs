@@ -302,7 +302,7 @@ async fn unlock_force_wakes_a_relock_waiter_and_a_redisson_waiter() {
     );
     // A plain lock: a relock task waits, and a Redisson process's subscription hears it.
     let name = common::prefix("cli-wake");
-    let _held = hold(&a, &name).await;
+    let _held = common::hold(&a, &name).await;
     let waiter = common::spawn_waiter(b.lock(&name));
     let mut java = RawSubscriber::subscribe(&server, &[&common::lock_channel(&name)]).await;
     assert!(common::until_subscribed(&server, &name, 2).await);
@@ -368,7 +368,7 @@ async fn it_connects_over_tls_with_a_private_ca_and_through_sentinel() {
         .unwrap();
     let client = Client::new(config).await.unwrap();
     let name = common::prefix("cli-tls");
-    let _held = hold(&client, &name).await;
+    let _held = common::hold(&client, &name).await;
     let ca_arg = ca.to_str().unwrap();
     let seen = json(&url, &["--tls-ca", ca_arg, "show", &name]).await;
     assert_eq!(seen["holders"][0]["client_id"], client.id());
@@ -381,7 +381,7 @@ async fn it_connects_over_tls_with_a_private_ca_and_through_sentinel() {
     let url = sentinels.url();
     let client = Client::connect(&url).await.unwrap();
     let name = common::prefix("cli-sentinel");
-    let _held = hold(&client, &name).await;
+    let _held = common::hold(&client, &name).await;
     let seen = json(&url, &["show", &name]).await;
     assert_eq!(seen["holders"][0]["client_id"], client.id());
     assert_eq!(seen["holders"][0]["process"]["pid"], std::process::id());
@@ -428,7 +428,7 @@ async fn bad_input_gets_a_clear_message_an_exit_code_and_changes_nothing() {
     );
 
     let name = format!("{base}:held");
-    let _held = hold(&client, &name).await;
+    let _held = common::hold(&client, &name).await;
     let out = relock(&url, &["unlock", &name]).await;
     assert_eq!(code(&out), 2, "unlock without --force is a usage error");
     assert!(stderr(&out).contains("--force"), "{}", stderr(&out));
@@ -461,7 +461,8 @@ async fn bad_input_gets_a_clear_message_an_exit_code_and_changes_nothing() {
         server.cmd(&args);
     }
     for i in 0..5 {
-        let _ = std::mem::ManuallyDrop::new(hold(&client, format!("{base}:many:{i}")).await);
+        let _ =
+            std::mem::ManuallyDrop::new(common::hold(&client, format!("{base}:many:{i}")).await);
     }
     let keys_before = common::resp_int(&server.cmd(&["DBSIZE"]));
     let text = stdout(&relock(&url, &["ls", &format!("{base}:*"), "--limit", "2"]).await);
@@ -484,16 +485,8 @@ async fn watch_json_prints_a_line_per_refresh() {
     let url = server.url();
     let client = common::client(&server, WATCHDOG).await;
     let name = common::prefix("cli-watch");
-    let guard = hold(&client, &name).await;
-    let mut watch = tokio::process::Command::new(env!("CARGO_BIN_EXE_relock"))
-        .args(["--json", "watch", &name, "--interval", "50"])
-        .env("REDIS_URL", &url)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
+    let guard = common::hold(&client, &name).await;
+    let (mut watch, mut lines) = spawn_watch(&url, &name);
     let first: Value = serde_json::from_str(&next_line(&mut lines).await).unwrap();
     assert_eq!(first["name"], name.as_str());
     assert_eq!(first["holders"][0]["client_id"], client.id());
@@ -512,8 +505,14 @@ async fn watch_json_prints_a_line_per_refresh() {
     watch.start_kill().unwrap();
 }
 
-/// The first line `relock --json watch NAME` prints.
-async fn watch_first_line(url: &str, name: &str) -> Value {
+/// `relock --json watch NAME --interval 50`, and its lines.
+fn spawn_watch(
+    url: &str,
+    name: &str,
+) -> (
+    tokio::process::Child,
+    tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+) {
     let mut watch = tokio::process::Command::new(env!("CARGO_BIN_EXE_relock"))
         .args(["--json", "watch", name, "--interval", "50"])
         .env("REDIS_URL", url)
@@ -522,7 +521,13 @@ async fn watch_first_line(url: &str, name: &str) -> Value {
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
+    let lines = BufReader::new(watch.stdout.take().unwrap()).lines();
+    (watch, lines)
+}
+
+/// The first line `relock --json watch NAME` prints.
+async fn watch_first_line(url: &str, name: &str) -> Value {
+    let (mut watch, mut lines) = spawn_watch(url, name);
     let line = serde_json::from_str(&next_line(&mut lines).await).unwrap();
     watch.start_kill().unwrap();
     line
@@ -602,11 +607,11 @@ async fn top_and_watch_draw_in_a_real_terminal_and_quit_cleanly() {
     );
     let base = common::prefix("cli-top");
     let name = format!("{base}:busy");
-    let _held = hold(&a, &name).await;
+    let _held = common::hold(&a, &name).await;
     let _waiter = common::spawn_waiter(b.lock(&name));
     assert!(common::until_subscribed(&server, &name, 1).await);
     let quiet = format!("{base}:quiet");
-    let _quiet = hold(&a, &quiet).await;
+    let _quiet = common::hold(&a, &quiet).await;
 
     // top, then watch (quit with Ctrl-C), then unlock --force, which asks on a terminal. Each
     // exit code goes to a file: the next view may cover the screen before a poll sees it.
@@ -679,14 +684,4 @@ async fn top_and_watch_draw_in_a_real_terminal_and_quit_cleanly() {
     tmux.shows(&["freed `"]).await;
     assert!(!common::raw_exists(&server, &quiet), "freed once confirmed");
     let _ = std::fs::remove_file(&codes);
-}
-
-/// A hold of lock `name` by an owner of its own (not the test's task).
-async fn hold(client: &Client, name: impl Into<String>) -> relock::LockGuard {
-    client
-        .lock(name)
-        .owned_by(Owner::new())
-        .lock()
-        .await
-        .unwrap()
 }

@@ -55,7 +55,7 @@ impl std::fmt::Debug for LockGuard {
 impl LockGuard {
     pub(crate) fn new(hold: Hold, registration: Registration, token: Option<u64>) -> LockGuard {
         hold.kind.taken(&hold);
-        let kind = crate::meter::Kind::of_tag(hold.kind.tag());
+        let kind = hold.kind.metered();
         hold.shared.meter().held(kind, &hold.keys.name);
         LockGuard {
             hold,
@@ -252,7 +252,7 @@ impl LockGuard {
     /// Stops renewal of this hold; called before its release is sent.
     fn stop_renewal(&self) -> Leaving {
         let hold = &self.hold;
-        let kind = crate::meter::Kind::of_tag(hold.kind.tag());
+        let kind = hold.kind.metered();
         hold.shared
             .meter()
             .let_go(kind, &hold.keys.name, self.taken_at);

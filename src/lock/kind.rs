@@ -267,6 +267,8 @@ impl<T: LockType> Held for T {
 pub(crate) struct Kind {
     of: Arc<dyn LockType>,
     held: Arc<dyn Held>,
+    /// The type's `kind` in metrics, worked out once from its tag.
+    metered: crate::meter::Kind,
 }
 
 impl Kind {
@@ -274,9 +276,15 @@ impl Kind {
     pub(crate) fn of<T: LockType>(of: T) -> Kind {
         let of = Arc::new(of);
         Kind {
+            metered: crate::meter::Kind::of_tag(of.tag()),
             held: of.clone(),
             of,
         }
+    }
+
+    /// The type's `kind` in metrics.
+    pub(crate) fn metered(&self) -> crate::meter::Kind {
+        self.metered
     }
 
     /// The type as the client's registries keep it.

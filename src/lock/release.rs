@@ -242,7 +242,7 @@ impl<'a> Outgoing<'a> {
             Err(_) => Unlocked::Failed,
         };
         let hold = self.hold;
-        let kind = crate::meter::Kind::of_tag(hold.kind.tag());
+        let kind = hold.kind.metered();
         hold.shared.meter().unlocked(kind, &hold.keys.name, outcome);
     }
 

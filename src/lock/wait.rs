@@ -204,13 +204,12 @@ pub(crate) async fn measured<W: Waiting>(
 }
 
 /// A hold waited for: its attempts ([`Hold::try_once`]) and its type's turns.
-struct Turning<'h, 'a> {
+struct Turning<'h> {
     hold: &'h Hold,
     turns: Box<dyn Turns + 'h>,
-    attempts: &'a mut u32,
 }
 
-impl Waiting for Turning<'_, '_> {
+impl Waiting for Turning<'_> {
     type Taken = (Registration, Option<u64>);
 
     fn queue_first(&self) -> bool {
@@ -218,7 +217,6 @@ impl Waiting for Turning<'_, '_> {
     }
 
     async fn attempt(&mut self) -> Result<Try<Self::Taken>> {
-        *self.attempts += 1;
         Ok(match self.hold.try_once(self.turns.ask()).await? {
             Attempt::Acquired(registration, token) => Try::Taken((registration, token)),
             Attempt::Busy(retry) => Try::Busy(retry),
@@ -264,16 +262,11 @@ pub(crate) async fn acquire(
         attempts = Empty,
         acquired = Empty,
     );
-    let started = Instant::now();
-    let mut attempts = 0u32;
-    let kind = Kind::of_tag(hold.kind.tag());
+    let kind = hold.kind.metered();
+    // Counts the attempts and the time for the metrics and for the trace alike.
     let mut acquiring = hold.shared.meter().acquiring(kind, &hold.keys.name);
     let outcome = async {
-        let waiting = Turning {
-            hold,
-            turns,
-            attempts: &mut attempts,
-        };
+        let waiting = Turning { hold, turns };
         match until_taken_counted(&mut acquiring, waiting, wait).await? {
             Some((registration, token)) => guard(hold, registration, token).await.map(Some),
             None => Ok(None),
@@ -281,8 +274,8 @@ pub(crate) async fn acquire(
     }
     .instrument(span.clone())
     .await;
+    let (attempts, waited_ms) = (acquiring.attempts(), acquiring.elapsed().as_millis() as u64);
     acquiring.end(Acquired::of(&outcome));
-    let waited_ms = started.elapsed().as_millis() as u64;
     span.record("waited_ms", waited_ms);
     span.record("attempts", attempts);
     span.record("acquired", matches!(outcome, Ok(Some(_))));

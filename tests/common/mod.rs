@@ -570,3 +570,13 @@ fn newest_in(path: &std::path::Path) -> std::time::SystemTime {
         .map(|e| newest_in(&e.path()))
         .fold(own, std::cmp::max)
 }
+
+/// A hold of lock `name` by an owner of its own (not the calling task).
+pub async fn hold(client: &relock::Client, name: impl Into<String>) -> relock::LockGuard {
+    client
+        .lock(name)
+        .owned_by(relock::Owner::new())
+        .lock()
+        .await
+        .unwrap()
+}

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use common::RedisServer;
 use relock::inspect::Kind;
-use relock::{Client, Owner};
+use relock::Owner;
 
 const WATCHDOG: Duration = Duration::from_secs(5);
 
@@ -267,7 +267,7 @@ async fn find_lists_the_locks_under_a_pattern_and_stops_at_its_limit() {
     let client = common::client(&server, WATCHDOG).await;
     let mut guards = Vec::new();
     for i in 0..5 {
-        guards.push(hold(&client, format!("{base}:lock:{i}")).await);
+        guards.push(common::hold(&client, format!("{base}:lock:{i}")).await);
     }
     // A free fenced lock has only its token key; a user's keys are no locks.
     let fenced = format!("{base}:fenced");
@@ -336,14 +336,4 @@ async fn connections_are_named_again_after_a_reconnect() {
     assert_eq!(seen.holders[0].party.client_id, client.id());
     assert!(seen.holders[0].party.process().is_some());
     guard.unlock().await.unwrap();
-}
-
-/// A hold of lock `name` by an owner of its own (not the test's task).
-async fn hold(client: &Client, name: impl Into<String>) -> relock::LockGuard {
-    client
-        .lock(name)
-        .owned_by(Owner::new())
-        .lock()
-        .await
-        .unwrap()
 }
