@@ -409,6 +409,19 @@ async fn bad_input_gets_a_clear_message_an_exit_code_and_changes_nothing() {
     let url = server.url();
     let client = common::client(&server, WATCHDOG).await;
     let base = common::prefix("cli-bad");
+    // A lock hash written without a TTL never frees by itself: show says so.
+    let forever = format!("{base}:forever");
+    server.cmd(&[
+        "HSET",
+        &forever,
+        "2f1c8a52-0b7e-4d2a-9a31-5e0f8d1c2b3a:57",
+        "1",
+    ]);
+    let text = stdout(&relock(&url, &["show", &forever]).await);
+    assert!(
+        text.contains("no expiry: this lock never frees by itself"),
+        "{text}"
+    );
     let user = format!("{base}:user");
     server.cmd(&["SET", &user, "{\"id\":1}"]);
     let out = relock(&url, &["show", &user]).await;

@@ -139,6 +139,8 @@ async fn a_fair_queue_a_read_write_lock_and_a_fenced_token_are_shown() {
     let seen = a.inspect(&fair).await.unwrap();
     assert_eq!(seen.kind, Kind::FairLock);
     assert_eq!(seen.queue_len, 1);
+    // Each fair waiter listens on a channel of its own: counted there.
+    assert_eq!(seen.subscribers, 1);
     let place = &seen.queue[0];
     assert_eq!(place.party.client_id, b.id());
     assert!(place.left_ms.unwrap() > 0, "a live place: {place:?}");
@@ -336,4 +338,78 @@ async fn connections_are_named_again_after_a_reconnect() {
     assert_eq!(seen.holders[0].party.client_id, client.id());
     assert!(seen.holders[0].party.process().is_some());
     guard.unlock().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_lapsed_reader_a_lock_delay_and_a_lock_without_expiry_are_reported() {
+    let server = RedisServer::start();
+    let base = common::prefix("inspect-lapses");
+    let client = common::client(&server, WATCHDOG).await;
+
+    // Two readers; the one with a 150 ms lease lapses while the other keeps the lock.
+    let rw = format!("{base}:rw");
+    let short = client
+        .rw_lock(&rw)
+        .read()
+        .owned_by(Owner::new())
+        .lock_with_lease(Duration::from_millis(150))
+        .await
+        .unwrap();
+    let _long = client
+        .rw_lock(&rw)
+        .read()
+        .owned_by(Owner::new())
+        .lock()
+        .await
+        .unwrap();
+    let short_field = format!("{}:{}", client.id(), short.owner());
+    let lapsed = common::eventually(Duration::from_secs(3), || async {
+        let seen = client.inspect(&rw).await.unwrap();
+        seen.holders
+            .iter()
+            .any(|h| h.party.field == short_field && !h.live)
+    })
+    .await;
+    assert!(
+        lapsed,
+        "the reader whose lease ran out shows as holding nothing"
+    );
+    let seen = client.inspect(&rw).await.unwrap();
+    assert!(
+        seen.holders.iter().any(|h| h.live),
+        "the other reader still holds"
+    );
+
+    // A lock whose lease ran out without an unlock, in its lock-delay.
+    let delayed = format!("{base}:delayed");
+    let lock = client
+        .lock(&delayed)
+        .with_lock_delay(Duration::from_secs(5))
+        .unwrap()
+        .owned_by(Owner::new());
+    let guard = lock
+        .lock_with_lease(Duration::from_millis(100))
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(5), guard.lost())
+        .await
+        .unwrap();
+    let in_delay = common::eventually(Duration::from_secs(3), || async {
+        let seen = client.inspect(&delayed).await.unwrap();
+        seen.kind == Kind::Lock && seen.holders.is_empty() && seen.delay_ms.is_some()
+    })
+    .await;
+    assert!(in_delay, "{:?}", client.inspect(&delayed).await.unwrap());
+    drop(guard);
+
+    // A lock hash someone wrote without a TTL.
+    let forever = format!("{base}:forever");
+    server.cmd(&[
+        "HSET",
+        &forever,
+        "2f1c8a52-0b7e-4d2a-9a31-5e0f8d1c2b3a:57",
+        "1",
+    ]);
+    let seen = client.inspect(&forever).await.unwrap();
+    assert_eq!((seen.kind, seen.pttl_ms), (Kind::Lock, -1));
 }
