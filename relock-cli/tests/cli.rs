@@ -410,7 +410,8 @@ async fn bad_input_gets_a_clear_message_an_exit_code_and_changes_nothing() {
     let client = common::client(&server, WATCHDOG).await;
     let base = common::prefix("cli-bad");
     // A lock hash written without a TTL never frees by itself: show says so.
-    let forever = format!("{base}:forever");
+    // (Outside `{base}:*`, which the listing below counts.)
+    let forever = format!("{base}-forever");
     server.cmd(&[
         "HSET",
         &forever,
