@@ -1,7 +1,8 @@
 //! Writes the script catalogue (`src/scripts/catalogue.rs` includes it) from the files under
 //! `lua/`: one constant per file, named after its path (`lua/fair/acquire.lua` is
 //! `FAIR_ACQUIRE`), whose source is the files its `-- Needs: a/b, c/d` header line names, in that
-//! order, then the file itself. A new script, or a new type's folder of them, is picked up
+//! order, then the file itself (a script's, not a fragment's, inside the wrapper that
+//! `catalogue!` puts around it). A new script, or a new type's folder of them, is picked up
 //! without any Rust to edit.
 
 use std::collections::BTreeMap;
@@ -45,7 +46,13 @@ fn main() {
             .map(|p| format!("{p:?}"))
             .collect();
         writeln!(out, "    #[doc = {doc:?}]").unwrap();
-        writeln!(out, "    {} = [{}];", const_name(path), parts.join(", ")).unwrap();
+        let kind = if needed.contains(*path) {
+            "fragment"
+        } else {
+            "script"
+        };
+        let name = const_name(path);
+        writeln!(out, "    {name} = {kind} [{}];", parts.join(", ")).unwrap();
     }
     out.push_str("}\n\n");
     out.push_str("/// Every script above (not the fragments other scripts start with), as (its\n");

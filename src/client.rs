@@ -12,7 +12,6 @@ use fred::clients::Client as Redis;
 use fred::interfaces::ClientLike;
 use fred::types::config::ReconnectPolicy;
 use fred::types::Builder;
-use fred::types::InfoKind;
 use tokio::sync::watch;
 
 use crate::background::Background;
@@ -118,13 +117,21 @@ impl Client {
         naming::set_name_everywhere(&redis, clustered, &command_name).await;
         let pubsub_name = naming::connection_name(&id, Role::Pubsub);
         naming::set_name_everywhere(&subscriber, clustered, &pubsub_name).await;
-        let sharded =
-            config.redis.server.is_clustered() && major_version(&redis).await.map_err(failed)? >= 7;
+        // Which server it is, and whether relock can run there: refused before anything runs.
+        let facts = match crate::server::learn(&redis, &server).await {
+            Ok(facts) => facts,
+            Err(refused) => {
+                let _ = redis.quit().await;
+                let _ = subscriber.quit().await;
+                return Err(refused);
+            }
+        };
+        let sharded = config.redis.server.is_clustered() && facts.major >= 7;
         // One server under two addresses is still one server (a multi-lock must know).
         let server_id = if config.redis.server.is_clustered() {
             None
         } else {
-            run_id(&redis).await
+            facts.run_id
         };
         let meter = Arc::new(Meter::new(
             #[cfg(feature = "metrics")]
@@ -437,25 +444,6 @@ impl std::fmt::Debug for Client {
             .field("id", &self.shared.id)
             .finish()
     }
-}
-
-/// The server's major version, from `INFO server`.
-async fn major_version(redis: &Redis) -> std::result::Result<u32, fred::error::Error> {
-    let info: String = redis.info(Some(InfoKind::Server)).await?;
-    Ok(info
-        .lines()
-        .find_map(|line| line.strip_prefix("redis_version:"))
-        .and_then(|v| v.split('.').next()?.trim().parse().ok())
-        .unwrap_or(0))
-}
-
-/// The server's `run_id`, which tells it apart whatever address reaches it; `None` when it
-/// cannot be read.
-async fn run_id(redis: &Redis) -> Option<String> {
-    let info: String = redis.info(Some(InfoKind::Server)).await.ok()?;
-    info.lines()
-        .find_map(|line| line.strip_prefix("run_id:"))
-        .map(|id| id.trim().to_owned())
 }
 
 /// What a client tracks locally, from [`Client::stats`].

@@ -102,6 +102,20 @@ pub enum Error {
         /// fred's error.
         source: fred::error::Error,
     },
+    /// The server is one relock cannot run on: older than Redis 6.0, or without Lua scripting
+    /// (`EVALSHA` or `SCRIPT` renamed away, or Valkey's Lua engine unloaded).
+    /// [`Client::connect`](crate::Client::connect) refuses such a server; a call whose server
+    /// lost its scripting after that fails with this error too.
+    Unsupported {
+        /// The server, as `host:port` (a cluster or Sentinel deployment names the nodes it was
+        /// given).
+        server: String,
+        /// What relock found there, such as `Redis 5.0.7` or `Valkey 9.1.2 with no scripting
+        /// engine loaded`.
+        found: String,
+        /// What relock needs.
+        needs: String,
+    },
     /// The client was shut down.
     Closed,
 }
@@ -157,6 +171,11 @@ impl Error {
         matches!(self, Error::Redis { .. })
     }
 
+    /// True when the server is one relock cannot run on (too old, or without scripting).
+    pub fn is_unsupported(&self) -> bool {
+        matches!(self, Error::Unsupported { .. })
+    }
+
     /// True when the client was shut down.
     pub fn is_closed(&self) -> bool {
         matches!(self, Error::Closed)
@@ -168,8 +187,16 @@ impl Error {
         }
     }
 
-    /// A Redis error met on the connection to `server`.
+    /// A Redis error met on the connection to `server`: [`Error::Unsupported`] when it says
+    /// the server cannot run scripts (any more).
     pub(crate) fn redis(source: fred::error::Error, server: &str) -> Error {
+        if redis_error::classify(&source) == What::NoScripting {
+            return Error::Unsupported {
+                server: server.to_owned(),
+                found: format!("a server that said \"{}\"", redis_error::reason(&source)),
+                needs: crate::server::NEEDS.to_owned(),
+            };
+        }
         Error::Redis {
             server: Some(server.to_owned()),
             source,
@@ -284,6 +311,14 @@ impl fmt::Display for Error {
                     Headline::Failed => write!(f, "Redis{at} failed: {reason}"),
                 }
             }
+            Error::Unsupported {
+                server,
+                found,
+                needs,
+            } => write!(
+                f,
+                "relock cannot run on {server}: it found {found}, and needs {needs}"
+            ),
             Error::Closed => write!(f, "the relock client was shut down"),
         }
     }

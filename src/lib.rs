@@ -26,6 +26,7 @@ mod redlock;
 mod registry;
 mod scripts;
 mod semaphore;
+mod server;
 mod shared;
 mod sweeper;
 #[cfg(feature = "testing")]

@@ -47,6 +47,10 @@ pub(crate) enum What<'a> {
     /// fred did not send again a command that was in flight when its connection dropped (the
     /// client sends every command once): "Too many failed write attempts.".
     NotResent,
+    /// The server cannot run scripts: Valkey's Lua engine was unloaded ("Could not find
+    /// scripting engine"), or a script command was renamed away ("unknown command" naming
+    /// `EVALSHA` or `SCRIPT`).
+    NoScripting,
     /// Anything else: an error reply of Redis, refused credentials, a bad reply.
     Other,
 }
@@ -92,6 +96,10 @@ const WRONG_TYPE: &str = "WRONGTYPE";
 const FENCE_WRONG_TYPE: &str = "WRONGTYPE relock fence";
 /// The first word of relock's own scripts' error replies.
 const RELOCK: &str = "RELOCK_";
+/// Valkey's reply to a script command when no Lua engine is loaded.
+const NO_ENGINE: &str = "Could not find scripting engine";
+/// The start of Redis's reply to a command it does not know (`ERR unknown command 'evalsha'…`).
+const UNKNOWN_COMMAND: &str = "unknown command";
 /// fred's words for a command it did not send again after its connection dropped.
 const WRITE_ATTEMPTS: &str = "write attempts";
 /// What a rustls error that refused a certificate is named in fred's text.
@@ -122,11 +130,23 @@ pub(crate) fn classify(error: &RedisError) -> What<'_> {
             key.or(tagged(text, "[part ").map(Blamed::Part))
                 .unwrap_or(Blamed::Command)
         })
+    } else if text.contains(NO_ENGINE) || unknown_script_command(text) {
+        What::NoScripting
     } else if *error.kind() == ErrorKind::Unknown && text.contains(WRITE_ATTEMPTS) {
         What::NotResent
     } else {
         What::Other
     }
+}
+
+/// Whether `text` is Redis's "unknown command" for a script command.
+fn unknown_script_command(text: &str) -> bool {
+    let Some(at) = text.find(UNKNOWN_COMMAND) else {
+        return false;
+    };
+    let named = text[at + UNKNOWN_COMMAND.len()..].trim_start();
+    let named = named.trim_start_matches(['\'', '`']).to_ascii_lowercase();
+    named.starts_with("evalsha") || named.starts_with("script")
 }
 
 /// The number a script's error names after `tag`: ` [part <i>]` (a multi-lock script's part,

@@ -14,6 +14,9 @@
 --          reclaimed after its lease ended, or never taken).
 -- Errors:  WRONGTYPE ... [key <i>] when a key holds another type; nothing is written then.
 local score = on_key(3, 'zscore', ARGV[1])
+-- The counter's type is checked whether or not the id is out: a name whose key holds another
+-- type fails this call as it fails every other.
+counter_read(1)
 if not score then
     return 0
 end

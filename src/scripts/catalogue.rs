@@ -7,7 +7,8 @@
 //! key, the type check of a lock hash, the lease that never shortens), and a type's own
 //! fragment in its folder (`lua/fair/queue.lua`, `lua/rw/readers.lua`, `lua/fence/check.lua`).
 //! A script's source is the fragments its header's `-- Needs: a/b, c/d` line names, in that
-//! order, then its own file: that text is what the client hashes, loads and runs by `EVALSHA`,
+//! order, then its own file, run as one function whose error tables are returned as replies (see
+//! the `@script` arm below): that text is what the client hashes, loads and runs by `EVALSHA`,
 //! and each script's header comment gives its KEYS / ARGV / reply contract. A fragment reads
 //! only the keys and arguments its callers pass it, so every key a script touches is still one
 //! of its `KEYS` (as a cluster requires).
@@ -24,8 +25,9 @@
 //! use relock::testing::scripts;
 //! // The composed acquire script: the key checks (`lua/common/counter.lua`), the claim's rules
 //! // (`lua/common/claim.lua`), the lease's, then the lock's own acquire (`lua/lock/acquire.lua`,
-//! // whose header says `-- Needs:` those three).
-//! assert!(scripts::LOCK_ACQUIRE.starts_with(scripts::COMMON_COUNTER));
+//! // whose header says `-- Needs:` those three), run as one function whose errors are replies.
+//! assert!(scripts::LOCK_ACQUIRE.starts_with("local function relock_script()"));
+//! assert!(scripts::LOCK_ACQUIRE.contains(scripts::COMMON_COUNTER));
 //! assert!(scripts::LOCK_ACQUIRE.contains(scripts::COMMON_CLAIM));
 //! assert!(scripts::LOCK_ACQUIRE.contains("-- Acquire a reentrant lock"));
 //! assert!(scripts::ALL.contains(&("LOCK_ACQUIRE", scripts::LOCK_ACQUIRE)));
@@ -37,17 +39,48 @@
 #![cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
 
 /// Defines one `&str` constant per file of `lua/`, each the concatenation of `lua/<part>.lua`
-/// for its parts (one path style: from the crate root).
+/// for its parts (one path style: from the crate root). A script's parts run inside
+/// `relock_script`, whose errors the lines after it turn into the script's reply: see
+/// the `@script` arm.
 macro_rules! catalogue {
-    ($(#[doc = $doc:expr] $name:ident = [$($part:literal),+ $(,)?];)+) => {
+    ($(#[doc = $doc:expr] $name:ident = $kind:ident [$($part:literal),+ $(,)?];)+) => {
         $(
             #[doc = $doc]
             // A fragment's own constant is read by the tests only.
             #[cfg_attr(not(any(test, feature = "testing")), allow(dead_code))]
-            pub const $name: &str = concat!($(
-                include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/", $part, ".lua"))
-            ),+);
+            pub const $name: &str = catalogue!(@$kind $($part),+);
         )+
+    };
+    (@fragment $($part:literal),+) => {
+        concat!($(include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/", $part, ".lua"))),+)
+    };
+    // Every script fails with an error reply the same way on every server from Redis 6.0. A
+    // fragment fails a script by raising an error table (`error({err = 'WRONGTYPE … [key 2]'})`,
+    // lua/common/counter.lua), which Redis 7.0 and later (and Valkey) pass through as the reply
+    // but Redis 6.x cannot: its error handler concatenates the error to a string, and the reply
+    // becomes "ERR Error running script … attempt to concatenate local 'err' (a table value)".
+    // So the script's parts run as one function. On 7.0 and later (`redis.REDIS_VERSION` is
+    // there) it is simply called, and fails as it always has. Before 7.0 it runs under `pcall`,
+    // and an error table it raised is *returned*, as a table with an `err` field is an error
+    // reply on every version; any other error (a string: a command's error, or a Lua mistake)
+    // is raised again as it was. (Under `pcall` Redis 7 would hand over an error table as a
+    // string, which is why 7.0 and later do without.) The parts' locals are the function's
+    // locals as they were the chunk's, and a write made before an error stays made, as Redis
+    // keeps it either way.
+    (@script $($part:literal),+) => {
+        concat!(
+            "local function relock_script()\n",
+            $(include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/", $part, ".lua")),)+
+            "end\n",
+            "if redis.REDIS_VERSION then\n",
+            "    return relock_script()\n",
+            "end\n",
+            "local ok, reply = pcall(relock_script)\n",
+            "if ok or (type(reply) == 'table' and reply.err) then\n",
+            "    return reply\n",
+            "end\n",
+            "error(reply, 0)\n",
+        )
     };
 }
 

@@ -1,5 +1,5 @@
 //! The public surface: bad input as typed errors, error messages, URLs, the testing harness, a
-//! smoke run and what a waiting future costs.
+//! smoke run, what a waiting future costs, and the servers relock refuses.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -11,4 +11,5 @@ mod footprint;
 mod metrics;
 mod smoke;
 mod testing_server;
+mod unsupported;
 mod urls;

@@ -1,5 +1,6 @@
 //! `relock::testing`: the throwaway server starts, serves locks, and is gone once dropped; without
-//! `redis-server` on `PATH` starting it is an error that says to install it, not a panic.
+//! `redis-server` on `PATH` starting it is an error that says to install it, not a panic; it
+//! runs the binary `RELOCK_REDIS_SERVER` names, and says so when that is not there.
 
 use std::net::TcpStream;
 use std::process::Command;
@@ -55,27 +56,70 @@ fn kill_restart_and_raw_commands() {
     assert_eq!(keys, "*0\r\n");
 }
 
-/// Runs [`not_installed_in_child`] in a child process whose `PATH` has no `redis-server`, as
-/// `PATH` is shared by every test thread of this process.
-#[test]
-fn without_redis_server_start_says_to_install_it() {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            concat!(module_path!(), "::not_installed_in_child")
-                .split_once("::")
-                .unwrap()
-                .1,
-            "--exact",
-            "--ignored",
-            "--nocapture",
-        ])
-        .env("PATH", "/nonexistent")
+/// Runs the ignored test `name` of this module in a child process with `env` set, as the
+/// environment is shared by every test thread of this process, and checks that it passed.
+fn in_child(name: &str, env: &[(&str, &str)], unset: &[&str]) {
+    let mut child = Command::new(std::env::current_exe().unwrap());
+    let path = format!("{}::{name}", module_path!().split_once("::").unwrap().1);
+    child.args([path.as_str(), "--exact", "--ignored", "--nocapture"]);
+    child
         .env("RELOCK_TESTING_CHILD", "1")
-        .output()
-        .unwrap();
+        .envs(env.iter().copied());
+    for name in unset {
+        child.env_remove(name);
+    }
+    let out = child.output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "child failed: {stdout}");
     assert!(stdout.contains("1 passed"), "child did not run: {stdout}");
+}
+
+/// [`not_installed_in_child`] with a `PATH` that has no `redis-server`.
+#[test]
+fn without_redis_server_start_says_to_install_it() {
+    let env = [("PATH", "/nonexistent")];
+    in_child("not_installed_in_child", &env, &["RELOCK_REDIS_SERVER"]);
+}
+
+/// [`program_missing_in_child`] with `RELOCK_REDIS_SERVER` naming a binary that is not there.
+#[test]
+fn a_missing_relock_redis_server_is_named() {
+    let env = [("RELOCK_REDIS_SERVER", "/nonexistent/redis-server")];
+    in_child("program_missing_in_child", &env, &[]);
+}
+
+#[test]
+#[ignore = "run by a_missing_relock_redis_server_is_named with RELOCK_REDIS_SERVER set"]
+fn program_missing_in_child() {
+    assert!(std::env::var_os("RELOCK_TESTING_CHILD").is_some());
+    assert_eq!(
+        relock::testing::server_program(),
+        "/nonexistent/redis-server"
+    );
+    let error = RedisServer::start().unwrap_err();
+    assert!(matches!(error, StartError::NotInstalled), "{error:?}");
+    let message = error.to_string();
+    assert!(
+        message.contains("RELOCK_REDIS_SERVER names \"/nonexistent/redis-server\""),
+        "{message}"
+    );
+}
+
+/// The server the harness starts is the one `RELOCK_REDIS_SERVER` names (Debian's
+/// `redis-server` without it): the version the binary states is the one the server reports.
+#[test]
+fn the_server_started_is_the_binary_named() {
+    let found = relock::testing::server_version().expect("the server binary answers --version");
+    let server = RedisServer::start().expect("redis-server starts");
+    let info = server.command(&["INFO", "server"]).unwrap();
+    let field = if found.is_valkey() {
+        "valkey_version"
+    } else {
+        "redis_version"
+    };
+    let (major, minor, patch) = found.version;
+    let line = format!("{field}:{major}.{minor}.{patch}\r\n");
+    assert!(info.contains(&line), "{found} started, INFO says: {info}");
 }
 
 #[test]

@@ -332,7 +332,11 @@ fn cluster_leaks(
             }
         }
         let channel = super::lock_channel(name);
-        let sharded = super::topology::shard_numsub(node, &channel);
+        let sharded = if cluster.sharded() {
+            super::topology::shard_numsub(node, &channel)
+        } else {
+            0
+        };
         if sharded != 0 {
             found.push(format!(
                 "{sharded} shard subscriber(s) left on `{channel}` on node {}",

@@ -220,6 +220,41 @@ pub fn raw_command_calls(server: &RedisServer, command: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// How many `SCRIPT LOAD`s the server ran: `cmdstat_script|load` from Redis 7.0 (and Valkey),
+/// where each subcommand is counted apart; before 7.0 every `SCRIPT` subcommand counts under
+/// `cmdstat_script`, so the `SCRIPT FLUSH`es a test sent itself (`flushes`) are taken off.
+pub fn raw_script_loads(server: &RedisServer, flushes: u64) -> u64 {
+    let subcommands = relock::testing::server_version().map_or(true, |v| v.at_least(7, 0));
+    if subcommands {
+        raw_command_calls(server, "script|load")
+    } else {
+        raw_command_calls(server, "script").saturating_sub(flushes)
+    }
+}
+
+/// How many scripts the server has cached (`number_of_cached_scripts` of `INFO memory`, on
+/// every version): after a `SCRIPT FLUSH`, how many were loaded again.
+pub fn raw_cached_scripts(server: &RedisServer) -> u64 {
+    let info = server.cmd(&["INFO", "memory"]);
+    info.lines()
+        .find_map(|line| line.strip_prefix("number_of_cached_scripts:"))
+        .map_or(0, |n| n.trim().parse().unwrap())
+}
+
+/// How many `NOSCRIPT` replies the server gave (`errorstat_NOSCRIPT` of `INFO errorstats`, from
+/// Redis 6.2). Redis 6.0 counts no errors: there, how many `EVALSHA`s ran, a `NOSCRIPT` reply
+/// included, which tells as much when nothing else runs scripts meanwhile.
+pub fn raw_noscript_replies(server: &RedisServer) -> u64 {
+    let counted = relock::testing::server_version().map_or(true, |v| v.at_least(6, 2));
+    if !counted {
+        return raw_command_calls(server, "evalsha");
+    }
+    let info = server.cmd(&["INFO", "errorstats"]);
+    info.lines()
+        .find_map(|line| line.strip_prefix("errorstat_NOSCRIPT:count="))
+        .map_or(0, |n| n.trim().parse().unwrap())
+}
+
 /// The wake-up channel of the lock `name`, as Redisson names it: `name` in braces, unless it
 /// already holds a hash tag.
 pub fn lock_channel(name: &str) -> String {

@@ -248,8 +248,8 @@ fn forget_strangers(ports: &[u16]) {
 
 impl Cluster {
     /// Starts `masters` cluster-enabled servers, joins them into one cluster with the slots split
-    /// evenly (`redis-cli --cluster create` for 3 or more; `CLUSTER ADDSLOTSRANGE` + `CLUSTER
-    /// MEET` for 1 or 2, which `redis-cli` refuses), and waits until every node reports
+    /// evenly (`CLUSTER ADDSLOTS` and `CLUSTER MEET`, as every server version understands), and
+    /// waits until every node reports
     /// `cluster_state:ok` and the same slot map covering all 16384 slots.
     pub fn start(masters: usize) -> Cluster {
         assert!(masters >= 1, "a cluster needs at least one master");
@@ -271,38 +271,14 @@ impl Cluster {
             })
             .collect();
         let cluster = Cluster { nodes, dir };
-        if masters >= 3 {
-            cluster.create_with_redis_cli();
-        } else {
-            cluster.create_by_hand();
-        }
+        cluster.create();
         cluster.wait_ok(Duration::from_secs(20));
         cluster
     }
 
-    fn create_with_redis_cli(&self) {
-        let addrs: Vec<String> = self
-            .nodes
-            .iter()
-            .map(|n| format!("127.0.0.1:{}", n.port()))
-            .collect();
-        let out = Command::new("redis-cli")
-            .arg("--cluster")
-            .arg("create")
-            .args(&addrs)
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
-            .stdin(Stdio::null())
-            .output()
-            .expect("run redis-cli --cluster create (is redis-tools installed?)");
-        assert!(
-            out.status.success(),
-            "redis-cli --cluster create failed: {}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
-    fn create_by_hand(&self) {
+    /// Gives each node its share of the slots (`CLUSTER ADDSLOTS`, which every version has:
+    /// `ADDSLOTSRANGE` is 7.0's) and a config epoch of its own, then has them meet the first.
+    fn create(&self) {
         let n = self.nodes.len();
         let per = SLOTS as usize / n;
         for (i, node) in self.nodes.iter().enumerate() {
@@ -312,13 +288,11 @@ impl Cluster {
             } else {
                 first + per - 1
             };
-            let reply = node.cmd(&[
-                "CLUSTER",
-                "ADDSLOTSRANGE",
-                &first.to_string(),
-                &last.to_string(),
-            ]);
-            assert!(reply.starts_with("+OK"), "CLUSTER ADDSLOTSRANGE: {reply:?}");
+            let slots: Vec<String> = (first..=last).map(|slot| slot.to_string()).collect();
+            let mut args = vec!["CLUSTER", "ADDSLOTS"];
+            args.extend(slots.iter().map(String::as_str));
+            let reply = node.cmd(&args);
+            assert!(reply.starts_with("+OK"), "CLUSTER ADDSLOTS: {reply:?}");
             let epoch = (i + 1).to_string();
             let reply = node.cmd(&["CLUSTER", "SET-CONFIG-EPOCH", &epoch]);
             assert!(
@@ -423,6 +397,27 @@ impl Cluster {
             .map(|(_, _, port)| port)
             .unwrap_or_else(|| panic!("no node owns slot {slot} of {key:?}"));
         self.node(port)
+    }
+
+    /// Whether relock's waiters use sharded pub/sub here (`SSUBSCRIBE`, Redis 7 and later and
+    /// Valkey) or, on a Redis 6 cluster, classic pub/sub (`SUBSCRIBE`, which every node
+    /// broadcasts).
+    pub fn sharded(&self) -> bool {
+        relock::testing::server_version().map_or(true, |found| found.at_least(7, 0))
+    }
+
+    /// How many connections are subscribed to `channel` the way relock subscribes here: shard
+    /// subscribers on the master that owns the channel's slot ([`Cluster::sharded`]), or else
+    /// classic subscribers on every node, added up.
+    pub fn subscribers(&self, channel: &str) -> i64 {
+        if self.sharded() {
+            shard_numsub(self.node_for_key(channel), channel)
+        } else {
+            self.nodes
+                .iter()
+                .map(|node| super::raw_numsub(node, channel))
+                .sum()
+        }
     }
 
     /// The node listening on `port`.
@@ -573,7 +568,6 @@ fn start_sentinel(dir: &Path, index: usize, primary: u16) -> SentinelProcess {
              loglevel warning\n\
              logfile \"\"\n\
              dir \"{dir}\"\n\
-             sentinel resolve-hostnames no\n\
              sentinel monitor {SERVICE} 127.0.0.1 {primary} 2\n\
              sentinel down-after-milliseconds {SERVICE} 1000\n\
              sentinel failover-timeout {SERVICE} 5000\n\
@@ -582,14 +576,17 @@ fn start_sentinel(dir: &Path, index: usize, primary: u16) -> SentinelProcess {
         );
         std::fs::write(&config, text)
             .unwrap_or_else(|e| panic!("cannot write {}: {e}", config.display()));
-        let Ok(mut child) = Command::new("redis-server")
+        let Ok(mut child) = Command::new(relock::testing::server_program())
             .arg(&config)
             .arg("--sentinel")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
         else {
-            panic!("cannot run redis-server --sentinel: is redis-server installed?");
+            panic!(
+                "cannot run {:?} --sentinel: is it installed?",
+                relock::testing::server_program()
+            );
         };
         let deadline = Instant::now() + Duration::from_secs(10);
         let mut up = false;

@@ -58,25 +58,29 @@ fn one_per_master<'a>(cluster: &'a Cluster, prefix: &str) -> Vec<(&'a RedisServe
         .collect()
 }
 
-/// Waits (bounded) until `client` has `waiters` waiters and each of `names` has a shard
-/// subscriber on the master that owns it and no classic subscriber on any node.
+/// Waits (bounded) until `client` has `waiters` waiters and each of `names` has a subscriber:
+/// on a cluster with sharded pub/sub, a shard subscriber on the master that owns it and no
+/// classic subscriber on any node; on a Redis 6 cluster, a classic one.
 async fn until_subscribed(cluster: &Cluster, client: &Client, names: &[&str], waiters: usize) {
     let ready = eventually(Duration::from_secs(10), || async {
         client.stats().waiters == waiters
-            && names.iter().all(|name| {
-                topology::shard_numsub(cluster.node_for_key(name), &lock_channel(name)) >= 1
-            })
+            && names
+                .iter()
+                .all(|name| cluster.subscribers(&lock_channel(name)) >= 1)
     })
     .await;
     assert!(
         ready,
-        "waiters never subscribed: {:?}; shard subscribers {:?}",
+        "waiters never subscribed: {:?}; subscribers {:?}",
         client.stats(),
         names
             .iter()
-            .map(|n| topology::shard_numsub(cluster.node_for_key(n), &lock_channel(n)))
+            .map(|n| cluster.subscribers(&lock_channel(n)))
             .collect::<Vec<_>>()
     );
+    if !cluster.sharded() {
+        return;
+    }
     for name in names {
         for node in cluster.nodes() {
             assert_eq!(
@@ -89,19 +93,17 @@ async fn until_subscribed(cluster: &Cluster, client: &Client, names: &[&str], wa
     }
 }
 
-/// Waits (bounded) until nobody is shard-subscribed to `name`'s channel on its master.
+/// Waits (bounded) until nobody is subscribed to `name`'s channel.
 async fn until_unsubscribed(cluster: &Cluster, name: &str) {
-    let node = cluster.node_for_key(name);
     let channel = lock_channel(name);
     let gone = eventually(Duration::from_secs(10), || async {
-        topology::shard_numsub(node, &channel) == 0
+        cluster.subscribers(&channel) == 0
     })
     .await;
     assert!(
         gone,
-        "{channel} still has {} shard subscriber(s) on node {}",
-        topology::shard_numsub(node, &channel),
-        node.port()
+        "{channel} still has {} subscriber(s)",
+        cluster.subscribers(&channel)
     );
 }
 

@@ -456,7 +456,7 @@ async fn scripts_are_loaded_again_after_script_flush() {
     let f = Fixture::new("fence-flush").await;
     f.fence.set(1, &f.key, "before").await.unwrap();
     let _: i64 = f.fence.eval(1, "return 1", &[], &[]).await.unwrap();
-    let loads = common::raw_command_calls(&f.server, "script|load");
+    let loads = common::raw_script_loads(&f.server, 0);
 
     assert!(f.server.cmd(&["SCRIPT", "FLUSH"]).starts_with("+OK"));
     f.fence.set(2, &f.key, "after").await.unwrap();
@@ -466,7 +466,7 @@ async fn scripts_are_loaded_again_after_script_flush() {
     assert_stale(f.fence.set(1, &f.key, "stale").await, &f.fence_key, 2, 1);
     assert_eq!(f.data().as_deref(), Some("after"));
     assert!(
-        common::raw_command_calls(&f.server, "script|load") >= loads + 3,
+        common::raw_script_loads(&f.server, 1) >= loads + 3,
         "the scripts were not loaded again"
     );
 }

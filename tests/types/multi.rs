@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use common::family::{self, raw_keys, raw_token};
 use common::faults::{self, Overlaps, Register};
-use common::topology::{self, Cluster};
+use common::topology::Cluster;
 use common::{
     claim_key, eventually, fair_queue_key, raw_exists, raw_hgetall, raw_holds, raw_lrange,
     raw_pttl, resp_int, RedisServer,
@@ -1415,7 +1415,7 @@ async fn on_a_cluster_across_masters_slots_and_rw_sides() {
             raw_keys(node, &format!("*{name}*rwlock_timeout*")).is_empty(),
             "a reader's timeout key of {name} is left"
         );
-        assert_eq!(topology::shard_numsub(node, &common::lock_channel(name)), 0);
+        assert_eq!(cluster.subscribers(&common::lock_channel(name)), 0);
     }
 }
 

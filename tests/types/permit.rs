@@ -238,6 +238,21 @@ async fn bad_input_is_refused_with_nothing_changed() {
     assert_eq!(raw_count(&server, &name), Some(1));
     assert_eq!(client.stats().holds, 0);
     assert_eq!(client.stats().in_flight, 0);
+
+    // A name whose counter holds another type: giving back an id that is not out fails too,
+    // naming the counter, as every other call does (the script once read only the leases).
+    let other = common::prefix("permit-bad-counter");
+    server.cmd(&["HSET", &other, "f", "v"]);
+    let sem = client.permit_semaphore(other.clone());
+    for id in ["00112233445566778899aabbccddeeff", "not-an-id"] {
+        match sem.release_id(id).await {
+            Err(relock::Error::WrongType { key }) if id.len() == 32 => assert_eq!(key, other),
+            Err(e) if id.len() != 32 => assert!(e.is_invalid_argument(), "{e:?}"),
+            outcome => panic!("release_id({id:?}) on a hash: {outcome:?}"),
+        }
+    }
+    assert_eq!(common::raw_hgetall(&server, &other).len(), 1);
+    assert!(!raw_exists(&server, &leases_key(&other)));
 }
 
 #[tokio::test]

@@ -1,8 +1,10 @@
 //! Throwaway `redis-server` processes for tests, examples and demos (feature `testing`).
 //!
-//! [`RedisServer::start`] runs the `redis-server` found on `PATH` on a free loopback port, with
-//! no persistence and its own temporary directory, and returns once the server says it is ready
-//! to accept connections. Dropping the [`RedisServer`] kills the process, waits for it to exit
+//! [`RedisServer::start`] runs the `redis-server` found on `PATH` (or the binary that
+//! `RELOCK_REDIS_SERVER` names: see [`server_program`]) on a free loopback port, with no
+//! persistence and its own temporary directory, and returns once the server says it is ready to
+//! accept connections. Any Redis from 6.0 and any Valkey will do: the harness asks the binary its
+//! version once ([`server_version`]) and passes only the options that version has. Dropping the [`RedisServer`] kills the process, waits for it to exit
 //! and removes the directory. [`from_env_or_start`] is the usual opening of a program that
 //! should run against `REDIS_URL` when it is set and against a server of its own otherwise.
 //!
@@ -41,7 +43,8 @@
 //!
 //! It needs `redis-server` installed (Debian and Ubuntu: `apt-get install redis-server`, or
 //! `scripts/install-redis.sh` in relock's repository); without it, starting fails with
-//! [`StartError::NotInstalled`] rather than a panic.
+//! [`StartError::NotInstalled`] rather than a panic. `scripts/servers.sh` in relock's repository
+//! fetches other servers (Redis 6.0, 6.2 and 8.2, Valkey 9.1) for `RELOCK_REDIS_SERVER`.
 
 use std::fmt;
 use std::io::{self, BufRead, BufReader, Read, Write};
@@ -51,6 +54,10 @@ use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
+
+mod program;
+
+pub use program::{server_program, server_version, ServerVersion, PROGRAM_VARIABLE};
 
 /// How long a server has to say it is ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -290,7 +297,7 @@ pub fn from_env_or_start() -> Result<(Option<RedisServer>, String), StartError> 
 /// that returns it says what to do.
 #[non_exhaustive]
 pub enum StartError {
-    /// There is no `redis-server` on `PATH`.
+    /// There is no `redis-server` on `PATH` (or no binary where `RELOCK_REDIS_SERVER` says).
     NotInstalled,
     /// The server exited, or did not say it was ready in time.
     Failed {
@@ -304,6 +311,12 @@ pub enum StartError {
 impl fmt::Display for StartError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            StartError::NotInstalled if std::env::var_os(PROGRAM_VARIABLE).is_some() => write!(
+                f,
+                "{PROGRAM_VARIABLE} names {:?}, which is not there: point it at a redis-server \
+                 or valkey-server binary (scripts/servers.sh prints where it put them), or unset it",
+                server_program()
+            ),
             StartError::NotInstalled => write!(
                 f,
                 "redis-server is not installed (not found on PATH): install it, e.g. \
@@ -357,12 +370,13 @@ fn work_dir(port: u16) -> Result<PathBuf, StartError> {
 /// Starts `redis-server` logging to a pipe, and waits for its "Ready to accept connections"
 /// line rather than polling the port.
 fn spawn(port: u16, dir: &std::path::Path, args: &[&str]) -> Result<Child, Spawn> {
-    let mut child = Command::new("redis-server")
+    let found = server_version().map_err(Spawn::Error)?;
+    let mut child = Command::new(server_program())
         .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
         .arg("--dir")
         .arg(dir)
         .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
-        .args(["--enable-debug-command", "local"])
+        .args(program::version_options(&found))
         .args(["--logfile", "", "--loglevel", "notice"])
         .args(args)
         .stdin(Stdio::null())
