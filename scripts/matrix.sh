@@ -100,4 +100,10 @@ while read -r name version _; do
 done <<<"$servers"
 printf '\n(passed / failed / ignored per runner; TLS tests skipped; %s s; logs in %s)\n' \
     "$(($(date +%s) - started))" "$logs"
+# The sum of libtest's "<n> <word>;" over every run's closing line.
+total() {
+    grep -hE '^test result: ' "$logs"/*.log \
+        | awk -v word="$1;" '{ for (i = 2; i <= NF; i++) if ($i == word) n += $(i - 1) } END { print n + 0 }'
+}
+echo "matrix: $(total passed) passed, $(total failed) failed"
 exit "$status"

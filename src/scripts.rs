@@ -127,7 +127,8 @@ impl Script {
         }
     }
 
-    /// One send (a load and a second send on `NOSCRIPT`), all within `timeout`; `None`: each
+    /// One send (a load and a second send on `NOSCRIPT`, and the script's text with a third if
+    /// the cache was flushed again in between), all within `timeout`; `None`: each
     /// within the client's command timeout, which fred applies to a command without options.
     ///
     /// Boxed by the caller: fred's command future is large, and every lock() future that waits
@@ -174,6 +175,17 @@ impl Script {
                     .with_options(&within(timeout))
                     .evalsha(self.sha.clone(), keys.to_vec(), args.to_vec())
                     .await;
+                // Flushed again between the load and the run (`SCRIPT FLUSH` twice in a row):
+                // sent with its text this time, which no flush can come between.
+                let result = match result {
+                    Err(e) if classify(&e) == What::NoScript => {
+                        redis
+                            .with_options(&within(timeout))
+                            .eval(self.lua.clone(), keys.to_vec(), args.to_vec())
+                            .await
+                    }
+                    result => result,
+                };
                 meter.script(self.index, started.elapsed(), true);
                 result
             }

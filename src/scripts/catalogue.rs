@@ -62,8 +62,10 @@ macro_rules! catalogue {
     // So the script's parts run as one function. On 7.0 and later (`redis.REDIS_VERSION` is
     // there) it is simply called, and fails as it always has. Before 7.0 it runs under `pcall`,
     // and an error table it raised is *returned*, as a table with an `err` field is an error
-    // reply on every version; any other error (a string: a command's error, or a Lua mistake)
-    // is raised again as it was. (Under `pcall` Redis 7 would hand over an error table as a
+    // reply on every version. So is a command's error, which 6.x hands over as a string that
+    // starts with its code (`WRONGTYPE Operation against …`): returned as the command gave it,
+    // as 7.0 does, rather than as "ERR Error running script … WRONGTYPE …". Any other error (a
+    // Lua mistake, `user_script:3: attempt to …`) is raised again as it was. (Under `pcall` Redis 7 would hand over an error table as a
     // string, which is why 7.0 and later do without.) The parts' locals are the function's
     // locals as they were the chunk's, and a write made before an error stays made, as Redis
     // keeps it either way.
@@ -78,6 +80,9 @@ macro_rules! catalogue {
             "local ok, reply = pcall(relock_script)\n",
             "if ok or (type(reply) == 'table' and reply.err) then\n",
             "    return reply\n",
+            "end\n",
+            "if type(reply) == 'string' and string.match(reply, '^%u[%u_]* ') then\n",
+            "    return {err = reply}\n",
             "end\n",
             "error(reply, 0)\n",
         )

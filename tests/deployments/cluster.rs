@@ -1,6 +1,7 @@
-//! relock on a 3-master Redis 7 Cluster (`redis-cluster://` URL): lock scripts route by key slot,
+//! relock on a 3-master Cluster (`redis-cluster://` URL): lock scripts route by key slot,
 //! waiters subscribe their lock channels with `SSUBSCRIBE` on the slot's master and releases
-//! `SPUBLISH` there, the watchdog renews per slot (never a CROSSSLOT batch), and names with a
+//! `SPUBLISH` there (on Redis 6, which has no sharded pub/sub: `SUBSCRIBE` and `PUBLISH`, which
+//! every node broadcasts; `Cluster::subscribers` counts either), the watchdog renews per slot (never a CROSSSLOT batch), and names with a
 //! `{tag}` keep all their keys in the tag's slot while names whose braces would split them are
 //! rejected.
 //!
@@ -266,11 +267,11 @@ async fn mutual_exclusion_and_try_lock_contention_on_every_master() {
 }
 
 /// (a) Waiters on a name on each master, parked at once behind 20 s leases: each channel is
-/// shard-subscribed on its own master (and on no node as a classic channel) while they wait; a
-/// release, a `force_unlock` and a dropped guard each wake their waiter within 5 s, and each
-/// channel's shard subscription is gone once its waiter is done.
+/// shard-subscribed on its own master (and on no node as a classic channel; on Redis 6, classic)
+/// while they wait; a release, a `force_unlock` and a dropped guard each wake their waiter
+/// within 5 s, and each channel's subscription is gone once its waiter is done.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn release_and_force_unlock_wake_sharded_waiters_promptly() {
+async fn release_and_force_unlock_wake_cluster_waiters_promptly() {
     let cluster = start_cluster();
     let holder = connect(&cluster, Duration::from_secs(5)).await;
     let waiting = connect(&cluster, Duration::from_secs(5)).await;

@@ -1,6 +1,6 @@
-//! The semaphores and the latch on a 3-master Redis 7 Cluster and through Sentinel: their keys
-//! stay in one slot per name, waiters `SSUBSCRIBE` on the slot's master and are woken by the
-//! scripts' `SPUBLISH`, the watchdog renews permits per slot; across a Sentinel failover a
+//! The semaphores and the latch on a 3-master Cluster and through Sentinel: their keys stay in
+//! one slot per name, waiters `SSUBSCRIBE` on the slot's master and are woken by the scripts'
+//! `SPUBLISH` (on Redis 6: `SUBSCRIBE` and `PUBLISH`), the watchdog renews permits per slot; across a Sentinel failover a
 //! parked waiter resubscribes on the new primary and is woken there, and a permit renewed by
 //! the watchdog survives.
 

@@ -124,6 +124,16 @@ fn request_keys(server: &RedisServer, name: &str) -> Vec<(String, i64)> {
         .collect()
 }
 
+/// Panics, saying what it returned, when any of `waiters` has returned.
+async fn assert_still_waiting<T: std::fmt::Debug>(waiters: &mut [tokio::task::JoinHandle<T>]) {
+    for waiter in waiters.iter_mut() {
+        if waiter.is_finished() {
+            let returned = waiter.await;
+            panic!("a waiter returned early: {returned:?}");
+        }
+    }
+}
+
 /// The SHA1 a script is sent under, for the proxy to recognise it.
 fn sha(lua: &str) -> String {
     fred::util::sha1_hash(lua)
@@ -1753,7 +1763,7 @@ async fn latch_debug_sleep_counts_each_count_down_once() {
     let channel = common::latch_channel(&name);
     let latch = counter.count_down_latch(&name);
     assert!(latch.try_set_count(3).await.unwrap());
-    let waiters: Vec<_> = (0..3)
+    let mut waiters: Vec<_> = (0..3)
         .map(|_| {
             let latch = waiting.count_down_latch(&name);
             tokio::spawn(async move { latch.wait_for(common::HANG).await })
@@ -1782,10 +1792,7 @@ async fn latch_debug_sleep_counts_each_count_down_once() {
         .expect("a count-down across a short stall");
     sleep.woken().await;
     assert_eq!(raw_count(&server, &name), Some(1));
-    assert!(
-        waiters.iter().all(|w| !w.is_finished()),
-        "a waiter returned early"
-    );
+    assert_still_waiting(&mut waiters).await;
 
     let counted = Instant::now();
     latch.count_down().await.unwrap();
@@ -2025,7 +2032,7 @@ async fn latch_client_kill_counts_each_count_down_once_and_wakes_waiters() {
         .try_set_count(COUNTED)
         .await
         .unwrap());
-    let waiters: Vec<_> = (0..3)
+    let mut waiters: Vec<_> = (0..3)
         .map(|_| {
             let latch = waiting.count_down_latch(&waited);
             tokio::spawn(async move {
@@ -2075,10 +2082,7 @@ async fn latch_client_kill_counts_each_count_down_once_and_wakes_waiters() {
         left + done <= COUNTED && left + done + unsure >= COUNTED,
         "{done} count-downs ({unsure} more unsure) left {left} of {COUNTED}"
     );
-    assert!(
-        waiters.iter().all(|w| !w.is_finished()),
-        "a waiter returned early"
-    );
+    assert_still_waiting(&mut waiters).await;
 
     latch.count_down().await.unwrap();
     let opened = Instant::now();
@@ -2604,7 +2608,7 @@ async fn latch_lost_count_down_replies_count_once() {
     // A count-down whose reply is lost.
     let latch = client.count_down_latch(name("once"));
     assert!(latch.try_set_count(2).await.unwrap());
-    let waiters: Vec<_> = (0..2)
+    let mut waiters: Vec<_> = (0..2)
         .map(|_| {
             let latch = waiting.count_down_latch(name("once"));
             tokio::spawn(async move { latch.wait_for(common::HANG).await })
@@ -2625,10 +2629,7 @@ async fn latch_lost_count_down_replies_count_once() {
         .expect("a retried count-down succeeds");
     assert_eq!(proxy.swallowed(), 1, "the fault did not happen");
     assert_eq!(raw_count(&server, &name("once")), Some(1), "counted twice");
-    assert!(
-        waiters.iter().all(|w| !w.is_finished()),
-        "a waiter returned early"
-    );
+    assert_still_waiting(&mut waiters).await;
 
     // The last count-down, its reply lost: the latch opens once, the waiters return.
     proxy.swallow_next_reply(&[&count_down, &name("once")]);
