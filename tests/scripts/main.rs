@@ -10,6 +10,7 @@ mod fair_scripts;
 mod multi_scripts;
 mod redisson_compat;
 mod redisson_sync;
+mod reload;
 mod rw_scripts;
 mod scripts;
 mod synchronizer_scripts;
