@@ -10,18 +10,40 @@
 //!
 //! `--hold NAME` takes lock `NAME`, prints `held`, and returns from `main` still holding it:
 //! the lock is released on the way out (a test checks it is gone right after the process).
-//! `REDIS_URL` picks a server of your own; else a throwaway one is started.
+//! `REDIS_URL` picks a server of your own; else a throwaway one is started. `--help` says so.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+const USAGE: &str = "\
+usage: blocking [--hold NAME]
+
+Eight threads take turns on one lock, with no async; one panics while holding it.
+  --hold NAME  take lock NAME, print `held NAME` and return from main still holding it
+REDIS_URL picks a server of your own; else a throwaway redis-server is started.";
+
 fn main() -> relock::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
+        [] | ["--hold", _] => {}
+        ["--help" | "-h"] => {
+            println!("{USAGE}");
+            return Ok(());
+        }
+        _ => {
+            eprintln!("blocking: cannot read {args:?}\n\n{USAGE}");
+            std::process::exit(2);
+        }
+    }
     let (_server, url) = relock::testing::from_env_or_start().expect("a redis-server");
     let client = relock::blocking::Client::connect(&url)?;
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if let [flag, name] = args.as_slice() {
-        assert_eq!(flag, "--hold", "usage: blocking [--hold NAME]");
+    if let [_, name] = args.as_slice() {
         let guard = client.lock(name.as_str()).lock()?;
         println!("held {}", guard.name());
         return Ok(()); // `guard` is dropped on the way out of main: the lock is released

@@ -30,6 +30,14 @@ use tokio::sync::Notify;
 use tokio::time::{sleep_until, timeout};
 use tracing_subscriber::EnvFilter;
 
+const USAGE: &str = "\
+usage: demo
+
+A tour of relock in about ten seconds: re-entry, tasks and a second process contending with
+pub/sub wake-ups, the watchdog, and a killed holder whose lock frees itself. It takes no options.
+REDIS_URL picks a server of your own; else a throwaway redis-server is started.
+RUST_LOG=relock=debug adds relock's tracing, on stderr.";
+
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 type Res<T> = std::result::Result<T, BoxError>;
 
@@ -55,7 +63,15 @@ async fn main() -> Res<()> {
     match (args.first().map(String::as_str), args.get(1), args.get(2)) {
         (Some("contender"), Some(url), Some(name)) => helper(|go| contender(url, name, go)).await,
         (Some("holder"), Some(url), Some(name)) => helper(|_| holder(url, name)).await,
-        _ => demo().await,
+        (None, _, _) => demo().await,
+        (Some("--help" | "-h"), None, _) => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        _ => {
+            eprintln!("demo: cannot read {args:?}\n\n{USAGE}");
+            std::process::exit(2);
+        }
     }
 }
 

@@ -16,7 +16,7 @@
 //! scripts (`SCRIPT FLUSH`) before one more acquire and release of `orders:42`. It prints a line
 //! starting with `done` and serves `/metrics` until it is stopped, for a test to scrape.
 //! Other options: `--addr HOST:PORT` (default `127.0.0.1:9898`) and `--tasks N` (default 4);
-//! `REDIS_URL` picks a server of your own.
+//! `REDIS_URL` picks a server of your own. `--help` says all this.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -39,6 +39,17 @@ struct Options {
     rounds: Option<usize>,
 }
 
+const USAGE: &str = "\
+usage: metrics [--addr HOST:PORT] [--tasks N] [--rounds N]
+
+Serves relock's metrics at http://HOST:PORT/metrics while N tasks take `orders:42` in turns.
+  --addr HOST:PORT  where /metrics is served (default 127.0.0.1:9898)
+  --tasks N         how many tasks contend (default 4)
+  --rounds N        take the lock N times per task, then lose one lease, flush the scripts and
+                    print `done`; without it the tasks go on until stopped
+REDIS_URL picks a server of your own; else a throwaway redis-server is started.";
+
+/// The options, or the usage and an exit: 0 for `--help`, 2 for anything it cannot read.
 fn options() -> Options {
     let mut options = Options {
         addr: "127.0.0.1:9898".parse().unwrap(),
@@ -47,15 +58,33 @@ fn options() -> Options {
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
-        let value = args.next().unwrap_or_else(|| panic!("{arg} needs a value"));
+        if arg == "--help" || arg == "-h" {
+            println!("{USAGE}");
+            std::process::exit(0);
+        }
+        let value = args
+            .next()
+            .unwrap_or_else(|| usage_error(&format!("{arg} needs a value")));
         match arg.as_str() {
-            "--addr" => options.addr = value.parse().expect("--addr HOST:PORT"),
-            "--tasks" => options.tasks = value.parse().expect("--tasks N"),
-            "--rounds" => options.rounds = Some(value.parse().expect("--rounds N")),
-            other => panic!("unknown option {other}"),
+            "--addr" => options.addr = parse(&arg, &value),
+            "--tasks" => options.tasks = parse(&arg, &value),
+            "--rounds" => options.rounds = Some(parse(&arg, &value)),
+            other => usage_error(&format!("unknown option {other}")),
         }
     }
     options
+}
+
+/// `value` of option `arg`, or the usage and an exit.
+fn parse<T: std::str::FromStr>(arg: &str, value: &str) -> T {
+    value
+        .parse()
+        .unwrap_or_else(|_| usage_error(&format!("{arg}: cannot read {value:?}")))
+}
+
+fn usage_error(what: &str) -> ! {
+    eprintln!("metrics: {what}\n\n{USAGE}");
+    std::process::exit(2);
 }
 
 #[tokio::main]

@@ -192,7 +192,7 @@ impl LockGuard {
         // Dropped mid-flight, the release is finished in the background under the same
         // request id, so it still counts exactly once; it stays counted in flight till then.
         let mut resume = ResumeRelease {
-            pending: Some((&self.hold, self.hold.releasing())),
+            pending: Some((&self.hold, self.hold.releasing_until(lapses_after))),
             latch: &latch,
             lapses_after,
         };
@@ -277,7 +277,7 @@ impl Drop for LockGuard {
         }
         // Counted in flight now, so the owner's next acquire, even right after the drop,
         // waits for it.
-        let releasing = Arc::new(self.hold.releasing());
+        let releasing = Arc::new(self.hold.releasing_until(lapses_after));
         let latch = self.hold.keys.latch(&self.hold.shared.id);
         self.hold.resume(latch, false, lapses_after, releasing);
     }

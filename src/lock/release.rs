@@ -67,6 +67,16 @@ impl Hold {
         self.shared.registry.releasing(self.hold_key())
     }
 
+    /// A release of this hold in flight, which could lapse at `lapses_after`: another release
+    /// of the owner's holds that leaves holds behind keeps the lock at least that long.
+    pub(crate) fn releasing_until(&self, lapses_after: Instant) -> Releasing {
+        let releasing = self.releasing();
+        self.shared
+            .registry
+            .release_lapses(&releasing, lapses_after);
+        releasing
+    }
+
     /// Sends (or finishes) a release under the request id `latch` in the background; see
     /// `background` for what happens when no runtime can run it.
     pub(crate) fn resume(
@@ -158,11 +168,20 @@ impl Hold {
         // Each try may wait a command timeout for the connection and another for the reply, so
         // the last one is sent within 2 * TRIES - 1 command timeouts: the replay key outlives it.
         let latch_ttl = shared.command_timeout * (2 * TRIES);
+        // Another release of the owner's holds may still be on its way: the holds it releases
+        // are still on Redis, and the TTL set here must not let them lapse before it arrives.
+        let beside = shared
+            .registry
+            .other_release_lapse(&self.hold_key())
+            .map_or(0, |lapse| {
+                ceil_millis(lapse.saturating_duration_since(Instant::now())) as u64
+            });
         let keep_ms = shared
             .registry
             .need(&self.hold_key())
             .map_or(0, |need| ceil_millis(need).max(1) as u64)
             .max(releasing.acquire_lease_ms)
+            .max(beside)
             .max(1);
         // Only the plain lock's hand-offs take turns with a grace (see `turns`).
         let mark = self

@@ -33,6 +33,11 @@ pub(super) struct Counts {
     releases: u32,
     /// The longest lease asked for by the acquires in flight since `acquires` was last 0.
     acquire_lease_ms: u64,
+    /// The latest moment a hold whose release is in flight could lapse, since `releases` was
+    /// last 0: a release that leaves holds behind must not cut the lock's TTL below it while
+    /// another release is still on its way (it would find the lock expired, and the owner's
+    /// hold not held).
+    release_lapse: Option<tokio::time::Instant>,
 }
 
 /// An acquire in flight, from just before it is sent until its outcome is known (its reply, or
@@ -114,6 +119,25 @@ impl Registry {
         }
     }
 
+    /// Notes that the hold whose release `releasing` stands for could lapse at `at`.
+    pub(crate) fn release_lapses(&self, releasing: &Releasing, at: tokio::time::Instant) {
+        let mut map = self.map.lock().unwrap();
+        if let Some(entry) = map.get_mut(&releasing.key) {
+            let lapse = &mut entry.in_flight.release_lapse;
+            *lapse = Some(lapse.map_or(at, |before| before.max(at)));
+        }
+    }
+
+    /// While another release of `key` is in flight beside this one: the latest moment a hold
+    /// being released could lapse, which the lock's TTL must reach. `None` for a release alone.
+    pub(crate) fn other_release_lapse(&self, key: &HoldKey) -> Option<tokio::time::Instant> {
+        let map = self.map.lock().unwrap();
+        let counts = &map.get(key)?.in_flight;
+        (counts.releases > 1)
+            .then_some(counts.release_lapse)
+            .flatten()
+    }
+
     /// Takes one off `key`'s counts and forgets what is spent; returns the releases left.
     fn done(&self, key: &HoldKey, count: impl FnOnce(&mut Counts)) -> u32 {
         let mut map = self.map.lock().unwrap();
@@ -122,6 +146,9 @@ impl Registry {
         };
         count(&mut entry.in_flight);
         let releases = entry.in_flight.releases;
+        if releases == 0 {
+            entry.in_flight.release_lapse = None;
+        }
         Registry::forget(&mut map, key, |_| {});
         releases
     }

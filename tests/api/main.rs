@@ -7,6 +7,7 @@ mod common;
 mod bad_input;
 mod bounds;
 mod errors;
+mod examples;
 mod footprint;
 mod metrics;
 mod smoke;

@@ -349,3 +349,64 @@ async fn unlock_after_a_force_unlock_says_whether_the_guard_knew() {
     assert!(err.is_lease_lost(), "{err:?}");
     assert!(!common::raw_exists(&server, &name));
 }
+
+/// A re-entry guard dropped (its release goes on in the background) and the other guard
+/// unlocked at once: two releases of the owner's holds in flight together. The one that runs
+/// first leaves a hold behind, and must keep the lock for it until the other arrives, not cut
+/// the TTL to what the owner's local holds need (none by then: 1 ms, after which the other
+/// release found the lock expired and answered `NotHeld`, seen under load). Every release
+/// script sent is read back from the server's slow log, which logs each command here: the TTL
+/// each asked for (its `ARGV[2]`) covers the 30 s lease of the hold still being released.
+#[tokio::test]
+async fn a_dropped_re_entry_and_an_unlock_at_once_keep_the_lock_for_each_other() {
+    let server = common::RedisServer::start_with(&[
+        "--slowlog-log-slower-than",
+        "0",
+        "--slowlog-max-len",
+        "100000",
+    ]);
+    let client = common::client(&server, Duration::from_secs(30)).await;
+    let name = common::prefix("release-two-at-once");
+    let lock = client.lock(name.clone());
+    let sha = fred::util::sha1_hash(relock::testing::scripts::LOCK_RELEASE);
+    for round in 0..20 {
+        let guard = lock.lock().await.unwrap();
+        drop(lock.try_lock().await.unwrap().expect("a re-entry"));
+        guard
+            .unlock()
+            .await
+            .unwrap_or_else(|e| panic!("round {round}: {e}"));
+        let freed = common::eventually(SOON, || async { !common::raw_exists(&server, &name) });
+        assert!(freed.await, "round {round}: the lock was never freed");
+    }
+    let logged = server.cmd(&["SLOWLOG", "GET", "1000"]);
+    let common::Resp::Array(Some(entries)) = common::resp(&logged) else {
+        panic!("SLOWLOG GET: {logged:?}");
+    };
+    let mut keeps = Vec::new();
+    for entry in entries {
+        let common::Resp::Array(Some(fields)) = entry else {
+            continue;
+        };
+        let Some(common::Resp::Array(Some(args))) = fields.get(3) else {
+            continue;
+        };
+        let args: Vec<String> = args
+            .iter()
+            .filter_map(|arg| match arg {
+                common::Resp::Bulk(Some(text)) => Some(text.clone()),
+                _ => None,
+            })
+            .collect();
+        if args.len() > 3 && args[0].eq_ignore_ascii_case("evalsha") && args[1] == sha {
+            let keys: usize = args[2].parse().unwrap();
+            keeps.push(args[3 + keys + 1].parse::<u64>().unwrap());
+        }
+    }
+    assert!(keeps.len() >= 40, "two releases a round: {keeps:?}");
+    assert!(
+        keeps.iter().all(|&keep| keep >= 10_000),
+        "a release cut the lock's TTL below the hold still being released: {keeps:?}"
+    );
+    client.shutdown().await.unwrap();
+}
