@@ -174,17 +174,24 @@ async fn one_message_wakes_every_waiter_of_a_client_without_another_read() {
     let name = common::prefix("latch-one-read");
     let latch = client.count_down_latch(name.clone());
     assert!(latch.try_set_count(1).await.unwrap());
+    let spawned = common::raw_command_calls(&server, "evalsha");
     let waiters: Vec<_> = (0..50)
         .map(|_| {
             let latch = latch.clone();
             tokio::spawn(async move { latch.wait().await.unwrap() })
         })
         .collect();
+    // Each waiter looks at the count twice before it sleeps (a look, subscribed, a look): all
+    // 100 looks done, on a loaded machine too, before the looks after the message are counted.
     assert!(
         common::eventually(Duration::from_secs(10), || async {
             client.stats().waiters == 50
+                && common::raw_command_calls(&server, "evalsha") - spawned >= 100
         })
-        .await
+        .await,
+        "the waiters never settled: {:?}, {} scripts",
+        client.stats(),
+        common::raw_command_calls(&server, "evalsha") - spawned
     );
     let scripts_before = common::raw_command_calls(&server, "evalsha");
     latch.count_down().await.unwrap();
