@@ -158,12 +158,16 @@ async fn zero_and_sub_millisecond_leases_are_invalid() {
         assert!(e.to_string().contains("lease"), "{e}");
     }
     assert_eq!(dbsize(&server), 0);
-    // One millisecond is the smallest lease accepted.
-    let guard = lock
-        .lock_with_lease(Duration::from_millis(1))
-        .await
-        .expect("a 1 ms lease is valid");
-    drop(guard);
+    // One millisecond is the smallest lease accepted: it is sent. (On a loaded machine a round
+    // trip can outlast it, three times in a row: that is the lease running out, not a refusal.)
+    match lock.lock_with_lease(Duration::from_millis(1)).await {
+        Ok(guard) => drop(guard),
+        Err(e) => assert!(
+            e.to_string()
+                .contains("ran out before Redis's reply came back"),
+            "a 1 ms lease is valid: {e}"
+        ),
+    }
 }
 
 /// A lease with a part of a millisecond reaches Redis rounded up to the next whole one, and
