@@ -83,7 +83,7 @@ while read -r name version _; do
             printf ' **did not finish** |'
             status=1
             echo "---- $name: $runner did not finish ----" >&2
-            cat "$log" >&2
+            grep -v '^test result: ' "$log" >&2
             continue
         fi
         read -r passed failed ignored < <(sed -E 's/.* ([0-9]+) passed; ([0-9]+) failed; ([0-9]+) ignored.*/\1 \2 \3/' <<<"$line")
@@ -91,7 +91,7 @@ while read -r name version _; do
             status=1
             printf ' **%s / %s / %s** |' "$passed" "$failed" "$ignored"
             echo "---- $name: $runner failed ----" >&2
-            cat "$log" >&2
+            grep -v '^test result: ' "$log" >&2
         else
             printf ' %s / %s / %s |' "$passed" "$failed" "$ignored"
         fi
@@ -105,5 +105,5 @@ total() {
     grep -hE '^test result: ' "$logs"/*.log \
         | awk -v word="$1;" '{ for (i = 2; i <= NF; i++) if ($i == word) n += $(i - 1) } END { print n + 0 }'
 }
-echo "matrix: $(total passed) passed, $(total failed) failed"
+echo "matrix total: $(total passed) tests passed and $(total failed) failed"
 exit "$status"
