@@ -25,6 +25,7 @@ use super::kind::Turns;
 use super::wait::{subscribe, time_left};
 use crate::pubsub::{Waiter, Wake};
 use crate::registry::Place;
+use crate::shared::Shared;
 
 /// The turns of one plain acquire (of a [`Lock`](crate::Lock) or a
 /// [`FencedLock`](crate::FencedLock)).
@@ -136,32 +137,14 @@ impl PlainTurns<'_> {
                 .min(remaining);
             if waiter.wait(bound).await == Wake::Timeout {
                 tracing::trace!("woke on the holder's TTL, not a message");
-            }
-        } else if std::mem::take(&mut self.behind_waiters) {
-            // A queued newcomer parks first, without an attempt of its own, until a message
-            // wakes it or the lock's holder may be gone, as this client last learned it (a
-            // lease that runs out publishes nothing), a little later than the waiters ahead of
-            // it wake for that; when one of them took the lock meanwhile, it parks again until
-            // that hold may end.
-            let slack = Duration::from_millis(shared.claim_window_ms.max(1));
-            let mut known = true;
-            while known {
-                let Some(remaining) = time_left(deadline) else {
+                if !waiter.is_first() && !park_behind(shared, channel, waiter, deadline).await {
                     return false;
-                };
-                let now = Instant::now();
-                let bound = match shared.hub.busy_until(channel) {
-                    Some(until) if until + slack > now => until + slack - now,
-                    Some(_) => break,
-                    None => {
-                        known = false;
-                        slack
-                    }
-                };
-                if waiter.wait(bound.min(remaining)).await == Wake::Message {
-                    break;
                 }
             }
+        } else if std::mem::take(&mut self.behind_waiters)
+            && !park_behind(shared, channel, waiter, deadline).await
+        {
+            return false;
         }
         // This client's own release woke other processes' waiters: they go first, for the grace
         // or until the lock changes hands (a release message not our own). Not before a waiter
@@ -186,6 +169,51 @@ impl PlainTurns<'_> {
             if self.claim.claimed || !shared.handoffs.await_release_reply(channel, bound).await {
                 return true;
             }
+        }
+    }
+}
+
+/// How a waiter behind others of this client's waits when no message woke it: a queued
+/// newcomer before its first attempt, or a waiter whose wait ended on the holder's TTL. It parks
+/// until a message wakes it or the lock's holder may be gone, as this client last learned it (a
+/// lease that runs out publishes nothing), a little later than the waiters ahead of it wake for
+/// that; when one of them took the lock meanwhile, it parks again until that hold may end. Then,
+/// while a waiter ahead of it is still queued (on a loaded machine its timer or its attempt may
+/// run late), it lets that one try first: a try shows as a new lease end (taken, or found busy)
+/// or as the queue moving on. A waiter ahead that does neither within a command timeout (a wait
+/// no longer polled) is not waited for any longer. `false` once the deadline has passed.
+async fn park_behind(
+    shared: &Shared,
+    channel: &str,
+    waiter: &Waiter,
+    deadline: Option<Instant>,
+) -> bool {
+    let slack = Duration::from_millis(shared.claim_window_ms.max(1));
+    let mut overdue = None;
+    loop {
+        let Some(remaining) = time_left(deadline) else {
+            return false;
+        };
+        let now = Instant::now();
+        let bound = match shared.hub.busy_until(channel) {
+            Some(until) if until + slack > now => {
+                overdue = None;
+                until + slack - now
+            }
+            Some(_)
+                if !waiter.is_first()
+                    && *overdue.get_or_insert(now) + shared.command_timeout > now =>
+            {
+                slack
+            }
+            Some(_) => return true,
+            None => {
+                waiter.wait(slack.min(remaining)).await;
+                return true;
+            }
+        };
+        if waiter.wait(bound.min(remaining)).await == Wake::Message {
+            return true;
         }
     }
 }
