@@ -178,7 +178,7 @@ impl Loss {
 pub(crate) enum Renewed {
     /// Its lease was extended.
     Extended,
-    /// The lock was gone.
+    /// The lock was gone while its guards lived (not counted when the hold ended meanwhile).
     Gone,
     /// The renewal failed (the connection, a timeout).
     Failed,

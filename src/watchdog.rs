@@ -74,11 +74,12 @@ impl Watchdog {
                 Ok(renewed) => {
                     for ((key, generation), ok) in batch.iter().zip(renewed) {
                         let meter = &self.registry.meter;
-                        meter.renewed(if ok { Renewed::Extended } else { Renewed::Gone });
                         if ok {
+                            meter.renewed(Renewed::Extended);
                             self.registry.renewed(key, *generation, sent_at);
-                        } else {
-                            self.registry.lose(key, *generation, Loss::Gone);
+                        } else if self.registry.lose(key, *generation, Loss::Gone) {
+                            // Not counted when the hold ended meanwhile: the lock was released.
+                            meter.renewed(Renewed::Gone);
                         }
                     }
                 }

@@ -281,16 +281,20 @@ impl Registry {
         }
     }
 
-    /// Marks a hold lost: its guards' `lost()` completes and renewal stops.
-    pub(crate) fn lose(&self, key: &HoldKey, generation: u64, why: crate::meter::Loss) {
+    /// Marks a hold lost: its guards' `lost()` completes and renewal stops. Whether the hold of
+    /// `generation` still stood (lost now or before); not when its guards are gone (a renewal
+    /// that crossed its holder's release) or the owner holds the lock anew.
+    pub(crate) fn lose(&self, key: &HoldKey, generation: u64, why: crate::meter::Loss) -> bool {
         let mut map = self.map.lock().unwrap();
-        if let Some(entry) = holding(&mut map, key) {
-            if entry.generation == generation && entry.lose() {
-                let tag = entry.held.tag();
-                drop(map);
-                self.log_lost(vec![(key.clone(), tag, why)]);
-            }
+        let Some(entry) = holding(&mut map, key).filter(|e| e.generation == generation) else {
+            return false;
+        };
+        if entry.lose() {
+            let tag = entry.held.tag();
+            drop(map);
+            self.log_lost(vec![(key.clone(), tag, why)]);
         }
+        true
     }
 
     /// Marks lost every renewing hold whose lease may have run out.
@@ -352,5 +356,98 @@ impl Registry {
             renewing += usize::from(holding.renewing > 0);
         }
         (holds, renewing)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::future::BoxFuture;
+
+    use super::*;
+    use crate::connection::Connection;
+    use crate::error::Result;
+    use crate::meter::{Loss, Meter};
+    use crate::registry::Closing;
+    use fred::bytes_utils::Str;
+
+    /// A type the registry only counts: nothing here reaches Redis.
+    struct Counted;
+
+    impl Held for Counted {
+        fn renewal(&self) -> &'static str {
+            "lock"
+        }
+
+        fn tag(&self) -> &'static str {
+            "lock"
+        }
+
+        fn renew<'a>(
+            &'a self,
+            _: &'a Connection,
+            _: &'a [HoldKey],
+            _: u64,
+        ) -> BoxFuture<'a, Result<Vec<bool>>> {
+            unreachable!("no watchdog runs here")
+        }
+
+        fn close_holds<'a>(
+            &'a self,
+            _: &'a Closing<'a>,
+            _: &'a Str,
+            _: &'a Str,
+        ) -> BoxFuture<'a, Result<bool>> {
+            unreachable!("no shutdown runs here")
+        }
+
+        fn close_place<'a>(
+            &'a self,
+            _: &'a Closing<'a>,
+            _: &'a Str,
+            _: &'a Str,
+        ) -> BoxFuture<'a, Result<bool>> {
+            unreachable!("no shutdown runs here")
+        }
+
+        fn close_claim<'a>(
+            &'a self,
+            _: &'a Closing<'a>,
+            _: &'a Str,
+            _: &'a Str,
+        ) -> BoxFuture<'a, Result<bool>> {
+            unreachable!("no shutdown runs here")
+        }
+    }
+
+    #[tokio::test]
+    async fn a_renewal_that_crossed_its_holders_release_is_no_loss() {
+        let registry = Registry::new(Duration::from_secs(30), Arc::new(Meter::detached()));
+        let held: Arc<dyn Held> = Arc::new(Counted);
+        let key: HoldKey = ("orders:42".into(), "client:task-1".into());
+        let hold =
+            |sent_at| registry.register(key.clone(), &held, true, sent_at, Duration::from_secs(30));
+
+        // Released: its guard left before the renewal's answer came.
+        let released = hold(Instant::now());
+        assert!(matches!(
+            registry.unregister(&key, &released),
+            Leaving::Release { .. }
+        ));
+        assert!(!registry.lose(&key, released.generation, Loss::Gone));
+        assert_eq!(registry.meter.counts().leases_lost, 0);
+
+        // Still held: lost once, and it still stood at a second answer.
+        let live = hold(Instant::now());
+        assert!(registry.lose(&key, live.generation, Loss::Gone));
+        assert!(live.standing.get().lost);
+        assert!(registry.lose(&key, live.generation, Loss::Gone));
+        assert_eq!(registry.meter.counts().leases_lost, 1);
+
+        // Held anew (a new generation after the loss): the old generation's answer is stale.
+        let anew = hold(Instant::now());
+        assert_ne!(anew.generation, live.generation);
+        assert!(!registry.lose(&key, live.generation, Loss::Gone));
+        assert!(!anew.standing.get().lost);
+        assert_eq!(registry.meter.counts().leases_lost, 1);
     }
 }
