@@ -10,8 +10,8 @@
 #
 # The servers run side by side, MATRIX_JOBS at a time (default 2): the runners mostly wait on
 # leases, faults and failovers. Each run's output goes to MATRIX_LOGS (default: a temporary
-# folder, printed); a failed run's output is printed whole. At the end it prints a table of
-# server × runner with each runner's passed / failed / ignored counts, and exits non-zero if
+# folder, printed). At the end it prints a table of server × runner with each runner's
+# passed / failed / ignored counts, then each failed run's output whole, and exits non-zero if
 # any test failed or any runner did not finish.
 #
 # Builds the tests first (`cargo test --workspace --all-features --no-run`), so it can be run on
@@ -68,6 +68,8 @@ wait
 # The table: one row per server, one column per runner.
 runners=$(cut -d' ' -f1 <<<"$binaries" | tr '\n' ' ')
 status=0
+unfinished=()
+failed_runs=()
 printf '\n| server |'
 for runner in $runners; do printf ' %s |' "$runner"; done
 printf '\n|---|'
@@ -82,16 +84,14 @@ while read -r name version _; do
         if [ -z "$line" ]; then
             printf ' **did not finish** |'
             status=1
-            echo "---- $name: $runner did not finish ----" >&2
-            grep -v '^test result: ' "$log" >&2
+            unfinished+=("$name $runner")
             continue
         fi
         read -r passed failed ignored < <(sed -E 's/.* ([0-9]+) passed; ([0-9]+) failed; ([0-9]+) ignored.*/\1 \2 \3/' <<<"$line")
         if [ "$failed" -ne 0 ]; then
             status=1
             printf ' **%s / %s / %s** |' "$passed" "$failed" "$ignored"
-            echo "---- $name: $runner failed ----" >&2
-            grep -v '^test result: ' "$log" >&2
+            failed_runs+=("$name $runner")
         else
             printf ' %s / %s / %s |' "$passed" "$failed" "$ignored"
         fi
@@ -100,6 +100,14 @@ while read -r name version _; do
 done <<<"$servers"
 printf '\n(passed / failed / ignored per runner; TLS tests skipped; %s s; logs in %s)\n' \
     "$(($(date +%s) - started))" "$logs"
+for run in "${unfinished[@]}"; do
+    echo "---- ${run/ /: } did not finish ----"
+    grep -v '^test result: ' "$logs/${run/ /.}.log"
+done
+for run in "${failed_runs[@]}"; do
+    echo "---- ${run/ /: } failed ----"
+    grep -v '^test result: ' "$logs/${run/ /.}.log"
+done
 # The sum of libtest's "<n> <word>;" over every run's closing line.
 total() {
     grep -hE '^test result: ' "$logs"/*.log \
