@@ -19,17 +19,15 @@ use crate::config::{millis, server_name, Config};
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::handoff::Handoffs;
-use crate::latch::CountDownLatch;
 use crate::lock::{FairLock, FencedLock, Lock, MultiLock, RwLock, SpinLock};
 use crate::meter::Meter;
 use crate::naming::{self, Role};
-use crate::permit::PermitSemaphore;
 use crate::pubsub::Hub;
 use crate::registry::{Closing, Place, Registry};
 use crate::scripts::{PUBLISH, SPUBLISH};
-use crate::semaphore::Semaphore;
 use crate::shared::{ReplicaSync, Shared};
 use crate::sweeper::Sweeper;
+use crate::sync::{CountDownLatch, PermitSemaphore, Semaphore};
 use crate::watchdog::Watchdog;
 
 /// A connection to Redis that hands out locks.

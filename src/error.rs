@@ -8,6 +8,10 @@ use std::fmt;
 
 use crate::redis_error::{self, Blamed, Headline, What};
 
+/// What relock needs of a server, as [`Error::Unsupported`] says it.
+pub(crate) const NEEDS: &str =
+    "Redis 6.0 or later (or Valkey) with Lua scripting: EVALSHA and SCRIPT LOAD";
+
 /// What went wrong. Messages read as sentences; [`std::error::Error::source`] keeps the Redis
 /// error when there is one.
 #[derive(Debug, Clone)]
@@ -194,7 +198,7 @@ impl Error {
             return Error::Unsupported {
                 server: server.to_owned(),
                 found: format!("a server that said \"{}\"", redis_error::reason(&source)),
-                needs: crate::server::NEEDS.to_owned(),
+                needs: NEEDS.to_owned(),
             };
         }
         Error::Redis {

@@ -13,25 +13,24 @@ mod error;
 mod fence;
 mod handoff;
 pub mod inspect;
-mod latch;
 mod lock;
 mod meter;
 mod names;
 mod naming;
 mod owner;
-mod permit;
 mod pubsub;
 mod redis_error;
 mod redlock;
 mod registry;
 mod scripts;
-mod semaphore;
 mod server;
 mod shared;
 mod sweeper;
+mod sync;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
+mod wait;
 mod watchdog;
 
 pub use backoff::Backoff;
@@ -39,15 +38,14 @@ pub use client::{Client, ClientStats};
 pub use config::Config;
 pub use error::{Error, Result};
 pub use fence::Fence;
-pub use latch::CountDownLatch;
 pub use lock::{
-    FairLock, FencedGuard, FencedLock, Lock, LockGuard, Lost, MultiGuard, MultiLock, Part,
-    ReadLock, RemainingLease, RwLock, SpinLock, WriteLock,
+    FairLock, FencedGuard, FencedLock, Lock, LockGuard, MultiGuard, MultiLock, Part, ReadLock,
+    RemainingLease, RwLock, SpinLock, WriteLock,
 };
 pub use owner::Owner;
-pub use permit::{Permit, PermitSemaphore};
 pub use redlock::{RedLock, RedLockGuard};
-pub use semaphore::Semaphore;
+pub use sync::{CountDownLatch, Permit, PermitSemaphore, Semaphore};
+pub use wait::Lost;
 
 /// The Redis client relock is built on, re-exported so [`Client::redis`] can be used without
 /// adding a second, possibly different, version of it.

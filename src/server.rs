@@ -14,11 +14,7 @@ use fred::clients::Client as Redis;
 use fred::interfaces::ClientLike;
 use fred::types::{InfoKind, Value};
 
-use crate::error::Error;
-
-/// What relock needs of a server, as [`Error::Unsupported`] says it.
-pub(crate) const NEEDS: &str =
-    "Redis 6.0 or later (or Valkey) with Lua scripting: EVALSHA and SCRIPT LOAD";
+use crate::error::{Error, NEEDS};
 
 /// The oldest Redis relock runs on: `SET … KEEPTTL` is 6.0's.
 const OLDEST: (u32, u32) = (6, 0);

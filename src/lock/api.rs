@@ -8,7 +8,7 @@
 /// made from a [`LockGuard`](crate::LockGuard) (by default, the `LockGuard` itself).
 macro_rules! lock_api {
     ($Type:ident, $make:literal) => {
-        $crate::lock::api::lock_api!($Type, $make, "", $crate::LockGuard);
+        $crate::lock::api::lock_api!($Type, $make, "", $crate::lock::LockGuard);
     };
     ($Type:ident, $make:literal, $then:literal, $Guard:ty) => {
         impl std::fmt::Debug for $Type {
@@ -25,7 +25,7 @@ macro_rules! lock_api {
 
             /// The same lock, held and released on behalf of `owner` instead of the current
             /// task.
-            pub fn owned_by(self, owner: $crate::Owner) -> $Type {
+            pub fn owned_by(self, owner: $crate::owner::Owner) -> $Type {
                 $Type {
                     handle: self.handle.owned_by(owner),
                 }
@@ -49,7 +49,7 @@ macro_rules! lock_api {
             /// place in a fair lock's queue behind. If the acquire had already reached Redis, its
             /// hold is released (and its place given up) in the background.
             #[allow(clippy::useless_conversion)]
-            pub async fn lock(&self) -> $crate::Result<$Guard> {
+            pub async fn lock(&self) -> $crate::error::Result<$Guard> {
                 self.handle
                     .acquire(None, None)
                     .await
@@ -72,7 +72,7 @@ macro_rules! lock_api {
             pub async fn lock_with_lease(
                 &self,
                 lease: std::time::Duration,
-            ) -> $crate::Result<$Guard> {
+            ) -> $crate::error::Result<$Guard> {
                 self.handle
                     .acquire(Some(lease), None)
                     .await
@@ -92,7 +92,7 @@ macro_rules! lock_api {
             ///
             /// As [`lock`](Self::lock).
             #[allow(clippy::useless_conversion)]
-            pub async fn try_lock(&self) -> $crate::Result<Option<$Guard>> {
+            pub async fn try_lock(&self) -> $crate::error::Result<Option<$Guard>> {
                 self.handle
                     .acquire(None, Some(std::time::Duration::ZERO))
                     .await
@@ -115,7 +115,7 @@ macro_rules! lock_api {
                 &self,
                 wait: std::time::Duration,
                 lease: Option<std::time::Duration>,
-            ) -> $crate::Result<Option<$Guard>> {
+            ) -> $crate::error::Result<Option<$Guard>> {
                 self.handle
                     .acquire(lease, Some(wait))
                     .await
@@ -153,9 +153,9 @@ macro_rules! lock_api {
             /// # Cancel safety
             ///
             /// Cancel safe: the lock is released in the background.
-            pub async fn with<F, Fut, T>(&self, work: F) -> $crate::Result<T>
+            pub async fn with<F, Fut, T>(&self, work: F) -> $crate::error::Result<T>
             where
-                F: FnOnce($crate::Lost) -> Fut,
+                F: FnOnce($crate::wait::Lost) -> Fut,
                 Fut: std::future::Future<Output = T>,
             {
                 self.handle.with(work).await
@@ -181,7 +181,7 @@ macro_rules! lock_api {
             /// # Cancel safety
             ///
             /// Not cancel safe: a dropped call may or may not have deleted the lock.
-            pub async fn force_unlock(&self) -> $crate::Result<bool> {
+            pub async fn force_unlock(&self) -> $crate::error::Result<bool> {
                 self.handle.force_unlock().await
             }
 
@@ -194,7 +194,7 @@ macro_rules! lock_api {
             /// # Cancel safety
             ///
             /// Cancel safe: it only reads.
-            pub async fn is_locked(&self) -> $crate::Result<bool> {
+            pub async fn is_locked(&self) -> $crate::error::Result<bool> {
                 self.handle.is_locked().await
             }
 
@@ -208,7 +208,7 @@ macro_rules! lock_api {
             /// # Cancel safety
             ///
             /// Cancel safe: it only reads.
-            pub async fn is_held_by_current_owner(&self) -> $crate::Result<bool> {
+            pub async fn is_held_by_current_owner(&self) -> $crate::error::Result<bool> {
                 Ok(self.handle.hold_count().await? > 0)
             }
 
@@ -221,7 +221,7 @@ macro_rules! lock_api {
             /// # Cancel safety
             ///
             /// Cancel safe: it only reads.
-            pub async fn hold_count(&self) -> $crate::Result<u64> {
+            pub async fn hold_count(&self) -> $crate::error::Result<u64> {
                 self.handle.hold_count().await
             }
 
@@ -245,7 +245,7 @@ macro_rules! lock_api {
             /// # Cancel safety
             ///
             /// Cancel safe: it only reads.
-            pub async fn remaining_lease(&self) -> $crate::Result<$crate::RemainingLease> {
+            pub async fn remaining_lease(&self) -> $crate::error::Result<$crate::lock::RemainingLease> {
                 self.handle.remaining_lease().await
             }
         }
@@ -306,7 +306,7 @@ macro_rules! delay_api {
             ///
             /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a delay over 60 s,
             /// or above zero but under 1 ms (a remainder of a millisecond is rounded up).
-            pub fn with_lock_delay(self, delay: std::time::Duration) -> $crate::Result<$Type> {
+            pub fn with_lock_delay(self, delay: std::time::Duration) -> $crate::error::Result<$Type> {
                 let ms = super::handle::lock_delay_ms(delay)?;
                 Ok(self.set_lock_delay(ms))
             }
@@ -327,7 +327,7 @@ macro_rules! delay_api {
             /// Cancel safe: it only reads.
             pub async fn lock_delay_left(
                 &self,
-            ) -> $crate::Result<Option<std::time::Duration>> {
+            ) -> $crate::error::Result<Option<std::time::Duration>> {
                 self.handle.lock_delay_left().await
             }
         }

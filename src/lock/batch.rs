@@ -30,10 +30,11 @@ use tracing::Instrument;
 use super::attempt::Sending;
 use super::guard::LockGuard;
 use super::kind::Hold;
-use super::release::{until_answered, Outgoing, ReleaseAs, ResumeRelease};
+use super::release::{Outgoing, ReleaseAs, ResumeRelease};
 use crate::error::Result;
 use crate::names::LockKeys;
 use crate::scripts;
+use crate::wait::until_answered;
 
 /// What one attempt at a batch found.
 pub(crate) enum BatchAttempt {

@@ -24,7 +24,6 @@ use super::kind::Hold;
 use super::kind::Turns;
 use super::kind::{Ask, Holder, Kind, LockType};
 use super::reentrant::DELAYED_RENEWAL;
-use super::wait::{subscribe, time_left};
 use crate::background::Ended;
 use crate::connection::Connection;
 use crate::error::Result;
@@ -33,6 +32,7 @@ use crate::pubsub::Waiter;
 use crate::registry::Place;
 use crate::scripts::{self, Answer, Delay, ReleaseHow, Released};
 use crate::shared::Shared;
+use crate::wait::{subscribe, time_left};
 
 /// A fair (first come, first served) reentrant distributed lock, wire-compatible with Redisson's
 /// `RFairLock`: the waiters of every process get the lock in the order they started waiting.

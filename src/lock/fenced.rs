@@ -9,7 +9,7 @@ use fred::interfaces::KeysInterface;
 use futures::future::BoxFuture;
 
 use super::api::lock_api;
-use super::guard::{LockGuard, Lost};
+use super::guard::LockGuard;
 use super::handle::Handle;
 use super::kind::Hold;
 use super::kind::Turns;
@@ -22,6 +22,7 @@ use crate::names::{prefixed, LockKeys};
 use crate::owner::Owner;
 use crate::scripts::{Answer, ReleaseHow, Released};
 use crate::shared::Shared;
+use crate::wait::Lost;
 
 /// A reentrant distributed lock whose holders get a **fencing token**: a number that grows with
 /// every new owner of the lock, so a store that remembers the highest token it has seen can

@@ -1,16 +1,12 @@
-//! The guard every lock type hands out, and its [`Lost`] signal.
+//! The guard every lock type hands out.
 //!
 //! A guard stands for one hold. It knows, without a round trip, from when its hold may be gone
 //! (the registry in `holds` keeps that moment), and it releases its hold when unlocked or
 //! dropped, through `release`.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -20,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::owner::Owner;
 use crate::registry::{Leaving, Registration};
 use crate::scripts::{self, Released};
+use crate::wait::Lost;
 
 /// One hold of a lock of any type ([`Lock`](crate::Lock), [`FairLock`](crate::FairLock),
 /// [`SpinLock`](crate::SpinLock), either side of an [`RwLock`](crate::RwLock); a
@@ -280,31 +277,5 @@ impl Drop for LockGuard {
         let releasing = Arc::new(self.hold.releasing_until(lapses_after));
         let latch = self.hold.keys.latch(&self.hold.shared.id);
         self.hold.resume(latch, false, lapses_after, releasing);
-    }
-}
-
-/// Completes when a hold's lease may be gone; from [`LockGuard::lost`] (or a combined lock's
-/// guard, when its holds may be gone).
-#[must_use = "futures do nothing unless awaited"]
-pub struct Lost(BoxFuture<'static, ()>);
-
-impl Lost {
-    /// A `Lost` that completes when `signal` does.
-    pub(crate) fn from_future(signal: impl Future<Output = ()> + Send + 'static) -> Lost {
-        Lost(Box::pin(signal))
-    }
-}
-
-impl Future for Lost {
-    type Output = ();
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        self.0.as_mut().poll(cx)
-    }
-}
-
-impl std::fmt::Debug for Lost {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Lost")
     }
 }

@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use fred::bytes_utils::Str;
 
-use super::guard::{LockGuard, Lost};
+use super::acquire;
+use super::guard::LockGuard;
 use super::kind::Kind;
 use super::kind::{Hold, Lease};
-use super::wait;
 use crate::config::millis;
 use crate::error::{Error, Result};
 use crate::names::LockKeys;
@@ -19,6 +19,7 @@ use crate::owner::Owner;
 use crate::pubsub::Waiter;
 use crate::scripts;
 use crate::shared::Shared;
+use crate::wait::Lost;
 
 /// What [`Lock::remaining_lease`](crate::Lock::remaining_lease) found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,7 +142,7 @@ impl Handle {
     ) -> Result<Option<LockGuard>> {
         self.shared.check_open()?;
         let hold = self.hold(lease)?;
-        wait::acquire(&hold, hold.kind.turns(&hold, wait), wait).await
+        acquire::acquire(&hold, hold.kind.turns(&hold, wait), wait).await
     }
 
     /// The hold an acquire of this handle asks for: with the watchdog's lease (`lease: None`)
@@ -189,7 +190,7 @@ impl Handle {
     pub(crate) async fn waiter(&self, deadline: Option<tokio::time::Instant>) -> Result<Waiter> {
         let keys = self.keys.clone()?;
         let rule = self.kind.wakes();
-        Ok(wait::subscribe(&self.shared, &keys.channel, rule, deadline).await)
+        Ok(crate::wait::subscribe(&self.shared, &keys.channel, rule, deadline).await)
     }
 
     pub(crate) async fn force_unlock(&self) -> Result<bool> {

@@ -18,6 +18,7 @@
 //! order (its plain locks of one client and slot through `batch`). `RedLock`, outside this
 //! module (`redlock`), combines one plain lock per master.
 
+mod acquire;
 mod api;
 mod attempt;
 mod batch;
@@ -32,15 +33,10 @@ mod release;
 mod rw;
 mod spin;
 mod turns;
-/// The one wait loop, for whatever waits: the lock types here, a RedLock, and any primitive
-/// that can say what an attempt is and how it waits between attempts.
-pub(crate) mod wait;
-
-pub(crate) use release::until_answered;
 
 pub use fair::FairLock;
 pub use fenced::{FencedGuard, FencedLock};
-pub use guard::{LockGuard, Lost};
+pub use guard::LockGuard;
 pub use handle::RemainingLease;
 pub use multi::{MultiGuard, MultiLock, Part};
 pub use reentrant::Lock;

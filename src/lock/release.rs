@@ -8,7 +8,6 @@
 //! last release writes no replay key unless a retry could need it (see `inflight`); every other
 //! type writes one on every release, as Redisson does.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,6 +24,7 @@ use crate::error::{Error, Result};
 use crate::handoff::ReleaseMark;
 use crate::registry::Releasing;
 use crate::scripts::{ReleaseHow, Released};
+use crate::wait::{until_answered, TRIES};
 
 /// How one release is sent.
 pub(crate) struct ReleaseAs<'a> {
@@ -204,32 +204,6 @@ impl Hold {
             mark,
             sent_at,
             replay_last,
-        }
-    }
-}
-
-/// The most times a release is sent (a lost reply is retried under the same request id).
-const TRIES: u32 = 3;
-
-/// Sends a release (`send(sent_before)`) until it is answered: a reply Redis may or may not have
-/// applied (see [`Error::is_ambiguous`]) is sent again, up to [`TRIES`] times in all, as a
-/// retry. The outcome, and whether its request may have reached the server before.
-pub(crate) async fn until_answered<T, F, Fut>(
-    mut sent_before: bool,
-    mut send: F,
-) -> (Result<T>, bool)
-where
-    F: FnMut(bool) -> Fut,
-    Fut: Future<Output = Result<T>>,
-{
-    let mut tries = 1;
-    loop {
-        match send(sent_before).await {
-            Err(error) if error.is_ambiguous() && tries < TRIES => {
-                tries += 1;
-                sent_before = true;
-            }
-            outcome => return (outcome, sent_before),
         }
     }
 }

@@ -19,7 +19,7 @@ use super::kind::Hold;
 use super::kind::Turns;
 use super::kind::{Ask, Holder, Kind, Lease, LockType};
 use super::turns::ClaimGuard;
-use super::wait::{subscribe, time_left};
+use crate::wait::{subscribe, time_left};
 
 /// How long after a fixed read lease ends its client drops the lapsed reader (see
 /// [`Read::taken`]).
@@ -136,8 +136,8 @@ pub struct WriteLock {
     pub(super) handle: Handle,
 }
 
-lock_api!(ReadLock, "rw_lock", ".read()", crate::LockGuard);
-lock_api!(WriteLock, "rw_lock", ".write()", crate::LockGuard);
+lock_api!(ReadLock, "rw_lock", ".read()", super::guard::LockGuard);
+lock_api!(WriteLock, "rw_lock", ".write()", super::guard::LockGuard);
 
 /// Every message on the lock's channel wakes every waiter of this client: a freed lock may take
 /// many readers at once.

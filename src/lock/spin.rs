@@ -13,13 +13,13 @@ use super::kind::Hold;
 use super::kind::Turns;
 use super::kind::{Ask, Holder, Kind, LockType};
 use super::reentrant::{plain_acquire, Reentrant};
-use super::wait::time_left;
 use crate::backoff::{Backoff, Delays};
 use crate::connection::Connection;
 use crate::error::Result;
 use crate::names::LockKeys;
 use crate::scripts::{Answer, ReleaseHow, Released, NO_PUBLISH};
 use crate::shared::Shared;
+use crate::wait::time_left;
 
 /// A reentrant distributed lock whose waiters poll with exponential backoff instead of pub/sub,
 /// as Redisson's `RSpinLock`: for deployments where pub/sub is unavailable or too costly (very

@@ -22,10 +22,10 @@ use tokio::time::Instant;
 use super::kind::Ask;
 use super::kind::Hold;
 use super::kind::Turns;
-use super::wait::{subscribe, time_left};
 use crate::pubsub::{Waiter, Wake};
 use crate::registry::Place;
 use crate::shared::Shared;
+use crate::wait::{subscribe, time_left};
 
 /// The turns of one plain acquire (of a [`Lock`](crate::Lock) or a
 /// [`FencedLock`](crate::FencedLock)).

@@ -7,8 +7,9 @@ use futures::StreamExt;
 use tokio::time::Instant;
 
 use crate::error::{Error, Result};
-use crate::lock::{LockGuard, Lost};
+use crate::lock::LockGuard;
 use crate::owner::Owner;
+use crate::wait::Lost;
 
 /// A RedLock held on a quorum of masters: the [`LockGuard`]s of the votes it won. Release it
 /// with [`unlock`](Self::unlock); dropping it releases every part in the background.

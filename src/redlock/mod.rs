@@ -8,11 +8,11 @@ use std::time::Duration;
 use crate::client::Client;
 use crate::config::{millis, MAX_MILLIS};
 use crate::error::{Error, Result};
-use crate::lock::wait::measured;
-use crate::lock::{Lock, Lost};
+use crate::lock::Lock;
 use crate::meter::Kind;
 use crate::names::LockKeys;
 use crate::owner::Owner;
+use crate::wait::{measured, Lost};
 
 mod guard;
 mod rounds;

@@ -10,10 +10,10 @@ use tokio::time::Instant;
 
 use super::{RedLock, RedLockGuard};
 use crate::error::{Error, Result};
-use crate::lock::wait::{time_left, Try, Waiting};
 use crate::lock::LockGuard;
 use crate::owner::Owner;
 use crate::pubsub::{Waiter, Wake};
+use crate::wait::{time_left, Try, Waiting};
 
 /// How one master voted in a round.
 enum Vote {

@@ -123,6 +123,16 @@ mod tests {
     }
 
     #[test]
+    fn the_meter_keeps_every_script_apart() {
+        assert!(
+            ALL.len() <= crate::meter::SCRIPT_SLOTS,
+            "{} scripts, {} meter slots: raise meter::SCRIPT_SLOTS",
+            ALL.len(),
+            crate::meter::SCRIPT_SLOTS
+        );
+    }
+
+    #[test]
     fn every_fragment_a_script_calls_comes_before_it_once() {
         let mut all: Vec<&str> = ALL.iter().flat_map(|(_, source)| defined(source)).collect();
         all.sort_unstable();

@@ -12,8 +12,8 @@ use super::super::batch::{self, BatchAttempt};
 use super::super::guard::LockGuard;
 use super::super::handle::Handle;
 use super::super::kind::Hold;
-use super::super::wait::time_left;
 use crate::error::{Error, Result};
+use crate::wait::time_left;
 
 /// What an acquire does in one go: one part, or the plain locks of one client and slot.
 pub(super) enum Step {

@@ -16,17 +16,15 @@ use fred::bytes_utils::Str;
 use fred::types::{Key, Value};
 use once_cell::sync::Lazy;
 
+use super::counter::{counter, request_ttl_ms, script_error, under_request, Counter, SendRequest};
 use crate::connection::Connection;
 use crate::error::{Error, Result};
-use crate::lock::wait::{measured, Counted, OnChannel, Try};
 use crate::meter::Kind;
 use crate::names::CounterKeys;
 use crate::pubsub::Wakes;
 use crate::scripts::{catalogue, integer, ms_arg, text, Script};
-use crate::semaphore::{
-    counter, request_ttl_ms, script_error, under_request, Counter, SendRequest,
-};
 use crate::shared::Shared;
+use crate::wait::{measured, Counted, OnChannel, Try};
 
 static TRY_SET: Lazy<Script> = Lazy::new(|| Script::new(catalogue::LATCH_TRY_SET));
 static COUNT_DOWN: Lazy<Script> = Lazy::new(|| Script::new(catalogue::LATCH_COUNT_DOWN));

@@ -18,12 +18,12 @@ use futures::future::{join_all, select_all};
 use tokio::time::Instant;
 
 use super::batch;
-use super::guard::{LockGuard, Lost};
+use super::guard::LockGuard;
 use super::handle::Handle;
-use super::wait::time_left;
 use super::{FairLock, FencedLock, Lock, ReadLock, SpinLock, WriteLock};
 use crate::error::Result;
 use crate::owner::Owner;
+use crate::wait::{time_left, Lost};
 
 mod steps;
 

@@ -1,0 +1,257 @@
+//! Who holds a lock, who waits, and which process that is: a read of what relock and Redisson
+//! keep in Redis, for operators ([`Client::inspect`](crate::Client::inspect), [`Client::find`](crate::Client::find), the `relock` command
+//! line) and for code that wants to know.
+//!
+//! Every relock client names its connections (`CLIENT SETNAME relock|<client-uuid>|<role>|<pid>|
+//! <host>|<program>`, once per connection, nothing on the acquire path), so a holder field
+//! `<client-uuid>:<owner>` leads to the connections of the process that holds, through
+//! `CLIENT LIST`. A holder whose client has no connection left is gone: its lock frees when its
+//! lease ends, as [`Inspection::pttl_ms`] says. Redisson's clients name no connection: their
+//! holders are recognised by their owner (a thread id, all digits) and shown with no process.
+//!
+//! Nothing here writes: a reader whose lease ran out is reported, not dropped.
+
+use std::time::Duration;
+
+mod describe;
+mod find;
+mod parse;
+
+/// What a name holds, as [`Client::inspect`](crate::Client::inspect) tells it from the keys it finds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Kind {
+    /// A reentrant lock: a [`Lock`](crate::Lock), [`SpinLock`](crate::SpinLock), Redisson's
+    /// `RLock`, or a [`FairLock`](crate::FairLock) that nobody waits for (they look alike).
+    Lock,
+    /// A fair lock with waiters queued.
+    FairLock,
+    /// A read-write lock, held in [`Inspection::mode`].
+    RwLock,
+    /// A fenced lock (its token counter exists), held or not.
+    FencedLock,
+    /// A semaphore (someone waits on a semaphore's channel).
+    Semaphore,
+    /// A permit semaphore: permits with ids and leases.
+    PermitSemaphore,
+    /// A count-down latch (someone waits on a latch's channel).
+    CountDownLatch,
+    /// A count that is a [`Semaphore`](crate::Semaphore)'s or a
+    /// [`CountDownLatch`](crate::CountDownLatch)'s: Redis keeps both as a number, and only a
+    /// waiter's channel tells them apart.
+    Counter,
+    /// Nothing relock or Redisson keeps is there.
+    Nothing,
+    /// A key of another kind (its Redis type, or "hash" for a hash that is no lock): not a
+    /// lock or synchronizer.
+    Other(String),
+}
+
+impl Kind {
+    /// A short lower-case name: `lock`, `fair`, `rw`, `fenced`, `semaphore`, `permits`, `latch`,
+    /// `counter`, `none`, or the other key's Redis type.
+    pub fn label(&self) -> &str {
+        match self {
+            Kind::Lock => "lock",
+            Kind::FairLock => "fair",
+            Kind::RwLock => "rw",
+            Kind::FencedLock => "fenced",
+            Kind::Semaphore => "semaphore",
+            Kind::PermitSemaphore => "permits",
+            Kind::CountDownLatch => "latch",
+            Kind::Counter => "counter",
+            Kind::Nothing => "none",
+            Kind::Other(kind) => kind,
+        }
+    }
+
+    /// Whether it is a lock of some type (something `force_unlock` applies to).
+    pub fn is_lock(&self) -> bool {
+        matches!(
+            self,
+            Kind::Lock | Kind::FairLock | Kind::RwLock | Kind::FencedLock
+        )
+    }
+
+    /// Whether relock knows it: a lock or a synchronizer.
+    pub fn is_known(&self) -> bool {
+        !matches!(self, Kind::Nothing | Kind::Other(_))
+    }
+}
+
+/// One connection to the server, from `CLIENT LIST`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ClientConnection {
+    /// The server (cluster node) it is connected to, `host:port`.
+    pub node: String,
+    /// The server's id for it (`CLIENT KILL ID` takes it).
+    pub id: u64,
+    /// The client's address as the server sees it.
+    pub addr: String,
+    /// Its name (`CLIENT SETNAME`), empty when it has none.
+    pub name: String,
+    /// How long it has been connected.
+    pub age: Duration,
+    /// How long since its last command.
+    pub idle: Duration,
+    /// Its pub/sub subscriptions (channels, patterns and shard channels).
+    pub subscriptions: u64,
+    /// The relock process behind it, read from its name; `None` for any other client.
+    pub process: Option<Process>,
+}
+
+/// The relock process behind a connection, as it named the connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Process {
+    /// The relock client's id, the `<client-uuid>` of its holder fields ([`Client::id`](crate::Client::id)).
+    pub client_id: String,
+    /// What the connection is for: `cmd` (commands), `sub` (wake-ups) or `sync` (replica sync).
+    pub role: String,
+    /// The process id.
+    pub pid: Option<u32>,
+    /// The host name.
+    pub host: String,
+    /// The program (its executable's file name).
+    pub program: String,
+}
+
+/// Who a holder or a waiter is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Party {
+    /// The hash field (or queue entry) as stored: `<client-uuid>:<owner>`, with `:write` for a
+    /// read-write lock's writer.
+    pub field: String,
+    /// The client's id.
+    pub client_id: String,
+    /// The owner within the client: `task-<n>`, `thread-<n>`, `owner-<n>` for relock; a thread
+    /// id for Redisson.
+    pub owner: String,
+    /// Whether the owner is a thread id: a Redisson client (or one speaking its protocol),
+    /// whose connections have no name to find.
+    pub redisson: bool,
+    /// The connections of its client that are open now (relock's name themselves); empty for
+    /// a relock client whose process is gone, and for Redisson's.
+    pub connections: Vec<ClientConnection>,
+}
+
+impl Party {
+    fn new(field: &str, connections: &[ClientConnection]) -> Party {
+        let base = field.strip_suffix(":write").unwrap_or(field);
+        let (client_id, owner) = base.split_once(':').unwrap_or((base, ""));
+        let redisson = !owner.is_empty() && owner.bytes().all(|b| b.is_ascii_digit());
+        Party {
+            field: field.to_owned(),
+            client_id: client_id.to_owned(),
+            owner: owner.to_owned(),
+            redisson,
+            connections: connections
+                .iter()
+                .filter(|c| c.process.as_ref().is_some_and(|p| p.client_id == client_id))
+                .cloned()
+                .collect(),
+        }
+    }
+
+    /// The process behind it, when its client is a relock client with a connection open.
+    pub fn process(&self) -> Option<&Process> {
+        self.connections.iter().find_map(|c| c.process.as_ref())
+    }
+
+    /// Whether it is a relock holder whose client has no connection left: nobody renews its
+    /// lease, and the lock frees when the lease ends.
+    pub fn is_gone(&self) -> bool {
+        !self.redisson && self.connections.is_empty()
+    }
+}
+
+/// A holder of a lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Holder {
+    /// Who holds.
+    pub party: Party,
+    /// Its hold count (reentrant holds).
+    pub holds: u64,
+    /// A read-write lock's writer.
+    pub writer: bool,
+    /// False for a read-write lock's reader whose lease ran out (none of its timeout keys
+    /// lives): it holds nothing, and the next script that meets it drops it.
+    pub live: bool,
+}
+
+/// A waiter in a fair lock's queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Queued {
+    /// Who waits.
+    pub party: Party,
+    /// When its place lapses unless it renews it: epoch ms on the server's clock.
+    pub deadline_ms: Option<i64>,
+    /// The deadline less the server's clock now: negative for a stale place.
+    pub left_ms: Option<i64>,
+    /// Connections subscribed to its own wake-up channel.
+    pub subscribers: u64,
+}
+
+/// A permit semaphore's permit out on lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Lease {
+    /// The permit's id, in hex.
+    pub id: String,
+    /// Its lease left in ms (negative: lapsed, reclaimed by the next script that runs).
+    pub left_ms: i64,
+}
+
+/// What [`Client::inspect`](crate::Client::inspect) found under one name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Inspection {
+    /// The name asked about.
+    pub name: String,
+    /// What it is.
+    pub kind: Kind,
+    /// The lock's holders, the writer first.
+    pub holders: Vec<Holder>,
+    /// A read-write lock's mode: `read` or `write`.
+    pub mode: Option<String>,
+    /// The key's PTTL: the lease left in ms of a lock, -1 for a key without expiry (a lock
+    /// that never frees by itself), -2 when there is no key.
+    pub pttl_ms: i64,
+    /// A fair lock's queue, first come first (the first 100).
+    pub queue: Vec<Queued>,
+    /// The queue's whole length.
+    pub queue_len: u64,
+    /// Connections subscribed to the name's wake-up channel: processes with waiters (each
+    /// client subscribes once per channel, whatever its waiters), not waiting tasks. For a
+    /// fair lock, the sum over the lock's channel and each queued waiter's own (of the first
+    /// 100).
+    pub subscribers: u64,
+    /// A fenced lock's last fencing token.
+    pub token: Option<u64>,
+    /// A lock-delay in force: ms until the name can be taken again.
+    pub delay_ms: Option<u64>,
+    /// A semaphore's available permits, or a latch's count.
+    pub count: Option<i64>,
+    /// A permit semaphore's permits on lease (the first 100).
+    pub leases: Vec<Lease>,
+    /// How many permits are on lease.
+    pub leases_len: u64,
+    /// The server's clock when it was read, epoch ms.
+    pub server_time_ms: i64,
+}
+
+/// What [`Client::find`](crate::Client::find) found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Found {
+    /// The locks and synchronizers, by name.
+    pub items: Vec<Inspection>,
+    /// Whether it stopped at the limit with more keys left to look at.
+    pub more: bool,
+    /// How many keys it looked at.
+    pub keys_seen: u64,
+}

@@ -1,0 +1,241 @@
+//! The Lua scripts, one per Redis-side operation, and the only code that knows their arguments.
+//!
+//! Each script's source is composed by [`catalogue`] from `lua/` (a type's scripts in
+//! `lua/<type>/`, the rules several share in `lua/common/`), with its KEYS / ARGV / reply
+//! contract in its own file's header. It is hashed once per process and run by `EVALSHA`; when
+//! the server answers `NOSCRIPT` (after a restart, a failover or `SCRIPT FLUSH`) it is loaded
+//! and run again. A type's file outside this module runs its own scripts the same way:
+//! `static ACQUIRE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::<TYPE>_ACQUIRE))`, then
+//! `ACQUIRE.run(redis, &keys, &args)`, with [`text`], [`ms_arg`] and [`integer`] for the
+//! arguments and the reply. A lock script must never be applied
+//! twice by a transport retry: the client's connection sends every command once (see
+//! [`Client::new`](crate::Client::new)), and a reply that never came is resolved by the caller.
+
+use std::time::Duration;
+
+use fred::bytes_utils::Str;
+use fred::interfaces::{ClientLike, LuaInterface};
+use fred::types::config::Options;
+use fred::types::{Key, Value};
+use tokio::time::Instant;
+
+use crate::connection::Connection;
+use crate::error::{Error, Result, Shown};
+use crate::meter::ScriptId;
+use crate::redis_error::{self, classify, What};
+
+pub mod catalogue;
+pub(crate) mod fair;
+pub(crate) mod fence;
+pub(crate) mod multi;
+mod plain;
+pub(crate) mod rw;
+
+pub(crate) use plain::{
+    abandon, acquire, busy_or_delayed, delay_left, force_release, inspect, release, released,
+    renew, renew_delayed, unclaim, Answer, Claim, Delay, Inspection, ReleaseHow, Released,
+};
+
+/// The message published on a lock's channel when it is freed: wake one waiter per process.
+pub(crate) const UNLOCK_MESSAGE: &str = "0";
+/// The publish command on a single server, Sentinel, or a cluster before Redis 7.
+pub(crate) const PUBLISH: &str = "PUBLISH";
+/// The publish command on a Redis 7 cluster: the message stays on the lock's shard.
+pub(crate) const SPUBLISH: &str = "SPUBLISH";
+/// In place of a publish command: publish nothing (a spin lock has no waiters to wake).
+pub(crate) const NO_PUBLISH: &str = "";
+
+/// A Lua script and its SHA1, computed once.
+pub(crate) struct Script {
+    lua: Str,
+    sha: Str,
+    /// How metrics name it: its place in [`catalogue::ALL`] and its name there (unnamed: a
+    /// script made at run time).
+    metered: ScriptId,
+}
+
+impl Script {
+    pub(crate) fn new(lua: &'static str) -> Script {
+        let mut script = Script::from_text(Str::from_static(lua));
+        let found = catalogue::ALL.iter().position(|(_, text)| *text == lua);
+        script.metered = found.map_or(ScriptId::UNNAMED, |slot| ScriptId {
+            slot,
+            name: catalogue::ALL[slot].0,
+        });
+        script
+    }
+
+    /// A script made at run time (a fenced user script): the server caches it by its SHA1 as
+    /// it caches relock's own.
+    fn from_text(lua: Str) -> Script {
+        Script {
+            sha: fred::util::sha1_hash(&lua).into(),
+            lua,
+            metered: ScriptId::UNNAMED,
+        }
+    }
+
+    /// Runs the script by `EVALSHA`, loading it first if the server does not know it, all
+    /// within one command timeout.
+    ///
+    /// A script is never sent while the connection is down: it waits for the reconnect, but
+    /// not past one command timeout from when the connection was first seen down (`down`
+    /// remembers that across calls, from the start of a command that met a broken connection).
+    /// So against a server that is gone every call fails within a command timeout, and later
+    /// calls at once, with an error that says nothing was sent;
+    /// a queued command would instead sit out its timeout and leave the caller unsure whether
+    /// it ran. A command fred could not route is sent again the same way: it never reached
+    /// Redis, so this cannot apply it twice.
+    ///
+    /// Keys and arguments come as fred's own types so that sending them copies nothing: a
+    /// [`Key`] or [`Str`] made once per lock (or per hold) is shared by reference count.
+    pub(crate) async fn run(
+        &self,
+        redis: &Connection,
+        keys: &[Key],
+        args: &[Value],
+    ) -> std::result::Result<Value, fred::error::Error> {
+        let down = &redis.down;
+        let timeout = redis.timeout;
+        if redis.is_connected() {
+            down.up();
+            let sent = Instant::now();
+            // The common case: connected, with the whole timeout left, which fred applies to a
+            // command sent without options, so none are built per command.
+            match Box::pin(self.run_once(redis, None, keys, args)).await {
+                Err(e) if classify(&e) == What::NotRouted => {}
+                Err(e) => return Err(met(redis, e, sent)),
+                result => return result,
+            }
+        }
+        let deadline = Instant::now() + timeout;
+        loop {
+            if redis.is_connected() {
+                down.up();
+            } else {
+                let until = deadline.min(down.since() + timeout);
+                let back = tokio::time::timeout_at(until, redis.wait_for_connect()).await;
+                if !matches!(back, Ok(Ok(()))) {
+                    return Err(redis_error::not_sent(format!(
+                        "not connected (no reconnect within {timeout:?}; nothing was sent)"
+                    )));
+                }
+            }
+            let sent = Instant::now();
+            let left = deadline.saturating_duration_since(sent);
+            match Box::pin(self.run_once(redis, Some(left), keys, args)).await {
+                Err(e) if classify(&e) == What::NotRouted && Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                Err(e) => return Err(met(redis, e, sent)),
+                result => return result,
+            }
+        }
+    }
+
+    /// One send (a load and a second send on `NOSCRIPT`, and the script's text with a third if
+    /// the cache was flushed again in between), all within `timeout`; `None`: each
+    /// within the client's command timeout, which fred applies to a command without options.
+    ///
+    /// Boxed by the caller: fred's command future is large, and every lock() future that waits
+    /// would otherwise carry room for it (about 7 KB per waiter instead of 1.5 KB).
+    async fn run_once(
+        &self,
+        redis: &Connection,
+        timeout: Option<Duration>,
+        keys: &[Key],
+        args: &[Value],
+    ) -> std::result::Result<Value, fred::error::Error> {
+        let started = Instant::now();
+        let meter = &redis.meter;
+        let within = |timeout: Duration| Options {
+            timeout: Some(
+                timeout
+                    .saturating_sub(started.elapsed())
+                    .max(Duration::from_millis(1)),
+            ),
+            ..Options::default()
+        };
+        let first = match timeout {
+            None => {
+                redis
+                    .evalsha::<Value, _, _, _>(self.sha.clone(), keys.to_vec(), args.to_vec())
+                    .await
+            }
+            Some(timeout) => {
+                redis
+                    .with_options(&within(timeout))
+                    .evalsha::<Value, _, _, _>(self.sha.clone(), keys.to_vec(), args.to_vec())
+                    .await
+            }
+        };
+        match first {
+            Err(e) if classify(&e) == What::NoScript => {
+                // Within what is left of the first send's timeout.
+                let timeout = timeout.unwrap_or(redis.timeout);
+                redis
+                    .with_options(&within(timeout))
+                    .script_load_cluster::<(), _>(self.lua.clone())
+                    .await?;
+                let result = redis
+                    .with_options(&within(timeout))
+                    .evalsha(self.sha.clone(), keys.to_vec(), args.to_vec())
+                    .await;
+                // Flushed again between the load and the run (`SCRIPT FLUSH` twice in a row):
+                // sent with its text this time, which no flush can come between.
+                let result = match result {
+                    Err(e) if classify(&e) == What::NoScript => {
+                        redis
+                            .with_options(&within(timeout))
+                            .eval(self.lua.clone(), keys.to_vec(), args.to_vec())
+                            .await
+                    }
+                    result => result,
+                };
+                meter.script(self.metered, started.elapsed(), true);
+                result
+            }
+            result => {
+                meter.script(self.metered, started.elapsed(), false);
+                result
+            }
+        }
+    }
+}
+
+/// An error that a command sent at `sent` met. A broken connection was likely dead already when
+/// the command went out: a read-back that follows waits for a reconnect only what is left of
+/// this timeout.
+fn met(redis: &Connection, e: fred::error::Error, sent: Instant) -> fred::error::Error {
+    if classify(&e).broke() {
+        redis.down.suspect(sent);
+    }
+    e
+}
+
+/// A static argument, sent without a copy.
+pub(crate) fn text(s: &'static str) -> Value {
+    Value::String(Str::from_static(s))
+}
+
+/// A duration in ms as an argument (validated to fit 2^53 by `config::millis`).
+pub(crate) fn ms_arg(ms: u64) -> Value {
+    Value::Integer(ms as i64)
+}
+
+/// The integer `value`, or an error naming `context` (a lock name) and the server.
+pub(crate) fn integer(value: Value, context: &str, server: &str) -> Result<i64> {
+    value
+        .as_i64()
+        .ok_or_else(|| unexpected(&value, context, server))
+}
+
+pub(crate) fn unexpected(value: &Value, context: &str, server: &str) -> Error {
+    Error::redis(
+        redis_error::unexpected(format!(
+            "unexpected script reply {value:?} for `{}`",
+            Shown(context)
+        )),
+        server,
+    )
+}
