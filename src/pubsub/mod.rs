@@ -19,18 +19,21 @@
 //! release of another process from the echo of this client's own ([`Hub::position`],
 //! [`Hub::messages_since`]). What to do about them is not the hub's business.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use fred::clients::SubscriberClient;
-use tokio::sync::{mpsc, watch, Notify};
+use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
+mod channels;
 mod link;
+mod waiter;
 
+use channels::{Channel, Channels, Slot};
 use link::{run, Link};
+pub(crate) use waiter::{Waiter, Wake};
 
 /// Whether a channel's subscription is confirmed by the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,147 +64,6 @@ pub(crate) enum Wakes {
 
 /// A type's rule for its channel: what one message (its text, when it is one) wakes.
 pub(crate) type WakeRule = fn(Option<&str>) -> Wakes;
-
-/// One parked (or about to park) waiter.
-struct Slot {
-    /// A wake-up was delivered and not yet consumed.
-    woken: AtomicBool,
-    /// A wake-up said the wait is over ([`Wakes::AllDone`]).
-    done: AtomicBool,
-    /// The permits this waiter waits for (1 for anything but a semaphore's waiter).
-    permits: u64,
-    notify: Notify,
-}
-
-impl Slot {
-    fn new(permits: u64) -> Slot {
-        Slot {
-            woken: AtomicBool::new(false),
-            done: AtomicBool::new(false),
-            permits,
-            notify: Notify::new(),
-        }
-    }
-
-    fn wake(&self) {
-        self.woken.store(true, Ordering::Release);
-        self.notify.notify_one();
-    }
-
-    fn is_woken(&self) -> bool {
-        self.woken.load(Ordering::Acquire)
-    }
-}
-
-struct Channel {
-    waiters: usize,
-    state: watch::Sender<Subscription>,
-    queue: VecDeque<(u64, Arc<Slot>)>,
-    /// Sequence numbers (see [`Channels::messages`]) of the last two messages received.
-    recent: [u64; 2],
-    /// What one message wakes: the rule its first waiter registered with (every waiter of a
-    /// channel is of a type that shares it).
-    rule: WakeRule,
-    /// The latest moment this client learned the lock may be busy until: its holder's lease
-    /// end, as an attempt's reply or this client's own acquire told it.
-    busy_until: Option<Instant>,
-    /// Kept subscribed without waiters until then (see [`Waiter::acquired_lingering`]).
-    linger_until: Option<Instant>,
-}
-
-impl Channel {
-    /// Wakes the first waiter not already woken.
-    fn wake_one(&self) {
-        let mut idle = self.queue.iter().filter(|(_, slot)| !slot.is_woken());
-        if let Some((_, slot)) = idle.next() {
-            slot.wake();
-        }
-    }
-
-    /// Wakes as [`Wakes::Permits`] says: the waiters woken already count against `permits`
-    /// too, as they are about to try.
-    fn wake_for(&self, permits: u64) {
-        let mut left = permits;
-        for (i, (_, slot)) in self.queue.iter().enumerate() {
-            if !slot.is_woken() {
-                if i > 0 && slot.permits > left {
-                    return;
-                }
-                slot.wake();
-            }
-            left = left.saturating_sub(slot.permits);
-        }
-    }
-
-    /// Wakes whom `message` wakes by the channel's rule.
-    fn deliver(&self, message: Option<&str>) {
-        self.wake((self.rule)(message));
-    }
-
-    fn wake(&self, wakes: Wakes) {
-        match wakes {
-            Wakes::One => self.wake_one(),
-            Wakes::Permits(n) => self.wake_for(n),
-            Wakes::All => self.wake_all(),
-            Wakes::AllDone => {
-                for (_, slot) in &self.queue {
-                    slot.done.store(true, Ordering::Release);
-                    slot.wake();
-                }
-            }
-        }
-    }
-
-    fn wake_all(&self) {
-        for (_, slot) in &self.queue {
-            slot.wake();
-        }
-    }
-}
-
-#[derive(Default)]
-struct Channels {
-    map: Mutex<HashMap<Arc<str>, Channel>>,
-    next_id: AtomicU64,
-    /// Messages received on all channels so far: each message's sequence number.
-    messages: AtomicU64,
-    /// How many channels linger (subscribed, no waiter, `linger_until` set).
-    lingering: AtomicUsize,
-}
-
-impl Channels {
-    /// The lingering channels whose time is up by `now` (every one with `None`: a reconnect may
-    /// have dropped their subscriptions); they no longer linger.
-    fn end_lingering(&self, now: Option<Instant>) -> Vec<Arc<str>> {
-        if self.lingering.load(Ordering::Acquire) == 0 {
-            return Vec::new();
-        }
-        let mut map = self.map.lock().unwrap();
-        let mut done = Vec::new();
-        for (name, channel) in map.iter_mut() {
-            let up = |until: &Instant| now.map_or(true, |now| *until <= now);
-            if channel.linger_until.as_ref().is_some_and(up) {
-                channel.linger_until = None;
-                done.push(name.clone());
-            }
-        }
-        self.lingering.fetch_sub(done.len(), Ordering::AcqRel);
-        done
-    }
-
-    fn wake_all(&self) {
-        for channel in self.map.lock().unwrap().values() {
-            channel.wake_all();
-        }
-    }
-
-    /// Counts of channels (but those lingering) and of registered waiters, for leak checks.
-    fn counts(&self) -> (usize, usize) {
-        let map = self.map.lock().unwrap();
-        let in_use = map.values().filter(|c| c.linger_until.is_none()).count();
-        (in_use, map.values().map(|c| c.waiters).sum())
-    }
-}
 
 /// The client's pub/sub side: registers waiters and keeps the subscriptions in step with them.
 pub(crate) struct Hub {
@@ -359,128 +221,6 @@ impl Hub {
         self.channels.counts()
     }
 }
-
-/// Why a wait ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Wake {
-    /// A message (or a reconnect) said the lock may be free.
-    Message,
-    /// The bound ran out: the holder's lease may have ended.
-    Timeout,
-    /// A message said the wait is over ([`Wakes::AllDone`]).
-    Done,
-}
-
-/// A waiter's place on a channel. Dropping it without the lock leaves the queue and wakes the
-/// next waiter (passing on any wake-up it had not used); the last waiter out unsubscribes the
-/// channel.
-pub(crate) struct Waiter {
-    channels: Arc<Channels>,
-    sync_tx: mpsc::UnboundedSender<Arc<str>>,
-    state: watch::Receiver<Subscription>,
-    channel: Arc<str>,
-    id: u64,
-    slot: Arc<Slot>,
-    acquired: bool,
-    /// Left with the lock: the channel stays subscribed this long without waiters.
-    linger: Option<Duration>,
-}
-
-impl Waiter {
-    /// Waits until the server confirmed the subscription, at most until `deadline`.
-    /// Returns false when it was not confirmed (the waiter then relies on TTL-bounded retries).
-    pub(crate) async fn subscribed(&mut self, deadline: Instant) -> bool {
-        let confirmed = tokio::time::timeout_at(
-            deadline,
-            self.state.wait_for(|s| *s != Subscription::Pending),
-        )
-        .await;
-        matches!(confirmed, Ok(Ok(s)) if *s == Subscription::Active)
-    }
-
-    /// Sleeps until woken by a message or until `bound` passes.
-    pub(crate) async fn wait(&self, bound: Duration) -> Wake {
-        // A wake-up delivered before this call left a permit in `notify`: it returns at once.
-        match tokio::time::timeout(bound, self.slot.notify.notified()).await {
-            Ok(()) => {
-                self.slot.woken.store(false, Ordering::Release);
-                if self.slot.done.load(Ordering::Acquire) {
-                    Wake::Done
-                } else {
-                    Wake::Message
-                }
-            }
-            Err(_) => Wake::Timeout,
-        }
-    }
-
-    /// Whether a wake-up was delivered to this waiter and not consumed by a [`wait`](Self::wait)
-    /// yet.
-    pub(crate) fn is_woken(&self) -> bool {
-        self.slot.is_woken()
-    }
-
-    /// Whether this waiter is first in its channel's queue: the one the next wake-up is for.
-    pub(crate) fn is_first(&self) -> bool {
-        let map = self.channels.map.lock().unwrap();
-        map.get(&self.channel)
-            .and_then(|c| c.queue.front())
-            .is_some_and(|(id, _)| *id == self.id)
-    }
-
-    /// Leaves the queue without passing on a wake-up: the waiter took the lock, and its own
-    /// release will wake the next one.
-    pub(crate) fn acquired(mut self) {
-        self.acquired = true;
-    }
-
-    /// As [`acquired`](Self::acquired), and if it was the channel's last waiter the channel
-    /// stays subscribed for `linger` (if its subscription is confirmed): a waiter of the same
-    /// channel that comes back meanwhile finds it subscribed, with no round trip to wait for and
-    /// no message missed since. A channel of one owner's waiters (a fair lock's) gains from
-    /// this when that owner takes the lock again and again.
-    pub(crate) fn acquired_lingering(mut self, linger: Duration) {
-        self.acquired = true;
-        self.linger = Some(linger);
-    }
-}
-
-impl Drop for Waiter {
-    fn drop(&mut self) {
-        let mut map = self.channels.map.lock().unwrap();
-        let Some(entry) = map.get_mut(&self.channel) else {
-            return;
-        };
-        if let Some(pos) = entry.queue.iter().position(|(id, _)| *id == self.id) {
-            entry.queue.remove(pos);
-        }
-        if !self.acquired {
-            // Whoever queued behind a waiter that gave up may have skipped its own attempt
-            // (newcomers do not barge): let the next one look at the lock now. This also passes
-            // on a wake-up the departing waiter had received and not used.
-            entry.wake_one();
-        }
-        entry.waiters -= 1;
-        let active = *entry.state.borrow() == Subscription::Active;
-        if entry.waiters == 0 && active && !self.sync_tx.is_closed() {
-            if let Some(linger) = self.linger {
-                // The hub task unsubscribes it once the time is up (see `Channels::end_lingering`).
-                entry.linger_until = Some(Instant::now() + linger);
-                if self.channels.lingering.fetch_add(1, Ordering::AcqRel) == 0 {
-                    // The first to linger: tells the hub task to start watching the time.
-                    let _ = self.sync_tx.send(self.channel.clone());
-                }
-                return;
-            }
-        }
-        if entry.waiters == 0 && self.sync_tx.send(self.channel.clone()).is_err() {
-            // The hub task has stopped (the client shut down): nobody will unsubscribe the
-            // channel, and its connection is closed anyway; forget the channel here.
-            map.remove(&self.channel);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
