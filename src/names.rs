@@ -22,8 +22,8 @@ pub(crate) struct LockKeys {
     pub(crate) channel: Str,
     /// The hand-off claim: which waiter the lock's next free moment is promised to.
     pub(crate) claim: Str,
-    /// The prefix of unlock replay keys: `<latch_prefix>:<request-id>`.
-    pub(crate) latch_prefix: String,
+    /// The prefix of unlock replay keys: `<replay_prefix>:<request-id>`.
+    pub(crate) replay_prefix: String,
 }
 
 impl LockKeys {
@@ -37,7 +37,7 @@ impl LockKeys {
             name: Str::from(name),
             channel: prefixed("redisson_lock__channel", name).into(),
             claim: prefixed("relock_claim", name).into(),
-            latch_prefix: prefixed("redisson_unlock_latch", name),
+            replay_prefix: prefixed("redisson_unlock_latch", name),
         })
     }
 
@@ -49,9 +49,9 @@ impl LockKeys {
             return Ok(self);
         }
         let slot = fred::util::redis_keyslot(self.name.as_bytes());
-        let latch = format!("{}:0", self.latch_prefix);
+        let replay = format!("{}:0", self.replay_prefix);
         if fred::util::redis_keyslot(self.channel.as_bytes()) != slot
-            || fred::util::redis_keyslot(latch.as_bytes()) != slot
+            || fred::util::redis_keyslot(replay.as_bytes()) != slot
             || fred::util::redis_keyslot(self.claim.as_bytes()) != slot
         {
             return Err(Error::invalid(format!(
@@ -73,14 +73,14 @@ impl LockKeys {
 
     /// A fresh replay key for one release request of client `client_id`: unique because the
     /// client id is, and cheap because it needs no randomness per request.
-    pub(crate) fn latch(&self, client_id: &str) -> Key {
+    pub(crate) fn replay_key(&self, client_id: &str) -> Key {
         use std::fmt::Write;
         use std::sync::atomic::{AtomicU64, Ordering};
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let mut latch = String::with_capacity(self.latch_prefix.len() + client_id.len() + 18);
-        let _ = write!(latch, "{}:{client_id}:{n:x}", self.latch_prefix);
-        Key::from(latch)
+        let mut replay = String::with_capacity(self.replay_prefix.len() + client_id.len() + 18);
+        let _ = write!(replay, "{}:{client_id}:{n:x}", self.replay_prefix);
+        Key::from(replay)
     }
 }
 
@@ -229,7 +229,7 @@ mod tests {
     fn plain_names_get_braced_auxiliary_keys() {
         let keys = LockKeys::new("order:42").unwrap();
         assert_eq!(keys.channel, "redisson_lock__channel:{order:42}");
-        assert_eq!(keys.latch_prefix, "redisson_unlock_latch:{order:42}");
+        assert_eq!(keys.replay_prefix, "redisson_unlock_latch:{order:42}");
     }
 
     #[test]

@@ -177,20 +177,20 @@ pub(crate) async fn release_all(mut guards: Vec<LockGuard>) -> Vec<Result<()>> {
     }
     if let Some(&(first, ..)) = leaving.first() {
         let shared = &guards[first].hold().shared;
-        let latches: Vec<Key> = leaving
+        let replays: Vec<Key> = leaving
             .iter()
-            .map(|&(i, ..)| guards[i].hold().keys.latch(&shared.id))
+            .map(|&(i, ..)| guards[i].hold().keys.replay_key(&shared.id))
             .collect();
         // Dropped mid-flight, each part's release is finished in the background under its
         // request id; each stays counted in flight till then.
         let mut resumes: Vec<ResumeRelease<'_>> = leaving
             .iter()
-            .zip(&latches)
-            .map(|(&(i, _, lapses_after), latch)| {
+            .zip(&replays)
+            .map(|(&(i, _, lapses_after), replay)| {
                 let hold = guards[i].hold();
                 ResumeRelease {
                     pending: Some((hold, hold.releasing())),
-                    latch,
+                    replay,
                     lapses_after,
                 }
             })
@@ -201,7 +201,7 @@ pub(crate) async fn release_all(mut guards: Vec<LockGuard>) -> Vec<Result<()>> {
                 let (hold, releasing) = resume.pending.as_ref().expect("set above");
                 let how = ReleaseAs {
                     redis: None,
-                    latch: resume.latch,
+                    replay: resume.replay,
                     sent_before: false,
                     lapses_after: Some(resume.lapses_after),
                 };
@@ -219,16 +219,16 @@ pub(crate) async fn release_all(mut guards: Vec<LockGuard>) -> Vec<Result<()>> {
             .iter()
             .map(|&(i, ..)| &*guards[i].hold().keys)
             .collect();
-        let latch_refs: Vec<&Key> = latches.iter().collect();
+        let latch_refs: Vec<&Key> = replays.iter().collect();
         let keep_ms: Vec<u64> = outgoing.iter().map(|part| part.keep_ms).collect();
         let send = |sent_before| {
             let how = outgoing[0].script(sent_before);
-            let (parts, latches, keep_ms) = (&parts, &latch_refs, &keep_ms);
+            let (parts, replays, keep_ms) = (&parts, &latch_refs, &keep_ms);
             async move {
                 let release = scripts::multi::release(
                     &shared.redis,
                     parts,
-                    latches,
+                    replays,
                     &hold.field,
                     keep_ms,
                     &how,

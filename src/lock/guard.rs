@@ -185,19 +185,19 @@ impl LockGuard {
     pub async fn unlock(mut self) -> Result<()> {
         let (was_lost, lapses_after) = self.leave()?;
         let shared = &self.hold.shared;
-        let latch = self.hold.keys.latch(&shared.id);
+        let replay = self.hold.keys.replay_key(&shared.id);
         // Dropped mid-flight, the release is finished in the background under the same
         // request id, so it still counts exactly once; it stays counted in flight till then.
         let mut resume = ResumeRelease {
             pending: Some((&self.hold, self.hold.releasing_until(lapses_after))),
-            latch: &latch,
+            replay: &replay,
             lapses_after,
         };
         let span = tracing::debug_span!("relock.release", lock = %self.hold.keys.name, holder = %self.hold.field);
         let (_, releasing) = resume.pending.as_ref().expect("set above");
         let how = ReleaseAs {
             redis: None,
-            latch: &latch,
+            replay: &replay,
             sent_before: false,
             lapses_after: Some(lapses_after),
         };
@@ -275,7 +275,7 @@ impl Drop for LockGuard {
         // Counted in flight now, so the owner's next acquire, even right after the drop,
         // waits for it.
         let releasing = Arc::new(self.hold.releasing_until(lapses_after));
-        let latch = self.hold.keys.latch(&self.hold.shared.id);
-        self.hold.resume(latch, false, lapses_after, releasing);
+        let replay = self.hold.keys.replay_key(&self.hold.shared.id);
+        self.hold.resume(replay, false, lapses_after, releasing);
     }
 }

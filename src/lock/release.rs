@@ -31,7 +31,7 @@ pub(crate) struct ReleaseAs<'a> {
     /// The connection to send it on, when not the client's own (a rescue run's).
     pub(crate) redis: Option<&'a Connection>,
     /// The replay key: the request id.
-    pub(crate) latch: &'a Key,
+    pub(crate) replay: &'a Key,
     /// Whether the request may have reached the server already (an `unlock()` dropped
     /// mid-flight), so even its first send here looks for a replay.
     pub(crate) sent_before: bool,
@@ -44,7 +44,7 @@ pub(crate) struct ResumeRelease<'a> {
     /// The hold, and the token that keeps its release counted in flight until the `unlock()`
     /// or its resumption ends; `None` once the release has ended.
     pub(crate) pending: Option<(&'a Hold, Releasing)>,
-    pub(crate) latch: &'a Key,
+    pub(crate) replay: &'a Key,
     pub(crate) lapses_after: Instant,
 }
 
@@ -52,7 +52,7 @@ impl Drop for ResumeRelease<'_> {
     fn drop(&mut self) {
         if let Some((hold, releasing)) = self.pending.take() {
             hold.resume(
-                self.latch.clone(),
+                self.replay.clone(),
                 true,
                 self.lapses_after,
                 Arc::new(releasing),
@@ -77,23 +77,23 @@ impl Hold {
         releasing
     }
 
-    /// Sends (or finishes) a release under the request id `latch` in the background; see
+    /// Sends (or finishes) a release under the request id `replay` in the background; see
     /// `background` for what happens when no runtime can run it.
     pub(crate) fn resume(
         &self,
-        latch: Key,
+        replay: Key,
         sent_before: bool,
         lapses_after: Instant,
         releasing: Arc<Releasing>,
     ) {
         let hold = self.clone();
         let job = move |fresh: Option<Arc<Connection>>| {
-            let (hold, latch, releasing) = (hold.clone(), latch.clone(), releasing.clone());
+            let (hold, replay, releasing) = (hold.clone(), replay.clone(), releasing.clone());
             let span = tracing::debug_span!("relock.release", lock = %hold.keys.name, holder = %hold.field);
             let release = async move {
                 let how = ReleaseAs {
                     redis: fresh.as_deref(),
-                    latch: &latch,
+                    replay: &replay,
                     // A rescue run may follow a send that reached the server.
                     sent_before: sent_before || fresh.is_some(),
                     lapses_after: Some(lapses_after),
@@ -115,10 +115,10 @@ impl Hold {
         redis: Option<&Connection>,
         releasing: &Releasing,
     ) -> Ended {
-        let latch = self.keys.latch(&self.shared.id);
+        let replay = self.keys.replay_key(&self.shared.id);
         let how = ReleaseAs {
             redis,
-            latch: &latch,
+            replay: &replay,
             sent_before: false,
             lapses_after: None,
         };
@@ -167,7 +167,7 @@ impl Hold {
         let shared = &self.shared;
         // Each try may wait a command timeout for the connection and another for the reply, so
         // the last one is sent within 2 * TRIES - 1 command timeouts: the replay key outlives it.
-        let latch_ttl = shared.command_timeout * (2 * TRIES);
+        let replay_ttl = shared.command_timeout * (2 * TRIES);
         // Another release of the owner's holds may still be on its way: the holds it releases
         // are still on Redis, and the TTL set here must not let them lapse before it arrives.
         let beside = shared
@@ -194,12 +194,12 @@ impl Hold {
             || releasing.beside_acquire
             || how
                 .lapses_after
-                .map_or(true, |lapse| lapse <= sent_at + latch_ttl);
+                .map_or(true, |lapse| lapse <= sent_at + replay_ttl);
         Outgoing {
             hold: self,
-            latch: how.latch,
+            replay: how.replay,
             lapses_after: how.lapses_after,
-            latch_ttl_ms: ceil_millis(latch_ttl) as u64,
+            replay_ttl_ms: ceil_millis(replay_ttl) as u64,
             keep_ms,
             mark,
             sent_at,
@@ -211,9 +211,9 @@ impl Hold {
 /// One hold's release as it is sent: what it asks of the script, and how its reply is taken.
 pub(super) struct Outgoing<'a> {
     hold: &'a Hold,
-    latch: &'a Key,
+    replay: &'a Key,
     lapses_after: Option<Instant>,
-    latch_ttl_ms: u64,
+    replay_ttl_ms: u64,
     /// The TTL the owner's remaining holds need, should holds remain.
     pub(super) keep_ms: u64,
     /// The hand-off mark of a plain lock's release, taken before it is first sent.
@@ -243,8 +243,8 @@ impl<'a> Outgoing<'a> {
     pub(super) fn script(&self, sent_before: bool) -> ReleaseHow<'a> {
         let shared = &self.hold.shared;
         ReleaseHow {
-            latch: self.latch,
-            latch_ttl_ms: self.latch_ttl_ms,
+            replay: self.replay,
+            replay_ttl_ms: self.replay_ttl_ms,
             publish: self.hold.kind.publish(shared),
             claim_window_ms: shared.claim_window_ms,
             sent_before,
@@ -281,7 +281,7 @@ impl<'a> Outgoing<'a> {
         };
         if replay_key {
             // The reply arrived, so no retry will need the replay key any more.
-            shared.sweeper.delete(self.latch.clone());
+            shared.sweeper.delete(self.replay.clone());
         }
         match released {
             Released::StillHeld => {

@@ -105,7 +105,7 @@ pub(crate) async fn release(
         queue,
         timeouts,
         channel,
-        how.latch.clone(),
+        how.replay.clone(),
         Key::from(&fair.alive),
         delay.map_or_else(|| Key::from(""), |d| Key::from(&d.shadow)),
     ];
@@ -114,7 +114,7 @@ pub(crate) async fn release(
         ms_arg(keep_ms),
         Value::String(field.clone()),
         text(how.publish),
-        ms_arg(how.latch_ttl_ms),
+        ms_arg(how.replay_ttl_ms),
         text(if how.sent_before { "1" } else { "0" }),
         ms_arg(delay.map_or(0, |d| d.ms)),
         text(if how.replay_last { "1" } else { "0" }),

@@ -79,23 +79,23 @@ pub(crate) async fn acquire(
 }
 
 /// Releases one hold of `field` on every lock of `parts` (distinct, in one slot), each as
-/// [`super::release`] releases one: part `i` under the replay key `latches[i]`, keeping its TTL
-/// at `keep_ms[i]` when holds remain. `how.latch` is unused (each part has its own). One result
+/// [`super::release`] releases one: part `i` under the replay key `replays[i]`, keeping its TTL
+/// at `keep_ms[i]` when holds remain. `how.replay` is unused (each part has its own). One result
 /// per part, in order.
 pub(crate) async fn release(
     redis: &Connection,
     parts: &[&LockKeys],
-    latches: &[&Key],
+    replays: &[&Key],
     field: &Str,
     keep_ms: &[u64],
     how: &ReleaseHow<'_>,
 ) -> Result<Vec<Released>> {
-    debug_assert!(parts.len() == latches.len() && parts.len() == keep_ms.len());
+    debug_assert!(parts.len() == replays.len() && parts.len() == keep_ms.len());
     let mut keys = Vec::with_capacity(4 * parts.len());
-    for (part, latch) in parts.iter().zip(latches) {
+    for (part, replay) in parts.iter().zip(replays) {
         keys.push(Key::from(&part.name));
         keys.push(Key::from(&part.channel));
-        keys.push((*latch).clone());
+        keys.push((*replay).clone());
         keys.push(Key::from(&part.claim));
     }
     let mut args = Vec::with_capacity(7 + parts.len());
@@ -103,7 +103,7 @@ pub(crate) async fn release(
         text(UNLOCK_MESSAGE),
         Value::String(field.clone()),
         text(how.publish),
-        ms_arg(how.latch_ttl_ms),
+        ms_arg(how.replay_ttl_ms),
         ms_arg(how.claim_window_ms),
         text(if how.sent_before { "1" } else { "0" }),
         text(if how.replay_last { "1" } else { "0" }),

@@ -203,9 +203,9 @@ pub(crate) enum Released {
 
 /// How a release is sent: its replay key and the client's settings.
 pub(crate) struct ReleaseHow<'a> {
-    pub(crate) latch: &'a Key,
+    pub(crate) replay: &'a Key,
     /// How long the replay key lives, in ms.
-    pub(crate) latch_ttl_ms: u64,
+    pub(crate) replay_ttl_ms: u64,
     /// [`PUBLISH`], [`SPUBLISH`] or [`NO_PUBLISH`].
     pub(crate) publish: &'static str,
     /// How long a claim may outlive the release, in ms.
@@ -218,7 +218,7 @@ pub(crate) struct ReleaseHow<'a> {
     pub(crate) replay_last: bool,
 }
 
-/// Releases one hold of `field`; a retry with the same latch (and `sent_before`) replays the
+/// Releases one hold of `field`; a retry with the same replay key (and `sent_before`) replays the
 /// first reply.
 pub(crate) async fn release(
     redis: &Connection,
@@ -233,7 +233,7 @@ pub(crate) async fn release(
     let all_keys = [
         Key::from(&keys.name),
         Key::from(&keys.channel),
-        how.latch.clone(),
+        how.replay.clone(),
         Key::from(&keys.claim),
         delay.map_or_else(|| Key::from(""), |d| Key::from(&d.shadow)),
     ];
@@ -242,7 +242,7 @@ pub(crate) async fn release(
         ms_arg(lease_ms),
         Value::String(field.clone()),
         text(how.publish),
-        ms_arg(how.latch_ttl_ms),
+        ms_arg(how.replay_ttl_ms),
         ms_arg(how.claim_window_ms),
         text(if how.sent_before { "1" } else { "0" }),
         text(if how.replay_last { "1" } else { "0" }),

@@ -131,7 +131,7 @@ pub(crate) async fn release(
             &[
                 Key::from(&keys.name),
                 Key::from(&keys.channel),
-                how.latch.clone(),
+                how.replay.clone(),
                 Key::from(&keys.claim),
             ],
             &[
@@ -139,7 +139,7 @@ pub(crate) async fn release(
                 ms_arg(keep_ms),
                 Value::String(field.clone()),
                 text(how.publish),
-                ms_arg(how.latch_ttl_ms),
+                ms_arg(how.replay_ttl_ms),
                 ms_arg(how.claim_window_ms),
                 text(if how.sent_before { "1" } else { "0" }),
             ],
