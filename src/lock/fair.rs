@@ -23,7 +23,6 @@ use super::handle::Handle;
 use super::kind::Hold;
 use super::kind::Turns;
 use super::kind::{Ask, Holder, Kind, LockType};
-use super::reentrant::DELAYED_RENEWAL;
 use crate::background::Ended;
 use crate::connection::Connection;
 use crate::error::Result;
@@ -188,25 +187,8 @@ impl LockType for Fair {
         ))
     }
 
-    fn renews_with(&self) -> &'static str {
-        if self.delay.is_some() {
-            DELAYED_RENEWAL
-        } else {
-            "hash"
-        }
-    }
-
-    fn renew_all<'a>(
-        &'a self,
-        redis: &'a Connection,
-        locks: &'a [crate::registry::HoldKey],
-        lease_ms: u64,
-    ) -> BoxFuture<'a, Result<Vec<bool>>> {
-        if self.delay.is_some() {
-            Box::pin(scripts::renew_delayed(redis, locks, lease_ms))
-        } else {
-            Box::pin(scripts::renew(redis, locks, lease_ms, false))
-        }
+    fn lock_delay(&self) -> Option<&Delay> {
+        self.delay.as_ref()
     }
 
     fn leave_queue<'a>(

@@ -22,7 +22,7 @@ use crate::names::LockKeys;
 use crate::owner::Owner;
 use crate::pubsub::{WakeRule, Wakes};
 use crate::registry::{Closing, Held, HoldKey};
-use crate::scripts::{self, Answer, ReleaseHow, Released, UNLOCK_MESSAGE};
+use crate::scripts::{self, Answer, Delay, ReleaseHow, Released, UNLOCK_MESSAGE};
 use crate::shared::Shared;
 
 /// Who asks: the lock's keys and the holder field.
@@ -43,6 +43,10 @@ pub(crate) enum Ask {
     /// new one at its tail, or the one it has, renewed).
     Queue,
 }
+
+/// The renewal of the lock hashes with a lock-delay (a [`Lock`](crate::Lock)'s and a
+/// [`FairLock`](crate::FairLock)'s): each renewal extends the shadow lease too.
+const DELAYED_RENEWAL: &str = "hash+delay";
 
 /// A lock type: its keys, holder field, turn-taking, scripts, renewal, wake-ups and shutdown.
 /// Each type implements it once, in its own file; the defaults are the lock hash's.
@@ -162,9 +166,20 @@ pub(crate) trait LockType: Send + Sync + 'static {
         Box::pin(future::ready(Ok(false)))
     }
 
+    /// The lock-delay of this type's locks, if they have one (a [`Lock`](crate::Lock)'s or a
+    /// [`FairLock`](crate::FairLock)'s): their scripts then keep the shadow lease too (see
+    /// `lua/common/delay.lua`), and they renew with the holds that have one.
+    fn lock_delay(&self) -> Option<&Delay> {
+        None
+    }
+
     /// The renewals the watchdog batches this type's holds with (see [`Held::renewal`]).
     fn renews_with(&self) -> &'static str {
-        "hash"
+        if self.lock_delay().is_some() {
+            DELAYED_RENEWAL
+        } else {
+            "hash"
+        }
     }
 
     /// Extends each of `locks` whose holder field is still there (see [`Held::renew`]).
@@ -174,7 +189,11 @@ pub(crate) trait LockType: Send + Sync + 'static {
         locks: &'a [HoldKey],
         lease_ms: u64,
     ) -> BoxFuture<'a, Result<Vec<bool>>> {
-        Box::pin(scripts::renew(redis, locks, lease_ms, false))
+        if self.lock_delay().is_some() {
+            Box::pin(scripts::renew_delayed(redis, locks, lease_ms))
+        } else {
+            Box::pin(scripts::renew(redis, locks, lease_ms, false))
+        }
     }
 
     /// A hold of this type was just taken and its guard made (nothing to do by default).

@@ -120,10 +120,6 @@ impl Lock {
     }
 }
 
-/// The renewal of the lock hashes with a lock-delay (a [`Lock`]'s and a
-/// [`FairLock`](crate::FairLock)'s): each renewal extends the shadow lease too.
-pub(super) const DELAYED_RENEWAL: &str = "hash+delay";
-
 /// The plain lock's type: Redisson's lock hash and channel, woken one waiter per process, with
 /// claims and hand-off graces (see `turns`). Its last release skips the replay key when no retry
 /// can need it (see `inflight`), and holds of one owner and client may go together (`batch`),
@@ -147,25 +143,8 @@ impl LockType for Reentrant {
         self.delay.is_none()
     }
 
-    fn renews_with(&self) -> &'static str {
-        if self.delay.is_some() {
-            DELAYED_RENEWAL
-        } else {
-            "hash"
-        }
-    }
-
-    fn renew_all<'a>(
-        &'a self,
-        redis: &'a Connection,
-        locks: &'a [crate::registry::HoldKey],
-        lease_ms: u64,
-    ) -> BoxFuture<'a, Result<Vec<bool>>> {
-        if self.delay.is_some() {
-            Box::pin(scripts::renew_delayed(redis, locks, lease_ms))
-        } else {
-            Box::pin(scripts::renew(redis, locks, lease_ms, false))
-        }
+    fn lock_delay(&self) -> Option<&Delay> {
+        self.delay.as_ref()
     }
 
     fn turns<'h>(&self, hold: &'h Hold, wait: Option<Duration>) -> Box<dyn Turns + 'h> {
