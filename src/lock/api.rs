@@ -335,3 +335,66 @@ macro_rules! delay_api {
 }
 
 pub(crate) use delay_api;
+
+/// Implements the façade of a lock made of others (a [`MultiLock`](crate::MultiLock), a
+/// [`RedLock`](crate::RedLock)) on `$Type`, over its
+/// `async fn acquire(&self, lease: Option<Duration>, wait: Option<Duration>) -> Result<Option<$Guard>>`
+/// (`wait`: `None` as long as it takes, zero for one attempt): `lock`, `lock_with_lease`,
+/// `try_lock`, `try_lock_for` and `with`. `$Guard` has `lost()` and `unlock()`. Each method's
+/// doc is the type's own, given as `doc = "..."` lines per method.
+macro_rules! combined_api {
+    (
+        $Type:ident,
+        $Guard:ty,
+        lock: [$($lock:literal),* $(,)?],
+        lock_with_lease: [$($lease:literal),* $(,)?],
+        try_lock: [$($try:literal),* $(,)?],
+        try_lock_for: [$($try_for:literal),* $(,)?],
+        with: [$($with:literal),* $(,)?] $(,)?
+    ) => {
+        impl $Type {
+            $(#[doc = $lock])*
+            pub async fn lock(&self) -> $crate::error::Result<$Guard> {
+                let guard = self.acquire(None, None).await?;
+                Ok(guard.expect("an unbounded wait ends only when it is taken"))
+            }
+
+            $(#[doc = $lease])*
+            pub async fn lock_with_lease(
+                &self,
+                lease: std::time::Duration,
+            ) -> $crate::error::Result<$Guard> {
+                let guard = self.acquire(Some(lease), None).await?;
+                Ok(guard.expect("an unbounded wait ends only when it is taken"))
+            }
+
+            $(#[doc = $try])*
+            pub async fn try_lock(&self) -> $crate::error::Result<Option<$Guard>> {
+                self.acquire(None, Some(std::time::Duration::ZERO)).await
+            }
+
+            $(#[doc = $try_for])*
+            pub async fn try_lock_for(
+                &self,
+                wait: std::time::Duration,
+                lease: Option<std::time::Duration>,
+            ) -> $crate::error::Result<Option<$Guard>> {
+                self.acquire(lease, Some(wait)).await
+            }
+
+            $(#[doc = $with])*
+            pub async fn with<F, Fut, T>(&self, work: F) -> $crate::error::Result<T>
+            where
+                F: FnOnce($crate::wait::Lost) -> Fut,
+                Fut: std::future::Future<Output = T>,
+            {
+                let guard = self.lock().await?;
+                let value = work(guard.lost()).await;
+                guard.unlock().await?;
+                Ok(value)
+            }
+        }
+    };
+}
+
+pub(crate) use combined_api;

@@ -34,6 +34,7 @@ mod rw;
 mod spin;
 mod turns;
 
+pub(crate) use api::combined_api;
 pub use fair::FairLock;
 pub use fenced::{FencedGuard, FencedLock};
 pub use guard::LockGuard;

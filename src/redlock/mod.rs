@@ -8,11 +8,11 @@ use std::time::Duration;
 use crate::client::Client;
 use crate::config::{millis, MAX_MILLIS};
 use crate::error::{Error, Result};
-use crate::lock::Lock;
+use crate::lock::{combined_api, Lock};
 use crate::meter::Kind;
 use crate::names::LockKeys;
 use crate::owner::Owner;
-use crate::wait::{measured, Lost};
+use crate::wait::measured;
 
 mod guard;
 mod rounds;
@@ -106,6 +106,75 @@ impl std::fmt::Debug for RedLock {
             .finish()
     }
 }
+
+combined_api!(
+    RedLock,
+    RedLockGuard,
+    lock: [
+        " Takes the lock, as long as it takes; each part is renewed by its client's watchdog until",
+        " the guard is released or dropped.",
+        "",
+        " # Errors",
+        "",
+        " [`Error::NoQuorum`] as soon as a round finds too many masters failed to reach a quorum",
+        " (a busy lock only makes it wait); [`Error::InvalidArgument`] for bad arguments (see",
+        " [`new`](Self::new)).",
+        "",
+        " # Cancel safety",
+        "",
+        " Cancel safe: the votes of a dropped round release what they took, in the background.",
+    ],
+    lock_with_lease: [
+        " Takes the lock with a fixed lease on every master, as long as it takes. Nobody renews it:",
+        " the guard is lost at the latest when the round's validity ends.",
+        "",
+        " # Errors",
+        "",
+        " As [`lock`](Self::lock), and [`Error::InvalidArgument`] for a lease under 1 ms or over",
+        " 2^53 ms.",
+        "",
+        " # Cancel safety",
+        "",
+        " As [`lock`](Self::lock).",
+    ],
+    try_lock: [
+        " One round: the lock if a quorum grants it now, `Ok(None)` when it is busy elsewhere.",
+        "",
+        " # Errors",
+        "",
+        " As [`lock`](Self::lock).",
+        "",
+        " # Cancel safety",
+        "",
+        " As [`lock`](Self::lock).",
+    ],
+    try_lock_for: [
+        " Takes the lock, waiting at most `wait` (a round that started before the deadline runs to",
+        " its end, at most one vote timeout); `Ok(None)` when it was still busy then. With",
+        " `lease: None` the watchdogs renew the parts, else each lasts `lease`.",
+        "",
+        " # Errors",
+        "",
+        " As [`lock_with_lease`](Self::lock_with_lease).",
+        "",
+        " # Cancel safety",
+        "",
+        " As [`lock`](Self::lock).",
+    ],
+    with: [
+        " Runs `work` under the lock and releases it afterwards. `work` gets the guard's",
+        " [`Lost`](crate::Lost) signal (see [`RedLockGuard::lost`]).",
+        "",
+        " # Errors",
+        "",
+        " As [`lock`](Self::lock), and [`Error::LeaseLost`] from the release when the quorum was",
+        " lost meanwhile (the value is dropped then: the work ran unprotected).",
+        "",
+        " # Cancel safety",
+        "",
+        " Cancel safe: the guard's drop releases the parts in the background.",
+    ],
+);
 
 impl RedLock {
     /// A RedLock named `name` over the masters behind `clients`, one client per independent
@@ -234,93 +303,6 @@ impl RedLock {
     /// How many masters must grant the lock: N/2 + 1.
     pub fn quorum(&self) -> usize {
         self.parts.len() / 2 + 1
-    }
-
-    /// Takes the lock, as long as it takes; each part is renewed by its client's watchdog until
-    /// the guard is released or dropped.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::NoQuorum`] as soon as a round finds too many masters failed to reach a quorum
-    /// (a busy lock only makes it wait); [`Error::InvalidArgument`] for bad arguments (see
-    /// [`new`](Self::new)).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: the votes of a dropped round release what they took, in the background.
-    pub async fn lock(&self) -> Result<RedLockGuard> {
-        let guard = self.acquire(None, None).await?;
-        Ok(guard.expect("an unbounded wait ends only with the lock"))
-    }
-
-    /// Takes the lock with a fixed lease on every master, as long as it takes. Nobody renews it:
-    /// the guard is lost at the latest when the round's validity ends.
-    ///
-    /// # Errors
-    ///
-    /// As [`lock`](Self::lock), and [`Error::InvalidArgument`] for a lease under 1 ms or over
-    /// 2^53 ms.
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`lock`](Self::lock).
-    pub async fn lock_with_lease(&self, lease: Duration) -> Result<RedLockGuard> {
-        let guard = self.acquire(Some(lease), None).await?;
-        Ok(guard.expect("an unbounded wait ends only with the lock"))
-    }
-
-    /// One round: the lock if a quorum grants it now, `Ok(None)` when it is busy elsewhere.
-    ///
-    /// # Errors
-    ///
-    /// As [`lock`](Self::lock).
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`lock`](Self::lock).
-    pub async fn try_lock(&self) -> Result<Option<RedLockGuard>> {
-        self.acquire(None, Some(Duration::ZERO)).await
-    }
-
-    /// Takes the lock, waiting at most `wait` (a round that started before the deadline runs to
-    /// its end, at most one vote timeout); `Ok(None)` when it was still busy then. With
-    /// `lease: None` the watchdogs renew the parts, else each lasts `lease`.
-    ///
-    /// # Errors
-    ///
-    /// As [`lock_with_lease`](Self::lock_with_lease).
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`lock`](Self::lock).
-    pub async fn try_lock_for(
-        &self,
-        wait: Duration,
-        lease: Option<Duration>,
-    ) -> Result<Option<RedLockGuard>> {
-        self.acquire(lease, Some(wait)).await
-    }
-
-    /// Runs `work` under the lock and releases it afterwards. `work` gets the guard's
-    /// [`Lost`] signal (see [`RedLockGuard::lost`]).
-    ///
-    /// # Errors
-    ///
-    /// As [`lock`](Self::lock), and [`Error::LeaseLost`] from the release when the quorum was
-    /// lost meanwhile (the value is dropped then: the work ran unprotected).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: the guard's drop releases the parts in the background.
-    pub async fn with<F, Fut, T>(&self, work: F) -> Result<T>
-    where
-        F: FnOnce(Lost) -> Fut,
-        Fut: std::future::Future<Output = T>,
-    {
-        let guard = self.lock().await?;
-        let value = work(guard.lost()).await;
-        guard.unlock().await?;
-        Ok(value)
     }
 
     async fn acquire(

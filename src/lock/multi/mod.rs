@@ -11,12 +11,12 @@
 //! client's watchdog, released through `release`, given back in the background when an acquire
 //! is dropped.
 
-use std::future::Future;
 use std::time::Duration;
 
 use futures::future::{join_all, select_all};
 use tokio::time::Instant;
 
+use super::api::combined_api;
 use super::batch;
 use super::guard::LockGuard;
 use super::handle::Handle;
@@ -130,6 +130,73 @@ impl std::fmt::Debug for MultiLock {
     }
 }
 
+combined_api!(
+    MultiLock,
+    MultiGuard,
+    lock: [
+        " Takes every part, waiting as long as it takes. The watchdogs renew them until the guard",
+        " is released or dropped.",
+        "",
+        " # Errors",
+        "",
+        " [`Error::InvalidArgument`](crate::Error::InvalidArgument) for no parts, a bad name or conflicting duplicates, and any",
+        " error of a part's acquire ([`Lock::lock`]); the parts taken before it are released.",
+        "",
+        " # Cancel safety",
+        "",
+        " Cancel safe: a dropped call leaves no hold behind; parts already taken are released in",
+        " the background.",
+    ],
+    lock_with_lease: [
+        " Takes every part with a fixed lease each, waiting as long as it takes.",
+        "",
+        " # Errors",
+        "",
+        " As [`lock`](Self::lock), and [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a lease under 1 ms or over",
+        " 2^53 ms.",
+        "",
+        " # Cancel safety",
+        "",
+        " As [`lock`](Self::lock).",
+    ],
+    try_lock: [
+        " Takes every part if this owner can have them all now, one attempt each; `Ok(None)`",
+        " (holding nothing) when any is busy.",
+        "",
+        " # Errors",
+        "",
+        " As [`lock`](Self::lock).",
+        "",
+        " # Cancel safety",
+        "",
+        " As [`lock`](Self::lock).",
+    ],
+    try_lock_for: [
+        " Takes every part, waiting at most `wait` in all; `Ok(None)` (holding nothing) when the",
+        " wait ran out. With `lease: None` the watchdogs renew the parts, else each lasts `lease`.",
+        "",
+        " # Errors",
+        "",
+        " As [`lock_with_lease`](Self::lock_with_lease).",
+        "",
+        " # Cancel safety",
+        "",
+        " As [`lock`](Self::lock).",
+    ],
+    with: [
+        " Runs `work` holding every part and releases them afterwards, whatever `work` returned.",
+        " `work` gets the guard's [`Lost`](crate::Lost) signal.",
+        "",
+        " # Errors",
+        "",
+        " As [`lock`](Self::lock), and any error of the release after `work`.",
+        "",
+        " # Cancel safety",
+        "",
+        " Cancel safe: the parts are released in the background.",
+    ],
+);
+
 impl MultiLock {
     /// A multi-lock over `parts`. No I/O until used; bad parts (none, a bad name, conflicting
     /// duplicates) are reported by the first acquire.
@@ -153,91 +220,6 @@ impl MultiLock {
                 .map(|part| part.owned_by(owner.clone()))
                 .collect(),
         }
-    }
-
-    /// Takes every part, waiting as long as it takes. The watchdogs renew them until the guard
-    /// is released or dropped.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for no parts, a bad name or conflicting duplicates, and any
-    /// error of a part's acquire ([`Lock::lock`]); the parts taken before it are released.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: a dropped call leaves no hold behind; parts already taken are released in
-    /// the background.
-    pub async fn lock(&self) -> Result<MultiGuard> {
-        let guard = self.acquire(None, None).await?;
-        Ok(guard.expect("an unbounded wait ends only with the locks"))
-    }
-
-    /// Takes every part with a fixed lease each, waiting as long as it takes.
-    ///
-    /// # Errors
-    ///
-    /// As [`lock`](Self::lock), and [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a lease under 1 ms or over
-    /// 2^53 ms.
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`lock`](Self::lock).
-    pub async fn lock_with_lease(&self, lease: Duration) -> Result<MultiGuard> {
-        let guard = self.acquire(Some(lease), None).await?;
-        Ok(guard.expect("an unbounded wait ends only with the locks"))
-    }
-
-    /// Takes every part if this owner can have them all now, one attempt each; `Ok(None)`
-    /// (holding nothing) when any is busy.
-    ///
-    /// # Errors
-    ///
-    /// As [`lock`](Self::lock).
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`lock`](Self::lock).
-    pub async fn try_lock(&self) -> Result<Option<MultiGuard>> {
-        self.acquire(None, Some(Duration::ZERO)).await
-    }
-
-    /// Takes every part, waiting at most `wait` in all; `Ok(None)` (holding nothing) when the
-    /// wait ran out. With `lease: None` the watchdogs renew the parts, else each lasts `lease`.
-    ///
-    /// # Errors
-    ///
-    /// As [`lock_with_lease`](Self::lock_with_lease).
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`lock`](Self::lock).
-    pub async fn try_lock_for(
-        &self,
-        wait: Duration,
-        lease: Option<Duration>,
-    ) -> Result<Option<MultiGuard>> {
-        self.acquire(lease, Some(wait)).await
-    }
-
-    /// Runs `work` holding every part and releases them afterwards, whatever `work` returned.
-    /// `work` gets the guard's [`Lost`] signal.
-    ///
-    /// # Errors
-    ///
-    /// As [`lock`](Self::lock), and any error of the release after `work`.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: the parts are released in the background.
-    pub async fn with<F, Fut, T>(&self, work: F) -> Result<T>
-    where
-        F: FnOnce(Lost) -> Fut,
-        Fut: Future<Output = T>,
-    {
-        let guard = self.lock().await?;
-        let value = work(guard.lost()).await;
-        guard.unlock().await?;
-        Ok(value)
     }
 
     /// [`acquire_parts`](Self::acquire_parts), counted by the first part's client (under the
