@@ -18,6 +18,7 @@ mod meter;
 mod names;
 mod naming;
 mod owner;
+mod primitive;
 mod pubsub;
 mod redis_error;
 mod redlock;

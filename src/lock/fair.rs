@@ -123,8 +123,8 @@ pub(super) struct Fair {
 }
 
 impl LockType for Fair {
-    fn tag(&self) -> &'static str {
-        "fair_lock"
+    fn primitive(&self) -> crate::primitive::Primitive {
+        crate::primitive::Primitive::FairLock
     }
 
     fn turns<'h>(&self, hold: &'h Hold, wait: Option<Duration>) -> Box<dyn Turns + 'h> {

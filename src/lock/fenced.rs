@@ -111,8 +111,8 @@ pub(super) struct Fenced {
 }
 
 impl LockType for Fenced {
-    fn tag(&self) -> &'static str {
-        "fenced_lock"
+    fn primitive(&self) -> crate::primitive::Primitive {
+        crate::primitive::Primitive::FencedLock
     }
 
     fn turns<'h>(&self, hold: &'h Hold, wait: Option<Duration>) -> Box<dyn Turns + 'h> {

@@ -20,6 +20,7 @@ use crate::connection::Connection;
 use crate::error::Result;
 use crate::names::LockKeys;
 use crate::owner::Owner;
+use crate::primitive::Primitive;
 use crate::pubsub::{WakeRule, Wakes};
 use crate::registry::{Closing, Held, HoldKey};
 use crate::scripts::{self, Answer, Delay, ReleaseHow, Released, UNLOCK_MESSAGE};
@@ -51,8 +52,9 @@ const DELAYED_RENEWAL: &str = "hash+delay";
 /// A lock type: its keys, holder field, turn-taking, scripts, renewal, wake-ups and shutdown.
 /// Each type implements it once, in its own file; the defaults are the lock hash's.
 pub(crate) trait LockType: Send + Sync + 'static {
-    /// The type's name. Two handles on one lock name are one lock only when their tags match.
-    fn tag(&self) -> &'static str;
+    /// The primitive the type is. Two handles on one lock name are one lock only when theirs
+    /// match.
+    fn primitive(&self) -> Primitive;
 
     /// The keys of lock `name`, or the error its name gets.
     fn keys(&self, name: &str) -> Result<LockKeys> {
@@ -231,8 +233,8 @@ impl<T: LockType> Held for T {
         self.renews_with()
     }
 
-    fn tag(&self) -> &'static str {
-        LockType::tag(self)
+    fn primitive(&self) -> Primitive {
+        LockType::primitive(self)
     }
 
     fn renew<'a>(
@@ -287,7 +289,7 @@ pub(crate) struct Kind {
     of: Arc<dyn LockType>,
     held: Arc<dyn Held>,
     /// The type's `kind` in metrics, worked out once from its tag.
-    metered: crate::meter::Kind,
+    metered: Primitive,
 }
 
 impl Kind {
@@ -295,14 +297,14 @@ impl Kind {
     pub(crate) fn of<T: LockType>(of: T) -> Kind {
         let of = Arc::new(of);
         Kind {
-            metered: crate::meter::Kind::of_tag(of.tag()),
+            metered: of.primitive(),
             held: of.clone(),
             of,
         }
     }
 
     /// The type's `kind` in metrics.
-    pub(crate) fn metered(&self) -> crate::meter::Kind {
+    pub(crate) fn metered(&self) -> Primitive {
         self.metered
     }
 
@@ -322,7 +324,7 @@ impl std::ops::Deref for Kind {
 
 impl std::fmt::Debug for Kind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.of.tag())
+        f.write_str(self.of.primitive().tag())
     }
 }
 

@@ -135,8 +135,8 @@ impl Reentrant {
 }
 
 impl LockType for Reentrant {
-    fn tag(&self) -> &'static str {
-        "lock"
+    fn primitive(&self) -> crate::primitive::Primitive {
+        crate::primitive::Primitive::Lock
     }
 
     fn batches(&self) -> bool {

@@ -150,8 +150,8 @@ fn wakes_all(_message: Option<&str>) -> Wakes {
 pub(super) struct Read;
 
 impl LockType for Read {
-    fn tag(&self) -> &'static str {
-        "read_lock"
+    fn primitive(&self) -> crate::primitive::Primitive {
+        crate::primitive::Primitive::ReadLock
     }
 
     /// A read hold with a fixed lease: once the lease has ended (on the server's clock too), if
@@ -264,8 +264,8 @@ impl LockType for Read {
 pub(super) struct Write;
 
 impl LockType for Write {
-    fn tag(&self) -> &'static str {
-        "write_lock"
+    fn primitive(&self) -> crate::primitive::Primitive {
+        crate::primitive::Primitive::WriteLock
     }
 
     fn keys(&self, name: &str) -> Result<LockKeys> {

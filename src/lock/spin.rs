@@ -79,8 +79,8 @@ pub(super) struct Spin {
 }
 
 impl LockType for Spin {
-    fn tag(&self) -> &'static str {
-        "spin_lock"
+    fn primitive(&self) -> crate::primitive::Primitive {
+        crate::primitive::Primitive::SpinLock
     }
 
     fn turns<'h>(&self, _hold: &'h Hold, _wait: Option<Duration>) -> Box<dyn Turns + 'h> {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use metrics::{counter, gauge, histogram, Counter, Gauge, Histogram};
 
-use super::{Acquired, Kind, Loss, Renewed, ScriptId, Unlocked, KINDS, SCRIPT_SLOTS};
+use super::{Acquired, Kind, Loss, Renewed, ScriptId, Unlocked, SCRIPT_SLOTS};
 use crate::config::NameLabel;
 
 const ACQUIRED: [Acquired; 4] = [
@@ -38,7 +38,7 @@ struct PerKind {
 
 impl PerKind {
     fn new(kind: Kind, name: Option<String>) -> PerKind {
-        let k = kind.label();
+        let k = kind.tag();
         macro_rules! labels {
             ($($key:literal => $value:expr),*) => {{
                 let mut labels = vec![("kind", k.to_owned()) $(, ($key, $value.to_owned()))*];
@@ -73,7 +73,7 @@ impl PerKind {
 /// Every handle of a client, each kind's and script's registered at its first event (so a
 /// client shows series only for what it used).
 pub(super) struct Export {
-    kinds: [OnceLock<PerKind>; KINDS.len()],
+    kinds: [OnceLock<PerKind>; Kind::ALL.len()],
     /// The user's mapper from a lock's name to its `name` label, and the handles of each
     /// (kind, label) met so far: the mapper's labels are few by design.
     names: Option<(NameLabel, Mutex<Labelled>)>,
@@ -109,7 +109,7 @@ impl Export {
     /// The handles for `kind` on lock `name`: the shared ones, or with a mapper, the ones
     /// labelled with the name it maps to.
     fn with<R>(&self, kind: Kind, name: &str, f: impl FnOnce(&PerKind) -> R) -> R {
-        let k = index(&KINDS, kind);
+        let k = kind as usize;
         match &self.names {
             None => f(self.kinds[k].get_or_init(|| PerKind::new(kind, None))),
             Some((map, seen)) => {

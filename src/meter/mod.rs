@@ -19,68 +19,8 @@ use tokio::time::Instant;
 #[cfg(feature = "metrics")]
 mod export;
 
-/// What was acquired or waited for: the `kind` label.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
-    Lock,
-    FairLock,
-    SpinLock,
-    ReadLock,
-    WriteLock,
-    FencedLock,
-    MultiLock,
-    RedLock,
-    Semaphore,
-    PermitSemaphore,
-    Latch,
-}
-
-#[cfg(feature = "metrics")]
-const KINDS: [Kind; 11] = [
-    Kind::Lock,
-    Kind::FairLock,
-    Kind::SpinLock,
-    Kind::ReadLock,
-    Kind::WriteLock,
-    Kind::FencedLock,
-    Kind::MultiLock,
-    Kind::RedLock,
-    Kind::Semaphore,
-    Kind::PermitSemaphore,
-    Kind::Latch,
-];
-
-impl Kind {
-    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
-    pub(crate) fn label(self) -> &'static str {
-        match self {
-            Kind::Lock => "lock",
-            Kind::FairLock => "fair_lock",
-            Kind::SpinLock => "spin_lock",
-            Kind::ReadLock => "read_lock",
-            Kind::WriteLock => "write_lock",
-            Kind::FencedLock => "fenced_lock",
-            Kind::MultiLock => "multi_lock",
-            Kind::RedLock => "red_lock",
-            Kind::Semaphore => "semaphore",
-            Kind::PermitSemaphore => "permit_semaphore",
-            Kind::Latch => "latch",
-        }
-    }
-
-    /// The kind of a lock type's tag (`LockType::tag`, the same words).
-    pub(crate) fn of_tag(tag: &str) -> Kind {
-        match tag {
-            "fair_lock" => Kind::FairLock,
-            "spin_lock" => Kind::SpinLock,
-            "read_lock" => Kind::ReadLock,
-            "write_lock" => Kind::WriteLock,
-            "fenced_lock" => Kind::FencedLock,
-            "permit_semaphore" => Kind::PermitSemaphore,
-            _ => Kind::Lock,
-        }
-    }
-}
+/// A primitive, as metrics label it (`kind`).
+use crate::primitive::Primitive as Kind;
 
 /// How an acquire (or a wait) ended: the `outcome` label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,9 +9,9 @@ use crate::client::Client;
 use crate::config::{millis, MAX_MILLIS};
 use crate::error::{Error, Result};
 use crate::lock::{combined_api, Lock};
-use crate::meter::Kind;
 use crate::names::LockKeys;
 use crate::owner::Owner;
+use crate::primitive::Primitive;
 use crate::wait::measured;
 
 mod guard;
@@ -335,7 +335,7 @@ impl RedLock {
             busy_at: Vec::new(),
         };
         let meter = self.parts[0].shared().meter();
-        let taken = measured(meter, Kind::RedLock, self.name(), rounds, wait).await?;
+        let taken = measured(meter, Primitive::RedLock, self.name(), rounds, wait).await?;
         Ok(taken.map(|(guard, _)| guard))
     }
 }

@@ -91,8 +91,8 @@ impl Drop for Holding {
     }
 }
 
-/// A hold just found lost: its key, its type's tag, and why.
-type Loss = (HoldKey, &'static str, crate::meter::Loss);
+/// A hold just found lost: its key, its primitive, and why.
+type Loss = (HoldKey, crate::primitive::Primitive, crate::meter::Loss);
 
 /// What a guard keeps of its registration.
 pub(crate) struct Registration {
@@ -236,9 +236,9 @@ impl Registry {
         };
         if entry.lapsed(now) {
             if entry.lose() {
-                let tag = entry.held.tag();
+                let kind = entry.held.primitive();
                 drop(map);
-                self.log_lost(vec![(key.clone(), tag, crate::meter::Loss::Expired)]);
+                self.log_lost(vec![(key.clone(), kind, crate::meter::Loss::Expired)]);
             }
         } else if sent_at >= entry.set_sent_at {
             entry.set_sent_at = sent_at;
@@ -271,9 +271,9 @@ impl Registry {
             if entry.lapsed(now) {
                 // Its guards may have been told already: a loss is not taken back.
                 if entry.lose() {
-                    let tag = entry.held.tag();
+                    let kind = entry.held.primitive();
                     drop(map);
-                    self.log_lost(vec![(key.clone(), tag, crate::meter::Loss::RenewalLate)]);
+                    self.log_lost(vec![(key.clone(), kind, crate::meter::Loss::RenewalLate)]);
                 }
             } else {
                 entry.extended(sent_at, self.watchdog);
@@ -290,9 +290,9 @@ impl Registry {
             return false;
         };
         if entry.lose() {
-            let tag = entry.held.tag();
+            let kind = entry.held.primitive();
             drop(map);
-            self.log_lost(vec![(key.clone(), tag, why)]);
+            self.log_lost(vec![(key.clone(), kind, why)]);
         }
         true
     }
@@ -308,7 +308,7 @@ impl Registry {
         for (key, entry) in holdings {
             if entry.renewing > 0 && entry.lapsed(now) && entry.lose() {
                 let why = crate::meter::Loss::RenewalLate;
-                lost.push((key.clone(), entry.held.tag(), why));
+                lost.push((key.clone(), entry.held.primitive(), why));
             }
         }
         drop(map);
@@ -331,7 +331,11 @@ impl Registry {
             .iter_mut()
             .filter_map(|(k, e)| Some((k, e.holding.as_mut()?)));
         let lost: Vec<_> = holdings
-            .filter_map(|(key, entry)| entry.lose().then(|| (key.clone(), entry.held.tag(), why)))
+            .filter_map(|(key, entry)| {
+                entry
+                    .lose()
+                    .then(|| (key.clone(), entry.held.primitive(), why))
+            })
             .collect();
         drop(map);
         self.log_lost(lost);
@@ -339,8 +343,7 @@ impl Registry {
 
     /// Logs and counts the holds just found lost; called with the registry unlocked.
     fn log_lost(&self, lost: Vec<Loss>) {
-        for (key, tag, why) in lost {
-            let kind = crate::meter::Kind::of_tag(tag);
+        for (key, kind, why) in lost {
             self.meter.lost(kind, &key.0, why);
             tracing::warn!(lock = %key.0, holder = %key.1, "lock lease lost: {}", why.why());
         }
@@ -378,8 +381,8 @@ mod tests {
             "lock"
         }
 
-        fn tag(&self) -> &'static str {
-            "lock"
+        fn primitive(&self) -> crate::primitive::Primitive {
+            crate::primitive::Primitive::Lock
         }
 
         fn renew<'a>(

@@ -45,8 +45,8 @@ pub(crate) trait Held: Send + Sync + 'static {
     /// together, by one [`renew`](Held::renew) call per batch (and cluster slot).
     fn renewal(&self) -> &'static str;
 
-    /// The type's `kind` label in metrics (`LockType::tag`'s words).
-    fn tag(&self) -> &'static str;
+    /// The primitive it is, as metrics label it.
+    fn primitive(&self) -> crate::primitive::Primitive;
 
     /// Extends each of `locks` (lock name, holder field) whose hold is still there by
     /// `lease_ms`; `true` per renewed lock, in order.

@@ -19,8 +19,8 @@ use once_cell::sync::Lazy;
 use super::counter::{counter, request_ttl_ms, script_error, under_request, Counter, SendRequest};
 use crate::connection::Connection;
 use crate::error::{Error, Result};
-use crate::meter::Kind;
 use crate::names::CounterKeys;
+use crate::primitive::Primitive;
 use crate::pubsub::Wakes;
 use crate::scripts::{catalogue, integer, ms_arg, text, Script};
 use crate::shared::Shared;
@@ -198,7 +198,7 @@ impl CountDownLatch {
         // Every waiter goes as soon as the latch opens: none waits behind another.
         let waiting = OnChannel::new(shared, &keys.channel, wakes, 1, false, attempt);
         Ok(
-            measured(shared.meter(), Kind::Latch, &keys.name, waiting, wait)
+            measured(shared.meter(), Primitive::Latch, &keys.name, waiting, wait)
                 .await?
                 .is_some(),
         )

@@ -25,8 +25,8 @@ use super::counter::{
 use crate::background::Ended;
 use crate::connection::Connection;
 use crate::error::{Error, Result};
-use crate::meter::Kind;
 use crate::names::CounterKeys;
+use crate::primitive::Primitive;
 use crate::scripts::{self, catalogue, integer, ms_arg, text, Script};
 use crate::shared::Shared;
 use crate::wait::{measured, until_answered, Counted, OnChannel, Try};
@@ -210,9 +210,11 @@ impl Semaphore {
         let channel = &keys.channel;
         let waiting = OnChannel::new(shared, channel, wakes, permits.into(), takes_turns, attempt);
         let meter = shared.meter();
-        Ok(measured(meter, Kind::Semaphore, &keys.name, waiting, wait)
-            .await?
-            .is_some())
+        Ok(
+            measured(meter, Primitive::Semaphore, &keys.name, waiting, wait)
+                .await?
+                .is_some(),
+        )
     }
 
     /// Gives `permits` permits back and wakes as many waiters as they serve. Nothing checks

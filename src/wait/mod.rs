@@ -15,7 +15,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::error::Result;
-use crate::meter::{Acquired, Acquiring, Kind, Meter};
+use crate::meter::{Acquired, Acquiring, Meter};
+use crate::primitive::Primitive;
 use crate::pubsub::{Waiter, WakeRule};
 use crate::shared::Shared;
 
@@ -196,7 +197,7 @@ pub(crate) async fn until_taken_counted<W: Waiting>(
 /// [`until_taken`], counted by `meter` as an acquire of `kind` on `name`.
 pub(crate) async fn measured<W: Waiting>(
     meter: &Meter,
-    kind: Kind,
+    kind: Primitive,
     name: &str,
     waiting: W,
     wait: Option<Duration>,

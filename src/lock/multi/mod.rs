@@ -233,7 +233,7 @@ impl MultiLock {
             return self.acquire_parts(lease, wait).await;
         };
         let meter = first.shared().meter();
-        let acquiring = meter.acquiring(crate::meter::Kind::MultiLock, first.name());
+        let acquiring = meter.acquiring(crate::primitive::Primitive::MultiLock, first.name());
         let outcome = self.acquire_parts(lease, wait).await;
         acquiring.end(crate::meter::Acquired::of(&outcome));
         outcome

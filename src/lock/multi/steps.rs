@@ -55,7 +55,7 @@ pub(super) fn plan(parts: &[Handle]) -> Result<Vec<Step>> {
                     prev.shared().redis.server, part.shared().redis.server
                 )));
             }
-            if prev.kind().tag() != part.kind().tag() {
+            if prev.kind().primitive() != part.kind().primitive() {
                 return Err(Error::invalid(format!(
                     "lock `{name}` is listed as two types (such as its read and write sides): its parts would wait for each other"
                 )));

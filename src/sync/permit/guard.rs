@@ -13,8 +13,9 @@ use tokio::time::Instant;
 use crate::background::Ended;
 use crate::connection::Connection;
 use crate::error::{Error, Result};
-use crate::meter::{Kind, Unlocked};
+use crate::meter::Unlocked;
 use crate::names::CounterKeys;
+use crate::primitive::Primitive;
 use crate::registry::{Closing, Held, HoldKey, Leaving, Registration, Releasing};
 use crate::scripts::{self, catalogue, integer, ms_arg, text, Script};
 use crate::shared::Shared;
@@ -141,7 +142,7 @@ impl Permit {
             Err(_) => Unlocked::Failed,
         };
         let meter = shared.meter();
-        meter.unlocked(Kind::PermitSemaphore, &keys.name, counted);
+        meter.unlocked(Primitive::PermitSemaphore, &keys.name, counted);
         ended
     }
 
@@ -154,7 +155,7 @@ impl Permit {
 
     fn stop_renewal(&self) -> Leaving {
         let meter = self.shared.meter();
-        meter.let_go(Kind::PermitSemaphore, &self.keys.name, self.taken_at);
+        meter.let_go(Primitive::PermitSemaphore, &self.keys.name, self.taken_at);
         let key = (self.keys.name.clone(), self.id.clone());
         self.shared.registry.unregister(&key, &self.registration)
     }
@@ -272,8 +273,8 @@ impl Held for Permits {
         "permit"
     }
 
-    fn tag(&self) -> &'static str {
-        "permit_semaphore"
+    fn primitive(&self) -> crate::primitive::Primitive {
+        crate::primitive::Primitive::PermitSemaphore
     }
 
     fn renew<'a>(

@@ -24,8 +24,8 @@ use super::counter::{self, wakes, Counter};
 use crate::config::millis;
 use crate::connection::Connection;
 use crate::error::{Error, Result};
-use crate::meter::Kind;
 use crate::names::CounterKeys;
+use crate::primitive::Primitive;
 use crate::registry::HoldKey;
 use crate::scripts::{self, catalogue, integer, ms_arg, text, Script};
 use crate::shared::Shared;
@@ -271,7 +271,7 @@ impl PermitSemaphore {
         let takes_turns = wait != Some(Duration::ZERO);
         let attempt = |_| take(shared, keys, lease, lease_ms);
         let waiting = OnChannel::new(shared, &keys.channel, wakes, 1, takes_turns, attempt);
-        let (meter, kind) = (shared.meter(), Kind::PermitSemaphore);
+        let (meter, kind) = (shared.meter(), Primitive::PermitSemaphore);
         let taken = measured(meter, kind, &keys.name, waiting, wait).await?;
         Ok(taken.map(|(permit, _)| permit))
     }
@@ -425,7 +425,7 @@ async fn take(
     let registration = registry.register(key, &PERMITS, renew, sent_at, lease_for);
     not_taken(&mut orphan);
     drop(acquiring);
-    shared.meter().held(Kind::PermitSemaphore, &keys.name);
+    shared.meter().held(Primitive::PermitSemaphore, &keys.name);
     let permit = Permit {
         shared: shared.clone(),
         keys: keys.clone(),
