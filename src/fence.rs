@@ -303,7 +303,7 @@ fn fence_key(resource: &str) -> Result<Str> {
     if resource.is_empty() {
         return Err(Error::invalid("a fence's resource name must not be empty"));
     }
-    let key = prefixed("relock_fence", resource);
+    let key = prefixed(crate::names::prefix::FENCE, resource);
     if fred::util::redis_keyslot(key.as_bytes()) != fred::util::redis_keyslot(resource.as_bytes()) {
         return Err(Error::invalid(format!(
             "resource `{}` has braces that would put its fence key in another cluster slot; use \

@@ -12,6 +12,43 @@ use fred::types::Key;
 
 use crate::error::{Error, Result, Shown};
 
+/// Every prefix relock and Redisson put before a name (`<prefix>:{<name>}`, see [`prefixed`]),
+/// spelled once: the scripts' callers, `inspect` and the command line all take them from here.
+pub(crate) mod prefix {
+    /// The channel a plain, fair or fenced lock's release publishes on (a fair waiter's own
+    /// channel adds `:<holder field>`).
+    pub(crate) const LOCK_CHANNEL: &str = "redisson_lock__channel";
+    /// A read-write lock's channel, which readers and writers share.
+    pub(crate) const RW_CHANNEL: &str = "redisson_rwlock";
+    /// Both semaphores' channel.
+    pub(crate) const SEMAPHORE_CHANNEL: &str = "redisson_sc";
+    /// A count-down latch's channel: `<prefix>{<name>}`, braces and all, with no `:`.
+    pub(crate) const LATCH_CHANNEL: &str = "redisson_countdownlatch__channel__";
+    /// A fenced lock's token counter.
+    pub(crate) const TOKEN: &str = "redisson_lock_token";
+    /// A fair lock's queue of waiters.
+    pub(crate) const QUEUE: &str = "redisson_lock_queue";
+    /// A fair lock's waiters' deadlines.
+    pub(crate) const TIMEOUT: &str = "redisson_lock_timeout";
+    /// An unlock's replay key (Redisson's word: "latch").
+    pub(crate) const REPLAY: &str = "redisson_unlock_latch";
+    /// A lock's hand-off claim.
+    pub(crate) const CLAIM: &str = "relock_claim";
+    /// A fair lock's live waiters.
+    pub(crate) const FAIR_ALIVE: &str = "relock_fair_alive";
+    /// A lock-delay's shadow lease.
+    pub(crate) const LEASE: &str = "relock_lease";
+    /// A synchronizer's request key.
+    pub(crate) const REQUEST: &str = "relock_request";
+    /// A fence's high-water mark.
+    pub(crate) const FENCE: &str = "relock_fence";
+
+    /// The prefixes of the keys kept beside a name, none of which is a name itself.
+    pub(crate) const AUXILIARY: [&str; 9] = [
+        QUEUE, TIMEOUT, TOKEN, REPLAY, CLAIM, FAIR_ALIVE, LEASE, REQUEST, FENCE,
+    ];
+}
+
 /// The keys of one lock. Each is a shared string: making a command argument of it (`Key::from`)
 /// copies nothing.
 #[derive(Debug)]
@@ -35,9 +72,9 @@ impl LockKeys {
         }
         Ok(LockKeys {
             name: Str::from(name),
-            channel: prefixed("redisson_lock__channel", name).into(),
-            claim: prefixed("relock_claim", name).into(),
-            replay_prefix: prefixed("redisson_unlock_latch", name),
+            channel: prefixed(prefix::LOCK_CHANNEL, name).into(),
+            claim: prefixed(prefix::CLAIM, name).into(),
+            replay_prefix: prefixed(prefix::REPLAY, name),
         })
     }
 
@@ -67,7 +104,7 @@ impl LockKeys {
     /// `redisson_rwlock:{<name>}`, which readers and writers share.
     pub(crate) fn rw(name: &str) -> Result<LockKeys> {
         let mut keys = LockKeys::new(name)?;
-        keys.channel = prefixed("redisson_rwlock", name).into();
+        keys.channel = prefixed(prefix::RW_CHANNEL, name).into();
         Ok(keys)
     }
 
@@ -103,9 +140,9 @@ impl FairKeys {
     /// same prefix rule puts them in the lock's slot.
     pub(crate) fn new(name: &str) -> FairKeys {
         FairKeys {
-            queue: prefixed("redisson_lock_queue", name).into(),
-            timeouts: prefixed("redisson_lock_timeout", name).into(),
-            alive: prefixed("relock_fair_alive", name).into(),
+            queue: prefixed(prefix::QUEUE, name).into(),
+            timeouts: prefixed(prefix::TIMEOUT, name).into(),
+            alive: prefixed(prefix::FAIR_ALIVE, name).into(),
         }
     }
 }
@@ -130,7 +167,7 @@ pub(crate) struct CounterKeys {
 impl CounterKeys {
     /// The keys of semaphore `name`: its channel is `redisson_sc:{<name>}`.
     pub(crate) fn semaphore(name: &str) -> Result<CounterKeys> {
-        CounterKeys::new(name, "semaphore", prefixed("redisson_sc", name))
+        CounterKeys::new(name, "semaphore", prefixed(prefix::SEMAPHORE_CHANNEL, name))
     }
 
     /// The keys of count-down latch `name`: its channel is
@@ -147,7 +184,7 @@ impl CounterKeys {
             name: Str::from(name),
             channel: channel.into(),
             leases: leases_key(name).into(),
-            request_prefix: prefixed("relock_request", name),
+            request_prefix: prefixed(prefix::REQUEST, name),
             what,
         })
     }
@@ -193,7 +230,7 @@ impl CounterKeys {
 /// A count-down latch's channel: `redisson_countdownlatch__channel__{<name>}`, braces and all
 /// whatever the name (Redisson's).
 pub(crate) fn latch_channel(name: &str) -> String {
-    format!("redisson_countdownlatch__channel__{{{name}}}")
+    format!("{}{{{name}}}", prefix::LATCH_CHANNEL)
 }
 
 /// A permit semaphore's leases: `{<name>}:timeout`, or `<name>:timeout` when the name has its
@@ -206,13 +243,31 @@ pub(crate) fn leases_key(name: &str) -> String {
     }
 }
 
-/// Redisson's `prefixName`: `prefix:{name}`, or `prefix:name` when the name has its own tag.
 /// The shadow lease of lock `name`'s lock-delay, `relock_lease:{<name>}` (in the lock's slot, as
 /// its claim is).
 pub(crate) fn lease_shadow(name: &str) -> String {
-    prefixed("relock_lease", name)
+    prefixed(prefix::LEASE, name)
 }
 
+/// `PSUBSCRIBE` patterns for every channel a release of `name` publishes on: a lock's, each
+/// fair waiter's, a read-write lock's, both semaphores' and a latch's (the name glob-escaped).
+pub(crate) fn release_patterns(name: &str) -> Vec<String> {
+    let escaped: String = name
+        .chars()
+        .flat_map(|c| {
+            let special = matches!(c, '*' | '?' | '[' | ']' | '\\');
+            special.then_some('\\').into_iter().chain([c])
+        })
+        .collect();
+    vec![
+        format!("{}*", prefixed(prefix::LOCK_CHANNEL, &escaped)),
+        prefixed(prefix::RW_CHANNEL, &escaped),
+        prefixed(prefix::SEMAPHORE_CHANNEL, &escaped),
+        format!("{}{{{escaped}}}", prefix::LATCH_CHANNEL),
+    ]
+}
+
+/// Redisson's `prefixName`: `prefix:{name}`, or `prefix:name` when the name has its own tag.
 pub(crate) fn prefixed(prefix: &str, name: &str) -> String {
     if name.contains('{') {
         format!("{prefix}:{name}")

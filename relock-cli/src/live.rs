@@ -57,20 +57,7 @@ impl Releases {
             return none;
         }
         let messages = subscriber.message_rx();
-        let escaped = glob_escape(name);
-        let braced = |prefix: &str| {
-            if name.contains('{') {
-                format!("{prefix}:{escaped}")
-            } else {
-                format!("{prefix}:{{{escaped}}}")
-            }
-        };
-        let patterns = vec![
-            format!("{}*", braced("redisson_lock__channel")),
-            braced("redisson_rwlock"),
-            braced("redisson_sc"),
-            format!("redisson_countdownlatch__channel__{{{escaped}}}"),
-        ];
+        let patterns = relock::inspect::release_patterns(name);
         if subscriber.psubscribe(patterns).await.is_err() {
             return none;
         }
@@ -99,18 +86,6 @@ impl Releases {
             let _ = subscriber.quit().await;
         }
     }
-}
-
-/// `name` as a literal in a `PSUBSCRIBE` glob.
-fn glob_escape(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    for c in name.chars() {
-        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// What the watch view remembers between refreshes.

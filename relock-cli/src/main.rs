@@ -12,7 +12,8 @@ use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::builder::PossibleValuesParser;
+use clap::{Parser, Subcommand};
 use relock::inspect::{Inspection, Kind};
 use relock::{Client, Config};
 
@@ -53,8 +54,8 @@ enum Command {
         #[arg(default_value = "*")]
         pattern: String,
         /// Only this type.
-        #[arg(long = "type", value_enum)]
-        kind: Option<TypeFilter>,
+        #[arg(long = "type", value_parser = PossibleValuesParser::new(Kind::LABELS))]
+        kind: Option<String>,
         /// Stop after this many names.
         #[arg(long, default_value_t = 100)]
         limit: usize,
@@ -95,35 +96,6 @@ enum Command {
         #[arg(long, default_value_t = 1000)]
         limit: usize,
     },
-}
-
-/// `ls --type`.
-#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
-enum TypeFilter {
-    Lock,
-    Fair,
-    Rw,
-    Fenced,
-    Semaphore,
-    Permits,
-    Latch,
-    Counter,
-}
-
-impl TypeFilter {
-    fn matches(self, kind: &Kind) -> bool {
-        let label = match self {
-            TypeFilter::Lock => "lock",
-            TypeFilter::Fair => "fair",
-            TypeFilter::Rw => "rw",
-            TypeFilter::Fenced => "fenced",
-            TypeFilter::Semaphore => "semaphore",
-            TypeFilter::Permits => "permits",
-            TypeFilter::Latch => "latch",
-            TypeFilter::Counter => "counter",
-        };
-        kind.label() == label
-    }
 }
 
 /// How a command ended, beyond success: the exit code and what to say.
@@ -245,7 +217,7 @@ pub(crate) fn failed(e: relock::Error) -> Failure {
 async fn ls(
     client: &Client,
     pattern: &str,
-    kind: Option<TypeFilter>,
+    kind: Option<String>,
     limit: usize,
     json: bool,
 ) -> Outcome {
@@ -256,7 +228,7 @@ async fn ls(
     let items: Vec<&Inspection> = found
         .items
         .iter()
-        .filter(|i| kind.map_or(true, |k| k.matches(&i.kind)))
+        .filter(|i| kind.as_ref().map_or(true, |k| i.kind.label() == k))
         .collect();
     let mut out = std::io::stdout().lock();
     if json {

@@ -86,7 +86,7 @@ pub(crate) fn show(seen: &Inspection) -> String {
     } else {
         "held"
     };
-    let _ = write!(out, "{}: {}", seen.name, describe(&seen.kind));
+    let _ = write!(out, "{}: {}", seen.name, seen.kind.words());
     if !state.is_empty() {
         let _ = write!(out, ", {state}");
     }
@@ -180,21 +180,6 @@ pub(crate) fn show(seen: &Inspection) -> String {
         );
     }
     out
-}
-
-/// The type as a sentence part.
-fn describe(kind: &Kind) -> String {
-    match kind {
-        Kind::Lock => "lock".into(),
-        Kind::FairLock => "fair lock".into(),
-        Kind::RwLock => "read-write lock".into(),
-        Kind::FencedLock => "fenced lock".into(),
-        Kind::Semaphore => "semaphore".into(),
-        Kind::PermitSemaphore => "permit semaphore".into(),
-        Kind::CountDownLatch => "count-down latch".into(),
-        Kind::Counter => "semaphore or latch (a count; nobody waits on it to tell which)".into(),
-        other => other.label().to_owned(),
-    }
 }
 
 /// `ls`'s table.

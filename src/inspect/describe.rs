@@ -10,7 +10,7 @@ use once_cell::sync::Lazy;
 use crate::client::Client;
 use crate::connection::on_node;
 use crate::error::{Error, Result};
-use crate::names::{latch_channel, leases_key, prefixed};
+use crate::names::{latch_channel, leases_key, prefix, prefixed};
 use crate::scripts::{catalogue, Script};
 
 use super::parse::*;
@@ -60,7 +60,7 @@ impl Client {
             name.to_owned(),
             fair.queue.to_string(),
             fair.timeouts.to_string(),
-            prefixed("redisson_lock_token", name),
+            prefixed(prefix::TOKEN, name),
             crate::names::lease_shadow(name),
             leases_key(name),
         ];
@@ -146,16 +146,16 @@ impl Client {
 
         // The wake-up channels: the name's own, and each queued waiter's.
         let own_channel = match &kind {
-            Kind::RwLock => Some(prefixed("redisson_rwlock", name)),
+            Kind::RwLock => Some(prefixed(prefix::RW_CHANNEL, name)),
             Kind::Lock | Kind::FencedLock | Kind::FairLock => {
-                Some(prefixed("redisson_lock__channel", name))
+                Some(prefixed(prefix::LOCK_CHANNEL, name))
             }
-            Kind::PermitSemaphore => Some(prefixed("redisson_sc", name)),
+            Kind::PermitSemaphore => Some(prefixed(prefix::SEMAPHORE_CHANNEL, name)),
             _ => None,
         };
-        let semaphore_channel = prefixed("redisson_sc", name);
+        let semaphore_channel = prefixed(prefix::SEMAPHORE_CHANNEL, name);
         let latch_channel = latch_channel(name);
-        let lock_channel = prefixed("redisson_lock__channel", name);
+        let lock_channel = prefixed(prefix::LOCK_CHANNEL, name);
         let mut channels: Vec<String> = own_channel.iter().cloned().collect();
         if kind == Kind::Counter {
             channels.push(semaphore_channel.clone());

@@ -10,7 +10,7 @@ use fred::types::{ClusterHash, CustomCommand, Value};
 use crate::client::Client;
 use crate::connection::{on_node, Connection};
 use crate::error::{Error, Result};
-use crate::names::prefixed;
+use crate::names::{prefix, prefixed};
 
 use super::parse::*;
 use super::*;
@@ -36,12 +36,7 @@ impl Client {
         let redis = &self.shared.redis;
         let clustered = self.shared.clustered();
         // Auxiliary keys lead to their name: `prefix:{name}` (or `prefix:name` with a tag).
-        let prefixes = [
-            "",
-            "redisson_lock_token",
-            "redisson_lock_queue",
-            "relock_lease",
-        ];
+        let prefixes = ["", prefix::TOKEN, prefix::QUEUE, prefix::LEASE];
         let mut seen: BTreeSet<String> = BTreeSet::new();
         let mut items = Vec::new();
         let mut keys_seen = 0u64;
@@ -178,18 +173,11 @@ pub(super) async fn scan_page(
 
 /// Whether `key` is one of the keys relock or Redisson keep beside a name (not a name itself).
 pub(super) fn is_auxiliary(key: &str) -> bool {
-    const PREFIXES: [&str; 9] = [
-        "redisson_lock_queue:",
-        "redisson_lock_timeout:",
-        "redisson_lock_token:",
-        "redisson_unlock_latch:",
-        "relock_claim:",
-        "relock_fair_alive:",
-        "relock_lease:",
-        "relock_request:",
-        "relock_fence:",
-    ];
-    PREFIXES.iter().any(|p| key.starts_with(p))
+    let auxiliary = |p: &&str| {
+        key.strip_prefix(p)
+            .is_some_and(|rest| rest.starts_with(':'))
+    };
+    prefix::AUXILIARY.iter().any(auxiliary)
         || key.contains(":rwlock_timeout:")
         || (key.starts_with('{') && key.ends_with("}:timeout"))
 }

@@ -47,22 +47,74 @@ pub enum Kind {
     Other(String),
 }
 
+/// `PSUBSCRIBE` patterns for every channel a release of `name` may publish on, relock's and
+/// Redisson's alike: a lock's, each fair waiter's, a read-write lock's, both semaphores' and a
+/// count-down latch's (the name glob-escaped). What the command line's live view listens to;
+/// a cluster's sharded channels take no patterns.
+///
+/// ```
+/// let patterns = relock::inspect::release_patterns("order:42");
+/// assert!(patterns.contains(&"redisson_lock__channel:{order:42}*".to_owned()));
+/// assert!(patterns.contains(&"redisson_countdownlatch__channel__{order:42}".to_owned()));
+/// assert_eq!(relock::inspect::release_patterns("a*b")[1], "redisson_rwlock:{a\\*b}");
+/// ```
+pub fn release_patterns(name: &str) -> Vec<String> {
+    crate::names::release_patterns(name)
+}
+
+/// Every kind relock knows, once: its label (`ls --type`, `--json`) and how a sentence names it.
+const KNOWN: [(Kind, &str, &str); 8] = [
+    (Kind::Lock, "lock", "lock"),
+    (Kind::FairLock, "fair", "fair lock"),
+    (Kind::RwLock, "rw", "read-write lock"),
+    (Kind::FencedLock, "fenced", "fenced lock"),
+    (Kind::Semaphore, "semaphore", "semaphore"),
+    (Kind::PermitSemaphore, "permits", "permit semaphore"),
+    (Kind::CountDownLatch, "latch", "count-down latch"),
+    (
+        Kind::Counter,
+        "counter",
+        "semaphore or latch (a count; nobody waits on it to tell which)",
+    ),
+];
+
 impl Kind {
-    /// A short lower-case name: `lock`, `fair`, `rw`, `fenced`, `semaphore`, `permits`, `latch`,
-    /// `counter`, `none`, or the other key's Redis type.
+    /// The labels of the kinds relock knows, as [`label`](Self::label) gives them: `lock`,
+    /// `fair`, `rw`, `fenced`, `semaphore`, `permits`, `latch`, `counter`.
+    pub const LABELS: [&'static str; KNOWN.len()] = {
+        let mut labels = [""; KNOWN.len()];
+        let mut i = 0;
+        while i < KNOWN.len() {
+            labels[i] = KNOWN[i].1;
+            i += 1;
+        }
+        labels
+    };
+
+    /// A short lower-case name: one of [`LABELS`](Self::LABELS), `none`, or the other key's
+    /// Redis type.
     pub fn label(&self) -> &str {
         match self {
-            Kind::Lock => "lock",
-            Kind::FairLock => "fair",
-            Kind::RwLock => "rw",
-            Kind::FencedLock => "fenced",
-            Kind::Semaphore => "semaphore",
-            Kind::PermitSemaphore => "permits",
-            Kind::CountDownLatch => "latch",
-            Kind::Counter => "counter",
             Kind::Nothing => "none",
             Kind::Other(kind) => kind,
+            known => Kind::known(known).1,
         }
+    }
+
+    /// How a sentence names it: "fair lock", "count-down latch"; `none` or the other key's
+    /// Redis type for what relock does not know.
+    pub fn words(&self) -> &str {
+        match self {
+            Kind::Nothing | Kind::Other(_) => self.label(),
+            known => Kind::known(known).2,
+        }
+    }
+
+    fn known(kind: &Kind) -> &'static (Kind, &'static str, &'static str) {
+        KNOWN
+            .iter()
+            .find(|(k, ..)| k == kind)
+            .expect("every kind but Nothing and Other is known")
     }
 
     /// Whether it is a lock of some type (something `force_unlock` applies to).

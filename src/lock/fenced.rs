@@ -73,7 +73,7 @@ impl FencedLock {
                 shared,
                 name.clone(),
                 Kind::of(Fenced {
-                    token: prefixed("redisson_lock_token", &name).into(),
+                    token: prefixed(crate::names::prefix::TOKEN, &name).into(),
                 }),
             ),
         }
@@ -92,7 +92,7 @@ impl FencedLock {
         self.handle.shared().check_open()?;
         let keys = self.handle.keys()?;
         let redis = &self.handle.shared().redis;
-        let counter = prefixed("redisson_lock_token", &keys.name);
+        let counter = prefixed(crate::names::prefix::TOKEN, &keys.name);
         let token: Option<u64> = redis
             .get(&*counter)
             .await
