@@ -445,6 +445,8 @@ impl std::fmt::Debug for Client {
 }
 
 /// What a client tracks locally, from [`Client::stats`].
+///
+#[doc = include_str!("../docs/metrics.md")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ClientStats {
@@ -466,7 +468,7 @@ pub struct ClientStats {
     pub in_flight: usize,
     /// Acquires (and synchronizer waits) that took what they asked for, since the client was
     /// made. The counts below are the same events the `metrics` feature exports (see the
-    /// README's "Metrics"), without it.
+    /// metrics section below), without it.
     pub acquired: u64,
     /// Acquires whose wait ran out (a `try_lock` that found the lock busy).
     pub busy: u64,

@@ -44,6 +44,29 @@ thread_local! {
 /// guard.unlock().await?;
 /// # Ok(()) }
 /// ```
+///
+/// Two `join!` branches of one task are one owner, so they re-enter each other's hold instead of
+/// waiting for it (as Redisson's two calls on one thread do); an owner per branch makes them
+/// exclude each other, as two tasks would:
+///
+/// ```no_run
+/// # async fn run(client: relock::Client) -> relock::Result<()> {
+/// use relock::Owner;
+/// let lock = client.lock("report");
+/// // One task, one owner: both branches hold the lock at once (hold count 2).
+/// let (a, b) = tokio::join!(lock.lock(), lock.lock());
+/// assert_eq!(a?.hold_count().await?, 2);
+/// drop(b?);
+/// // An owner per branch: they exclude each other, as two tasks would.
+/// let (first, second) = (lock.clone().owned_by(Owner::new()), lock.owned_by(Owner::new()));
+/// let (a, b) = tokio::join!(
+///     async { first.with(|_| async { /* one at a time */ }).await },
+///     async { second.with(|_| async { /* ... */ }).await },
+/// );
+/// a?;
+/// b?;
+/// # Ok(()) }
+/// ```
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct Owner(Arc<str>);
 

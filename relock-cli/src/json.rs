@@ -1,5 +1,5 @@
-//! `--json`: what the library read, as documented JSON (field names in the README's "When a
-//! lock is stuck" section; they do not change within a major version).
+//! `--json`: what the library read, as documented JSON (field names in relock-cli/README.md;
+//! they do not change within a major version).
 
 use relock::inspect::{ClientConnection, Inspection, Party};
 use serde_json::{json, Value};

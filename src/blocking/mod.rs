@@ -23,6 +23,8 @@
 //! guard.unlock()?;
 //! # Ok(()) }
 //! ```
+//!
+#![doc = include_str!("../../docs/blocking.md")]
 
 use std::future::Future;
 use std::sync::Arc;

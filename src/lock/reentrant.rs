@@ -76,6 +76,8 @@ use crate::shared::Shared;
 /// assert!(!lock.is_locked().await?);
 /// # Ok(()) }
 /// ```
+///
+#[doc = include_str!("../../docs/lock-delay.md")]
 #[derive(Clone)]
 pub struct Lock {
     pub(super) handle: Handle,
