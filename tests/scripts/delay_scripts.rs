@@ -3,11 +3,10 @@
 //! partial releases to outlive the lock by the delay, deleted by the last release, a shutdown's
 //! release and a force-unlock; and a free lock whose shadow lives answered as delayed.
 
+use super::fixture::Lua;
 use crate::common;
 
-use common::{raw_exists, raw_pttl, resp, resp_int, RedisServer, Resp};
-use fred::clients::Client as Redis;
-use fred::interfaces::LuaInterface;
+use common::{raw_exists, resp, resp_int, Resp};
 use fred::types::Value;
 use relock::testing::scripts::{
     FAIR_ACQUIRE, FAIR_FORCE_RELEASE, FAIR_RELEASE, LOCK_ABANDON, LOCK_ACQUIRE, LOCK_DELAY_LEFT,
@@ -20,8 +19,7 @@ const LEASE: i64 = 10_000;
 const DELAY: i64 = 5_000;
 
 struct Fixture {
-    server: RedisServer,
-    redis: Redis,
+    lua: Lua,
     name: String,
     channel: String,
     claim: String,
@@ -30,10 +28,17 @@ struct Fixture {
     timeouts: String,
 }
 
+impl std::ops::Deref for Fixture {
+    type Target = Lua;
+
+    fn deref(&self) -> &Lua {
+        &self.lua
+    }
+}
+
 impl Fixture {
     async fn new(test: &str) -> Fixture {
-        let server = RedisServer::start();
-        let redis = common::fred_client(&server).await;
+        let lua = Lua::start().await;
         let name = common::prefix(test);
         Fixture {
             channel: common::lock_channel(&name),
@@ -41,12 +46,12 @@ impl Fixture {
             shadow: format!("relock_lease:{{{name}}}"),
             queue: format!("redisson_lock_queue:{{{name}}}"),
             timeouts: format!("redisson_lock_timeout:{{{name}}}"),
-            server,
-            redis,
+            lua,
             name,
         }
     }
 
+    /// A script that must not fail.
     async fn eval(&self, lua: &str, keys: &[&str], args: &[&str]) -> Value {
         self.try_eval(lua, keys, args).await.expect("script")
     }
@@ -57,9 +62,7 @@ impl Fixture {
         keys: &[&str],
         args: &[&str],
     ) -> Result<Value, fred::error::Error> {
-        let keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
-        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-        self.redis.eval::<Value, _, _, _>(lua, keys, args).await
+        self.lua.eval(lua, keys, args).await
     }
 
     /// The plain acquire with the lock-delay (KEYS[3] the shadow, ARGV[5] the delay).
@@ -100,10 +103,6 @@ impl Fixture {
         // Q, Redisson's per-waiter wait, then the delay (lua/fair/acquire.lua).
         let args = [&*lease, field, "30000", mode, "300000", &delay];
         self.eval(FAIR_ACQUIRE, &keys, &args).await
-    }
-
-    fn pttl(&self, key: &str) -> i64 {
-        raw_pttl(&self.server, key)
     }
 
     /// Expires the lock at once, as a holder's lease that ran out, leaving the shadow.

@@ -4,13 +4,12 @@
 //! deadlines against the server's clock, replay keys) and who was woken on which waiter's channel.
 //! The last tests interleave Redisson's own fair lock scripts with relock's on one name.
 
+use super::fixture::Lua;
 use crate::common;
 
 use std::time::Duration;
 
-use common::{redisson_fair, resp, RawSubscriber, RedisServer, Resp};
-use fred::clients::Client as Redis;
-use fred::interfaces::LuaInterface;
+use common::{redisson_fair, resp, RawSubscriber, Resp};
 use fred::types::Value;
 use relock::testing::scripts::{
     FAIR_ACQUIRE as ACQUIRE, FAIR_FORCE_RELEASE as FORCE_RELEASE, FAIR_LEAVE as LEAVE,
@@ -32,8 +31,7 @@ const REPLAY_TTL_MS: i64 = 8_000;
 
 /// A server, a raw fred connection and one fair lock's keys.
 struct Fixture {
-    server: RedisServer,
-    redis: Redis,
+    lua: Lua,
     name: String,
     queue: String,
     deadlines: String,
@@ -45,14 +43,21 @@ struct Fixture {
     wait_q: i64,
 }
 
+impl std::ops::Deref for Fixture {
+    type Target = Lua;
+
+    fn deref(&self) -> &Lua {
+        &self.lua
+    }
+}
+
 impl Fixture {
     async fn new(test: &str) -> Fixture {
         Fixture::with_wait(test, 0).await
     }
 
     async fn with_wait(test: &str, wait_q: i64) -> Fixture {
-        let server = RedisServer::start();
-        let redis = common::fred_client(&server).await;
+        let lua = Lua::start().await;
         let name = common::prefix(test);
         Fixture {
             queue: common::fair_queue_key(&name),
@@ -60,25 +65,9 @@ impl Fixture {
             channels: common::lock_channel(&name),
             alive: common::fair_alive_key(&name),
             wait_q,
-            server,
-            redis,
+            lua,
             name,
         }
-    }
-
-    fn cmd(&self, args: &[&str]) -> String {
-        self.server.cmd(args)
-    }
-
-    async fn eval(
-        &self,
-        lua: &str,
-        keys: &[&str],
-        args: &[&str],
-    ) -> Result<Value, fred::error::Error> {
-        let keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
-        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-        self.redis.eval::<Value, _, _, _>(lua, keys, args).await
     }
 
     // ---- the scripts, as relock calls them
@@ -215,15 +204,7 @@ impl Fixture {
     }
 
     fn hash(&self) -> Vec<(String, String)> {
-        common::raw_hgetall(&self.server, &self.name)
-    }
-
-    fn pttl(&self, key: &str) -> i64 {
-        common::raw_pttl(&self.server, key)
-    }
-
-    fn exists(&self, key: &str) -> bool {
-        common::raw_exists(&self.server, key)
+        self.hash_of(&self.name)
     }
 
     fn replay_key(&self, request: &str) -> String {

@@ -7,6 +7,7 @@ mod common;
 mod delay_scripts;
 mod fair_redisson_queue;
 mod fair_scripts;
+mod fixture;
 mod multi_scripts;
 mod redisson_compat;
 mod redisson_sync;

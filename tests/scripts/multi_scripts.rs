@@ -2,13 +2,12 @@
 //! as the client composes them (`relock::testing::scripts`), run directly with `EVAL` on a real server: the reply, the state each part is left in (hash
 //! fields, TTLs, claims, replay keys) and what was published on each part's channel.
 
+use super::fixture::Lua;
 use crate::common;
 
 use std::time::Duration;
 
-use common::{resp, RawSubscriber, RedisServer, Resp};
-use fred::clients::Client as Redis;
-use fred::interfaces::LuaInterface;
+use common::{resp, RawSubscriber, Resp};
 use fred::types::Value;
 use relock::testing::scripts::{MULTI_ACQUIRE, MULTI_RELEASE};
 
@@ -20,26 +19,24 @@ const CLAIM_WINDOW_MS: i64 = 500;
 /// A server, a raw fred connection and the keys of `k` locks (their names share a hash tag, as
 /// a batch's do on a cluster).
 struct Fixture {
-    server: RedisServer,
-    redis: Redis,
+    lua: Lua,
     names: Vec<String>,
+}
+
+impl std::ops::Deref for Fixture {
+    type Target = Lua;
+
+    fn deref(&self) -> &Lua {
+        &self.lua
+    }
 }
 
 impl Fixture {
     async fn new(test: &str, k: usize) -> Fixture {
-        let server = RedisServer::start();
-        let redis = common::fred_client(&server).await;
+        let lua = Lua::start().await;
         let tag = common::prefix(test);
         let names = (1..=k).map(|i| format!("{{{tag}}}:part-{i}")).collect();
-        Fixture {
-            server,
-            redis,
-            names,
-        }
-    }
-
-    fn cmd(&self, args: &[&str]) -> String {
-        self.server.cmd(args)
+        Fixture { lua, names }
     }
 
     fn name(&self, i: usize) -> &str {
@@ -58,30 +55,13 @@ impl Fixture {
         format!("redisson_unlock_latch:{}:{id}", self.names[i])
     }
 
-    fn pttl(&self, key: &str) -> i64 {
-        common::raw_pttl(&self.server, key)
-    }
-
-    fn exists(&self, key: &str) -> bool {
-        common::raw_exists(&self.server, key)
-    }
-
     fn hash(&self, i: usize) -> Vec<(String, String)> {
-        common::raw_hgetall(&self.server, &self.names[i])
-    }
-
-    async fn eval(
-        &self,
-        lua: &str,
-        keys: Vec<String>,
-        args: Vec<String>,
-    ) -> Result<Value, fred::error::Error> {
-        self.redis.eval::<Value, _, _, _>(lua, keys, args).await
+        self.hash_of(&self.names[i])
     }
 
     /// `lua/multi/acquire.lua` over every part.
     async fn acquire(&self, lease_ms: u64, field: &str) -> Result<Value, fred::error::Error> {
-        let keys = (0..self.names.len())
+        let keys: Vec<String> = (0..self.names.len())
             .flat_map(|i| [self.name(i).to_owned(), self.claim(i)])
             .collect();
         let args = vec![
@@ -89,7 +69,9 @@ impl Fixture {
             field.to_owned(),
             CLAIM_WINDOW_MS.to_string(),
         ];
-        self.eval(MULTI_ACQUIRE, keys, args).await
+        self.lua
+            .eval(MULTI_ACQUIRE, &strs(&keys), &strs(&args))
+            .await
     }
 
     /// `lua/multi/release.lua` over every part, under the replay keys `<part latch>:<id>`, keeping
@@ -102,7 +84,7 @@ impl Fixture {
         sent_before: bool,
         replay_last: bool,
     ) -> Result<Value, fred::error::Error> {
-        let keys = (0..self.names.len())
+        let keys: Vec<String> = (0..self.names.len())
             .flat_map(|i| {
                 [
                     self.name(i).to_owned(),
@@ -123,7 +105,9 @@ impl Fixture {
             flag(replay_last),
         ];
         args.extend(keep_ms.iter().map(u64::to_string));
-        self.eval(MULTI_RELEASE, keys, args).await
+        self.lua
+            .eval(MULTI_RELEASE, &strs(&keys), &strs(&args))
+            .await
     }
 
     async fn subscribe(&self) -> RawSubscriber {
@@ -501,4 +485,9 @@ async fn a_release_with_a_part_that_is_not_a_hash_is_wrongtype_and_releases_noth
     assert_eq!(fx.hash(0), held_by(ME, 1));
     assert_eq!(fx.hash(1), held_by(ME, 1));
     assert!(!fx.exists(&fx.latch(0, "r1")));
+}
+
+/// `strings` as the `&str`s a script call takes.
+fn strs(strings: &[String]) -> Vec<&str> {
+    strings.iter().map(String::as_str).collect()
 }

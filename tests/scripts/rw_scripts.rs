@@ -5,13 +5,12 @@
 //! lock's channel. The last tests interleave Redisson's own read-write scripts with relock's on
 //! one lock.
 
+use super::fixture::Lua;
 use crate::common;
 
 use std::time::Duration;
 
-use common::{resp, RawSubscriber, RedisServer, Resp};
-use fred::clients::Client as Redis;
-use fred::interfaces::LuaInterface;
+use common::{resp, RawSubscriber, Resp};
 use fred::types::Value;
 use relock::testing::scripts::{
     INSPECT, RW_ABANDON as ABANDON, RW_FORCE_RELEASE as FORCE_RELEASE,
@@ -36,11 +35,18 @@ const SLACK_MS: i64 = 1_500;
 
 /// A server, a raw fred connection and one read-write lock's keys.
 struct Fixture {
-    server: RedisServer,
-    redis: Redis,
+    lua: Lua,
     name: String,
     channel: String,
     claim: String,
+}
+
+impl std::ops::Deref for Fixture {
+    type Target = Lua;
+
+    fn deref(&self) -> &Lua {
+        &self.lua
+    }
 }
 
 impl Fixture {
@@ -49,31 +55,17 @@ impl Fixture {
     }
 
     async fn named(name: String) -> Fixture {
-        let server = RedisServer::start();
-        let redis = common::fred_client(&server).await;
+        let lua = Lua::start().await;
         Fixture {
             channel: rw_channel(&name),
             claim: common::claim_key(&name),
-            server,
-            redis,
+            lua,
             name,
         }
     }
 
-    fn cmd(&self, args: &[&str]) -> String {
-        self.server.cmd(args)
-    }
-
-    fn pttl(&self, key: &str) -> i64 {
-        common::raw_pttl(&self.server, key)
-    }
-
-    fn exists(&self, key: &str) -> bool {
-        common::raw_exists(&self.server, key)
-    }
-
     fn hash(&self) -> Vec<(String, String)> {
-        common::raw_hgetall(&self.server, &self.name)
+        self.hash_of(&self.name)
     }
 
     /// Reader `field`'s timeout key of hold `n`, as Redisson names it.
@@ -119,18 +111,7 @@ impl Fixture {
     }
 
     async fn subscribe(&self) -> RawSubscriber {
-        RawSubscriber::subscribe(&self.server, &[&self.channel]).await
-    }
-
-    async fn eval(
-        &self,
-        lua: &str,
-        keys: &[&str],
-        args: &[&str],
-    ) -> Result<Value, fred::error::Error> {
-        let keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
-        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-        self.redis.eval::<Value, _, _, _>(lua, keys, args).await
+        self.subscribe_to(&[&self.channel]).await
     }
 
     // ---- relock's scripts, as the client calls them

@@ -4,13 +4,12 @@
 //! reply, the Redis state it leaves (hash fields, TTLs, replay keys) and whether it published on
 //! the lock's channel.
 
+use super::fixture::Lua;
 use crate::common;
 
 use std::time::Duration;
 
-use common::{resp, resp_int, RawSubscriber, RedisServer, Resp};
-use fred::clients::Client as Redis;
-use fred::interfaces::LuaInterface;
+use common::{resp, resp_int, RawSubscriber, Resp};
 use fred::types::Value;
 use relock::testing::scripts::{
     INSPECT, LOCK_ABANDON as ABANDON, LOCK_ACQUIRE as ACQUIRE, LOCK_FORCE_RELEASE as FORCE_RELEASE,
@@ -24,47 +23,36 @@ const CLAIM_WINDOW_MS: i64 = 500;
 
 /// A server, a raw fred connection and one lock's keys.
 struct Fixture {
-    server: RedisServer,
-    redis: Redis,
+    lua: Lua,
     name: String,
     channel: String,
     claim: String,
 }
 
+impl std::ops::Deref for Fixture {
+    type Target = Lua;
+
+    fn deref(&self) -> &Lua {
+        &self.lua
+    }
+}
+
 impl Fixture {
     async fn new(test: &str) -> Fixture {
-        let server = RedisServer::start();
-        let redis = common::fred_client(&server).await;
+        let lua = Lua::start().await;
         let name = common::prefix(test);
         let channel = common::lock_channel(&name);
         let claim = common::claim_key(&name);
         Fixture {
-            server,
-            redis,
+            lua,
             name,
             channel,
             claim,
         }
     }
 
-    fn cmd(&self, args: &[&str]) -> String {
-        self.server.cmd(args)
-    }
-
-    fn pttl(&self, key: &str) -> i64 {
-        common::raw_pttl(&self.server, key)
-    }
-
-    fn exists(&self, key: &str) -> bool {
-        common::raw_exists(&self.server, key)
-    }
-
     fn hash(&self) -> Vec<(String, String)> {
         self.hash_of(&self.name)
-    }
-
-    fn hash_of(&self, key: &str) -> Vec<(String, String)> {
-        common::raw_hgetall(&self.server, key)
     }
 
     fn latch(&self, id: &str) -> String {
@@ -72,18 +60,7 @@ impl Fixture {
     }
 
     async fn subscribe(&self) -> RawSubscriber {
-        RawSubscriber::subscribe(&self.server, &[&self.channel]).await
-    }
-
-    async fn eval(
-        &self,
-        lua: &str,
-        keys: &[&str],
-        args: &[&str],
-    ) -> Result<Value, fred::error::Error> {
-        let keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
-        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-        self.redis.eval::<Value, _, _, _>(lua, keys, args).await
+        self.subscribe_to(&[&self.channel]).await
     }
 
     async fn acquire(&self, lease_ms: u64, field: &str) -> Result<Value, fred::error::Error> {
