@@ -10,7 +10,7 @@
 //! Some of these words are fred's, not Redis's: a fred release that words them otherwise would
 //! change what relock does without failing to compile. The tests of this module provoke each
 //! error from a real `redis-server` and pin fred's literal text and kind, so such a release fails
-//! them first (the README says what each miss would cost).
+//! them first (docs/design.md says what each miss would cost).
 
 use fred::error::{Error as RedisError, ErrorKind};
 
