@@ -12,7 +12,7 @@
 //!
 //! ```toml
 //! [dev-dependencies]
-//! relock = { version = "0.1", features = ["testing"] }
+//! redis-relock = { version = "0.1", features = ["testing"] }
 //! ```
 //!
 //! ```
