@@ -283,9 +283,7 @@ async fn an_unbounded_wait_on_a_free_lock_works() {
 
 #[tokio::test]
 async fn unlock_by_a_non_owner_is_not_held_and_leaves_the_holder_alone() {
-    let server = RedisServer::start();
-    let client = common::client(&server, Duration::from_secs(30)).await;
-    let name = common::prefix("bad-not-held");
+    let (server, client, name) = common::setup("bad-not-held", Duration::from_secs(30)).await;
     let channel = format!("redisson_lock__channel:{{{name}}}");
 
     let mine = relock::Owner::new();
@@ -328,9 +326,7 @@ async fn unlock_by_a_non_owner_is_not_held_and_leaves_the_holder_alone() {
 
 #[tokio::test]
 async fn a_key_of_another_type_is_wrong_type_and_kept() {
-    let server = RedisServer::start();
-    let client = common::client(&server, Duration::from_secs(30)).await;
-    let name = common::prefix("bad-wrong-type");
+    let (server, client, name) = common::setup("bad-wrong-type", Duration::from_secs(30)).await;
     server.cmd(&["SET", &name, "user-data"]);
     let lock = client.lock(name.clone());
     every_operation(&lock, |what, e| match &e {
@@ -523,9 +519,8 @@ async fn connecting_to_a_port_without_a_server_fails() {
 /// on its next attempt, and leaves the string alone.
 #[tokio::test]
 async fn a_waiter_meeting_a_key_of_another_type_gets_wrong_type() {
-    let server = RedisServer::start();
-    let client = common::client(&server, Duration::from_secs(30)).await;
-    let name = common::prefix("bad-wrong-type-waiting");
+    let (server, client, name) =
+        common::setup("bad-wrong-type-waiting", Duration::from_secs(30)).await;
     let channel = format!("redisson_lock__channel:{{{name}}}");
     server.cmd(&["HSET", &name, "java-client:1", "1"]);
     server.cmd(&["PEXPIRE", &name, "30000"]);
@@ -566,9 +561,7 @@ async fn a_waiter_meeting_a_key_of_another_type_gets_wrong_type() {
 /// `Closed`, and writes nothing.
 #[tokio::test]
 async fn a_waiter_parked_at_shutdown_ends_with_closed() {
-    let server = RedisServer::start();
-    let client = common::client(&server, Duration::from_secs(30)).await;
-    let name = common::prefix("bad-closed-waiting");
+    let (server, client, name) = common::setup("bad-closed-waiting", Duration::from_secs(30)).await;
     server.cmd(&["HSET", &name, "java-client:1", "1"]);
     server.cmd(&["PEXPIRE", &name, "20000"]);
     let waiter = tokio::spawn({
@@ -813,9 +806,7 @@ where
 /// and leaves no hold behind (it took the lock hash for a lease before).
 #[tokio::test]
 async fn a_fenced_lock_with_a_bad_token_counter_fails_naming_it_and_holds_nothing() {
-    let server = RedisServer::start();
-    let client = common::client(&server, Duration::from_secs(30)).await;
-    let name = common::prefix("bad-token");
+    let (server, client, name) = common::setup("bad-token", Duration::from_secs(30)).await;
     let counter = format!("redisson_lock_token:{{{name}}}");
     server.cmd(&["SET", &counter, "not-a-number"]);
     let lock = client.fenced_lock(name.clone());
@@ -829,9 +820,7 @@ async fn a_fenced_lock_with_a_bad_token_counter_fails_naming_it_and_holds_nothin
 /// does not exist), and nothing is written.
 #[tokio::test]
 async fn a_fair_queue_of_another_type_is_named_and_kept() {
-    let server = RedisServer::start();
-    let client = common::client(&server, Duration::from_secs(30)).await;
-    let name = common::prefix("bad-fair-queue");
+    let (server, client, name) = common::setup("bad-fair-queue", Duration::from_secs(30)).await;
     let queue = common::fair_queue_key(&name);
     server.cmd(&["SET", &queue, "x"]);
     let lock = client.fair_lock(name.clone());
@@ -849,9 +838,7 @@ async fn a_fair_queue_of_another_type_is_named_and_kept() {
 /// A plain lock whose hand-off claim key holds another type: the error names the claim key.
 #[tokio::test]
 async fn a_claim_key_of_another_type_is_named_and_kept() {
-    let server = RedisServer::start();
-    let client = common::client(&server, Duration::from_secs(30)).await;
-    let name = common::prefix("bad-claim");
+    let (server, client, name) = common::setup("bad-claim", Duration::from_secs(30)).await;
     let claim = common::claim_key(&name);
     server.cmd(&["RPUSH", &claim, "x"]);
     let lock = client.lock(name.clone());

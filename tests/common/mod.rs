@@ -39,6 +39,15 @@ pub async fn client(server: &RedisServer, watchdog: Duration) -> relock::Client 
     relock::Client::new(config).await.expect("connect")
 }
 
+/// What most tests start with: a server of their own, a client on it with `watchdog` (see
+/// [`client`]), and a name of their own (see [`prefix`]). Keep the server bound while it is
+/// needed: dropping it stops it.
+pub async fn setup(test: &str, watchdog: Duration) -> (RedisServer, relock::Client, String) {
+    let server = RedisServer::start();
+    let client = client(&server, watchdog).await;
+    (server, client, prefix(test))
+}
+
 /// A client with a short watchdog timeout on `url` (a proxy's, say).
 pub async fn client_at(url: &str, watchdog: Duration) -> relock::Client {
     let config = relock::Config::from_url(url)

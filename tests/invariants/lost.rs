@@ -82,9 +82,7 @@ async fn a_loss_is_final_even_when_a_late_renewal_finds_the_lock() {
 
 #[tokio::test]
 async fn with_hands_the_work_its_lost_signal() {
-    let server = common::RedisServer::start();
-    let client = common::client(&server, Duration::from_millis(600)).await;
-    let name = common::prefix("lost-with");
+    let (server, client, name) = common::setup("lost-with", Duration::from_millis(600)).await;
     let lock = client.lock(name.clone());
     let saw_loss = Arc::new(AtomicBool::new(false));
 

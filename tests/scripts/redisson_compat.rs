@@ -161,9 +161,7 @@ async fn java_holds_with_user_hash_tag_wakes_relock_on_tagged_channel() {
 /// relock takes the lock on its TTL-bound retry.
 #[tokio::test]
 async fn java_holder_that_dies_frees_the_lock_at_its_lease_end() {
-    let server = RedisServer::start();
-    let client = common::client(&server, Duration::from_secs(30)).await;
-    let name = common::prefix("compat-java-dies");
+    let (server, client, name) = common::setup("compat-java-dies", Duration::from_secs(30)).await;
     assert_eq!(java_acquire(&server, &name, 600), Resp::Bulk(None));
     let started = Instant::now();
     let lease_left = raw_pttl(&server, &name);
@@ -191,9 +189,8 @@ async fn java_holder_that_dies_frees_the_lock_at_its_lease_end() {
 /// `<client-id>:<owner-id>` with an integer count, and the last unlock publishes exactly `0`.
 #[tokio::test]
 async fn relock_holds_java_is_refused_and_woken_by_relock_publish() {
-    let server = RedisServer::start();
-    let client = common::client(&server, Duration::from_secs(30)).await;
-    let name = common::prefix("compat-relock-holds");
+    let (server, client, name) =
+        common::setup("compat-relock-holds", Duration::from_secs(30)).await;
     let channel = lock_channel(&name);
     let mut sub = RawSubscriber::subscribe(&server, &[&channel]).await;
 
@@ -261,9 +258,8 @@ async fn relock_holds_java_is_refused_and_woken_by_relock_publish() {
 /// The default owner (the current task or thread) also writes `<client-id>:<owner-id>`.
 #[tokio::test]
 async fn relock_default_owner_field_is_client_id_and_owner_id() {
-    let server = RedisServer::start();
-    let client = common::client(&server, Duration::from_secs(30)).await;
-    let name = common::prefix("compat-default-owner");
+    let (server, client, name) =
+        common::setup("compat-default-owner", Duration::from_secs(30)).await;
     let lock = client.lock(name.clone());
     let guard = lock.lock().await.unwrap();
     let field = format!("{}:{}", client.id(), relock::Owner::current().id());
@@ -313,9 +309,7 @@ async fn user_hash_tag_uses_redissons_channel_name() {
 /// the shadow (bounded by the delay), since a Java unlock does not delete it.
 #[tokio::test]
 async fn java_ignores_a_relock_lock_delay() {
-    let server = RedisServer::start();
-    let client = common::client(&server, Duration::from_secs(30)).await;
-    let name = common::prefix("compat-delay");
+    let (server, client, name) = common::setup("compat-delay", Duration::from_secs(30)).await;
     let shadow = format!("relock_lease:{{{name}}}");
     let delay = Duration::from_millis(1500);
     let lock = client.lock(name.clone()).with_lock_delay(delay).unwrap();

@@ -8,9 +8,7 @@ use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiters_are_served_in_arrival_order() {
-    let server = common::RedisServer::start();
-    let client = common::client(&server, Duration::from_secs(20)).await;
-    let name = common::prefix("fair-order");
+    let (_server, client, name) = common::setup("fair-order", Duration::from_secs(20)).await;
     let holder = client.lock(&name).lock().await.unwrap();
 
     let served = Arc::new(Mutex::new(Vec::new()));
@@ -43,9 +41,7 @@ async fn waiters_are_served_in_arrival_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_releasing_task_does_not_barge_past_waiters() {
-    let server = common::RedisServer::start();
-    let client = common::client(&server, Duration::from_secs(20)).await;
-    let name = common::prefix("fair-barging");
+    let (_server, client, name) = common::setup("fair-barging", Duration::from_secs(20)).await;
     let rounds = 20;
     let order = Arc::new(Mutex::new(Vec::new()));
 

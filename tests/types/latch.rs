@@ -9,9 +9,7 @@ use common::{latch_channel, polling_client, raw_count, raw_exists, RawSubscriber
 
 #[tokio::test]
 async fn the_count_is_redissons_and_zero_deletes_it_and_says_so() {
-    let server = RedisServer::start();
-    let client = common::client(&server, Duration::from_secs(5)).await;
-    let name = common::prefix("latch-layout");
+    let (server, client, name) = common::setup("latch-layout", Duration::from_secs(5)).await;
     let latch = client.count_down_latch(name.clone());
     let channel = latch_channel(&name);
     let mut messages = RawSubscriber::subscribe(&server, &[&channel]).await;
@@ -136,9 +134,7 @@ async fn a_deleted_latch_is_open_and_a_timed_wait_ends() {
 
 #[tokio::test]
 async fn bad_input_is_refused_with_nothing_changed() {
-    let server = RedisServer::start();
-    let client = common::client(&server, Duration::from_secs(5)).await;
-    let name = common::prefix("latch-bad");
+    let (server, client, name) = common::setup("latch-bad", Duration::from_secs(5)).await;
     let latch = client.count_down_latch(name.clone());
 
     assert!(latch

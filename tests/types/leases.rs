@@ -38,9 +38,8 @@ async fn a_forgotten_fixed_hold_ends_at_its_own_deadline() {
 
 #[tokio::test]
 async fn a_shorter_fixed_reentry_never_cuts_a_longer_fixed_lease() {
-    let server = common::RedisServer::start();
-    let client = common::client(&server, Duration::from_secs(5)).await;
-    let name = common::prefix("lease-fixed-then-shorter");
+    let (server, client, name) =
+        common::setup("lease-fixed-then-shorter", Duration::from_secs(5)).await;
     let lock = client.lock(name.clone());
 
     let long = Duration::from_secs(30);
@@ -61,9 +60,8 @@ async fn a_shorter_fixed_reentry_never_cuts_a_longer_fixed_lease() {
 
 #[tokio::test]
 async fn renewals_never_cut_a_longer_fixed_hold() {
-    let server = common::RedisServer::start();
-    let client = common::client(&server, Duration::from_millis(600)).await;
-    let name = common::prefix("lease-renewal-vs-fixed");
+    let (server, client, name) =
+        common::setup("lease-renewal-vs-fixed", Duration::from_millis(600)).await;
     let lock = client.lock(name.clone());
 
     let long = Duration::from_secs(30);
@@ -89,9 +87,7 @@ async fn renewals_never_cut_a_longer_fixed_hold() {
 
 #[tokio::test]
 async fn remaining_lease_tells_free_held_and_no_expiry_apart() {
-    let server = common::RedisServer::start();
-    let client = common::client(&server, Duration::from_secs(5)).await;
-    let name = common::prefix("lease-remaining");
+    let (server, client, name) = common::setup("lease-remaining", Duration::from_secs(5)).await;
     let lock = client.lock(name.clone());
     assert_eq!(
         lock.remaining_lease().await.unwrap(),

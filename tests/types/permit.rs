@@ -16,9 +16,7 @@ const NO_LEASE: i64 = 922_337_203_685_477;
 
 #[tokio::test]
 async fn a_permit_is_an_id_in_redissons_leases_given_back_on_release() {
-    let server = RedisServer::start();
-    let client = common::client(&server, Duration::from_secs(5)).await;
-    let name = common::prefix("permit-layout");
+    let (server, client, name) = common::setup("permit-layout", Duration::from_secs(5)).await;
     let sem = client.permit_semaphore(name.clone());
     assert!(sem.try_set_permits(2).await.unwrap());
     let mut messages = RawSubscriber::subscribe(&server, &[&semaphore_channel(&name)]).await;
@@ -138,9 +136,7 @@ async fn a_fixed_lease_runs_out_and_the_permit_comes_back() {
 
 #[tokio::test]
 async fn a_dropped_permit_and_a_shutdown_give_permits_back() {
-    let server = RedisServer::start();
-    let client = common::client(&server, Duration::from_secs(5)).await;
-    let name = common::prefix("permit-drop");
+    let (server, client, name) = common::setup("permit-drop", Duration::from_secs(5)).await;
     let sem = client.permit_semaphore(name.clone());
     assert!(sem.try_set_permits(3).await.unwrap());
 
@@ -170,9 +166,7 @@ async fn a_dropped_permit_and_a_shutdown_give_permits_back() {
 
 #[tokio::test]
 async fn release_by_id_and_redissons_permits_without_a_lease() {
-    let server = RedisServer::start();
-    let client = common::client(&server, Duration::from_secs(5)).await;
-    let name = common::prefix("permit-by-id");
+    let (server, client, name) = common::setup("permit-by-id", Duration::from_secs(5)).await;
     let sem = client.permit_semaphore(name.clone());
     assert!(sem.try_set_permits(2).await.unwrap());
 
@@ -211,9 +205,7 @@ async fn release_by_id_and_redissons_permits_without_a_lease() {
 
 #[tokio::test]
 async fn bad_input_is_refused_with_nothing_changed() {
-    let server = RedisServer::start();
-    let client = common::client(&server, Duration::from_secs(5)).await;
-    let name = common::prefix("permit-bad");
+    let (server, client, name) = common::setup("permit-bad", Duration::from_secs(5)).await;
     let sem = client.permit_semaphore(name.clone());
 
     let error = sem.acquire().await.unwrap_err();

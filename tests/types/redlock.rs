@@ -497,9 +497,7 @@ async fn many_processes_never_overlap() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_is_a_typed_error() {
-    let server = RedisServer::start();
-    let client = common::client(&server, WATCHDOG).await;
-    let name = common::prefix("redlock-bad");
+    let (server, client, name) = common::setup("redlock-bad", WATCHDOG).await;
     let invalid = |outcome: relock::Result<Option<relock::RedLockGuard>>| match outcome {
         Err(error) => assert!(error.is_invalid_argument(), "{error}"),
         Ok(guard) => panic!("accepted: {guard:?}"),

@@ -37,9 +37,7 @@ fn descend(lock: Lock, depth: u64, max: u64) -> BoxFuture<'static, ()> {
 
 #[tokio::test]
 async fn nested_async_calls_in_one_task_re_enter() {
-    let server = common::RedisServer::start();
-    let client = common::client(&server, WATCHDOG).await;
-    let name = common::prefix("reenter-nested");
+    let (server, client, name) = common::setup("reenter-nested", WATCHDOG).await;
     let lock = client.lock(name.clone());
     tokio::spawn(descend(lock.clone(), 1, 5)).await.unwrap();
     assert!(!common::raw_exists(&server, &name));
@@ -48,9 +46,7 @@ async fn nested_async_calls_in_one_task_re_enter() {
 
 #[tokio::test]
 async fn another_task_of_the_same_client_is_excluded() {
-    let server = common::RedisServer::start();
-    let client = common::client(&server, WATCHDOG).await;
-    let name = common::prefix("reenter-other-task");
+    let (server, client, name) = common::setup("reenter-other-task", WATCHDOG).await;
     let lock = client.lock(name.clone());
     let guard = lock.lock().await.unwrap();
     let again = lock.lock().await.unwrap();
@@ -132,9 +128,7 @@ async fn an_explicit_owner_shares_its_hold_with_a_spawned_task() {
 
 #[tokio::test]
 async fn join_branches_with_distinct_owners_exclude_each_other() {
-    let server = common::RedisServer::start();
-    let client = common::client(&server, WATCHDOG).await;
-    let name = common::prefix("reenter-join");
+    let (server, client, name) = common::setup("reenter-join", WATCHDOG).await;
     let a = client.lock(name.clone()).owned_by(Owner::new());
     let b = client.lock(name.clone()).owned_by(Owner::new());
     let (taken_tx, taken_rx) = tokio::sync::oneshot::channel();
@@ -178,9 +172,7 @@ async fn join_branches_with_distinct_owners_exclude_each_other() {
 
 #[tokio::test]
 async fn join_branches_with_the_default_owner_share_their_holds() {
-    let server = common::RedisServer::start();
-    let client = common::client(&server, WATCHDOG).await;
-    let name = common::prefix("reenter-join-shared");
+    let (server, client, name) = common::setup("reenter-join-shared", WATCHDOG).await;
     let lock = client.lock(name.clone());
     let (taken_tx, taken_rx) = tokio::sync::oneshot::channel();
     let (done_tx, done_rx) = tokio::sync::oneshot::channel();
@@ -212,9 +204,7 @@ async fn join_branches_with_the_default_owner_share_their_holds() {
 
 #[tokio::test]
 async fn join_branches_with_distinct_owners_keep_a_counter_exact() {
-    let server = common::RedisServer::start();
-    let client = common::client(&server, WATCHDOG).await;
-    let name = common::prefix("reenter-join-counter");
+    let (server, client, name) = common::setup("reenter-join-counter", WATCHDOG).await;
     let counter = Mutex::new(0u32);
     let inside = Mutex::new(false);
     let branch = |lock: Lock| {
@@ -280,9 +270,7 @@ async fn the_holder_field_is_the_client_id_and_the_task_id() {
 /// lock twice (hold count 2), where tokio's `Mutex` would wait.
 #[tokio::test]
 async fn joined_lock_calls_of_one_task_both_hold_the_lock() {
-    let server = common::RedisServer::start();
-    let client = common::client(&server, WATCHDOG).await;
-    let name = common::prefix("reenter-join-readme");
+    let (server, client, name) = common::setup("reenter-join-readme", WATCHDOG).await;
     let lock = client.lock(name.clone());
     let (a, b) = tokio::time::timeout(Duration::from_secs(30), async {
         tokio::join!(lock.lock(), lock.lock())

@@ -14,9 +14,7 @@ const SOON: Duration = Duration::from_secs(10);
 
 #[tokio::test]
 async fn an_explicit_unlock_frees_the_lock() {
-    let server = common::RedisServer::start();
-    let client = common::client(&server, WATCHDOG).await;
-    let name = common::prefix("release-explicit");
+    let (server, client, name) = common::setup("release-explicit", WATCHDOG).await;
     let lock = client.lock(name.clone());
     let guard = lock.lock().await.unwrap();
     assert!(common::raw_exists(&server, &name));
@@ -46,9 +44,7 @@ async fn an_explicit_unlock_frees_the_lock() {
 
 #[tokio::test]
 async fn dropping_a_guard_releases_its_hold_in_the_background() {
-    let server = common::RedisServer::start();
-    let client = common::client(&server, WATCHDOG).await;
-    let name = common::prefix("release-drop");
+    let (server, client, name) = common::setup("release-drop", WATCHDOG).await;
     let lock = client.lock(name.clone());
     let owner = Owner::new();
     let field = format!("{}:{}", client.id(), owner.id());
@@ -75,9 +71,7 @@ async fn dropping_a_guard_releases_its_hold_in_the_background() {
 
 #[tokio::test]
 async fn scoped_work_releases_the_lock_whatever_it_returns() {
-    let server = common::RedisServer::start();
-    let client = common::client(&server, WATCHDOG).await;
-    let name = common::prefix("release-with");
+    let (server, client, name) = common::setup("release-with", WATCHDOG).await;
     let lock = client.lock(name.clone());
 
     let outcome = lock
@@ -181,9 +175,7 @@ async fn unlocking_a_hold_that_is_gone_fails_and_leaves_the_new_holder_alone() {
 
 #[tokio::test]
 async fn unlocking_a_hold_another_owner_of_the_same_client_took_over_fails() {
-    let server = common::RedisServer::start();
-    let client = common::client(&server, WATCHDOG).await;
-    let name = common::prefix("release-not-held-same-client");
+    let (server, client, name) = common::setup("release-not-held-same-client", WATCHDOG).await;
     let stale_lock = client.lock(name.clone()).owned_by(Owner::new());
     let stale = stale_lock
         .lock_with_lease(Duration::from_secs(30))
@@ -206,9 +198,7 @@ async fn unlocking_a_hold_another_owner_of_the_same_client_took_over_fails() {
 
 #[tokio::test]
 async fn force_unlock_reports_whether_there_was_a_lock_and_wakes_a_waiter() {
-    let server = common::RedisServer::start();
-    let client = common::client(&server, Duration::from_secs(20)).await;
-    let name = common::prefix("release-force");
+    let (server, client, name) = common::setup("release-force", Duration::from_secs(20)).await;
     let lock = client.lock(name.clone());
     assert!(!lock.force_unlock().await.unwrap(), "nothing to delete yet");
 
@@ -256,9 +246,7 @@ async fn force_unlock_reports_whether_there_was_a_lock_and_wakes_a_waiter() {
 
 #[tokio::test]
 async fn force_unlock_leaves_a_key_of_another_type_alone() {
-    let server = common::RedisServer::start();
-    let client = common::client(&server, WATCHDOG).await;
-    let name = common::prefix("release-force-wrong-type");
+    let (server, client, name) = common::setup("release-force-wrong-type", WATCHDOG).await;
     server.cmd(&["SET", &name, "not a lock"]);
     let err = client.lock(name.clone()).force_unlock().await.unwrap_err();
     assert!(err.is_wrong_type(), "{err:?}");
@@ -270,9 +258,7 @@ async fn force_unlock_leaves_a_key_of_another_type_alone() {
 
 #[tokio::test]
 async fn only_the_last_release_publishes_the_wake_up_message() {
-    let server = common::RedisServer::start();
-    let client = common::client(&server, WATCHDOG).await;
-    let name = common::prefix("release-publish");
+    let (server, client, name) = common::setup("release-publish", WATCHDOG).await;
     let channel = common::lock_channel(&name);
     let mut sub = common::RawSubscriber::subscribe(&server, &[&channel]).await;
 

@@ -1752,9 +1752,7 @@ async fn a_fixed_read_hold_re_entered_under_the_watchdog_is_renewed_as_a_reader(
 /// and takes the readers' timeout keys with the hash: none is left behind.
 #[tokio::test]
 async fn a_plain_force_unlock_of_a_read_held_name_leaves_no_timeout_keys() {
-    let server = common::RedisServer::start();
-    let client = common::client(&server, Duration::from_secs(5)).await;
-    let name = common::prefix("rw-plain-force");
+    let (server, client, name) = common::setup("rw-plain-force", Duration::from_secs(5)).await;
     let rw = client.rw_lock(name.clone());
     let first = rw
         .read()
@@ -1793,9 +1791,7 @@ async fn a_plain_force_unlock_of_a_read_held_name_leaves_no_timeout_keys() {
 /// agree: its owner holds nothing; the second reader still holds.
 #[tokio::test]
 async fn a_lapsed_reader_holds_nothing_for_the_queries_either() {
-    let server = common::RedisServer::start();
-    let client = common::client(&server, Duration::from_secs(5)).await;
-    let name = common::prefix("rw-lapsed-reader");
+    let (server, client, name) = common::setup("rw-lapsed-reader", Duration::from_secs(5)).await;
     let rw = client.rw_lock(name.clone());
     let (short_owner, long_owner) = (relock::Owner::new(), relock::Owner::new());
     let short_side = rw.read().owned_by(short_owner.clone());

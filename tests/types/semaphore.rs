@@ -12,9 +12,7 @@ use common::{
 
 #[tokio::test]
 async fn permits_are_a_redisson_counter_taken_and_given_back() {
-    let server = RedisServer::start();
-    let client = common::client(&server, Duration::from_secs(5)).await;
-    let name = common::prefix("sem-counter");
+    let (server, client, name) = common::setup("sem-counter", Duration::from_secs(5)).await;
     let sem = client.semaphore(name.clone());
     let mut messages = RawSubscriber::subscribe(&server, &[&semaphore_channel(&name)]).await;
 
@@ -257,9 +255,7 @@ async fn a_cancelled_acquire_leaves_no_permit_taken() {
 
 #[tokio::test]
 async fn bad_input_is_refused_with_nothing_changed() {
-    let server = RedisServer::start();
-    let client = common::client(&server, Duration::from_secs(5)).await;
-    let name = common::prefix("sem-bad");
+    let (server, client, name) = common::setup("sem-bad", Duration::from_secs(5)).await;
     let sem = client.semaphore(name.clone());
 
     assert!(sem.acquire(0).await.unwrap_err().is_invalid_argument());

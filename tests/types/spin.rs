@@ -674,9 +674,7 @@ async fn try_lock_gives_up_at_once_and_try_lock_for_keeps_its_wait() {
 /// refused by `lock()` before any I/O.
 #[tokio::test]
 async fn spin_lock_arguments_are_checked() {
-    let server = RedisServer::start();
-    let client = common::client(&server, WATCHDOG).await;
-    let name = common::prefix("spin-args");
+    let (server, client, name) = common::setup("spin-args", WATCHDOG).await;
 
     let backoff = Backoff::exponential(ms(2), ms(50), 1.5).unwrap();
     let lock = client.spin_lock(&name).with_backoff(backoff);

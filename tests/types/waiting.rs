@@ -401,9 +401,7 @@ async fn a_release_wakes_only_the_waiters_of_its_own_lock() {
 /// long before its client's watchdog timeout (30 s) would end a blind wait.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queued_newcomer_gets_a_lock_whose_holder_outlived_its_lease() {
-    let server = common::RedisServer::start();
-    let client = common::client(&server, Duration::from_secs(30)).await;
-    let name = common::prefix("newcomer-lapse");
+    let (server, client, name) = common::setup("newcomer-lapse", Duration::from_secs(30)).await;
     let lease = Duration::from_millis(200);
     let stall = Duration::from_secs(4);
     let lock = client.lock(&name);
