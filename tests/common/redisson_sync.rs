@@ -581,6 +581,14 @@ pub struct Redisson {
 }
 
 impl Redisson {
+    /// What most of these tests start with: a server of their own, one Redisson process on it
+    /// and a name of their own (see [`super::prefix`]). Dropping the server stops it.
+    pub async fn setup(test: &str) -> (RedisServer, Redisson, String) {
+        let server = RedisServer::start();
+        let java = Redisson::connect(&server).await;
+        (server, java, super::prefix(test))
+    }
+
     /// A process connected to `server`.
     pub async fn connect(server: &RedisServer) -> Redisson {
         Redisson::connect_url(&server.url()).await

@@ -152,9 +152,7 @@ fn names_follow_redissons_prefix_and_suffix_rules() {
 /// `trySetPermits` creates a STRING count without a TTL and publishes the count, once.
 #[tokio::test]
 async fn semaphore_try_set_permits_sets_once_and_publishes_the_count() {
-    let server = RedisServer::start();
-    let java = Redisson::connect(&server).await;
-    let name = common::prefix("sem-set");
+    let (server, java, name) = Redisson::setup("sem-set").await;
     let sem = java.semaphore(name.clone());
     assert_eq!(sem.channel(), format!("redisson_sc:{{{name}}}"));
     let channel = sem.channel().to_owned();
@@ -176,9 +174,7 @@ async fn semaphore_try_set_permits_sets_once_and_publishes_the_count() {
 /// send nothing, and a missing count is 0 permits that `release` creates.
 #[tokio::test]
 async fn semaphore_acquire_is_quiet_and_release_publishes_the_new_count() {
-    let server = RedisServer::start();
-    let java = Redisson::connect(&server).await;
-    let name = common::prefix("sem-acquire");
+    let (server, java, name) = Redisson::setup("sem-acquire").await;
     let sem = java.semaphore(name.clone());
     let channel = sem.channel().to_owned();
     assert!(sem.try_set_permits(3).await);
@@ -235,9 +231,7 @@ async fn semaphore_acquire_is_quiet_and_release_publishes_the_new_count() {
 /// nothing and returns what was there, negative included.
 #[tokio::test]
 async fn semaphore_ttl_and_negative_counts() {
-    let server = RedisServer::start();
-    let java = Redisson::connect(&server).await;
-    let name = common::prefix("sem-ttl");
+    let (server, java, name) = Redisson::setup("sem-ttl").await;
     let sem = java.semaphore(name.clone());
     let channel = sem.channel().to_owned();
     let mut sub = RawSubscriber::subscribe(&server, &[&channel]).await;
@@ -370,9 +364,7 @@ async fn semaphore_add_permits_wakes_a_java_waiter() {
 /// script once more.
 #[tokio::test]
 async fn semaphore_message_wakes_at_most_its_value_of_local_waiters() {
-    let server = RedisServer::start();
-    let java = Redisson::connect(&server).await;
-    let name = common::prefix("sem-min");
+    let (server, java, name) = Redisson::setup("sem-min").await;
     let sem = java.semaphore(name.clone());
     let channel = sem.channel().to_owned();
     assert!(sem.try_set_permits(0).await);
@@ -475,9 +467,7 @@ async fn semaphore_with_hash_tag_publishes_on_the_unbraced_channel() {
 /// lease end, or nil when only permits without a lease are held.
 #[tokio::test]
 async fn pes_acquire_stores_raw_ids_and_lease_deadlines() {
-    let server = RedisServer::start();
-    let java = Redisson::connect(&server).await;
-    let name = common::prefix("pes-acquire");
+    let (server, java, name) = Redisson::setup("pes-acquire").await;
     let pes = java.permit_semaphore(name.clone());
     assert_eq!(pes.timeout_key(), format!("{{{name}}}:timeout"));
     assert_eq!(pes.channel(), format!("redisson_sc:{{{name}}}"));
@@ -546,9 +536,7 @@ async fn pes_acquire_stores_raw_ids_and_lease_deadlines() {
 /// TTL alone when the count has none.
 #[tokio::test]
 async fn pes_acquire_copies_the_count_ttl_onto_the_lease_set() {
-    let server = RedisServer::start();
-    let java = Redisson::connect(&server).await;
-    let name = common::prefix("pes-ttl");
+    let (server, java, name) = Redisson::setup("pes-ttl").await;
     let pes = java.permit_semaphore(name.clone());
     let timeouts = pes.timeout_key().to_owned();
     assert!(pes.try_set_permits(3).await);
@@ -568,9 +556,7 @@ async fn pes_acquire_copies_the_count_ttl_onto_the_lease_set() {
 /// one (which still goes back to the pool, with its message).
 #[tokio::test]
 async fn pes_release_publishes_the_new_count() {
-    let server = RedisServer::start();
-    let java = Redisson::connect(&server).await;
-    let name = common::prefix("pes-release");
+    let (server, java, name) = Redisson::setup("pes-release").await;
     let pes = java.permit_semaphore(name.clone());
     let (timeouts, channel) = (pes.timeout_key().to_owned(), pes.channel().to_owned());
     assert!(pes.try_set_permits(2).await);
@@ -602,9 +588,7 @@ async fn pes_release_publishes_the_new_count() {
 /// `tryRelease(ids)` is all or nothing and publishes how many it released, not the new count.
 #[tokio::test]
 async fn pes_list_release_publishes_how_many_it_released() {
-    let server = RedisServer::start();
-    let java = Redisson::connect(&server).await;
-    let name = common::prefix("pes-list");
+    let (server, java, name) = Redisson::setup("pes-list").await;
     let pes = java.permit_semaphore(name.clone());
     let (timeouts, channel) = (pes.timeout_key().to_owned(), pes.channel().to_owned());
     assert!(pes.try_set_permits(5).await);
@@ -645,9 +629,7 @@ async fn pes_list_release_publishes_how_many_it_released() {
 /// maximum when it changes anything.
 #[tokio::test]
 async fn pes_add_permits_publishes_a_positive_delta_only() {
-    let server = RedisServer::start();
-    let java = Redisson::connect(&server).await;
-    let name = common::prefix("pes-add");
+    let (server, java, name) = Redisson::setup("pes-add").await;
     let pes = java.permit_semaphore(name.clone());
     let channel = pes.channel().to_owned();
     let mut sub = RawSubscriber::subscribe(&server, &[&channel]).await;
@@ -682,9 +664,7 @@ async fn pes_add_permits_publishes_a_positive_delta_only() {
 /// only when positive. A lapsed permit cannot be renewed.
 #[tokio::test]
 async fn pes_reclaim_publishes_a_positive_count_only() {
-    let server = RedisServer::start();
-    let java = Redisson::connect(&server).await;
-    let name = common::prefix("pes-reclaim");
+    let (server, java, name) = Redisson::setup("pes-reclaim").await;
     let pes = java.permit_semaphore(name.clone());
     let (timeouts, channel) = (pes.timeout_key().to_owned(), pes.channel().to_owned());
     assert!(pes.try_set_permits(2).await);
@@ -727,9 +707,7 @@ async fn pes_reclaim_publishes_a_positive_count_only() {
 /// publishes nothing, and is false for an id not held.
 #[tokio::test]
 async fn pes_update_lease_time_rescores_a_held_permit() {
-    let server = RedisServer::start();
-    let java = Redisson::connect(&server).await;
-    let name = common::prefix("pes-update");
+    let (server, java, name) = Redisson::setup("pes-update").await;
     let pes = java.permit_semaphore(name.clone());
     let (timeouts, channel) = (pes.timeout_key().to_owned(), pes.channel().to_owned());
     assert!(pes.try_set_permits(1).await);
@@ -865,9 +843,7 @@ async fn pes_try_acquire_for_gives_up_and_unsubscribes() {
 /// `trySetCount` creates the count without a TTL and publishes `1`, once.
 #[tokio::test]
 async fn latch_try_set_count_publishes_one() {
-    let server = RedisServer::start();
-    let java = Redisson::connect(&server).await;
-    let name = common::prefix("latch-set");
+    let (server, java, name) = Redisson::setup("latch-set").await;
     let latch = java.count_down_latch(name.clone());
     assert_eq!(
         latch.channel(),
@@ -891,9 +867,7 @@ async fn latch_try_set_count_publishes_one() {
 /// TTL otherwise; the latch can then be set again.
 #[tokio::test]
 async fn latch_count_down_publishes_zero_only_at_zero_and_deletes() {
-    let server = RedisServer::start();
-    let java = Redisson::connect(&server).await;
-    let name = common::prefix("latch-down");
+    let (server, java, name) = Redisson::setup("latch-down").await;
     let latch = java.count_down_latch(name.clone());
     let channel = latch.channel().to_owned();
     assert!(latch.try_set_count(2).await);
@@ -921,9 +895,7 @@ async fn latch_count_down_publishes_zero_only_at_zero_and_deletes() {
 /// `delete` publishes `1` when it deleted the count, nothing otherwise.
 #[tokio::test]
 async fn latch_delete_publishes_one() {
-    let server = RedisServer::start();
-    let java = Redisson::connect(&server).await;
-    let name = common::prefix("latch-delete");
+    let (server, java, name) = Redisson::setup("latch-delete").await;
     let latch = java.count_down_latch(name.clone());
     let channel = latch.channel().to_owned();
     assert!(latch.try_set_count(1).await);
