@@ -3,7 +3,7 @@
 //! partial releases to outlive the lock by the delay, deleted by the last release, a shutdown's
 //! release and a force-unlock; and a free lock whose shadow lives answered as delayed.
 
-use super::fixture::Lua;
+use super::fixture::{self, Lua};
 use crate::common;
 
 use common::{raw_exists, resp, resp_int, Resp};
@@ -28,13 +28,7 @@ struct Fixture {
     timeouts: String,
 }
 
-impl std::ops::Deref for Fixture {
-    type Target = Lua;
-
-    fn deref(&self) -> &Lua {
-        &self.lua
-    }
-}
+fixture::derefs_to_lua!(Fixture);
 
 impl Fixture {
     async fn new(test: &str) -> Fixture {

@@ -4,7 +4,7 @@
 //! deadlines against the server's clock, replay keys) and who was woken on which waiter's channel.
 //! The last tests interleave Redisson's own fair lock scripts with relock's on one name.
 
-use super::fixture::Lua;
+use super::fixture::{self, Lua};
 use crate::common;
 
 use std::time::Duration;
@@ -43,13 +43,7 @@ struct Fixture {
     wait_q: i64,
 }
 
-impl std::ops::Deref for Fixture {
-    type Target = Lua;
-
-    fn deref(&self) -> &Lua {
-        &self.lua
-    }
-}
+fixture::derefs_to_lua!(Fixture);
 
 impl Fixture {
     async fn new(test: &str) -> Fixture {

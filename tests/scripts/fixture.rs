@@ -56,3 +56,18 @@ impl Lua {
         RawSubscriber::subscribe(&self.server, channels).await
     }
 }
+
+/// Lets a file's `Fixture` (a struct with a `lua: Lua` field) be used as its [`Lua`].
+macro_rules! derefs_to_lua {
+    ($Fixture:ident) => {
+        impl std::ops::Deref for $Fixture {
+            type Target = Lua;
+
+            fn deref(&self) -> &Lua {
+                &self.lua
+            }
+        }
+    };
+}
+
+pub(crate) use derefs_to_lua;

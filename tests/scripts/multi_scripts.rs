@@ -2,7 +2,7 @@
 //! as the client composes them (`relock::testing::scripts`), run directly with `EVAL` on a real server: the reply, the state each part is left in (hash
 //! fields, TTLs, claims, replay keys) and what was published on each part's channel.
 
-use super::fixture::Lua;
+use super::fixture::{self, Lua};
 use crate::common;
 
 use std::time::Duration;
@@ -23,13 +23,7 @@ struct Fixture {
     names: Vec<String>,
 }
 
-impl std::ops::Deref for Fixture {
-    type Target = Lua;
-
-    fn deref(&self) -> &Lua {
-        &self.lua
-    }
-}
+fixture::derefs_to_lua!(Fixture);
 
 impl Fixture {
     async fn new(test: &str, k: usize) -> Fixture {

@@ -5,7 +5,7 @@
 //! lock's channel. The last tests interleave Redisson's own read-write scripts with relock's on
 //! one lock.
 
-use super::fixture::Lua;
+use super::fixture::{self, Lua};
 use crate::common;
 
 use std::time::Duration;
@@ -41,13 +41,7 @@ struct Fixture {
     claim: String,
 }
 
-impl std::ops::Deref for Fixture {
-    type Target = Lua;
-
-    fn deref(&self) -> &Lua {
-        &self.lua
-    }
-}
+fixture::derefs_to_lua!(Fixture);
 
 impl Fixture {
     async fn new(test: &str) -> Fixture {

@@ -4,7 +4,7 @@
 //! reply, the Redis state it leaves (hash fields, TTLs, replay keys) and whether it published on
 //! the lock's channel.
 
-use super::fixture::Lua;
+use super::fixture::{self, Lua};
 use crate::common;
 
 use std::time::Duration;
@@ -29,13 +29,7 @@ struct Fixture {
     claim: String,
 }
 
-impl std::ops::Deref for Fixture {
-    type Target = Lua;
-
-    fn deref(&self) -> &Lua {
-        &self.lua
-    }
-}
+fixture::derefs_to_lua!(Fixture);
 
 impl Fixture {
     async fn new(test: &str) -> Fixture {
