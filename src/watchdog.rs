@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::connection::Connection;
-use crate::meter::{Loss, Renewed};
+use crate::meter::Renewed;
 use crate::registry::{Held, HoldKey, Registry};
 
 /// Holds renewed together: a type that renews them, and each hold with its generation.
@@ -77,9 +77,8 @@ impl Watchdog {
                         if ok {
                             meter.renewed(Renewed::Extended);
                             self.registry.renewed(key, *generation, sent_at);
-                        } else if self.registry.lose(key, *generation, Loss::Gone) {
-                            // Not counted when the hold ended meanwhile: the lock was released.
-                            meter.renewed(Renewed::Gone);
+                        } else {
+                            self.registry.found_gone(key, *generation);
                         }
                     }
                 }

@@ -307,3 +307,29 @@ pub struct Found {
     /// How many keys it looked at.
     pub keys_seen: u64,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Kind;
+
+    #[test]
+    fn each_known_kind_has_its_own_label_and_words() {
+        let known = [
+            Kind::Lock,
+            Kind::FairLock,
+            Kind::RwLock,
+            Kind::FencedLock,
+            Kind::Semaphore,
+            Kind::PermitSemaphore,
+            Kind::CountDownLatch,
+            Kind::Counter,
+        ];
+        let labels: Vec<&str> = known.iter().map(Kind::label).collect();
+        assert_eq!(labels, Kind::LABELS);
+        assert_eq!(Kind::FairLock.words(), "fair lock");
+        assert_eq!(Kind::CountDownLatch.words(), "count-down latch");
+        assert_eq!(Kind::Nothing.label(), "none");
+        assert_eq!(Kind::Other("zset".into()).words(), "zset");
+        assert!(known.iter().all(Kind::is_known));
+    }
+}

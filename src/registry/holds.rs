@@ -281,20 +281,21 @@ impl Registry {
         }
     }
 
-    /// Marks a hold lost: its guards' `lost()` completes and renewal stops. Whether the hold of
-    /// `generation` still stood (lost now or before); not when its guards are gone (a renewal
-    /// that crossed its holder's release) or the owner holds the lock anew.
-    pub(crate) fn lose(&self, key: &HoldKey, generation: u64, why: crate::meter::Loss) -> bool {
+    /// A renewal found `key`'s hold of `generation` gone: the hold is lost (its guards'
+    /// `lost()` completes, renewal stops) and the renewal counts as one that found it gone.
+    /// Neither when the hold had ended meanwhile: its guards gone (a renewal that crossed its
+    /// holder's release) or the owner holding the lock anew.
+    pub(crate) fn found_gone(&self, key: &HoldKey, generation: u64) {
         let mut map = self.map.lock().unwrap();
         let Some(entry) = holding(&mut map, key).filter(|e| e.generation == generation) else {
-            return false;
+            return;
         };
-        if entry.lose() {
-            let kind = entry.held.primitive();
-            drop(map);
-            self.log_lost(vec![(key.clone(), kind, why)]);
+        let lost = entry.lose().then(|| entry.held.primitive());
+        drop(map);
+        if let Some(kind) = lost {
+            self.log_lost(vec![(key.clone(), kind, crate::meter::Loss::Gone)]);
         }
-        true
+        self.meter.renewed(crate::meter::Renewed::Gone);
     }
 
     /// Marks lost every renewing hold whose lease may have run out.
@@ -369,7 +370,7 @@ mod tests {
     use super::*;
     use crate::connection::Connection;
     use crate::error::Result;
-    use crate::meter::{Loss, Meter};
+    use crate::meter::Meter;
     use crate::registry::Closing;
     use fred::bytes_utils::Str;
 
@@ -402,24 +403,6 @@ mod tests {
         ) -> BoxFuture<'a, Result<bool>> {
             unreachable!("no shutdown runs here")
         }
-
-        fn close_place<'a>(
-            &'a self,
-            _: &'a Closing<'a>,
-            _: &'a Str,
-            _: &'a Str,
-        ) -> BoxFuture<'a, Result<bool>> {
-            unreachable!("no shutdown runs here")
-        }
-
-        fn close_claim<'a>(
-            &'a self,
-            _: &'a Closing<'a>,
-            _: &'a Str,
-            _: &'a Str,
-        ) -> BoxFuture<'a, Result<bool>> {
-            unreachable!("no shutdown runs here")
-        }
     }
 
     #[tokio::test]
@@ -436,21 +419,24 @@ mod tests {
             registry.unregister(&key, &released),
             Leaving::Release { .. }
         ));
-        assert!(!registry.lose(&key, released.generation, Loss::Gone));
-        assert_eq!(registry.meter.counts().leases_lost, 0);
+        registry.found_gone(&key, released.generation);
+        let counts = registry.meter.counts();
+        assert_eq!((counts.leases_lost, counts.renewals), (0, 0));
 
-        // Still held: lost once, and it still stood at a second answer.
+        // Still held: lost once, and counted at each answer that found it gone.
         let live = hold(Instant::now());
-        assert!(registry.lose(&key, live.generation, Loss::Gone));
+        registry.found_gone(&key, live.generation);
         assert!(live.standing.get().lost);
-        assert!(registry.lose(&key, live.generation, Loss::Gone));
-        assert_eq!(registry.meter.counts().leases_lost, 1);
+        registry.found_gone(&key, live.generation);
+        let counts = registry.meter.counts();
+        assert_eq!((counts.leases_lost, counts.renewals), (1, 2));
 
         // Held anew (a new generation after the loss): the old generation's answer is stale.
         let anew = hold(Instant::now());
         assert_ne!(anew.generation, live.generation);
-        assert!(!registry.lose(&key, live.generation, Loss::Gone));
+        registry.found_gone(&key, live.generation);
         assert!(!anew.standing.get().lost);
-        assert_eq!(registry.meter.counts().leases_lost, 1);
+        let counts = registry.meter.counts();
+        assert_eq!((counts.leases_lost, counts.renewals), (1, 2));
     }
 }

@@ -66,22 +66,27 @@ pub(crate) trait Held: Send + Sync + 'static {
         field: &'a Str,
     ) -> BoxFuture<'a, Result<bool>>;
 
-    /// Shutdown: gives up the place `field`'s waiters hold in lock `name`'s queue (nothing for
-    /// a type without queues); `true` when there was one.
+    /// Shutdown: gives up the place `field`'s waiters hold in lock `name`'s queue; `true` when
+    /// there was one. Nothing for a type without queues (the default).
     fn close_place<'a>(
         &'a self,
-        closing: &'a Closing<'a>,
-        name: &'a Str,
-        field: &'a Str,
-    ) -> BoxFuture<'a, Result<bool>>;
+        _closing: &'a Closing<'a>,
+        _name: &'a Str,
+        _field: &'a Str,
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(futures::future::ready(Ok(false)))
+    }
 
-    /// Shutdown: withdraws `field`'s claim on lock `name`'s next hand-off.
+    /// Shutdown: withdraws `field`'s claim on lock `name`'s next hand-off; `true` when there
+    /// was one. Nothing for a type without claims (the default).
     fn close_claim<'a>(
         &'a self,
-        closing: &'a Closing<'a>,
-        name: &'a Str,
-        field: &'a Str,
-    ) -> BoxFuture<'a, Result<bool>>;
+        _closing: &'a Closing<'a>,
+        _name: &'a Str,
+        _field: &'a Str,
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(futures::future::ready(Ok(false)))
+    }
 }
 
 /// What a closing client hands each held thing so it can let go.

@@ -318,22 +318,4 @@ impl Held for Permits {
             Ok(released != Released::NotOut)
         })
     }
-
-    fn close_place<'a>(
-        &'a self,
-        _closing: &'a Closing<'a>,
-        _name: &'a Str,
-        _field: &'a Str,
-    ) -> BoxFuture<'a, Result<bool>> {
-        Box::pin(futures::future::ready(Ok(false)))
-    }
-
-    fn close_claim<'a>(
-        &'a self,
-        _closing: &'a Closing<'a>,
-        _name: &'a Str,
-        _field: &'a Str,
-    ) -> BoxFuture<'a, Result<bool>> {
-        Box::pin(futures::future::ready(Ok(false)))
-    }
 }
