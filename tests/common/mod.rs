@@ -2,6 +2,7 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod child;
 pub mod family;
 pub mod faults;
 pub mod proxy;
@@ -13,6 +14,7 @@ pub mod topology;
 
 use std::time::Duration;
 
+pub use child::spawn_child_test;
 pub use server::RedisServer;
 
 /// A unique key prefix per test, so tests share servers without sharing keys.
@@ -558,23 +560,6 @@ pub async fn woken_promptly(
         "{what}: the waiter got the lock {waited:?} after the release: the message did not wake it"
     );
     guard
-}
-
-/// Runs the `#[ignore]`d test `path` of this test binary as a child process with `env` set (a
-/// holder in a process of its own, to kill or stop), stdout piped, killed when dropped. `path`
-/// is the test function's full path, `concat!(module_path!(), "::name")`; the runner's crate
-/// name in front is dropped, as the test harness names tests without it.
-pub fn spawn_child_test(path: &str, env: &[(&str, String)]) -> tokio::process::Child {
-    let name = path.split_once("::").map_or(path, |(_, name)| name);
-    tokio::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--ignored", "--exact", name, "--nocapture"])
-        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn the child process")
 }
 
 /// The path of example `name` (built with feature `feature`), which `cargo test --all-features`

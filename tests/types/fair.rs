@@ -16,7 +16,12 @@ use tokio::time::Instant;
 
 /// A client with a short fair waiter timeout, as tests want.
 async fn fair_client(server: &RedisServer, waiter_timeout: Duration) -> relock::Client {
-    let config = relock::Config::from_url(&server.url())
+    fair_client_at(&server.url(), waiter_timeout).await
+}
+
+/// A client on `url` with a short fair waiter timeout.
+async fn fair_client_at(url: &str, waiter_timeout: Duration) -> relock::Client {
+    let config = relock::Config::from_url(url)
         .unwrap()
         .with_watchdog_timeout(Duration::from_secs(5))
         .with_command_timeout(Duration::from_secs(2))
@@ -92,41 +97,26 @@ async fn until_queued(server: &RedisServer, name: &str, len: usize) -> Vec<Strin
     queued
 }
 
-fn say(line: String) {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{line}").unwrap();
-    out.flush().unwrap();
-}
-
 /// Not a test on its own: a worker process of the tests below. It starts `WAITERS` waiters on
 /// the fair lock, each with its own owner; each, once it holds the lock, appends its holder field
 /// to the list `<name>:log` and releases. Without its settings it does nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "helper process, run by the cross-process tests"]
 async fn child_fair_waiters() {
-    let (Ok(url), Ok(name), Ok(waiters), Ok(waiter_ms)) = (
-        std::env::var("REDIS_URL"),
-        std::env::var("LOCK_NAME"),
-        std::env::var("WAITERS"),
-        std::env::var("WAITER_TIMEOUT_MS"),
-    ) else {
+    let Some(settings) = common::child::settings() else {
         return;
     };
-    let config = relock::Config::from_url(&url)
-        .unwrap()
-        .with_watchdog_timeout(Duration::from_secs(5))
-        .with_command_timeout(Duration::from_secs(2))
-        .with_fair_waiter_timeout(Duration::from_millis(waiter_ms.parse().unwrap()));
-    let client = relock::Client::new(config).await.expect("connect");
+    let url = settings.text("REDIS_URL");
+    let client = fair_client_at(&url, settings.millis("WAITER_TIMEOUT_MS")).await;
+    let name = settings.text("LOCK_NAME");
     let log = format!("{name}:log");
     let mut tasks = Vec::new();
-    for _ in 0..waiters.parse::<usize>().unwrap() {
+    for _ in 0..settings.number::<usize>("WAITERS") {
         let (client, name, log) = (client.clone(), name.clone(), log.clone());
         tasks.push(tokio::spawn(async move {
             let owner = Owner::new();
             let me = field(&client, &owner);
-            say(format!("WAITING {me}"));
+            common::child::say(format!("WAITING {me}"));
             let guard = client
                 .fair_lock(&name)
                 .owned_by(owner)
@@ -142,7 +132,7 @@ async fn child_fair_waiters() {
     for task in done.expect("child timed out") {
         task.unwrap();
     }
-    say("DONE".to_owned());
+    common::child::say("DONE");
 }
 
 fn spawn_waiters(
@@ -150,8 +140,8 @@ fn spawn_waiters(
     name: &str,
     waiters: usize,
     waiter_timeout: Duration,
-) -> tokio::process::Child {
-    common::spawn_child_test(
+) -> common::child::Child {
+    common::child::Child::spawn(
         concat!(module_path!(), "::child_fair_waiters"),
         &[
             ("REDIS_URL", server.url()),
@@ -170,17 +160,13 @@ async fn waiters_of_four_processes_get_the_lock_in_queue_order() {
     let name = common::prefix("fair-4proc");
     let client = fair_client(&server, Duration::from_secs(10)).await;
     let holder = client.fair_lock(&name).lock().await.unwrap();
-    let mut children: Vec<_> = (0..4)
+    let children: Vec<_> = (0..4)
         .map(|_| spawn_waiters(&server, &name, 4, Duration::from_secs(10)))
         .collect();
     let queued = until_queued(&server, &name, 16).await;
     holder.unlock().await.unwrap();
-    for child in &mut children {
-        let status = tokio::time::timeout(Duration::from_secs(60), child.wait())
-            .await
-            .expect("a child hung")
-            .unwrap();
-        assert!(status.success(), "a child failed: {status}");
+    for child in children {
+        child.finish(Duration::from_secs(60)).await;
     }
     let log = raw_lrange(&server, &format!("{name}:log"));
     assert_eq!(log, queued, "the lock went out of queue order");
@@ -214,7 +200,7 @@ async fn a_killed_waiter_at_the_head_delays_the_next_by_at_most_its_deadline() {
         [dead.clone(), next_field]
     );
 
-    child.kill().await.unwrap();
+    child.kill().await;
     let killed = Instant::now();
     let calls_before = raw_command_calls(&server, "evalsha");
     holder.unlock().await.unwrap();

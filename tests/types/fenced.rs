@@ -64,22 +64,14 @@ async fn tokens_grow_with_each_new_owner_and_a_reentry_keeps_its_own() {
 #[ignore = "helper process, run by the cross-process tests"]
 async fn child_fenced_holders() {
     use fred::interfaces::ListInterface;
-    let (Ok(url), Ok(name), Ok(tasks), Ok(rounds)) = (
-        std::env::var("REDIS_URL"),
-        std::env::var("LOCK_NAME"),
-        std::env::var("TASKS"),
-        std::env::var("ROUNDS"),
-    ) else {
+    let Some(settings) = common::child::settings() else {
         return;
     };
-    let config = relock::Config::from_url(&url)
-        .unwrap()
-        .with_watchdog_timeout(Duration::from_secs(5))
-        .with_command_timeout(Duration::from_secs(2));
-    let client = relock::Client::new(config).await.expect("connect");
-    let rounds: usize = rounds.parse().unwrap();
+    let client = common::client_at(&settings.text("REDIS_URL"), Duration::from_secs(5)).await;
+    let name = settings.text("LOCK_NAME");
+    let rounds: usize = settings.number("ROUNDS");
     let mut all = Vec::new();
-    for _ in 0..tasks.parse::<usize>().unwrap() {
+    for _ in 0..settings.number::<usize>("TASKS") {
         let (client, name) = (client.clone(), name.clone());
         all.push(tokio::spawn(async move {
             for _ in 0..rounds {
@@ -107,9 +99,9 @@ async fn tokens_are_unique_and_in_order_across_processes() {
     let server = RedisServer::start();
     let name = common::prefix("fenced-procs");
     let rounds = 15;
-    let mut children: Vec<_> = (0..3)
+    let children: Vec<_> = (0..3)
         .map(|_| {
-            common::spawn_child_test(
+            common::child::Child::spawn(
                 concat!(module_path!(), "::child_fenced_holders"),
                 &[
                     ("REDIS_URL", server.url()),
@@ -120,12 +112,8 @@ async fn tokens_are_unique_and_in_order_across_processes() {
             )
         })
         .collect();
-    for child in &mut children {
-        let status = tokio::time::timeout(Duration::from_secs(60), child.wait())
-            .await
-            .expect("a child hung")
-            .unwrap();
-        assert!(status.success(), "a child failed: {status}");
+    for child in children {
+        child.finish(Duration::from_secs(60)).await;
     }
     let log: Vec<u64> = common::raw_lrange(&server, &format!("{name}:tokens"))
         .iter()
@@ -193,27 +181,16 @@ async fn tokens_stay_monotonic_across_a_crash_only_with_the_aof_synced() {
 #[ignore = "helper process, run by the pause tests"]
 async fn child_fenced_counter() {
     use fred::interfaces::{KeysInterface, ListInterface};
-    use std::io::Write;
-    let (Ok(url), Ok(name), Ok(counter), Ok(rounds), Ok(fenced), Ok(lease_ms)) = (
-        std::env::var("REDIS_URL"),
-        std::env::var("LOCK_NAME"),
-        std::env::var("COUNTER"),
-        std::env::var("ROUNDS"),
-        std::env::var("FENCED"),
-        std::env::var("LEASE_MS"),
-    ) else {
+    let Some(settings) = common::child::settings() else {
         return;
     };
-    let config = relock::Config::from_url(&url)
-        .unwrap()
-        .with_watchdog_timeout(Duration::from_secs(5))
-        .with_command_timeout(Duration::from_secs(2));
-    let client = relock::Client::new(config).await.expect("connect");
+    let client = common::client_at(&settings.text("REDIS_URL"), Duration::from_secs(5)).await;
+    let (name, counter) = (settings.text("LOCK_NAME"), settings.text("COUNTER"));
     let redis = client.redis().clone();
     let fence = client.fence(&counter);
-    let fenced = fenced == "1";
-    let lease = Duration::from_millis(lease_ms.parse().unwrap());
-    for _ in 0..rounds.parse::<usize>().unwrap() {
+    let fenced = settings.text("FENCED") == "1";
+    let lease = settings.millis("LEASE_MS");
+    for _ in 0..settings.number::<usize>("ROUNDS") {
         let guard = client
             .fenced_lock(&name)
             .lock_with_lease(lease)
@@ -236,8 +213,7 @@ async fn child_fenced_counter() {
         if guard.is_lost() {
             continue; // the honest check: this holder knows its lease is gone
         }
-        println!("HOLD {token}");
-        std::io::stdout().flush().unwrap();
+        common::child::say(format!("HOLD {token}"));
         let go = format!("{name}:go:{}", std::process::id());
         while redis
             .lpop::<Option<String>, _>(&go, None)

@@ -8,7 +8,6 @@ use crate::common;
 use std::time::Duration;
 
 use common::{raw_exists, raw_pttl};
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::time::Instant;
 
 /// The marker the child process prints once it holds the lock.
@@ -91,29 +90,18 @@ async fn until_gone(server: &common::RedisServer, key: &str, bound: Duration) ->
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "helper process, run by the lock-delay tests"]
 async fn delay_child_holder() {
-    let (Ok(url), Ok(name), Ok(kind), Ok(watchdog_ms), Ok(delay_ms)) = (
-        std::env::var("REDIS_URL"),
-        std::env::var("LOCK_NAME"),
-        std::env::var("LOCK_KIND"),
-        std::env::var("WATCHDOG_MS"),
-        std::env::var("DELAY_MS"),
-    ) else {
+    let Some(settings) = common::child::settings() else {
         return;
     };
-    let ms = |v: &str| Duration::from_millis(v.parse().expect("a number of ms"));
-    let config = relock::Config::from_url(&url)
-        .unwrap()
-        .with_watchdog_timeout(ms(&watchdog_ms))
-        .with_command_timeout(Duration::from_secs(2));
-    let client = relock::Client::new(config).await.expect("connect");
-    let lock = Delayed::new(&client, &kind, &name, ms(&delay_ms));
-    let guard = match std::env::var("LEASE_MS") {
-        Ok(lease) => lock.lock_with_lease(ms(&lease)).await,
-        Err(_) => lock.lock().await,
+    let url = settings.text("REDIS_URL");
+    let client = common::client_at(&url, settings.millis("WATCHDOG_MS")).await;
+    let (kind, name) = (settings.text("LOCK_KIND"), settings.text("LOCK_NAME"));
+    let lock = Delayed::new(&client, &kind, &name, settings.millis("DELAY_MS"));
+    let guard = match settings.optional_millis("LEASE_MS") {
+        Some(lease) => lock.lock_with_lease(lease).await,
+        None => lock.lock().await,
     };
-    println!("{HELD_MARKER}");
-    use std::io::Write;
-    std::io::stdout().flush().unwrap();
+    common::child::say(HELD_MARKER);
     // Held until the parent kills this process; the bound only limits an orphan's life.
     tokio::time::sleep(Duration::from_secs(60)).await;
     drop(guard);
@@ -127,7 +115,7 @@ async fn spawn_holder(
     watchdog: Duration,
     delay: Duration,
     lease: Option<Duration>,
-) -> tokio::process::Child {
+) -> common::child::Child {
     let mut env = vec![
         ("REDIS_URL", server.url()),
         ("LOCK_NAME", name.to_owned()),
@@ -138,18 +126,8 @@ async fn spawn_holder(
     if let Some(lease) = lease {
         env.push(("LEASE_MS", lease.as_millis().to_string()));
     }
-    let mut child = common::spawn_child_test(concat!(module_path!(), "::delay_child_holder"), &env);
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    tokio::time::timeout(Duration::from_secs(10), async {
-        while let Some(line) = lines.next_line().await.unwrap() {
-            if line.contains(HELD_MARKER) {
-                return;
-            }
-        }
-        panic!("the holder process exited without taking the lock");
-    })
-    .await
-    .expect("the holder process did not report the lock within 10 s");
+    let child = common::child::Child::spawn(concat!(module_path!(), "::delay_child_holder"), &env);
+    child.said(HELD_MARKER, Duration::from_secs(10)).await;
     child
 }
 
@@ -175,7 +153,7 @@ async fn a_killed_holder_leaves_the_lock_unavailable_for_its_lease_plus_the_dela
         let read_at = Instant::now();
         let lock_ttl = raw_pttl(&server, &name);
         let shadow_ttl = raw_pttl(&server, &shadow);
-        child.kill().await.expect("kill the holder process");
+        child.kill().await;
         println!("{kind}: lock PTTL {lock_ttl} ms, shadow PTTL {shadow_ttl} ms at the kill");
         assert!(lock_ttl > 0 && lock_ttl <= lease.as_millis() as i64);
         let gap = shadow_ttl - lock_ttl;
@@ -292,7 +270,7 @@ async fn the_delay_ends_by_itself_with_no_client_alive() {
             Some(lease),
         )
         .await;
-        child.kill().await.expect("kill the holder process");
+        child.kill().await;
         let shadow_ttl = raw_pttl(&server, &shadow);
         assert!(
             shadow_ttl > (delay.as_millis() as i64)

@@ -298,23 +298,18 @@ async fn fred_on(url: &str) -> fred::clients::Client {
 #[ignore = "helper process, run by eight_processes_random_subsets_mixed_kinds"]
 async fn child_multi_worker() {
     use fred::interfaces::KeysInterface;
-    let (Ok(lock_url), Ok(check_url), Ok(prefix), Ok(run_ms), Ok(seed)) = (
-        std::env::var("MULTI_LOCK_URL"),
-        std::env::var("MULTI_CHECK_URL"),
-        std::env::var("MULTI_PREFIX"),
-        std::env::var("MULTI_RUN_MS"),
-        std::env::var("MULTI_SEED"),
-    ) else {
+    let Some(settings) = common::child::settings() else {
         return;
     };
-    let run_for = Duration::from_millis(run_ms.parse().unwrap());
-    let seed: u64 = seed.parse().unwrap();
-    let config = relock::Config::from_url(&lock_url)
+    let run_for = settings.millis("MULTI_RUN_MS");
+    let seed: u64 = settings.number("MULTI_SEED");
+    let prefix = settings.text("MULTI_PREFIX");
+    let config = relock::Config::from_url(&settings.text("MULTI_LOCK_URL"))
         .unwrap()
         .with_watchdog_timeout(Duration::from_secs(5))
         .with_command_timeout(Duration::from_secs(3));
     let client = Client::new(config).await.expect("connect");
-    let check = fred_on(&check_url).await;
+    let check = fred_on(&settings.text("MULTI_CHECK_URL")).await;
     let started = Instant::now();
     let tasks: Vec<_> = (0..2u64)
         .map(|t| {
@@ -420,16 +415,15 @@ async fn child_multi_worker() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eight_processes_random_subsets_mixed_kinds() {
-    use tokio::io::AsyncReadExt;
     let locks = RedisServer::start();
     let check = RedisServer::start();
     let prefix = common::prefix("multi-procs");
     let run_for = stress_duration();
     let seed: u64 = rand::thread_rng().gen();
     eprintln!("8 processes for {run_for:?}, seed {seed}");
-    let mut children: Vec<_> = (0..8u64)
+    let children: Vec<_> = (0..8u64)
         .map(|i| {
-            common::spawn_child_test(
+            common::child::Child::spawn(
                 concat!(module_path!(), "::child_multi_worker"),
                 &[
                     ("MULTI_LOCK_URL", locks.url()),
@@ -442,22 +436,14 @@ async fn eight_processes_random_subsets_mixed_kinds() {
         })
         .collect();
     let mut outputs = Vec::new();
-    for (i, child) in children.iter_mut().enumerate() {
-        let mut out = String::new();
-        let mut stdout = child.stdout.take().unwrap();
-        let ended = timeout(run_for + Duration::from_secs(45), async {
-            stdout.read_to_string(&mut out).await.unwrap();
-            child.wait().await.unwrap()
-        })
-        .await;
-        let status = ended.unwrap_or_else(|_| panic!("child {i} never ended: deadlock?"));
-        let violations: Vec<&str> = out.lines().filter(|l| l.contains("VIOLATION")).collect();
+    for (i, child) in children.into_iter().enumerate() {
+        let out = child.finish(run_for + Duration::from_secs(45)).await;
+        let violations: Vec<&String> = out.iter().filter(|l| l.contains("VIOLATION")).collect();
         assert!(violations.is_empty(), "child {i}: {violations:?}");
-        assert!(status.success(), "child {i} failed: {status}\n{out}");
         let line = out
-            .lines()
+            .iter()
             .find_map(|l| l.strip_prefix("ACQUISITIONS "))
-            .unwrap_or_else(|| panic!("child {i} reported nothing:\n{out}"));
+            .unwrap_or_else(|| panic!("child {i} reported nothing: {out:?}"));
         let fields: Vec<u64> = line.split(' ').map(|f| f.parse().unwrap()).collect();
         outputs.push((i, fields[0], fields[1], fields[2]));
     }

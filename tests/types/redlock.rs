@@ -387,31 +387,21 @@ async fn a_master_restarted_empty_lets_a_second_owner_in() {
 #[ignore = "helper process, run by many_processes_never_overlap"]
 async fn child_redlock_holders() {
     use fred::interfaces::KeysInterface;
-    let (Ok(urls), Ok(check), Ok(name), Ok(tasks), Ok(millis), Ok(idx)) = (
-        std::env::var("REDIS_URLS"),
-        std::env::var("CHECK_URL"),
-        std::env::var("LOCK_NAME"),
-        std::env::var("TASKS"),
-        std::env::var("MILLIS"),
-        std::env::var("IDX"),
-    ) else {
+    let Some(settings) = common::child::settings() else {
         return;
     };
     let mut clients = Vec::new();
-    for url in urls.split(',') {
-        let config = relock::Config::from_url(url)
-            .unwrap()
-            .with_watchdog_timeout(WATCHDOG)
-            .with_command_timeout(Duration::from_secs(2));
-        clients.push(Client::new(config).await.unwrap());
+    for url in settings.text("REDIS_URLS").split(',') {
+        clients.push(common::client_at(url, WATCHDOG).await);
     }
-    let check = Client::connect(&check).await.unwrap();
+    let check = Client::connect(&settings.text("CHECK_URL")).await.unwrap();
+    let (name, idx) = (settings.text("LOCK_NAME"), settings.text("IDX"));
     let lock = RedLock::new(&clients, &name)
         .with_vote_timeout(Duration::from_secs(1))
         .with_retry_delay(Duration::from_millis(50), Duration::from_millis(40));
-    let until = Instant::now() + Duration::from_millis(millis.parse().unwrap());
+    let until = Instant::now() + settings.millis("MILLIS");
     let mut all = Vec::new();
-    for _ in 0..tasks.parse::<usize>().unwrap() {
+    for _ in 0..settings.number::<usize>("TASKS") {
         let (lock, redis, name, idx) = (
             lock.clone(),
             check.redis().clone(),
@@ -451,9 +441,9 @@ async fn many_processes_never_overlap() {
     let name = common::prefix("redlock-procs");
     let urls: Vec<_> = servers.iter().map(|s| s.url()).collect();
     let procs = 4;
-    let mut children: Vec<_> = (0..procs)
+    let children: Vec<_> = (0..procs)
         .map(|idx| {
-            common::spawn_child_test(
+            common::child::Child::spawn(
                 concat!(module_path!(), "::child_redlock_holders"),
                 &[
                     ("REDIS_URLS", urls.join(",")),
@@ -466,12 +456,8 @@ async fn many_processes_never_overlap() {
             )
         })
         .collect();
-    for child in &mut children {
-        let status = tokio::time::timeout(Duration::from_secs(60), child.wait())
-            .await
-            .expect("a child hung")
-            .unwrap();
-        assert!(status.success(), "a child failed: {status}");
+    for child in children {
+        child.finish(Duration::from_secs(60)).await;
     }
     let get = |key: String| match common::resp(&check.cmd(&["GET", &key])) {
         common::Resp::Bulk(Some(n)) => n.parse::<u64>().unwrap(),

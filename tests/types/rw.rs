@@ -531,21 +531,12 @@ async fn readers_overlap_in_time_while_a_writer_excludes_everyone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "helper process, run by the cross-process tests"]
 async fn child_rw_rounds() {
-    let (Ok(url), Ok(name), Ok(readers), Ok(writers), Ok(rounds)) = (
-        std::env::var("REDIS_URL"),
-        std::env::var("LOCK_NAME"),
-        std::env::var("READERS"),
-        std::env::var("WRITERS"),
-        std::env::var("ROUNDS"),
-    ) else {
+    let Some(settings) = common::child::settings() else {
         return;
     };
-    let rounds: usize = rounds.parse().unwrap();
-    let config = relock::Config::from_url(&url)
-        .unwrap()
-        .with_watchdog_timeout(WATCHDOG)
-        .with_command_timeout(Duration::from_secs(2));
-    let client = Client::new(config).await.expect("connect");
+    let rounds: usize = settings.number("ROUNDS");
+    let client = common::client_at(&settings.text("REDIS_URL"), WATCHDOG).await;
+    let name = settings.text("LOCK_NAME");
     let (log, go) = (format!("{name}:log"), format!("{name}:go"));
     let _: i64 = client
         .redis()
@@ -558,8 +549,8 @@ async fn child_rw_rounds() {
         tokio::time::sleep(ms(5)).await;
     }
     let sides = std::iter::repeat(false)
-        .take(readers.parse().unwrap())
-        .chain(std::iter::repeat(true).take(writers.parse().unwrap()));
+        .take(settings.number("READERS"))
+        .chain(std::iter::repeat(true).take(settings.number("WRITERS")));
     let mut tasks = Vec::new();
     for write in sides {
         let (client, name, log) = (client.clone(), name.clone(), log.clone());
@@ -606,9 +597,9 @@ async fn readers_and_writers_of_several_processes_exclude_each_other() {
     const ROUNDS: usize = 8;
     let server = RedisServer::start();
     let name = common::prefix("rw-procs");
-    let mut children: Vec<_> = (0..PROCS)
+    let children: Vec<_> = (0..PROCS)
         .map(|_| {
-            common::spawn_child_test(
+            common::child::Child::spawn(
                 concat!(module_path!(), "::child_rw_rounds"),
                 &[
                     ("REDIS_URL", server.url()),
@@ -629,12 +620,8 @@ async fn readers_and_writers_of_several_processes_exclude_each_other() {
         "the children never got ready"
     );
     server.cmd(&["SET", &format!("{name}:go"), "1"]);
-    for child in &mut children {
-        let status = tokio::time::timeout(Duration::from_secs(120), child.wait())
-            .await
-            .expect("a child hung")
-            .unwrap();
-        assert!(status.success(), "a child failed: {status}");
+    for child in children {
+        child.finish(Duration::from_secs(120)).await;
     }
 
     let log = common::raw_lrange(&server, &format!("{name}:log"));

@@ -8,7 +8,6 @@ use crate::common;
 use std::time::Duration;
 
 use common::{raw_command_calls, raw_exists, raw_hexists, raw_pttl, resp_int};
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::time::Instant;
 
 /// The marker the child process prints once it holds the lock, followed by its holder field.
@@ -24,23 +23,17 @@ fn holder_field(client: &relock::Client, guard: &relock::LockGuard) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "helper process, run by killed_holder_process_frees_the_lock_after_one_lease"]
 async fn child_holder() {
-    let (Ok(url), Ok(name), Ok(watchdog_ms)) = (
-        std::env::var("REDIS_URL"),
-        std::env::var("LOCK_NAME"),
-        std::env::var("WATCHDOG_MS"),
-    ) else {
+    let Some(settings) = common::child::settings() else {
         return;
     };
-    let watchdog = Duration::from_millis(watchdog_ms.parse().expect("WATCHDOG_MS"));
-    let config = relock::Config::from_url(&url)
-        .unwrap()
-        .with_watchdog_timeout(watchdog)
-        .with_command_timeout(Duration::from_secs(2));
-    let client = relock::Client::new(config).await.expect("connect");
-    let guard = client.lock(&name).lock().await.expect("lock");
-    println!("{HELD_MARKER}{}", holder_field(&client, &guard));
-    use std::io::Write;
-    std::io::stdout().flush().unwrap();
+    let watchdog = settings.millis("WATCHDOG_MS");
+    let client = common::client_at(&settings.text("REDIS_URL"), watchdog).await;
+    let guard = client
+        .lock(settings.text("LOCK_NAME"))
+        .lock()
+        .await
+        .expect("lock");
+    common::child::say(format!("{HELD_MARKER}{}", holder_field(&client, &guard)));
     // Held until the parent kills this process; the bound only limits an orphan's life.
     tokio::time::sleep(Duration::from_secs(60)).await;
     drop(guard);
@@ -53,7 +46,7 @@ async fn killed_holder_process_frees_the_lock_after_one_lease() {
     let period = lease / 3;
     let name = common::prefix("watchdog-killed");
 
-    let mut child = common::spawn_child_test(
+    let mut child = common::child::Child::spawn(
         concat!(module_path!(), "::child_holder"),
         &[
             ("REDIS_URL", server.url()),
@@ -61,17 +54,7 @@ async fn killed_holder_process_frees_the_lock_after_one_lease() {
             ("WATCHDOG_MS", lease.as_millis().to_string()),
         ],
     );
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let field = tokio::time::timeout(Duration::from_secs(10), async {
-        while let Some(line) = lines.next_line().await.unwrap() {
-            if let Some(at) = line.find(HELD_MARKER) {
-                return line[at + HELD_MARKER.len()..].trim().to_owned();
-            }
-        }
-        panic!("the holder process exited without taking the lock");
-    })
-    .await
-    .expect("the holder process did not report the lock within 10 s");
+    let field = child.said(HELD_MARKER, Duration::from_secs(10)).await;
     let held_at = Instant::now();
     assert!(
         raw_hexists(&server, &name, &field),
@@ -100,7 +83,7 @@ async fn killed_holder_process_frees_the_lock_after_one_lease() {
         "PTTL {ttl_at_kill} before the kill"
     );
     let killed_at = Instant::now();
-    child.kill().await.expect("kill the holder process");
+    child.kill().await;
 
     let waiter = client.lock(&name);
     let guard = waiter
