@@ -14,6 +14,7 @@ pub mod topology;
 
 use std::time::Duration;
 
+#[allow(unused_imports)] // not every runner spawns children
 pub use child::spawn_child_test;
 pub use server::RedisServer;
 
