@@ -32,7 +32,7 @@ pub fn spawn_child_test(path: &str, env: &[(&str, String)]) -> tokio::process::C
 
 /// The settings this process was started with as a child, or `None` when it was not started as
 /// one (its test then does nothing).
-pub fn settings() -> Option<Settings> {
+pub fn env() -> Option<Settings> {
     std::env::var_os(CHILD).map(|_| Settings(()))
 }
 

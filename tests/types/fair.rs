@@ -2,6 +2,7 @@
 //! waiters that give up leave the queue, and Redisson's fair-lock bugs kept out.
 
 use crate::common;
+use common::child;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -103,20 +104,18 @@ async fn until_queued(server: &RedisServer, name: &str, len: usize) -> Vec<Strin
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "helper process, run by the cross-process tests"]
 async fn child_fair_waiters() {
-    let Some(settings) = common::child::settings() else {
-        return;
-    };
-    let url = settings.text("REDIS_URL");
-    let client = fair_client_at(&url, settings.millis("WAITER_TIMEOUT_MS")).await;
-    let name = settings.text("LOCK_NAME");
+    let Some(env) = child::env() else { return };
+    let url = env.text("REDIS_URL");
+    let client = fair_client_at(&url, env.millis("WAITER_TIMEOUT_MS")).await;
+    let name = env.text("LOCK_NAME");
     let log = format!("{name}:log");
     let mut tasks = Vec::new();
-    for _ in 0..settings.number::<usize>("WAITERS") {
+    for _ in 0..env.number::<usize>("WAITERS") {
         let (client, name, log) = (client.clone(), name.clone(), log.clone());
         tasks.push(tokio::spawn(async move {
             let owner = Owner::new();
             let me = field(&client, &owner);
-            common::child::say(format!("WAITING {me}"));
+            child::say(format!("WAITING {me}"));
             let guard = client
                 .fair_lock(&name)
                 .owned_by(owner)
@@ -132,7 +131,7 @@ async fn child_fair_waiters() {
     for task in done.expect("child timed out") {
         task.unwrap();
     }
-    common::child::say("DONE");
+    child::say("DONE");
 }
 
 fn spawn_waiters(
@@ -140,8 +139,8 @@ fn spawn_waiters(
     name: &str,
     waiters: usize,
     waiter_timeout: Duration,
-) -> common::child::Child {
-    common::child::Child::spawn(
+) -> child::Child {
+    child::Child::spawn(
         concat!(module_path!(), "::child_fair_waiters"),
         &[
             ("REDIS_URL", server.url()),

@@ -2,6 +2,7 @@
 //! counter on Redis (`redisson_lock_token:{<name>}`).
 
 use crate::common;
+use common::child;
 
 use std::time::Duration;
 
@@ -64,14 +65,12 @@ async fn tokens_grow_with_each_new_owner_and_a_reentry_keeps_its_own() {
 #[ignore = "helper process, run by the cross-process tests"]
 async fn child_fenced_holders() {
     use fred::interfaces::ListInterface;
-    let Some(settings) = common::child::settings() else {
-        return;
-    };
-    let client = common::client_at(&settings.text("REDIS_URL"), Duration::from_secs(5)).await;
-    let name = settings.text("LOCK_NAME");
-    let rounds: usize = settings.number("ROUNDS");
+    let Some(env) = child::env() else { return };
+    let client = common::client_at(&env.text("REDIS_URL"), Duration::from_secs(5)).await;
+    let name = env.text("LOCK_NAME");
+    let rounds: usize = env.number("ROUNDS");
     let mut all = Vec::new();
-    for _ in 0..settings.number::<usize>("TASKS") {
+    for _ in 0..env.number::<usize>("TASKS") {
         let (client, name) = (client.clone(), name.clone());
         all.push(tokio::spawn(async move {
             for _ in 0..rounds {
@@ -101,7 +100,7 @@ async fn tokens_are_unique_and_in_order_across_processes() {
     let rounds = 15;
     let children: Vec<_> = (0..3)
         .map(|_| {
-            common::child::Child::spawn(
+            child::Child::spawn(
                 concat!(module_path!(), "::child_fenced_holders"),
                 &[
                     ("REDIS_URL", server.url()),
@@ -181,16 +180,14 @@ async fn tokens_stay_monotonic_across_a_crash_only_with_the_aof_synced() {
 #[ignore = "helper process, run by the pause tests"]
 async fn child_fenced_counter() {
     use fred::interfaces::{KeysInterface, ListInterface};
-    let Some(settings) = common::child::settings() else {
-        return;
-    };
-    let client = common::client_at(&settings.text("REDIS_URL"), Duration::from_secs(5)).await;
-    let (name, counter) = (settings.text("LOCK_NAME"), settings.text("COUNTER"));
+    let Some(env) = child::env() else { return };
+    let client = common::client_at(&env.text("REDIS_URL"), Duration::from_secs(5)).await;
+    let (name, counter) = (env.text("LOCK_NAME"), env.text("COUNTER"));
     let redis = client.redis().clone();
     let fence = client.fence(&counter);
-    let fenced = settings.text("FENCED") == "1";
-    let lease = settings.millis("LEASE_MS");
-    for _ in 0..settings.number::<usize>("ROUNDS") {
+    let fenced = env.text("FENCED") == "1";
+    let lease = env.millis("LEASE_MS");
+    for _ in 0..env.number::<usize>("ROUNDS") {
         let guard = client
             .fenced_lock(&name)
             .lock_with_lease(lease)
@@ -213,7 +210,7 @@ async fn child_fenced_counter() {
         if guard.is_lost() {
             continue; // the honest check: this holder knows its lease is gone
         }
-        common::child::say(format!("HOLD {token}"));
+        child::say(format!("HOLD {token}"));
         let go = format!("{name}:go:{}", std::process::id());
         while redis
             .lpop::<Option<String>, _>(&go, None)

@@ -4,6 +4,7 @@
 //! no client alive; a force-unlock ends it at once; bad delays are refused.
 
 use crate::common;
+use common::child;
 
 use std::time::Duration;
 
@@ -90,18 +91,16 @@ async fn until_gone(server: &common::RedisServer, key: &str, bound: Duration) ->
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "helper process, run by the lock-delay tests"]
 async fn delay_child_holder() {
-    let Some(settings) = common::child::settings() else {
-        return;
-    };
-    let url = settings.text("REDIS_URL");
-    let client = common::client_at(&url, settings.millis("WATCHDOG_MS")).await;
-    let (kind, name) = (settings.text("LOCK_KIND"), settings.text("LOCK_NAME"));
-    let lock = Delayed::new(&client, &kind, &name, settings.millis("DELAY_MS"));
-    let guard = match settings.optional_millis("LEASE_MS") {
+    let Some(env) = child::env() else { return };
+    let url = env.text("REDIS_URL");
+    let client = common::client_at(&url, env.millis("WATCHDOG_MS")).await;
+    let (kind, name) = (env.text("LOCK_KIND"), env.text("LOCK_NAME"));
+    let lock = Delayed::new(&client, &kind, &name, env.millis("DELAY_MS"));
+    let guard = match env.optional_millis("LEASE_MS") {
         Some(lease) => lock.lock_with_lease(lease).await,
         None => lock.lock().await,
     };
-    common::child::say(HELD_MARKER);
+    child::say(HELD_MARKER);
     // Held until the parent kills this process; the bound only limits an orphan's life.
     tokio::time::sleep(Duration::from_secs(60)).await;
     drop(guard);
@@ -115,7 +114,7 @@ async fn spawn_holder(
     watchdog: Duration,
     delay: Duration,
     lease: Option<Duration>,
-) -> common::child::Child {
+) -> child::Child {
     let mut env = vec![
         ("REDIS_URL", server.url()),
         ("LOCK_NAME", name.to_owned()),
@@ -126,7 +125,7 @@ async fn spawn_holder(
     if let Some(lease) = lease {
         env.push(("LEASE_MS", lease.as_millis().to_string()));
     }
-    let child = common::child::Child::spawn(concat!(module_path!(), "::delay_child_holder"), &env);
+    let child = child::Child::spawn(concat!(module_path!(), "::delay_child_holder"), &env);
     child.said(HELD_MARKER, Duration::from_secs(10)).await;
     child
 }

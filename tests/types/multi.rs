@@ -5,6 +5,7 @@
 //! each part, and how a waiter is woken.
 
 use crate::common;
+use common::child;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -298,18 +299,16 @@ async fn fred_on(url: &str) -> fred::clients::Client {
 #[ignore = "helper process, run by eight_processes_random_subsets_mixed_kinds"]
 async fn child_multi_worker() {
     use fred::interfaces::KeysInterface;
-    let Some(settings) = common::child::settings() else {
-        return;
-    };
-    let run_for = settings.millis("MULTI_RUN_MS");
-    let seed: u64 = settings.number("MULTI_SEED");
-    let prefix = settings.text("MULTI_PREFIX");
-    let config = relock::Config::from_url(&settings.text("MULTI_LOCK_URL"))
+    let Some(env) = child::env() else { return };
+    let run_for = env.millis("MULTI_RUN_MS");
+    let seed: u64 = env.number("MULTI_SEED");
+    let prefix = env.text("MULTI_PREFIX");
+    let config = relock::Config::from_url(&env.text("MULTI_LOCK_URL"))
         .unwrap()
         .with_watchdog_timeout(Duration::from_secs(5))
         .with_command_timeout(Duration::from_secs(3));
     let client = Client::new(config).await.expect("connect");
-    let check = fred_on(&settings.text("MULTI_CHECK_URL")).await;
+    let check = fred_on(&env.text("MULTI_CHECK_URL")).await;
     let started = Instant::now();
     let tasks: Vec<_> = (0..2u64)
         .map(|t| {
@@ -423,7 +422,7 @@ async fn eight_processes_random_subsets_mixed_kinds() {
     eprintln!("8 processes for {run_for:?}, seed {seed}");
     let children: Vec<_> = (0..8u64)
         .map(|i| {
-            common::child::Child::spawn(
+            child::Child::spawn(
                 concat!(module_path!(), "::child_multi_worker"),
                 &[
                     ("MULTI_LOCK_URL", locks.url()),

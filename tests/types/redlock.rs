@@ -3,6 +3,7 @@
 //! `<client-uuid>:<owner>`).
 
 use crate::common;
+use common::child;
 
 use std::time::Duration;
 
@@ -387,21 +388,19 @@ async fn a_master_restarted_empty_lets_a_second_owner_in() {
 #[ignore = "helper process, run by many_processes_never_overlap"]
 async fn child_redlock_holders() {
     use fred::interfaces::KeysInterface;
-    let Some(settings) = common::child::settings() else {
-        return;
-    };
+    let Some(env) = child::env() else { return };
     let mut clients = Vec::new();
-    for url in settings.text("REDIS_URLS").split(',') {
+    for url in env.text("REDIS_URLS").split(',') {
         clients.push(common::client_at(url, WATCHDOG).await);
     }
-    let check = Client::connect(&settings.text("CHECK_URL")).await.unwrap();
-    let (name, idx) = (settings.text("LOCK_NAME"), settings.text("IDX"));
+    let check = Client::connect(&env.text("CHECK_URL")).await.unwrap();
+    let (name, idx) = (env.text("LOCK_NAME"), env.text("IDX"));
     let lock = RedLock::new(&clients, &name)
         .with_vote_timeout(Duration::from_secs(1))
         .with_retry_delay(Duration::from_millis(50), Duration::from_millis(40));
-    let until = Instant::now() + settings.millis("MILLIS");
+    let until = Instant::now() + env.millis("MILLIS");
     let mut all = Vec::new();
-    for _ in 0..settings.number::<usize>("TASKS") {
+    for _ in 0..env.number::<usize>("TASKS") {
         let (lock, redis, name, idx) = (
             lock.clone(),
             check.redis().clone(),
@@ -443,7 +442,7 @@ async fn many_processes_never_overlap() {
     let procs = 4;
     let children: Vec<_> = (0..procs)
         .map(|idx| {
-            common::child::Child::spawn(
+            child::Child::spawn(
                 concat!(module_path!(), "::child_redlock_holders"),
                 &[
                     ("REDIS_URLS", urls.join(",")),

@@ -2,6 +2,7 @@
 //! hash's `mode` and fields, each read hold's timeout key) and on who got the lock when.
 
 use crate::common;
+use common::child;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -531,12 +532,10 @@ async fn readers_overlap_in_time_while_a_writer_excludes_everyone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "helper process, run by the cross-process tests"]
 async fn child_rw_rounds() {
-    let Some(settings) = common::child::settings() else {
-        return;
-    };
-    let rounds: usize = settings.number("ROUNDS");
-    let client = common::client_at(&settings.text("REDIS_URL"), WATCHDOG).await;
-    let name = settings.text("LOCK_NAME");
+    let Some(env) = child::env() else { return };
+    let rounds: usize = env.number("ROUNDS");
+    let client = common::client_at(&env.text("REDIS_URL"), WATCHDOG).await;
+    let name = env.text("LOCK_NAME");
     let (log, go) = (format!("{name}:log"), format!("{name}:go"));
     let _: i64 = client
         .redis()
@@ -549,8 +548,8 @@ async fn child_rw_rounds() {
         tokio::time::sleep(ms(5)).await;
     }
     let sides = std::iter::repeat(false)
-        .take(settings.number("READERS"))
-        .chain(std::iter::repeat(true).take(settings.number("WRITERS")));
+        .take(env.number("READERS"))
+        .chain(std::iter::repeat(true).take(env.number("WRITERS")));
     let mut tasks = Vec::new();
     for write in sides {
         let (client, name, log) = (client.clone(), name.clone(), log.clone());
@@ -599,7 +598,7 @@ async fn readers_and_writers_of_several_processes_exclude_each_other() {
     let name = common::prefix("rw-procs");
     let children: Vec<_> = (0..PROCS)
         .map(|_| {
-            common::child::Child::spawn(
+            child::Child::spawn(
                 concat!(module_path!(), "::child_rw_rounds"),
                 &[
                     ("REDIS_URL", server.url()),

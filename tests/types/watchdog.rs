@@ -4,6 +4,7 @@
 //! timeout while its guard lives is a family invariant, in `tests/invariants/family.rs`.)
 
 use crate::common;
+use common::child;
 
 use std::time::Duration;
 
@@ -23,17 +24,15 @@ fn holder_field(client: &relock::Client, guard: &relock::LockGuard) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "helper process, run by killed_holder_process_frees_the_lock_after_one_lease"]
 async fn child_holder() {
-    let Some(settings) = common::child::settings() else {
-        return;
-    };
-    let watchdog = settings.millis("WATCHDOG_MS");
-    let client = common::client_at(&settings.text("REDIS_URL"), watchdog).await;
+    let Some(env) = child::env() else { return };
+    let watchdog = env.millis("WATCHDOG_MS");
+    let client = common::client_at(&env.text("REDIS_URL"), watchdog).await;
     let guard = client
-        .lock(settings.text("LOCK_NAME"))
+        .lock(env.text("LOCK_NAME"))
         .lock()
         .await
         .expect("lock");
-    common::child::say(format!("{HELD_MARKER}{}", holder_field(&client, &guard)));
+    child::say(format!("{HELD_MARKER}{}", holder_field(&client, &guard)));
     // Held until the parent kills this process; the bound only limits an orphan's life.
     tokio::time::sleep(Duration::from_secs(60)).await;
     drop(guard);
@@ -46,7 +45,7 @@ async fn killed_holder_process_frees_the_lock_after_one_lease() {
     let period = lease / 3;
     let name = common::prefix("watchdog-killed");
 
-    let mut child = common::child::Child::spawn(
+    let mut child = child::Child::spawn(
         concat!(module_path!(), "::child_holder"),
         &[
             ("REDIS_URL", server.url()),
