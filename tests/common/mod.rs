@@ -51,6 +51,26 @@ pub async fn setup(test: &str, watchdog: Duration) -> (RedisServer, relock::Clie
     (server, client, prefix(test))
 }
 
+/// [`setup`] with two clients on the server: a holder and a waiter, say.
+pub async fn setup_two(
+    test: &str,
+    watchdog: Duration,
+) -> (RedisServer, relock::Client, relock::Client, String) {
+    let server = RedisServer::start();
+    let (a, b) = (
+        client(&server, watchdog).await,
+        client(&server, watchdog).await,
+    );
+    (server, a, b, prefix(test))
+}
+
+/// [`setup`] with a [`polling_client`] that polls every `poll`.
+pub async fn setup_polling(test: &str, poll: Duration) -> (RedisServer, relock::Client, String) {
+    let server = RedisServer::start();
+    let client = polling_client(&server, poll).await;
+    (server, client, prefix(test))
+}
+
 /// A client with a short watchdog timeout on `url` (a proxy's, say).
 pub async fn client_at(url: &str, watchdog: Duration) -> relock::Client {
     let config = relock::Config::from_url(url)

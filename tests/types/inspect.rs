@@ -66,9 +66,7 @@ async fn a_holder_is_named_with_its_process_and_shows_as_gone_once_its_client_is
 
 #[tokio::test]
 async fn a_redisson_holder_and_keys_that_are_no_locks_are_told_apart() {
-    let server = RedisServer::start();
-    let base = common::prefix("inspect-kinds");
-    let client = common::client(&server, WATCHDOG).await;
+    let (server, client, base) = common::setup("inspect-kinds", WATCHDOG).await;
     let redisson = format!("{base}:redisson");
     server.cmd(&[
         "HSET",
@@ -200,9 +198,7 @@ async fn a_fair_queue_a_read_write_lock_and_a_fenced_token_are_shown() {
 
 #[tokio::test]
 async fn semaphores_and_latches_show_their_counts_and_waiters() {
-    let server = RedisServer::start();
-    let base = common::prefix("inspect-sync");
-    let client = common::client(&server, WATCHDOG).await;
+    let (_server, client, base) = common::setup("inspect-sync", WATCHDOG).await;
 
     let sem = format!("{base}:sem");
     assert!(client.semaphore(&sem).try_set_permits(2).await.unwrap());
@@ -264,9 +260,7 @@ async fn semaphores_and_latches_show_their_counts_and_waiters() {
 
 #[tokio::test]
 async fn find_lists_the_locks_under_a_pattern_and_stops_at_its_limit() {
-    let server = RedisServer::start();
-    let base = common::prefix("inspect-find");
-    let client = common::client(&server, WATCHDOG).await;
+    let (server, client, base) = common::setup("inspect-find", WATCHDOG).await;
     let mut guards = Vec::new();
     for i in 0..5 {
         guards.push(common::hold(&client, format!("{base}:lock:{i}")).await);
@@ -342,9 +336,7 @@ async fn connections_are_named_again_after_a_reconnect() {
 
 #[tokio::test]
 async fn a_lapsed_reader_a_lock_delay_and_a_lock_without_expiry_are_reported() {
-    let server = RedisServer::start();
-    let base = common::prefix("inspect-lapses");
-    let client = common::client(&server, WATCHDOG).await;
+    let (server, client, base) = common::setup("inspect-lapses", WATCHDOG).await;
 
     // Two readers; the one with a 150 ms lease lapses while the other keeps the lock.
     let rw = format!("{base}:rw");

@@ -108,9 +108,8 @@ async fn waiters_of_two_clients_wake_on_the_last_count_down_and_not_before() {
 
 #[tokio::test]
 async fn a_deleted_latch_is_open_and_a_timed_wait_ends() {
-    let server = RedisServer::start();
-    let client = polling_client(&server, Duration::from_secs(60)).await;
-    let name = common::prefix("latch-delete");
+    let (_server, client, name) =
+        common::setup_polling("latch-delete", Duration::from_secs(60)).await;
     let latch = client.count_down_latch(name.clone());
     assert!(latch.try_set_count(1).await.unwrap());
     assert!(!latch.wait_for(Duration::from_millis(100)).await.unwrap());
@@ -165,9 +164,8 @@ async fn bad_input_is_refused_with_nothing_changed() {
 
 #[tokio::test]
 async fn one_message_wakes_every_waiter_of_a_client_without_another_read() {
-    let server = RedisServer::start();
-    let client = polling_client(&server, Duration::from_secs(60)).await;
-    let name = common::prefix("latch-one-read");
+    let (server, client, name) =
+        common::setup_polling("latch-one-read", Duration::from_secs(60)).await;
     let latch = client.count_down_latch(name.clone());
     assert!(latch.try_set_count(1).await.unwrap());
     // One look first, so the script is loaded: 50 first looks at once would each meet
@@ -207,9 +205,8 @@ async fn one_message_wakes_every_waiter_of_a_client_without_another_read() {
 
 #[tokio::test]
 async fn a_latch_opened_by_hand_is_seen_within_a_poll() {
-    let server = RedisServer::start();
-    let client = polling_client(&server, Duration::from_millis(300)).await;
-    let name = common::prefix("latch-poll");
+    let (server, client, name) =
+        common::setup_polling("latch-poll", Duration::from_millis(300)).await;
     let latch = client.count_down_latch(name.clone());
     assert!(latch.try_set_count(5).await.unwrap());
     let waiter = tokio::spawn({

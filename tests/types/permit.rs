@@ -7,8 +7,8 @@ use crate::common;
 use std::time::Duration;
 
 use common::{
-    leases_key, polling_client, raw_count, raw_exists, raw_zrange_hex, semaphore_channel,
-    RawSubscriber, RedisServer,
+    leases_key, raw_count, raw_exists, raw_zrange_hex, semaphore_channel, RawSubscriber,
+    RedisServer,
 };
 
 /// Redisson's score for a permit without a lease.
@@ -100,9 +100,8 @@ async fn the_watchdog_keeps_a_live_holders_permit_past_many_leases() {
 
 #[tokio::test]
 async fn a_fixed_lease_runs_out_and_the_permit_comes_back() {
-    let server = RedisServer::start();
-    let client = polling_client(&server, Duration::from_secs(60)).await;
-    let name = common::prefix("permit-fixed");
+    let (server, client, name) =
+        common::setup_polling("permit-fixed", Duration::from_secs(60)).await;
     let sem = client.permit_semaphore(name.clone());
     assert!(sem.try_set_permits(1).await.unwrap());
     let lease = Duration::from_millis(300);

@@ -119,10 +119,7 @@ async fn scoped_work_releases_the_lock_whatever_it_returns() {
 
 #[tokio::test]
 async fn unlocking_a_hold_that_is_gone_fails_and_leaves_the_new_holder_alone() {
-    let server = common::RedisServer::start();
-    let first = common::client(&server, WATCHDOG).await;
-    let second = common::client(&server, WATCHDOG).await;
-    let name = common::prefix("release-not-held");
+    let (server, first, second, name) = common::setup_two("release-not-held", WATCHDOG).await;
     let owner = Owner::new();
     let stale_field = format!("{}:{}", first.id(), owner.id());
 
@@ -312,9 +309,8 @@ async fn only_the_last_release_publishes_the_wake_up_message() {
 /// the watchdog's renewal found the lock gone and `lost()` completed. Neither releases anything.
 #[tokio::test]
 async fn unlock_after_a_force_unlock_says_whether_the_guard_knew() {
-    let server = common::RedisServer::start();
-    let unaware = common::client(&server, Duration::from_secs(30)).await;
-    let name = common::prefix("release-forced-unaware");
+    let (server, unaware, name) =
+        common::setup("release-forced-unaware", Duration::from_secs(30)).await;
     let lock = unaware.lock(name.clone());
     let guard = lock.lock().await.unwrap();
     assert!(lock.force_unlock().await.unwrap());

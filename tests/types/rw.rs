@@ -87,9 +87,7 @@ async fn readers_share_and_a_writer_excludes_both() {
 
 #[tokio::test]
 async fn a_reader_asking_for_the_write_lock_gets_an_error_not_a_deadlock() {
-    let server = RedisServer::start();
-    let name = common::prefix("rw-upgrade");
-    let client = common::client(&server, WATCHDOG).await;
+    let (server, client, name) = common::setup("rw-upgrade", WATCHDOG).await;
     let rw = client.rw_lock(&name);
     let read = rw.read().lock().await.unwrap();
     let upgrade = tokio::time::timeout(Duration::from_secs(5), rw.write().lock())
@@ -675,9 +673,7 @@ async fn readers_and_writers_of_several_processes_exclude_each_other() {
 
 #[tokio::test]
 async fn both_sides_reenter_count_their_holds_and_report_them() {
-    let server = RedisServer::start();
-    let name = common::prefix("rw-reentry");
-    let client = common::client(&server, WATCHDOG).await;
+    let (server, client, name) = common::setup("rw-reentry", WATCHDOG).await;
     let rw = client.rw_lock(&name);
     assert_eq!(
         rw.read().remaining_lease().await.unwrap(),
@@ -924,9 +920,7 @@ async fn an_upgrade_fails_at_once_in_every_form_and_leaves_nothing_behind() {
 /// lock: new readers still come in. A `try_lock_for` whose wait runs out leaves no claim either.
 #[tokio::test]
 async fn a_one_shot_write_attempt_claims_nothing() {
-    let server = RedisServer::start();
-    let name = common::prefix("rw-one-shot");
-    let client = common::client(&server, WATCHDOG).await;
+    let (server, client, name) = common::setup("rw-one-shot", WATCHDOG).await;
     let claim = common::claim_key(&name);
     let read = client.rw_lock(&name).read().lock().await.unwrap();
     let writer = client.rw_lock(&name).write().owned_by(Owner::new());
@@ -1135,10 +1129,7 @@ async fn dropped_acquires(rw: &RwLock, count: usize, writes: f64) -> usize {
 /// nothing comes back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acquires_dropped_at_random_points_leave_nothing_behind() {
-    let server = RedisServer::start();
-    let name = common::prefix("rw-cancel");
-    let holder = common::client(&server, WATCHDOG).await;
-    let canceller = common::client(&server, WATCHDOG).await;
+    let (server, holder, canceller, name) = common::setup_two("rw-cancel", WATCHDOG).await;
     let rw = canceller.rw_lock(&name);
 
     // 1. Write-held: every acquire waits and is dropped.
@@ -1362,9 +1353,7 @@ async fn shutdown_releases_a_writer_that_reads_and_wakes_the_waiting_readers() {
 /// wakes the writer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_releases_readers_and_the_last_ones_out_wake_a_waiting_writer() {
-    let server = RedisServer::start();
-    let name = common::prefix("rw-shutdown-readers");
-    let other = common::client(&server, WATCHDOG).await;
+    let (server, other, name) = common::setup("rw-shutdown-readers", WATCHDOG).await;
     for with_another_reader in [true, false] {
         let closing = common::client(&server, LONG).await;
         let guards: Vec<LockGuard> = futures::future::join_all((0..2).map(|_| {
@@ -1424,9 +1413,7 @@ async fn shutdown_releases_readers_and_the_last_ones_out_wake_a_waiting_writer()
 /// waiter's own withdrawal wins the race with the closing connection most of the time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_withdraws_a_waiting_writers_claim() {
-    let server = RedisServer::start();
-    let name = common::prefix("rw-shutdown-claim");
-    let other = common::client(&server, LONG).await;
+    let (server, other, name) = common::setup("rw-shutdown-claim", LONG).await;
     let claim = common::claim_key(&name);
     let read = other.rw_lock(&name).read().lock().await.unwrap();
     for round in 0..10 {

@@ -113,9 +113,7 @@ async fn a_waiter_is_woken_by_a_release_in_another_process() {
 
 #[tokio::test]
 async fn a_release_of_k_permits_lets_k_waiters_in_at_once() {
-    let server = RedisServer::start();
-    let client = polling_client(&server, Duration::from_secs(60)).await;
-    let name = common::prefix("sem-k");
+    let (server, client, name) = common::setup_polling("sem-k", Duration::from_secs(60)).await;
     let sem = client.semaphore(name.clone());
     assert!(sem.try_set_permits(0).await.unwrap());
     let waiters: Vec<_> = (0..4)
@@ -148,9 +146,7 @@ async fn a_release_of_k_permits_lets_k_waiters_in_at_once() {
 
 #[tokio::test]
 async fn a_waiter_for_many_permits_is_not_passed_by_later_waiters_for_fewer() {
-    let server = RedisServer::start();
-    let client = polling_client(&server, Duration::from_secs(60)).await;
-    let name = common::prefix("sem-order");
+    let (server, client, name) = common::setup_polling("sem-order", Duration::from_secs(60)).await;
     let sem = client.semaphore(name.clone());
     assert!(sem.try_set_permits(0).await.unwrap());
 
@@ -199,9 +195,8 @@ async fn a_waiter_for_many_permits_is_not_passed_by_later_waiters_for_fewer() {
 
 #[tokio::test]
 async fn a_lost_message_costs_one_poll_not_a_hang() {
-    let server = RedisServer::start();
-    let client = polling_client(&server, Duration::from_millis(300)).await;
-    let name = common::prefix("sem-poll");
+    let (server, client, name) =
+        common::setup_polling("sem-poll", Duration::from_millis(300)).await;
     let sem = client.semaphore(name.clone());
     assert!(sem.try_set_permits(0).await.unwrap());
     let waiter = tokio::spawn({
@@ -225,9 +220,7 @@ async fn a_lost_message_costs_one_poll_not_a_hang() {
 
 #[tokio::test]
 async fn a_cancelled_acquire_leaves_no_permit_taken() {
-    let server = RedisServer::start();
-    let client = polling_client(&server, Duration::from_secs(60)).await;
-    let name = common::prefix("sem-cancel");
+    let (server, client, name) = common::setup_polling("sem-cancel", Duration::from_secs(60)).await;
     let sem = client.semaphore(name.clone());
     assert!(sem.try_set_permits(2).await.unwrap());
     // Cut the acquire at every point of its flight; none may keep a permit.

@@ -148,10 +148,7 @@ async fn spin_waiters_on_several_clients_exclude_each_other() {
 /// client or another, are kept out until its last release, and a waiting one gets it then.
 #[tokio::test]
 async fn nested_spin_holds_count_on_redis_and_exclude_others_until_the_last_release() {
-    let server = RedisServer::start();
-    let a = common::client(&server, WATCHDOG).await;
-    let b = common::client(&server, WATCHDOG).await;
-    let name = common::prefix("spin-reenter");
+    let (server, a, b, name) = common::setup_two("spin-reenter", WATCHDOG).await;
     let me = Owner::new();
     let lock = a.spin_lock(&name).owned_by(me.clone());
     let mine = field(&a, &me);
@@ -205,10 +202,7 @@ async fn nested_spin_holds_count_on_redis_and_exclude_others_until_the_last_rele
 /// out, and a spin waiter gets the lock once the plain holder releases it.
 #[tokio::test]
 async fn a_spin_lock_and_a_plain_lock_of_one_name_exclude_each_other() {
-    let server = RedisServer::start();
-    let a = common::client(&server, WATCHDOG).await;
-    let b = common::client(&server, WATCHDOG).await;
-    let name = common::prefix("spin-plain");
+    let (server, a, b, name) = common::setup_two("spin-plain", WATCHDOG).await;
     let plain = a.lock(&name).owned_by(Owner::new());
     let spin_owner = Owner::new();
     let spin = b
@@ -313,10 +307,8 @@ async fn spin_waiters_never_subscribe_and_a_release_publishes_nothing() {
 #[tokio::test]
 async fn a_spin_waiter_retries_within_its_backoff_bounds() {
     let backoff = Backoff::exponential(ms(20), ms(80), 2.0).unwrap();
-    let server = RedisServer::start();
-    let holder_client = common::client(&server, WATCHDOG).await;
-    let waiter_client = common::client(&server, WATCHDOG).await;
-    let name = common::prefix("spin-backoff");
+    let (server, holder_client, waiter_client, name) =
+        common::setup_two("spin-backoff", WATCHDOG).await;
     // A fixed lease far beyond the test: the holder sends nothing (no renewal) until it releases,
     // so every EVALSHA in the window is one of the waiter's attempts.
     let holder = holder_client
@@ -606,10 +598,7 @@ async fn cancelled_spin_acquires_leave_no_hold_behind() {
 /// freed within its wait.
 #[tokio::test]
 async fn try_lock_gives_up_at_once_and_try_lock_for_keeps_its_wait() {
-    let server = RedisServer::start();
-    let holder_client = common::client(&server, WATCHDOG).await;
-    let client = common::client(&server, WATCHDOG).await;
-    let name = common::prefix("spin-try");
+    let (server, holder_client, client, name) = common::setup_two("spin-try", WATCHDOG).await;
     // A fixed lease: the holder renews nothing, so the EVALSHAs counted are the contender's.
     let holder = holder_client
         .spin_lock(&name)
