@@ -71,6 +71,30 @@ pub async fn setup_polling(test: &str, poll: Duration) -> (RedisServer, relock::
     (server, client, prefix(test))
 }
 
+/// Awaits every task, each within `within` (else panics with `what`), and returns what they
+/// returned; a task that panicked panics here.
+pub async fn all_within<T>(
+    tasks: impl IntoIterator<Item = tokio::task::JoinHandle<T>>,
+    within: Duration,
+    what: &str,
+) -> Vec<T> {
+    let mut done = Vec::new();
+    for task in tasks {
+        let ended = tokio::time::timeout(within, task).await;
+        done.push(ended.unwrap_or_else(|_| panic!("{what}")).unwrap());
+    }
+    done
+}
+
+/// Waits until `client` has `waiters` waiters (at most 5 s; a failure shows its stats).
+pub async fn until_waiters(client: &relock::Client, waiters: usize) {
+    let there = eventually(Duration::from_secs(5), || async {
+        client.stats().waiters == waiters
+    })
+    .await;
+    assert!(there, "never {waiters} waiters: {:?}", client.stats());
+}
+
 /// A client with a short watchdog timeout on `url` (a proxy's, say).
 pub async fn client_at(url: &str, watchdog: Duration) -> relock::Client {
     let config = relock::Config::from_url(url)
@@ -385,6 +409,37 @@ pub async fn until_subscribed(server: &RedisServer, name: &str, connections: i64
 }
 
 // ---- Semaphores and latches. ----
+
+/// A `Semaphore` `name` on `client`, its `permits` set (it must have had none).
+pub async fn semaphore(client: &relock::Client, name: &str, permits: u64) -> relock::Semaphore {
+    let sem = client.semaphore(name);
+    assert!(
+        sem.try_set_permits(permits).await.unwrap(),
+        "{name} was set"
+    );
+    sem
+}
+
+/// A `PermitSemaphore` `name` on `client`, its `permits` set (it must have had none).
+pub async fn permit_semaphore(
+    client: &relock::Client,
+    name: &str,
+    permits: u64,
+) -> relock::PermitSemaphore {
+    let sem = client.permit_semaphore(name);
+    assert!(
+        sem.try_set_permits(permits).await.unwrap(),
+        "{name} was set"
+    );
+    sem
+}
+
+/// A `CountDownLatch` `name` on `client`, its `count` set (it must have been open).
+pub async fn latch(client: &relock::Client, name: &str, count: u64) -> relock::CountDownLatch {
+    let latch = client.count_down_latch(name);
+    assert!(latch.try_set_count(count).await.unwrap(), "{name} was set");
+    latch
+}
 
 /// The counter as Redis holds it (`GET`), `None` when there is none.
 pub fn raw_count(server: &RedisServer, key: &str) -> Option<i64> {

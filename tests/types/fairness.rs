@@ -22,20 +22,10 @@ async fn waiters_are_served_in_arrival_order() {
             guard.unlock().await.unwrap();
         }));
         // Each waiter is registered before the next one starts: that is the arrival order.
-        assert!(
-            common::eventually(Duration::from_secs(5), || async {
-                client.stats().waiters == n + 1
-            })
-            .await
-        );
+        common::until_waiters(&client, n + 1).await;
     }
     holder.unlock().await.unwrap();
-    for task in tasks {
-        tokio::time::timeout(Duration::from_secs(10), task)
-            .await
-            .expect("a waiter was never served")
-            .unwrap();
-    }
+    common::all_within(tasks, Duration::from_secs(10), "a waiter was never served").await;
     assert_eq!(*served.lock().unwrap(), (0..8).collect::<Vec<_>>());
 }
 
@@ -60,12 +50,7 @@ async fn a_releasing_task_does_not_barge_past_waiters() {
             }
         }));
     }
-    for task in tasks {
-        tokio::time::timeout(Duration::from_secs(30), task)
-            .await
-            .expect("a task starved")
-            .unwrap();
-    }
+    common::all_within(tasks, Duration::from_secs(30), "a task starved").await;
     let order = order.lock().unwrap();
     let retakes = order.windows(2).filter(|w| w[0] == w[1]).count();
     // Once all four queue, each hand-off goes to the longest waiter: a task follows itself only
@@ -148,12 +133,7 @@ async fn alternation(grace: Duration, tasks: [usize; 2]) -> (usize, usize) {
             })
         })
         .collect();
-    for task in tasks {
-        tokio::time::timeout(Duration::from_secs(60), task)
-            .await
-            .expect("a client starved")
-            .unwrap();
-    }
+    common::all_within(tasks, Duration::from_secs(60), "a client starved").await;
     let order = order.lock().unwrap();
     // Once one client has done all its rounds, only the other one is left to take the lock.
     let both_left = (0..2)
@@ -209,12 +189,7 @@ async fn a_newcomer_queued_behind_a_waiter_that_gives_up_is_not_stranded() {
         let lock = client.lock(&name);
         async move { lock.try_lock_for(Duration::from_secs(2), None).await }
     });
-    assert!(
-        common::eventually(Duration::from_secs(5), || async {
-            client.stats().waiters == 1
-        })
-        .await
-    );
+    common::until_waiters(&client, 1).await;
     let newcomer = tokio::spawn({
         let lock = client.lock(&name);
         async move {

@@ -110,20 +110,14 @@ async fn waiters_of_two_clients_wake_on_the_last_count_down_and_not_before() {
 async fn a_deleted_latch_is_open_and_a_timed_wait_ends() {
     let (_server, client, name) =
         common::setup_polling("latch-delete", Duration::from_secs(60)).await;
-    let latch = client.count_down_latch(name.clone());
-    assert!(latch.try_set_count(1).await.unwrap());
+    let latch = common::latch(&client, &name, 1).await;
     assert!(!latch.wait_for(Duration::from_millis(100)).await.unwrap());
 
     let waiter = tokio::spawn({
         let latch = latch.clone();
         async move { latch.wait_for(common::HANG).await.unwrap() }
     });
-    assert!(
-        common::eventually(Duration::from_secs(5), || async {
-            client.stats().waiters == 1
-        })
-        .await
-    );
+    common::until_waiters(&client, 1).await;
     assert!(latch.delete().await.unwrap());
     assert!(tokio::time::timeout(common::PROMPT, waiter)
         .await
@@ -166,8 +160,7 @@ async fn bad_input_is_refused_with_nothing_changed() {
 async fn one_message_wakes_every_waiter_of_a_client_without_another_read() {
     let (server, client, name) =
         common::setup_polling("latch-one-read", Duration::from_secs(60)).await;
-    let latch = client.count_down_latch(name.clone());
-    assert!(latch.try_set_count(1).await.unwrap());
+    let latch = common::latch(&client, &name, 1).await;
     // One look first, so the script is loaded: 50 first looks at once would each meet
     // `NOSCRIPT` and count twice below.
     assert!(!latch.wait_for(Duration::ZERO).await.unwrap());
@@ -192,12 +185,7 @@ async fn one_message_wakes_every_waiter_of_a_client_without_another_read() {
     );
     let scripts_before = common::raw_command_calls(&server, "evalsha");
     latch.count_down().await.unwrap();
-    for waiter in waiters {
-        tokio::time::timeout(common::HANG, waiter)
-            .await
-            .expect("a waiter hung")
-            .unwrap();
-    }
+    common::all_within(waiters, common::HANG, "a waiter hung").await;
     let scripts = common::raw_command_calls(&server, "evalsha") - scripts_before;
     // The count-down is one script; 50 waiters reading the count again would be 50 more.
     assert!(scripts < 10, "{scripts} scripts ran to wake 50 waiters");
@@ -207,18 +195,12 @@ async fn one_message_wakes_every_waiter_of_a_client_without_another_read() {
 async fn a_latch_opened_by_hand_is_seen_within_a_poll() {
     let (server, client, name) =
         common::setup_polling("latch-poll", Duration::from_millis(300)).await;
-    let latch = client.count_down_latch(name.clone());
-    assert!(latch.try_set_count(5).await.unwrap());
+    let latch = common::latch(&client, &name, 5).await;
     let waiter = tokio::spawn({
         let latch = latch.clone();
         async move { latch.wait().await.unwrap() }
     });
-    assert!(
-        common::eventually(Duration::from_secs(5), || async {
-            client.stats().waiters == 1
-        })
-        .await
-    );
+    common::until_waiters(&client, 1).await;
     // Deleted without a message: only the poll can tell the waiter.
     server.cmd(&["DEL", &name]);
     tokio::time::timeout(Duration::from_secs(10), waiter)

@@ -17,8 +17,7 @@ const NO_LEASE: i64 = 922_337_203_685_477;
 #[tokio::test]
 async fn a_permit_is_an_id_in_redissons_leases_given_back_on_release() {
     let (server, client, name) = common::setup("permit-layout", Duration::from_secs(5)).await;
-    let sem = client.permit_semaphore(name.clone());
-    assert!(sem.try_set_permits(2).await.unwrap());
+    let sem = common::permit_semaphore(&client, &name, 2).await;
     let mut messages = RawSubscriber::subscribe(&server, &[&semaphore_channel(&name)]).await;
 
     let before = common::raw_time_ms(&server);
@@ -72,8 +71,7 @@ async fn the_watchdog_keeps_a_live_holders_permit_past_many_leases() {
     let client = common::client(&server, lease).await;
     let rival = common::client(&server, lease).await;
     let name = common::prefix("permit-watchdog");
-    let sem = client.permit_semaphore(name.clone());
-    assert!(sem.try_set_permits(1).await.unwrap());
+    let sem = common::permit_semaphore(&client, &name, 1).await;
     let permit = sem.acquire().await.unwrap();
     assert_eq!(permit.lease(), None);
     assert_eq!(client.stats().renewing, 1);
@@ -102,8 +100,7 @@ async fn the_watchdog_keeps_a_live_holders_permit_past_many_leases() {
 async fn a_fixed_lease_runs_out_and_the_permit_comes_back() {
     let (server, client, name) =
         common::setup_polling("permit-fixed", Duration::from_secs(60)).await;
-    let sem = client.permit_semaphore(name.clone());
-    assert!(sem.try_set_permits(1).await.unwrap());
+    let sem = common::permit_semaphore(&client, &name, 1).await;
     let lease = Duration::from_millis(300);
     let started = std::time::Instant::now();
     let permit = sem.acquire_with_lease(lease).await.unwrap();
@@ -136,8 +133,7 @@ async fn a_fixed_lease_runs_out_and_the_permit_comes_back() {
 #[tokio::test]
 async fn a_dropped_permit_and_a_shutdown_give_permits_back() {
     let (server, client, name) = common::setup("permit-drop", Duration::from_secs(5)).await;
-    let sem = client.permit_semaphore(name.clone());
-    assert!(sem.try_set_permits(3).await.unwrap());
+    let sem = common::permit_semaphore(&client, &name, 3).await;
 
     drop(sem.acquire().await.unwrap());
     assert!(
@@ -166,8 +162,7 @@ async fn a_dropped_permit_and_a_shutdown_give_permits_back() {
 #[tokio::test]
 async fn release_by_id_and_redissons_permits_without_a_lease() {
     let (server, client, name) = common::setup("permit-by-id", Duration::from_secs(5)).await;
-    let sem = client.permit_semaphore(name.clone());
-    assert!(sem.try_set_permits(2).await.unwrap());
+    let sem = common::permit_semaphore(&client, &name, 2).await;
 
     // A Redisson holder's permit without a lease: scored 922337203685477, never reclaimed.
     let java_id = [7u8; 16];

@@ -77,8 +77,7 @@ async fn a_waiter_is_woken_by_a_release_in_another_process() {
     let client = polling_client(&server, Duration::from_secs(60)).await;
     let other = common::client(&server, Duration::from_secs(5)).await;
     let name = common::prefix("sem-wake");
-    let sem = client.semaphore(name.clone());
-    assert!(sem.try_set_permits(1).await.unwrap());
+    let sem = common::semaphore(&client, &name, 1).await;
     assert!(sem.try_acquire(1).await.unwrap());
 
     let waiter = tokio::spawn({
@@ -114,20 +113,14 @@ async fn a_waiter_is_woken_by_a_release_in_another_process() {
 #[tokio::test]
 async fn a_release_of_k_permits_lets_k_waiters_in_at_once() {
     let (server, client, name) = common::setup_polling("sem-k", Duration::from_secs(60)).await;
-    let sem = client.semaphore(name.clone());
-    assert!(sem.try_set_permits(0).await.unwrap());
+    let sem = common::semaphore(&client, &name, 0).await;
     let waiters: Vec<_> = (0..4)
         .map(|_| {
             let sem = sem.clone();
             tokio::spawn(async move { sem.try_acquire_for(1, common::HANG).await.unwrap() })
         })
         .collect();
-    assert!(
-        common::eventually(Duration::from_secs(5), || async {
-            client.stats().waiters == 4
-        })
-        .await
-    );
+    common::until_waiters(&client, 4).await;
     sem.release(3).await.unwrap();
     assert!(
         common::eventually(common::PROMPT, || async {
@@ -147,29 +140,18 @@ async fn a_release_of_k_permits_lets_k_waiters_in_at_once() {
 #[tokio::test]
 async fn a_waiter_for_many_permits_is_not_passed_by_later_waiters_for_fewer() {
     let (server, client, name) = common::setup_polling("sem-order", Duration::from_secs(60)).await;
-    let sem = client.semaphore(name.clone());
-    assert!(sem.try_set_permits(0).await.unwrap());
+    let sem = common::semaphore(&client, &name, 0).await;
 
     let big = tokio::spawn({
         let sem = sem.clone();
         async move { sem.try_acquire_for(4, common::HANG).await.unwrap() }
     });
-    assert!(
-        common::eventually(Duration::from_secs(5), || async {
-            client.stats().waiters == 1
-        })
-        .await
-    );
+    common::until_waiters(&client, 1).await;
     let small = tokio::spawn({
         let sem = sem.clone();
         async move { sem.try_acquire_for(1, common::HANG).await.unwrap() }
     });
-    assert!(
-        common::eventually(Duration::from_secs(5), || async {
-            client.stats().waiters == 2
-        })
-        .await
-    );
+    common::until_waiters(&client, 2).await;
 
     // 3 permits: enough for the later waiter, not for the first. The first keeps its turn.
     sem.release(3).await.unwrap();
@@ -197,18 +179,12 @@ async fn a_waiter_for_many_permits_is_not_passed_by_later_waiters_for_fewer() {
 async fn a_lost_message_costs_one_poll_not_a_hang() {
     let (server, client, name) =
         common::setup_polling("sem-poll", Duration::from_millis(300)).await;
-    let sem = client.semaphore(name.clone());
-    assert!(sem.try_set_permits(0).await.unwrap());
+    let sem = common::semaphore(&client, &name, 0).await;
     let waiter = tokio::spawn({
         let sem = sem.clone();
         async move { sem.try_acquire_for(1, common::HANG).await.unwrap() }
     });
-    assert!(
-        common::eventually(Duration::from_secs(5), || async {
-            client.stats().waiters == 1
-        })
-        .await
-    );
+    common::until_waiters(&client, 1).await;
     // Permits written by hand: nothing is published.
     server.cmd(&["SET", &name, "1"]);
     assert!(tokio::time::timeout(Duration::from_secs(10), waiter)
@@ -221,8 +197,7 @@ async fn a_lost_message_costs_one_poll_not_a_hang() {
 #[tokio::test]
 async fn a_cancelled_acquire_leaves_no_permit_taken() {
     let (server, client, name) = common::setup_polling("sem-cancel", Duration::from_secs(60)).await;
-    let sem = client.semaphore(name.clone());
-    assert!(sem.try_set_permits(2).await.unwrap());
+    let sem = common::semaphore(&client, &name, 2).await;
     // Cut the acquire at every point of its flight; none may keep a permit.
     for micros in [0u64, 50, 100, 200, 400, 800, 1600, 3200] {
         let acquire = sem.acquire(2);

@@ -133,12 +133,7 @@ async fn spin_waiters_on_several_clients_exclude_each_other() {
             }
         }));
     }
-    for task in tasks {
-        tokio::time::timeout(HANG, task)
-            .await
-            .expect("the contending tasks hung")
-            .unwrap();
-    }
+    common::all_within(tasks, HANG, "the contending tasks hung").await;
     assert_eq!(counter.load(Ordering::SeqCst), TASKS as u64 * ROUNDS);
     assert!(!common::raw_exists(&server, &name));
     assert_clients_idle(&clients.iter().collect::<Vec<_>>());
@@ -279,9 +274,7 @@ async fn spin_waiters_never_subscribe_and_a_release_publishes_nothing() {
     // Listen on the channel from outside relock, then let the waiters through.
     let mut listener = common::RawSubscriber::subscribe(&server, &[&channel]).await;
     holder.unlock().await.unwrap();
-    for waiter in waiters {
-        tokio::time::timeout(HANG, waiter).await.unwrap().unwrap();
-    }
+    common::all_within(waiters, HANG, "a task hung").await;
     listener.assert_quiet(&server, &channel).await;
 
     let [subscribe, ssubscribe, psubscribe] = subscribe_calls(&server);
@@ -560,9 +553,7 @@ async fn cancelled_spin_acquires_leave_no_hold_behind() {
         } else {
             drop(holder);
         }
-        for task in tasks {
-            tokio::time::timeout(HANG, task).await.unwrap().unwrap();
-        }
+        common::all_within(tasks, HANG, "a task hung").await;
     }
     let (taken, cancelled) = (
         taken.load(Ordering::Relaxed),
