@@ -64,6 +64,15 @@ pub async fn setup_two(
     (server, a, b, prefix(test))
 }
 
+/// `n` clients on `server`, each its own connections: as many processes.
+pub async fn clients(server: &RedisServer, n: usize, watchdog: Duration) -> Vec<relock::Client> {
+    let mut clients = Vec::new();
+    for _ in 0..n {
+        clients.push(client(server, watchdog).await);
+    }
+    clients
+}
+
 /// [`setup`] with a [`polling_client`] that polls every `poll`.
 pub async fn setup_polling(test: &str, poll: Duration) -> (RedisServer, relock::Client, String) {
     let server = RedisServer::start();

@@ -65,11 +65,9 @@ async fn a_releasing_task_does_not_barge_past_waiters() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_releasing_client_lets_another_process_waiter_go_first() {
-    let server = common::RedisServer::start();
     // Two clients stand for two processes: each has its own connections.
-    let looping = common::client(&server, Duration::from_secs(20)).await;
-    let waiting = common::client(&server, Duration::from_secs(20)).await;
-    let name = common::prefix("fair-handoff");
+    let (server, looping, waiting, name) =
+        common::setup_two("fair-handoff", Duration::from_secs(20)).await;
 
     let first = looping.lock(&name).lock().await.unwrap();
     let waiter = tokio::spawn({
@@ -171,11 +169,9 @@ async fn a_releasing_client_with_its_own_waiter_lets_the_other_client_go_first()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_newcomer_queued_behind_a_waiter_that_gives_up_is_not_stranded() {
-    let server = common::RedisServer::start();
     // A 30 s watchdog: a waiter with no TTL to go by would sleep that long.
-    let client = common::client(&server, Duration::from_secs(30)).await;
-    let other = common::client(&server, Duration::from_secs(30)).await;
-    let name = common::prefix("fair-stranded");
+    let (_server, client, other, name) =
+        common::setup_two("fair-stranded", Duration::from_secs(30)).await;
 
     // Another client holds for 4 s and then simply lets the lease run out: no message.
     let lease = Duration::from_secs(4);

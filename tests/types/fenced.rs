@@ -24,12 +24,7 @@ fn raw_token(server: &RedisServer, name: &str) -> i64 {
 
 #[tokio::test]
 async fn tokens_grow_with_each_new_owner_and_a_reentry_keeps_its_own() {
-    let server = RedisServer::start();
-    let name = common::prefix("fenced-tokens");
-    let (a, b) = (
-        common::client(&server, WATCHDOG).await,
-        common::client(&server, WATCHDOG).await,
-    );
+    let (server, a, b, name) = common::setup_two("fenced-tokens", WATCHDOG).await;
     assert_eq!(a.fenced_lock(&name).token().await.unwrap(), 0);
     let first = a.fenced_lock(&name).lock().await.unwrap();
     assert_eq!(first.token(), 1);

@@ -106,10 +106,7 @@ async fn spin_waiters_on_several_clients_exclude_each_other() {
     const TASKS: usize = 9;
     const ROUNDS: u64 = 6;
     let server = RedisServer::start();
-    let mut clients = Vec::new();
-    for _ in 0..3 {
-        clients.push(common::client(&server, WATCHDOG).await);
-    }
+    let clients = common::clients(&server, 3, WATCHDOG).await;
     let name = common::prefix("spin-exclusion");
     let counter = Arc::new(AtomicU64::new(0));
     let inside = Arc::new(AtomicUsize::new(0));
@@ -500,10 +497,7 @@ async fn cancelled_spin_acquires_leave_no_hold_behind() {
     const ROUNDS: usize = 40;
     const TASKS: usize = 6;
     let server = RedisServer::start();
-    let mut clients = Vec::new();
-    for _ in 0..3 {
-        clients.push(common::client(&server, WATCHDOG).await);
-    }
+    let clients = common::clients(&server, 3, WATCHDOG).await;
     let name = common::prefix("spin-cancel");
     orphans::count();
     let seed: u64 = rand::thread_rng().gen();
