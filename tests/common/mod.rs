@@ -73,11 +73,35 @@ pub async fn clients(server: &RedisServer, n: usize, watchdog: Duration) -> Vec<
     clients
 }
 
+/// [`setup`] with `n` clients (see [`clients`]).
+pub async fn setup_clients(
+    test: &str,
+    n: usize,
+    watchdog: Duration,
+) -> (RedisServer, Vec<relock::Client>, String) {
+    let server = RedisServer::start();
+    let clients = clients(&server, n, watchdog).await;
+    (server, clients, prefix(test))
+}
+
 /// [`setup`] with a [`polling_client`] that polls every `poll`.
 pub async fn setup_polling(test: &str, poll: Duration) -> (RedisServer, relock::Client, String) {
     let server = RedisServer::start();
     let client = polling_client(&server, poll).await;
     (server, client, prefix(test))
+}
+
+/// Awaits `task` within `within` (else panics with `what`) and returns what it returned; a task
+/// that panicked panics here.
+pub async fn within<T>(within: Duration, task: tokio::task::JoinHandle<T>, what: &str) -> T {
+    let ended = tokio::time::timeout(within, task).await;
+    ended.unwrap_or_else(|_| panic!("{what}")).unwrap()
+}
+
+/// The lease left of a lock the caller knows is held and expiring.
+pub fn lease_left(remaining: relock::Result<relock::RemainingLease>) -> Duration {
+    let remaining = remaining.unwrap();
+    remaining.expires_in().expect("held, with a lease")
 }
 
 /// Awaits every task, each within `within` (else panics with `what`), and returns what they
@@ -89,8 +113,7 @@ pub async fn all_within<T>(
 ) -> Vec<T> {
     let mut done = Vec::new();
     for task in tasks {
-        let ended = tokio::time::timeout(within, task).await;
-        done.push(ended.unwrap_or_else(|_| panic!("{what}")).unwrap());
+        done.push(self::within(within, task, what).await);
     }
     done
 }

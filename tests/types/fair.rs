@@ -203,10 +203,12 @@ async fn a_killed_waiter_at_the_head_delays_the_next_by_at_most_its_deadline() {
     let killed = Instant::now();
     let calls_before = raw_command_calls(&server, "evalsha");
     holder.unlock().await.unwrap();
-    let (acquired, guard) = tokio::time::timeout(Duration::from_secs(30), waiting)
-        .await
-        .expect("the queue is stuck behind a dead head")
-        .unwrap();
+    let (acquired, guard) = common::within(
+        Duration::from_secs(30),
+        waiting,
+        "the queue is stuck behind a dead head",
+    )
+    .await;
     let calls = raw_command_calls(&server, "evalsha") - calls_before;
     let waited = acquired - killed;
     // The dead waiter renewed its place at most a waiter timeout before it was killed.
@@ -368,10 +370,12 @@ async fn a_waiter_that_gives_up_leaves_the_queue_at_once() {
     assert!(gave_up.await.unwrap());
     assert_eq!(until_queued(&server, &name, 1).await, [stayer_field]);
     holder.unlock().await.unwrap();
-    let guard = tokio::time::timeout(Duration::from_secs(5), stays)
-        .await
-        .expect("the next waiter was not woken")
-        .unwrap();
+    let guard = common::within(
+        Duration::from_secs(5),
+        stays,
+        "the next waiter was not woken",
+    )
+    .await;
     guard.unlock().await.unwrap();
     assert!(!raw_exists(&server, &fair_timeout_key(&name)));
 }
@@ -423,10 +427,12 @@ async fn a_waiter_that_fails_leaves_no_entry_behind() {
     until_queued(&server, &name, 1).await;
     // The waiter renews its place every 300 ms: a 1 s stall makes one renewal time out.
     let sleep = common::faults::debug_sleep(&server, 1.0);
-    let outcome = tokio::time::timeout(Duration::from_secs(10), waiting)
-        .await
-        .expect("the waiter neither failed nor got the lock")
-        .unwrap();
+    let outcome = common::within(
+        Duration::from_secs(10),
+        waiting,
+        "the waiter neither failed nor got the lock",
+    )
+    .await;
     sleep.woken().await;
     assert!(
         outcome.is_err(),
@@ -462,10 +468,12 @@ async fn shutdown_of_the_holder_wakes_the_next_waiter() {
     until_queued(&server, &name, 1).await;
     let shut = Instant::now();
     holder_client.shutdown().await.unwrap();
-    let guard = tokio::time::timeout(Duration::from_secs(5), waiting)
-        .await
-        .expect("the waiter was not woken by the shutdown")
-        .unwrap();
+    let guard = common::within(
+        Duration::from_secs(5),
+        waiting,
+        "the waiter was not woken by the shutdown",
+    )
+    .await;
     // Woken by the message: its own timer was set to the holder's 60 s lease or 10 s renewals.
     assert!(shut.elapsed() < Duration::from_secs(5));
     guard.unlock().await.unwrap();

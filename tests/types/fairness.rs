@@ -88,10 +88,12 @@ async fn a_releasing_client_lets_another_process_waiter_go_first() {
         guard.unlock().await.unwrap();
         rounds_before_waiter += 1;
     }
-    tokio::time::timeout(Duration::from_secs(10), waiter)
-        .await
-        .expect("the other client's waiter never got the lock")
-        .unwrap();
+    common::within(
+        Duration::from_secs(10),
+        waiter,
+        "the other client's waiter never got the lock",
+    )
+    .await;
     assert!(
         rounds_before_waiter <= 2,
         "the releasing client took the lock back {rounds_before_waiter} times first"
@@ -196,10 +198,12 @@ async fn a_newcomer_queued_behind_a_waiter_that_gives_up_is_not_stranded() {
         }
     });
     assert!(quitter.await.unwrap().unwrap().is_none());
-    let acquired = tokio::time::timeout(Duration::from_secs(20), newcomer)
-        .await
-        .expect("the newcomer was stranded behind the waiter that gave up")
-        .unwrap();
+    let acquired = common::within(
+        Duration::from_secs(20),
+        newcomer,
+        "the newcomer was stranded behind the waiter that gave up",
+    )
+    .await;
     assert!(
         acquired < expires + Duration::from_secs(3),
         "the newcomer got the lock {:?} after the lease ran out",
@@ -367,10 +371,12 @@ async fn a_claim_whose_claimant_died_delays_the_next_owner_by_the_window_only() 
     // then, and gets the lock right after instead of 30 s later.
     let released = std::time::Instant::now();
     held.unlock().await.unwrap();
-    let (_, guard) = tokio::time::timeout(Duration::from_secs(5), wait)
-        .await
-        .expect("the waiter got the lock once the dead claimant's window ran out")
-        .unwrap();
+    let (_, guard) = common::within(
+        Duration::from_secs(5),
+        wait,
+        "the waiter got the lock once the dead claimant's window ran out",
+    )
+    .await;
     assert!(
         released.elapsed() >= Duration::from_millis(5),
         "the claim was honoured for its window"

@@ -95,10 +95,7 @@ async fn waiters_of_two_clients_wake_on_the_last_count_down_and_not_before() {
     let last = std::time::Instant::now();
     latch.count_down().await.unwrap();
     for waiter in waiters {
-        let woke = tokio::time::timeout(common::HANG, waiter)
-            .await
-            .expect("a waiter hung")
-            .unwrap();
+        let woke = common::within(common::HANG, waiter, "a waiter hung").await;
         assert!(woke.duration_since(last) < common::PROMPT);
     }
     for client in &clients {
@@ -119,10 +116,14 @@ async fn a_deleted_latch_is_open_and_a_timed_wait_ends() {
     });
     common::until_waiters(&client, 1).await;
     assert!(latch.delete().await.unwrap());
-    assert!(tokio::time::timeout(common::PROMPT, waiter)
+    assert!(
+        common::within(
+            common::PROMPT,
+            waiter,
+            "deleting the latch did not wake its waiter"
+        )
         .await
-        .expect("deleting the latch did not wake its waiter")
-        .unwrap());
+    );
 }
 
 #[tokio::test]
@@ -203,8 +204,10 @@ async fn a_latch_opened_by_hand_is_seen_within_a_poll() {
     common::until_waiters(&client, 1).await;
     // Deleted without a message: only the poll can tell the waiter.
     server.cmd(&["DEL", &name]);
-    tokio::time::timeout(Duration::from_secs(10), waiter)
-        .await
-        .expect("the waiter slept through its poll")
-        .unwrap();
+    common::within(
+        Duration::from_secs(10),
+        waiter,
+        "the waiter slept through its poll",
+    )
+    .await;
 }

@@ -105,9 +105,7 @@ fn most_attempts(backoff: Backoff, window: Duration) -> u64 {
 async fn spin_waiters_on_several_clients_exclude_each_other() {
     const TASKS: usize = 9;
     const ROUNDS: u64 = 6;
-    let server = RedisServer::start();
-    let clients = common::clients(&server, 3, WATCHDOG).await;
-    let name = common::prefix("spin-exclusion");
+    let (server, clients, name) = common::setup_clients("spin-exclusion", 3, WATCHDOG).await;
     let counter = Arc::new(AtomicU64::new(0));
     let inside = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
@@ -496,9 +494,7 @@ mod orphans {
 async fn cancelled_spin_acquires_leave_no_hold_behind() {
     const ROUNDS: usize = 40;
     const TASKS: usize = 6;
-    let server = RedisServer::start();
-    let clients = common::clients(&server, 3, WATCHDOG).await;
-    let name = common::prefix("spin-cancel");
+    let (server, clients, name) = common::setup_clients("spin-cancel", 3, WATCHDOG).await;
     orphans::count();
     let seed: u64 = rand::thread_rng().gen();
     eprintln!("seed {seed}");
