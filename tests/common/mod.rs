@@ -91,6 +91,29 @@ pub async fn setup_polling(test: &str, poll: Duration) -> (RedisServer, relock::
     (server, client, prefix(test))
 }
 
+/// Waits at most `within` for `key` to be gone from `server`; whether it went.
+pub async fn until_gone(server: &RedisServer, key: &str, within: Duration) -> bool {
+    eventually(within, || async { !raw_exists(server, key) }).await
+}
+
+/// Waits at most `within` for `channel` to have `subscribers` on `server`; whether it had.
+pub async fn until_numsub(
+    server: &RedisServer,
+    channel: &str,
+    subscribers: i64,
+    within: Duration,
+) -> bool {
+    eventually(within, || async {
+        raw_numsub(server, channel) == subscribers
+    })
+    .await
+}
+
+/// The guard of a `try_lock` the caller knows finds the lock free (else panics with `what`).
+pub fn taken<G>(attempt: relock::Result<Option<G>>, what: &str) -> G {
+    attempt.unwrap().unwrap_or_else(|| panic!("{what}"))
+}
+
 /// Awaits `task` within `within` (else panics with `what`) and returns what it returned; a task
 /// that panicked panics here.
 pub async fn within<T>(within: Duration, task: tokio::task::JoinHandle<T>, what: &str) -> T {

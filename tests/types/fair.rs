@@ -399,12 +399,7 @@ async fn try_lock_does_not_jump_the_queue() {
     assert!(!raw_exists(&server, &name));
     // Once that waiter leaves, the lock is free for anyone.
     server.cmd(&["DEL", &fair_queue_key(&name), &fair_timeout_key(&name)]);
-    let guard = client
-        .fair_lock(&name)
-        .try_lock()
-        .await
-        .unwrap()
-        .expect("free");
+    let guard = common::taken(client.fair_lock(&name).try_lock().await, "free");
     guard.unlock().await.unwrap();
 }
 

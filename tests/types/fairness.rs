@@ -339,10 +339,7 @@ async fn a_claimant_that_gives_up_withdraws_its_claim() {
         "the lock stayed held"
     );
     assert!(
-        common::eventually(Duration::from_secs(2), || async {
-            !common::raw_exists(&server, &claim_key)
-        })
-        .await,
+        common::until_gone(&server, &claim_key, Duration::from_secs(2)).await,
         "the claim was withdrawn when the waiter gave up"
     );
     held.unlock().await.unwrap();

@@ -75,10 +75,7 @@ async fn waiters_of_two_clients_wake_on_the_last_count_down_and_not_before() {
         }
     }
     assert!(
-        common::eventually(Duration::from_secs(5), || async {
-            common::raw_numsub(&server, &latch_channel(&name)) == 2
-        })
-        .await,
+        common::until_numsub(&server, &latch_channel(&name), 2, Duration::from_secs(5)).await,
         "one subscription per client"
     );
     let latch = counter.count_down_latch(name.clone());

@@ -108,11 +108,7 @@ async fn an_explicit_owner_shares_its_hold_with_a_spawned_task() {
         async move {
             assert_eq!(lock.hold_count().await.unwrap(), 1);
             assert!(lock.is_held_by_current_owner().await.unwrap());
-            let inner = lock
-                .try_lock()
-                .await
-                .unwrap()
-                .expect("the same owner re-enters");
+            let inner = common::taken(lock.try_lock().await, "the same owner re-enters");
             assert_eq!(lock.hold_count().await.unwrap(), 2);
             assert_eq!(common::raw_holds(&server, &name, &field), 2);
             inner.unlock().await.unwrap();
@@ -185,11 +181,7 @@ async fn join_branches_with_the_default_owner_share_their_holds() {
     };
     let second = async {
         taken_rx.await.unwrap();
-        let guard = lock
-            .try_lock()
-            .await
-            .unwrap()
-            .expect("the same owner re-enters");
+        let guard = common::taken(lock.try_lock().await, "the same owner re-enters");
         assert_eq!(lock.hold_count().await.unwrap(), 2);
         guard.unlock().await.unwrap();
         done_tx.send(()).unwrap();

@@ -33,12 +33,7 @@ async fn an_explicit_unlock_frees_the_lock() {
 
     // Free again for anyone: another client takes it at once.
     let other = common::client(&server, WATCHDOG).await;
-    let guard = other
-        .lock(name.clone())
-        .try_lock()
-        .await
-        .unwrap()
-        .expect("free");
+    let guard = common::taken(other.lock(name.clone()).try_lock().await, "free");
     guard.unlock().await.unwrap();
 }
 
@@ -131,12 +126,10 @@ async fn unlocking_a_hold_that_is_gone_fails_and_leaves_the_new_holder_alone() {
         .await
         .unwrap();
     assert!(first.lock(name.clone()).force_unlock().await.unwrap());
-    let current = second
-        .lock(name.clone())
-        .try_lock()
-        .await
-        .unwrap()
-        .expect("free after the forced unlock");
+    let current = common::taken(
+        second.lock(name.clone()).try_lock().await,
+        "free after the forced unlock",
+    );
     let before = common::raw_hgetall(&server, &name);
     assert_eq!(before.len(), 1);
     assert!(before[0].0.starts_with(second.id()), "{before:?}");

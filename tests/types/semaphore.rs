@@ -88,9 +88,12 @@ async fn a_waiter_is_woken_by_a_release_in_another_process() {
         }
     });
     assert!(
-        common::eventually(Duration::from_secs(5), || async {
-            common::raw_numsub(&server, &semaphore_channel(&name)) == 1
-        })
+        common::until_numsub(
+            &server,
+            &semaphore_channel(&name),
+            1,
+            Duration::from_secs(5)
+        )
         .await,
         "the waiter never subscribed"
     );

@@ -182,10 +182,7 @@ async fn fixed_lease_ends_and_watchdog_lease_is_refreshed() {
     );
     assert!(fixed.is_lost());
     assert!(
-        common::eventually(Duration::from_secs(2), || async {
-            !raw_exists(&server, &fixed_name)
-        })
-        .await,
+        common::until_gone(&server, &fixed_name, Duration::from_secs(2)).await,
         "the fixed-lease lock expires"
     );
     let err = fixed.unlock().await.unwrap_err();
