@@ -665,11 +665,19 @@ pub const HANG: Duration = Duration::from_secs(40);
 pub fn spawn_waiter(
     lock: relock::Lock,
 ) -> tokio::task::JoinHandle<(std::time::Instant, relock::LockGuard)> {
+    spawn_acquire("the waiter", async move { lock.lock().await })
+}
+
+/// Spawns a task that runs `acquire` (at most [`HANG`], else panics naming `who`); it returns
+/// when it got the lock, and the guard.
+pub fn spawn_acquire(
+    who: &'static str,
+    acquire: impl std::future::Future<Output = relock::Result<relock::LockGuard>> + Send + 'static,
+) -> tokio::task::JoinHandle<(std::time::Instant, relock::LockGuard)> {
     tokio::spawn(async move {
-        let guard = tokio::time::timeout(HANG, lock.lock())
-            .await
-            .expect("the waiter never got the lock")
-            .expect("the waiter's lock() failed");
+        let acquired = tokio::time::timeout(HANG, acquire).await;
+        let acquired = acquired.unwrap_or_else(|_| panic!("{who} never got the lock"));
+        let guard = acquired.unwrap_or_else(|e| panic!("{who}'s lock() failed: {e}"));
         (std::time::Instant::now(), guard)
     })
 }

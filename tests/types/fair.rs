@@ -20,6 +20,13 @@ async fn fair_client(server: &RedisServer, waiter_timeout: Duration) -> relock::
     fair_client_at(&server.url(), waiter_timeout).await
 }
 
+/// [`common::setup`] with a [`fair_client`].
+async fn fair_setup(test: &str, waiter_timeout: Duration) -> (RedisServer, relock::Client, String) {
+    let server = RedisServer::start();
+    let client = fair_client(&server, waiter_timeout).await;
+    (server, client, common::prefix(test))
+}
+
 /// A client on `url` with a short fair waiter timeout.
 async fn fair_client_at(url: &str, waiter_timeout: Duration) -> relock::Client {
     let config = relock::Config::from_url(url)
@@ -155,9 +162,7 @@ fn spawn_waiters(
 /// in which they get it (logged on Redis by each holder) is the order of the queue.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiters_of_four_processes_get_the_lock_in_queue_order() {
-    let server = RedisServer::start();
-    let name = common::prefix("fair-4proc");
-    let client = fair_client(&server, Duration::from_secs(10)).await;
+    let (server, client, name) = fair_setup("fair-4proc", Duration::from_secs(10)).await;
     let holder = client.fair_lock(&name).lock().await.unwrap();
     let children: Vec<_> = (0..4)
         .map(|_| spawn_waiters(&server, &name, 4, Duration::from_secs(10)))
@@ -179,10 +184,8 @@ async fn waiters_of_four_processes_get_the_lock_in_queue_order() {
 /// (Redisson's queue stuck behind a dead head, and its waiters busy-polling a free lock).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_waiter_at_the_head_delays_the_next_by_at_most_its_deadline() {
-    let server = RedisServer::start();
-    let name = common::prefix("fair-dead-head");
     let waiter_timeout = Duration::from_millis(1500);
-    let client = fair_client(&server, waiter_timeout).await;
+    let (server, client, name) = fair_setup("fair-dead-head", waiter_timeout).await;
     let holder = client.fair_lock(&name).lock().await.unwrap();
     let mut child = spawn_waiters(&server, &name, 1, waiter_timeout);
     let dead = until_queued(&server, &name, 1).await.remove(0);
@@ -231,10 +234,8 @@ async fn a_killed_waiter_at_the_head_delays_the_next_by_at_most_its_deadline() {
 /// (in Redisson a head whose deadline passed while the lock was held loses its place).
 #[tokio::test]
 async fn a_live_waiter_keeps_its_place_past_the_waiter_timeout() {
-    let server = RedisServer::start();
-    let name = common::prefix("fair-long-hold");
     let waiter_timeout = Duration::from_millis(300);
-    let client = fair_client(&server, waiter_timeout).await;
+    let (server, client, name) = fair_setup("fair-long-hold", waiter_timeout).await;
     let holder = client.fair_lock(&name).lock().await.unwrap();
     let order = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
@@ -280,10 +281,8 @@ async fn deadlines_never_grow_past_one_waiter_timeout() {
             return top[2] or '-1' end \
         return {tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), \
             redis.call('llen', KEYS[1]), last(KEYS[2]), last(KEYS[3])}";
-    let server = RedisServer::start();
-    let name = common::prefix("fair-drift");
     let waiter_timeout = Duration::from_millis(1000);
-    let client = fair_client(&server, waiter_timeout).await;
+    let (server, client, name) = fair_setup("fair-drift", waiter_timeout).await;
     let stop = Instant::now() + Duration::from_secs(3);
     let mut tasks = Vec::new();
     for i in 0..8u64 {
@@ -349,9 +348,7 @@ async fn deadlines_never_grow_past_one_waiter_timeout() {
 /// left entries behind when `tryLock` gave up on a timeout).
 #[tokio::test]
 async fn a_waiter_that_gives_up_leaves_the_queue_at_once() {
-    let server = RedisServer::start();
-    let name = common::prefix("fair-give-up");
-    let client = fair_client(&server, Duration::from_secs(30)).await;
+    let (server, client, name) = fair_setup("fair-give-up", Duration::from_secs(30)).await;
     let holder = client.fair_lock(&name).lock().await.unwrap();
     let quitter = client.fair_lock(&name).owned_by(Owner::new());
     let stayer = Owner::new();
@@ -383,9 +380,7 @@ async fn a_waiter_that_gives_up_leaves_the_queue_at_once() {
 /// `try_lock` never jumps the queue: with the lock free but a waiter queued, it fails.
 #[tokio::test]
 async fn try_lock_does_not_jump_the_queue() {
-    let server = RedisServer::start();
-    let name = common::prefix("fair-try");
-    let client = fair_client(&server, Duration::from_secs(30)).await;
+    let (server, client, name) = fair_setup("fair-try", Duration::from_secs(30)).await;
     // A waiter of another (Redisson-style) client at the head of the queue, alive.
     let deadline = raw_time_ms(&server) + 20_000;
     server.cmd(&["RPUSH", &fair_queue_key(&name), "java-uuid:1"]);
@@ -407,10 +402,8 @@ async fn try_lock_does_not_jump_the_queue() {
 /// for long: it leaves the queue once the server answers, or loses its place at its deadline.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_that_fails_leaves_no_entry_behind() {
-    let server = RedisServer::start();
-    let name = common::prefix("fair-fails");
     let waiter_timeout = Duration::from_millis(900);
-    let holder_client = fair_client(&server, waiter_timeout).await;
+    let (server, holder_client, name) = fair_setup("fair-fails", waiter_timeout).await;
     let holder = holder_client.fair_lock(&name).lock().await.unwrap();
     let config = relock::Config::from_url(&server.url())
         .unwrap()
@@ -449,9 +442,7 @@ async fn a_waiter_that_fails_leaves_no_entry_behind() {
 /// Shutting down a client that holds a fair lock wakes the next waiter at once.
 #[tokio::test]
 async fn shutdown_of_the_holder_wakes_the_next_waiter() {
-    let server = RedisServer::start();
-    let name = common::prefix("fair-shutdown");
-    let holder_client = fair_client(&server, Duration::from_secs(30)).await;
+    let (server, holder_client, name) = fair_setup("fair-shutdown", Duration::from_secs(30)).await;
     let _held = holder_client
         .fair_lock(&name)
         .lock_with_lease(Duration::from_secs(60))
@@ -480,9 +471,7 @@ async fn shutdown_of_the_holder_wakes_the_next_waiter() {
 /// four. The channel is unsubscribed once it has lingered unused.
 #[tokio::test]
 async fn an_owner_that_waits_again_gets_a_hand_off_in_three_scripts() {
-    let server = RedisServer::start();
-    let name = common::prefix("fair-scripts");
-    let client = fair_client(&server, Duration::from_secs(30)).await;
+    let (server, client, name) = fair_setup("fair-scripts", Duration::from_secs(30)).await;
     // Fixed leases: no watchdog renewal runs a script meanwhile.
     let lease = Duration::from_secs(20);
     let lock = |owner: &Owner| client.fair_lock(&name).owned_by(owner.clone());

@@ -73,13 +73,7 @@ fn assert_clients_idle(clients: &[&Client]) {
 
 /// Spawns a task that takes `lock` (at most [`HANG`]): when it got it, and the guard.
 fn spawn_waiter(lock: SpinLock) -> tokio::task::JoinHandle<(Instant, LockGuard)> {
-    tokio::spawn(async move {
-        let guard = tokio::time::timeout(HANG, lock.lock())
-            .await
-            .expect("the spin waiter never got the lock")
-            .expect("the spin waiter's lock() failed");
-        (Instant::now(), guard)
-    })
+    common::spawn_acquire("the spin waiter", async move { lock.lock().await })
 }
 
 /// The most acquire attempts a waiter can make within `window` of its first one: the first at
