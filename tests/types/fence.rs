@@ -516,6 +516,48 @@ async fn fences_and_their_futures_are_send() {
     send(&f.fence.eval::<()>(1, "return 1", &[], &[]));
 }
 
+/// What the increments of many tasks came to: how many fenced writes passed and how many
+/// operations were refused as stale.
+#[derive(Clone, Default)]
+struct Tally {
+    passed: Arc<AtomicU64>,
+    refused: Arc<AtomicU64>,
+}
+
+impl Tally {
+    /// One fenced increment of the counter `key` with `token`: read it through `fence`, wait
+    /// `pause` (a stall, if long), write it plus one; counts a stale refusal of either, and fails
+    /// on any other error.
+    async fn increment(&self, fence: &Fence, token: u64, key: &str, pause: Duration) {
+        let stale = |e: Error| {
+            assert!(e.is_stale_token(), "{e:?}");
+            self.refused.fetch_add(1, Ordering::Relaxed);
+        };
+        let count: Option<u64> = match fence.get(token, key).await {
+            Ok(count) => count,
+            Err(e) => return stale(e),
+        };
+        tokio::time::sleep(pause).await;
+        match fence.set(token, key, (count.unwrap_or(0) + 1) as i64).await {
+            Ok(()) => {
+                self.passed.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => stale(e),
+        }
+    }
+
+    /// Checks that the counter of `f` ends equal to the increments that passed; returns how many
+    /// passed and how many operations were refused.
+    fn settle(&self, f: &Fixture) -> (u64, u64) {
+        let passed = self.passed.load(Ordering::Relaxed);
+        let refused = self.refused.load(Ordering::Relaxed);
+        eprintln!("{passed} increments passed, {refused} operations refused");
+        let counter: u64 = f.data().expect("the counter exists").parse().unwrap();
+        assert_eq!(counter, passed, "increments were lost or doubled");
+        (passed, refused)
+    }
+}
+
 /// Tasks that each take a new token (an `INCR`, as a fenced lock does), read a counter through
 /// the fence, pause, and write it plus one: whatever the interleaving, the counter ends equal to
 /// the number of writes that passed. A write-only fence (or none) loses increments here.
@@ -525,55 +567,23 @@ async fn concurrent_fenced_increments_are_never_lost() {
     const ROUNDS: usize = 25;
     let f = Fixture::new("fence-concurrent").await;
     let tokens = f.beside("tokens");
-    let passed = Arc::new(AtomicU64::new(0));
-    let refused = Arc::new(AtomicU64::new(0));
+    let tally = Tally::default();
     let mut tasks = Vec::new();
     for _ in 0..TASKS {
-        let (client, fence, key, tokens) = (
-            f.client.clone(),
-            f.fence.clone(),
-            f.key.clone(),
-            tokens.clone(),
-        );
-        let (passed, refused) = (passed.clone(), refused.clone());
+        let (client, fence) = (f.client.clone(), f.fence.clone());
+        let (key, tokens, tally) = (f.key.clone(), tokens.clone(), tally.clone());
         tasks.push(tokio::spawn(async move {
             for _ in 0..ROUNDS {
                 let token: u64 = client.redis().incr(tokens.as_str()).await.unwrap();
-                let stale = |e: Error| {
-                    assert!(e.is_stale_token(), "{e:?}");
-                    refused.fetch_add(1, Ordering::Relaxed);
-                };
-                let count: Option<u64> = match fence.get(token, &key).await {
-                    Ok(count) => count,
-                    Err(e) => {
-                        stale(e);
-                        continue;
-                    }
-                };
-                let pause = rand::thread_rng().gen_range(0..3);
-                tokio::time::sleep(Duration::from_millis(pause)).await;
-                match fence
-                    .set(token, &key, (count.unwrap_or(0) + 1) as i64)
-                    .await
-                {
-                    Ok(()) => {
-                        passed.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Err(e) => stale(e),
-                }
+                let pause = Duration::from_millis(rand::thread_rng().gen_range(0..3));
+                tally.increment(&fence, token, &key, pause).await;
             }
         }));
     }
     for task in tasks {
         task.await.unwrap();
     }
-    let (passed, refused) = (
-        passed.load(Ordering::Relaxed),
-        refused.load(Ordering::Relaxed),
-    );
-    eprintln!("{passed} increments passed, {refused} operations refused");
-    let counter: u64 = f.data().expect("the counter exists").parse().unwrap();
-    assert_eq!(counter, passed, "increments were lost or doubled");
+    let (passed, refused) = tally.settle(&f);
     assert!(passed > 0, "no increment passed");
     assert!(
         refused > 0,
@@ -598,14 +608,12 @@ async fn holders_paused_past_their_lease_lose_no_increment() {
     let f = Fixture::new("fence-paused").await;
     let tokens = f.beside("tokens");
     let lock_name = f.beside("lock");
-    let passed = Arc::new(AtomicU64::new(0));
-    let refused = Arc::new(AtomicU64::new(0));
+    let tally = Tally::default();
     let mut holders = Vec::new();
     for holder in 0..HOLDERS {
         let client = common::client(&f.server, Duration::from_secs(30)).await;
         let (fence, lock) = (client.fence(f.key.clone()), client.lock(lock_name.clone()));
-        let (key, tokens) = (f.key.clone(), tokens.clone());
-        let (passed, refused) = (passed.clone(), refused.clone());
+        let (key, tokens, tally) = (f.key.clone(), tokens.clone(), tally.clone());
         holders.push(tokio::spawn(async move {
             for round in 0..ROUNDS {
                 let guard =
@@ -614,27 +622,9 @@ async fn holders_paused_past_their_lease_lose_no_increment() {
                         .expect("the lock was never free")
                         .unwrap();
                 let token: u64 = client.redis().incr(tokens.as_str()).await.unwrap();
-                let stale = |e: Error| {
-                    assert!(e.is_stale_token(), "{e:?}");
-                    refused.fetch_add(1, Ordering::Relaxed);
-                };
-                match fence.get::<Option<u64>>(token, &key).await {
-                    Ok(count) => {
-                        if (holder + round) % 3 == 0 {
-                            tokio::time::sleep(STALL).await;
-                        }
-                        match fence
-                            .set(token, &key, (count.unwrap_or(0) + 1) as i64)
-                            .await
-                        {
-                            Ok(()) => {
-                                passed.fetch_add(1, Ordering::Relaxed);
-                            }
-                            Err(e) => stale(e),
-                        }
-                    }
-                    Err(e) => stale(e),
-                }
+                let stalls = (holder + round) % 3 == 0;
+                let pause = if stalls { STALL } else { Duration::ZERO };
+                tally.increment(&fence, token, &key, pause).await;
                 // A holder that stalled finds its lease lost: that is the point.
                 let _ = guard.unlock().await;
             }
@@ -644,13 +634,7 @@ async fn holders_paused_past_their_lease_lose_no_increment() {
     for holder in holders {
         holder.await.unwrap();
     }
-    let (passed, refused) = (
-        passed.load(Ordering::Relaxed),
-        refused.load(Ordering::Relaxed),
-    );
-    eprintln!("{passed} increments passed, {refused} operations refused");
-    let counter: u64 = f.data().expect("the counter exists").parse().unwrap();
-    assert_eq!(counter, passed, "increments were lost or doubled");
+    let (passed, refused) = tally.settle(&f);
     assert!(refused > 0, "no stalled holder was refused");
     assert!(
         passed > refused,
