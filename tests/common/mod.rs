@@ -465,6 +465,16 @@ pub async fn until_subscribed(server: &RedisServer, name: &str, connections: i64
 
 // ---- Semaphores and latches. ----
 
+/// Checks that every one of `errors` is a wrong-type error naming `key`.
+pub fn assert_wrong_type(errors: impl IntoIterator<Item = relock::Error>, key: &str) {
+    for error in errors {
+        match &error {
+            relock::Error::WrongType { key: named } => assert_eq!(named, key),
+            other => panic!("expected WrongType on {key}, got {other:?}"),
+        }
+    }
+}
+
 /// A `Semaphore` `name` on `client`, its `permits` set (it must have had none).
 pub async fn semaphore(client: &relock::Client, name: &str, permits: u64) -> relock::Semaphore {
     let sem = client.semaphore(name);

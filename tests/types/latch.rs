@@ -139,18 +139,14 @@ async fn bad_input_is_refused_with_nothing_changed() {
     assert_eq!(client.count_down_latch("job{42}").count().await.unwrap(), 0);
 
     server.cmd(&["LPUSH", &name, "x"]);
-    for error in [
+    let errors = [
         latch.try_set_count(1).await.unwrap_err(),
         latch.count_down().await.unwrap_err(),
         latch.count().await.unwrap_err(),
         latch.wait().await.unwrap_err(),
         latch.delete().await.unwrap_err(),
-    ] {
-        match &error {
-            relock::Error::WrongType { key } => assert_eq!(key, &name),
-            other => panic!("expected WrongType, got {other:?}"),
-        }
-    }
+    ];
+    common::assert_wrong_type(errors, &name);
     assert!(raw_exists(&server, &name), "a failed call deleted the key");
 }
 

@@ -253,7 +253,7 @@ async fn bad_input_is_refused_with_nothing_changed() {
 
     // A key of another type, named in the error; nothing written.
     server.cmd(&["HSET", &name, "f", "1"]);
-    for error in [
+    let errors = [
         sem.try_acquire(1).await.unwrap_err(),
         sem.release(1).await.unwrap_err(),
         sem.try_set_permits(1).await.unwrap_err(),
@@ -261,12 +261,8 @@ async fn bad_input_is_refused_with_nothing_changed() {
         sem.drain_permits().await.unwrap_err(),
         sem.available_permits().await.unwrap_err(),
         sem.delete().await.unwrap_err(),
-    ] {
-        match &error {
-            relock::Error::WrongType { key } => assert_eq!(key, &name),
-            other => panic!("expected WrongType, got {other:?}"),
-        }
-    }
+    ];
+    common::assert_wrong_type(errors, &name);
     assert_eq!(
         common::raw_hgetall(&server, &name),
         vec![("f".into(), "1".into())]
