@@ -126,21 +126,32 @@ impl Family {
 
     /// The SHA1 of this type's acquire script, as it appears in its `EVALSHA` request.
     pub fn acquire_sha(self) -> String {
-        fred::util::sha1_hash(match self {
-            Family::Lock | Family::Spin | Family::Fenced => scripts::LOCK_ACQUIRE,
-            Family::Fair => scripts::FAIR_ACQUIRE,
-            Family::Write => scripts::RW_WRITE_ACQUIRE,
-            Family::Read => scripts::RW_READ_ACQUIRE,
-        })
+        self.sha_of([
+            scripts::LOCK_ACQUIRE,
+            scripts::FAIR_ACQUIRE,
+            scripts::RW_WRITE_ACQUIRE,
+            scripts::RW_READ_ACQUIRE,
+        ])
     }
 
     /// The SHA1 of this type's release script, as it appears in its `EVALSHA` request.
     pub fn release_sha(self) -> String {
+        self.sha_of([
+            scripts::LOCK_RELEASE,
+            scripts::FAIR_RELEASE,
+            scripts::RW_WRITE_RELEASE,
+            scripts::RW_READ_RELEASE,
+        ])
+    }
+
+    /// The SHA1 of this type's script of `[plain, fair, write, read]`: the plain lock's serves
+    /// the spin and fenced locks too.
+    fn sha_of(self, [plain, fair, write, read]: [&str; 4]) -> String {
         fred::util::sha1_hash(match self {
-            Family::Lock | Family::Spin | Family::Fenced => scripts::LOCK_RELEASE,
-            Family::Fair => scripts::FAIR_RELEASE,
-            Family::Write => scripts::RW_WRITE_RELEASE,
-            Family::Read => scripts::RW_READ_RELEASE,
+            Family::Lock | Family::Spin | Family::Fenced => plain,
+            Family::Fair => fair,
+            Family::Write => write,
+            Family::Read => read,
         })
     }
 

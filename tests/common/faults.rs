@@ -91,6 +91,27 @@ pub fn client_kill(server: &RedisServer, kind: &str) -> i64 {
     super::resp_int(&server.cmd(&["CLIENT", "KILL", "TYPE", kind]))
 }
 
+/// Waits (at most 30 s each) for `waiters`, each returning the moment it was served, and checks
+/// that each was served after `freed` (the release that let them through) and within `bound` of it.
+pub async fn assert_served_within(
+    waiters: Vec<tokio::task::JoinHandle<Instant>>,
+    freed: Instant,
+    bound: Duration,
+) {
+    for waiter in waiters {
+        let at = tokio::time::timeout(Duration::from_secs(30), waiter)
+            .await
+            .expect("a waiter was never served")
+            .unwrap();
+        assert!(at >= freed, "a waiter was served before the release");
+        assert!(
+            at - freed < bound,
+            "a waiter took {:?} after the release (bound {bound:?})",
+            at - freed
+        );
+    }
+}
+
 // ---- Checker 1: lost updates ----
 
 /// A counter kept outside Redis that each critical section bumps with a read, an await and a

@@ -8,12 +8,14 @@ use crate::common;
 use std::time::Duration;
 
 use common::RedisServer;
+use tokio::runtime::Runtime;
 
 /// The default watchdog lease: a lock left behind would stay this long.
 const WATCHDOG: Duration = Duration::from_secs(30);
 const SOON: Duration = Duration::from_secs(10);
 
-fn runtime(multi_thread: bool) -> tokio::runtime::Runtime {
+/// A runtime of two workers, multi-thread or current-thread.
+pub(crate) fn runtime(multi_thread: bool) -> Runtime {
     let mut builder = if multi_thread {
         tokio::runtime::Builder::new_multi_thread()
     } else {
@@ -23,42 +25,80 @@ fn runtime(multi_thread: bool) -> tokio::runtime::Runtime {
 }
 
 /// Takes the lock `name` on `runtime`, with a client made there.
-fn take(runtime: &tokio::runtime::Runtime, server: &RedisServer, name: &str) -> relock::LockGuard {
+fn take(runtime: &Runtime, server: &RedisServer, name: &str) -> relock::LockGuard {
     runtime.block_on(async {
         let client = common::client(server, WATCHDOG).await;
         client.lock(name).lock().await.unwrap()
     })
 }
 
-#[test]
-fn a_guard_dropped_on_a_plain_thread_is_released() {
+/// Takes a hold with `take` (on a server of its own, named for `test`) on a multi-thread
+/// runtime and drops it on a plain thread: within `within`, `released` must say it was given
+/// back; else the test fails with what `kept` says.
+pub(crate) fn dropped_on_a_plain_thread<H: Send + 'static>(
+    test: &str,
+    take: impl FnOnce(&Runtime, &RedisServer, &str) -> H,
+    within: Duration,
+    released: impl Fn(&RedisServer, &str) -> bool,
+    kept: impl FnOnce(&RedisServer, &str) -> String,
+) {
     let server = RedisServer::start();
     let runtime = runtime(true);
-    let name = common::prefix("drop-plain-thread");
-    let guard = take(&runtime, &server, &name);
-    std::thread::spawn(move || drop(guard)).join().unwrap();
+    let name = common::prefix(test);
+    let hold = take(&runtime, &server, &name);
+    std::thread::spawn(move || drop(hold)).join().unwrap();
     runtime.block_on(async {
-        assert!(
-            common::eventually(SOON, || async { !common::raw_exists(&server, &name) }).await,
-            "a guard dropped on a plain thread kept its lock"
-        );
+        let given_back = common::eventually(within, || async { released(&server, &name) }).await;
+        assert!(given_back, "{}", kept(&server, &name));
     });
+}
+
+/// On a current-thread runtime, then a multi-thread one (each with a server of its own and a
+/// name for `test`): takes a hold with `take`, lets `end` end the runtime and the hold, and then
+/// `check`s the server at once (told whether the runtime was multi-thread).
+pub(crate) fn hold_on_each_runtime<H>(
+    test: &str,
+    take: impl Fn(&Runtime, &RedisServer, &str) -> H,
+    end: impl Fn(Runtime, H),
+    check: impl Fn(&RedisServer, &str, bool),
+) {
+    for multi_thread in [false, true] {
+        let server = RedisServer::start();
+        let runtime = runtime(multi_thread);
+        let name = common::prefix(test);
+        let hold = take(&runtime, &server, &name);
+        end(runtime, hold);
+        check(&server, &name, multi_thread);
+    }
+}
+
+#[test]
+fn a_guard_dropped_on_a_plain_thread_is_released() {
+    dropped_on_a_plain_thread(
+        "drop-plain-thread",
+        take,
+        SOON,
+        |server, name| !common::raw_exists(server, name),
+        |_, _| "a guard dropped on a plain thread kept its lock".to_owned(),
+    );
 }
 
 #[test]
 fn a_guard_dropped_after_its_runtime_ended_is_released() {
-    for multi_thread in [false, true] {
-        let server = RedisServer::start();
-        let runtime = runtime(multi_thread);
-        let name = common::prefix("drop-after-runtime");
-        let guard = take(&runtime, &server, &name);
-        drop(runtime);
-        drop(guard); // waits for the release
-        assert!(
-            !common::raw_exists(&server, &name),
-            "a guard that outlived its runtime kept its lock (multi-thread: {multi_thread})"
-        );
-    }
+    hold_on_each_runtime(
+        "drop-after-runtime",
+        take,
+        |runtime, guard| {
+            drop(runtime);
+            drop(guard); // waits for the release
+        },
+        |server, name, multi_thread| {
+            assert!(
+                !common::raw_exists(server, name),
+                "a guard that outlived its runtime kept its lock (multi-thread: {multi_thread})"
+            );
+        },
+    );
 }
 
 /// How many times the race of a guard dropped as `main` returns is run: the runtime's shutdown
@@ -95,21 +135,23 @@ fn a_guard_dropped_as_main_returns_is_released() {
 
 #[test]
 fn a_guard_held_by_a_task_when_its_runtime_shuts_down_is_released() {
-    for multi_thread in [false, true] {
-        let server = RedisServer::start();
-        let runtime = runtime(multi_thread);
-        let name = common::prefix("drop-in-shutdown");
-        let guard = take(&runtime, &server, &name);
-        runtime.spawn(async move {
-            let _guard = guard;
-            futures::future::pending::<()>().await;
-        });
-        drop(runtime);
-        assert!(
-            !common::raw_exists(&server, &name),
-            "a guard dropped by the runtime's shutdown kept its lock (multi-thread: {multi_thread})"
-        );
-    }
+    hold_on_each_runtime(
+        "drop-in-shutdown",
+        take,
+        |runtime, guard| {
+            runtime.spawn(async move {
+                let _guard = guard;
+                futures::future::pending::<()>().await;
+            });
+            drop(runtime);
+        },
+        |server, name, multi_thread| {
+            assert!(
+                !common::raw_exists(server, name),
+                "a guard dropped by the runtime's shutdown kept its lock (multi-thread: {multi_thread})"
+            );
+        },
+    );
 }
 
 #[tokio::test]

@@ -15,10 +15,8 @@ const SOON: Duration = Duration::from_secs(10);
 /// process or a stalled runtime would.
 #[tokio::test(flavor = "current_thread")]
 async fn a_holder_stalled_past_its_lease_knows_it_before_any_round_trip() {
-    let server = common::RedisServer::start();
     let watchdog = Duration::from_millis(900);
-    let client = common::client(&server, watchdog).await;
-    let name = common::prefix("lost-stalled");
+    let (server, client, name) = common::setup("lost-stalled", watchdog).await;
     let guard = client.lock(name.clone()).lock().await.unwrap();
     assert!(!guard.is_lost());
 
@@ -48,10 +46,8 @@ async fn a_holder_stalled_past_its_lease_knows_it_before_any_round_trip() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_loss_is_final_even_when_a_late_renewal_finds_the_lock() {
-    let server = common::RedisServer::start();
     let watchdog = Duration::from_millis(900);
-    let client = common::client(&server, watchdog).await;
-    let name = common::prefix("lost-final");
+    let (server, client, name) = common::setup("lost-final", watchdog).await;
     let lock = client.lock(name.clone());
     let guard = lock.lock().await.unwrap();
     let lost = guard.lost();
@@ -109,10 +105,8 @@ async fn with_hands_the_work_its_lost_signal() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_lost_guard_never_releases_its_owners_newer_hold() {
-    let server = common::RedisServer::start();
     let watchdog = Duration::from_millis(900);
-    let client = common::client(&server, watchdog).await;
-    let name = common::prefix("lost-stale-guard");
+    let (server, client, name) = common::setup("lost-stale-guard", watchdog).await;
     let lock = client.lock(name.clone());
     let stale = lock.lock().await.unwrap();
     std::thread::sleep(watchdog * 2); // the lease runs out while this runtime is stalled

@@ -19,6 +19,7 @@
 //! TTL), no subscriber is left on the channels.
 
 use crate::common;
+use crate::drop_release;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -1871,17 +1872,7 @@ async fn semaphore_client_kill_keeps_waiters_waking_and_permits_conserved() {
 
     let released = Instant::now();
     blocker.release(3).await.unwrap();
-    for waiter in waiters {
-        let at = timeout(Duration::from_secs(30), waiter)
-            .await
-            .expect("a waiter was never served")
-            .unwrap();
-        assert!(
-            at - released < common::PROMPT,
-            "a waiter took {:?} after the release",
-            at - released
-        );
-    }
+    faults::assert_served_within(waiters, released, common::PROMPT).await;
     let ended = churn.stop().await;
     println!("{} rounds, {} errors", ended.rounds, ended.errors);
     until_idle(&[&holder, &waiting, &churning]).await;
@@ -1985,18 +1976,8 @@ async fn permit_client_kill_keeps_the_watchdog_renewing_and_waiters_waking() {
 
     let released = Instant::now();
     blocker.release().await.unwrap();
-    for waiter in waiters {
-        let at = timeout(Duration::from_secs(30), waiter)
-            .await
-            .expect("a waiter was never served")
-            .unwrap();
-        // Three in a row, each after the one before released.
-        assert!(
-            at - released < common::PROMPT * 3,
-            "a waiter took {:?} after the release",
-            at - released
-        );
-    }
+    // Three in a row, each after the one before released.
+    faults::assert_served_within(waiters, released, common::PROMPT * 3).await;
     let ended = churn.stop().await;
     println!(
         "{} rounds, {} errors, {} lost",
@@ -2090,18 +2071,7 @@ async fn latch_client_kill_counts_each_count_down_once_and_wakes_waiters() {
     latch.count_down().await.unwrap();
     let opened = Instant::now();
     latch.count_down().await.unwrap();
-    for waiter in waiters {
-        let at = timeout(Duration::from_secs(30), waiter)
-            .await
-            .expect("a waiter was never woken")
-            .unwrap();
-        assert!(at >= opened, "a waiter returned before the latch opened");
-        assert!(
-            at - opened < common::PROMPT,
-            "a waiter took {:?}",
-            at - opened
-        );
-    }
+    faults::assert_served_within(waiters, opened, common::PROMPT).await;
     assert_settled_after_faults(&server, &[&counter, &waiting], &[&waited, &counted]).await;
 }
 
@@ -2772,15 +2742,6 @@ async fn shutdown_gives_back_every_permit_to_waiters_elsewhere() {
     assert_settled(&server, &[&holder, &waiting], &[&renewed, &fixed]).await;
 }
 
-fn runtime(multi_thread: bool) -> tokio::runtime::Runtime {
-    let mut builder = if multi_thread {
-        tokio::runtime::Builder::new_multi_thread()
-    } else {
-        tokio::runtime::Builder::new_current_thread()
-    };
-    builder.worker_threads(2).enable_all().build().unwrap()
-}
-
 /// Takes the one permit of semaphore `name` on `runtime`, with a client made there.
 fn take_permit(runtime: &tokio::runtime::Runtime, server: &RedisServer, name: &str) -> Permit {
     runtime.block_on(async {
@@ -2793,34 +2754,39 @@ fn take_permit(runtime: &tokio::runtime::Runtime, server: &RedisServer, name: &s
 
 #[test]
 fn a_permit_dropped_on_a_plain_thread_is_given_back() {
-    let server = RedisServer::start();
-    let runtime = runtime(true);
-    let name = common::prefix("sync-drop-thread");
-    let permit = take_permit(&runtime, &server, &name);
-    assert_eq!(state(&server, &name), (Some(0), 1));
-    std::thread::spawn(move || drop(permit)).join().unwrap();
-    runtime.block_on(async {
-        assert!(
-            eventually(SLACK, || async { state(&server, &name) == (Some(1), 0) }).await,
-            "a permit dropped on a plain thread was kept: {:?}",
-            state(&server, &name)
-        );
-    });
+    drop_release::dropped_on_a_plain_thread(
+        "sync-drop-thread",
+        |runtime, server, name| {
+            let permit = take_permit(runtime, server, name);
+            assert_eq!(state(server, name), (Some(0), 1));
+            permit
+        },
+        SLACK,
+        |server, name| state(server, name) == (Some(1), 0),
+        |server, name| {
+            format!(
+                "a permit dropped on a plain thread was kept: {:?}",
+                state(server, name)
+            )
+        },
+    );
 }
 
 #[test]
 fn a_permit_dropped_after_its_runtime_ended_is_given_back() {
-    for multi_thread in [false, true] {
-        let server = RedisServer::start();
-        let runtime = runtime(multi_thread);
-        let name = common::prefix("sync-drop-after-runtime");
-        let permit = take_permit(&runtime, &server, &name);
-        drop(runtime);
-        drop(permit); // waits for the release
-        assert_eq!(
-            state(&server, &name),
-            (Some(1), 0),
-            "a permit that outlived its runtime was kept (multi-thread: {multi_thread})"
-        );
-    }
+    drop_release::hold_on_each_runtime(
+        "sync-drop-after-runtime",
+        take_permit,
+        |runtime, permit| {
+            drop(runtime);
+            drop(permit); // waits for the release
+        },
+        |server, name, multi_thread| {
+            assert_eq!(
+                state(server, name),
+                (Some(1), 0),
+                "a permit that outlived its runtime was kept (multi-thread: {multi_thread})"
+            );
+        },
+    );
 }
