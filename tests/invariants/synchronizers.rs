@@ -27,12 +27,15 @@ use std::time::Duration;
 
 use common::faults::{self, Frozen};
 use common::proxy::{Mode, Proxy};
+use common::sync_family::{sync_tests, Closed, Passed, Synchronizer};
 use common::{eventually, raw_count, raw_numsub, stays, RedisServer, Resp};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use relock::{Client, CountDownLatch, Permit, PermitSemaphore, Semaphore};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::time::{timeout, Instant};
+
+sync_tests!(restart_ends_every_wait_and_waiters_wake_again);
 
 /// The command timeout of the fault tests' clients: a stall longer than it makes replies
 /// ambiguous.
@@ -1352,24 +1355,33 @@ async fn assert_permits_back(server: &RedisServer, sem: &PermitSemaphore, total:
 
 // ---- Faults: a server restart ----
 
-/// The server is killed and restarted (empty) while a holder has all the permits and three
-/// waiters wait: each wait ends (the semaphore is gone: `NotFound`, or a Redis error), none
-/// hangs; the holder's release re-creates it with its permits, as Redisson's does, and waiters
-/// are woken by releases again.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn semaphore_restart_ends_every_wait_and_permits_work_again() {
+/// The server is killed and restarted (empty) while three tasks wait at a closed gate (a holder
+/// has every permit; a latch counts 2): each wait ends, none hangs. A semaphore is gone
+/// (`NotFound`, or a Redis error); a latch is gone, so open (or a Redis error). Then a plain
+/// semaphore's holder re-creates it with its release, as Redisson's does; a permit holder's
+/// permits are lost (`lost()` fires, the release fails with `LeaseLost`) and it is set again; a
+/// latch reads 0 and is set again. Closed again, its gate wakes a waiter at once when opened.
+async fn restart_ends_every_wait_and_waiters_wake_again(sync: Synchronizer) {
     let mut server = RedisServer::start();
-    let holder = connect(&server.url(), LONG, CMD, NO_POLL).await;
+    // A permit holder's lease: the restart wipes out its permits, lost within two of them.
+    let lease = match sync {
+        Synchronizer::Permit => Duration::from_secs(1),
+        _ => LONG,
+    };
+    let holder = connect(&server.url(), lease, CMD, NO_POLL).await;
     let waiting = connect(&server.url(), LONG, CMD, NO_POLL).await;
-    let name = common::prefix("sync-restart-plain");
-    let channel = common::semaphore_channel(&name);
-    let held = holder.semaphore(&name);
-    assert!(held.try_set_permits(3).await.unwrap());
-    held.acquire(3).await.unwrap();
+    let name = common::prefix(&format!("sync-restart-{}", sync.name()));
+    let channel = sync.channel(&name);
+    let held = sync.on(&holder, &name);
+    let total = match sync {
+        Synchronizer::Semaphore => 3,
+        _ => 2,
+    };
+    let closed = held.close(total).await.unwrap();
     let waiters: Vec<_> = (0..3)
         .map(|_| {
-            let sem = waiting.semaphore(&name);
-            tokio::spawn(async move { sem.acquire(1).await })
+            let waiter = sync.on(&waiting, &name);
+            tokio::spawn(async move { waiter.wait().await })
         })
         .collect();
     until_waiting(&server, &waiting, &channel, 3, 1).await;
@@ -1383,7 +1395,11 @@ async fn semaphore_restart_ends_every_wait_and_permits_work_again() {
             .expect("a wait did not end after the restart")
             .unwrap();
         match outcome {
-            Err(e) if e.is_not_found() || e.is_redis() => println!("a wait ended: {e}"),
+            Ok(Passed::Open) if sync == Synchronizer::Latch => {}
+            Err(e) if e.is_redis() => println!("a wait ended: {e}"),
+            Err(e) if e.is_not_found() && sync != Synchronizer::Latch => {
+                println!("a wait ended: {e}")
+            }
             other => panic!("a wait across the restart: {other:?}"),
         }
     }
@@ -1392,155 +1408,64 @@ async fn semaphore_restart_ends_every_wait_and_permits_work_again() {
         restarted.elapsed()
     );
 
-    until_connected(&holder).await;
-    held.release(3).await.unwrap();
-    assert_eq!(raw_count(&server, &name), Some(3));
-    held.acquire(3).await.unwrap();
-    let waiter = tokio::spawn({
-        let sem = waiting.semaphore(&name);
-        async move { sem.try_acquire_for(1, common::HANG).await }
-    });
-    until_waiting(&server, &waiting, &channel, 1, 1).await;
-    let released = Instant::now();
-    held.release(3).await.unwrap();
-    let taken = timeout(common::PROMPT, waiter)
-        .await
-        .expect("no waiter woken after the restart")
-        .unwrap();
-    assert!(taken.unwrap());
-    assert!(released.elapsed() < common::PROMPT);
-    waiting.semaphore(&name).release(1).await.unwrap();
-    assert_eq!(raw_count(&server, &name), Some(3));
-    assert_settled_after_faults(&server, &[&holder, &waiting], &[&name]).await;
-}
-
-/// As [`semaphore_restart_ends_every_wait_and_permits_work_again`], for a permit semaphore: the
-/// waits end, the holder's permits are lost (`lost()` fires, the release fails with
-/// `LeaseLost`), and once set again the permits work and wake waiters.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn permit_restart_ends_every_wait_and_loses_the_permits_held() {
-    let mut server = RedisServer::start();
-    let lease = Duration::from_secs(1);
-    let holder = connect(&server.url(), lease, CMD, NO_POLL).await;
-    let waiting = connect(&server.url(), LONG, CMD, NO_POLL).await;
-    let name = common::prefix("sync-restart-permit");
-    let channel = common::semaphore_channel(&name);
-    let sem = holder.permit_semaphore(&name);
-    assert!(sem.try_set_permits(2).await.unwrap());
-    let held = [sem.acquire().await.unwrap(), sem.acquire().await.unwrap()];
-    let waiters: Vec<_> = (0..3)
-        .map(|_| {
-            let sem = waiting.permit_semaphore(&name);
-            tokio::spawn(async move { sem.acquire().await })
-        })
-        .collect();
-    until_waiting(&server, &waiting, &channel, 3, 1).await;
-
-    server.kill();
-    server.restart();
-    for waiter in waiters {
-        let outcome = timeout(Duration::from_secs(15), waiter)
-            .await
-            .expect("a wait did not end after the restart")
-            .unwrap();
-        match outcome {
-            Err(e) if e.is_not_found() || e.is_redis() => println!("a wait ended: {e}"),
-            other => panic!("a wait across the restart: {other:?}"),
+    let mut closed = match closed {
+        Closed::Permits(sem, n) => {
+            until_connected(&holder).await;
+            sem.release(n).await.unwrap();
+            assert_eq!(raw_count(&server, &name), Some(3));
+            held.take_all(total).await.unwrap()
         }
-    }
-    for permit in &held {
-        timeout(lease * 2 + SLACK, permit.lost())
-            .await
-            .expect("lost() did not fire for a permit the restart wiped out");
-    }
-    for permit in held {
-        let err = permit.release().await.unwrap_err();
-        assert!(
-            err.is_lease_lost(),
-            "the release of a wiped-out permit: {err:?}"
-        );
-    }
-
-    until_connected(&holder).await;
-    assert!(sem.try_set_permits(2).await.unwrap(), "set again");
-    let first = sem.acquire().await.unwrap();
-    let second = sem.acquire().await.unwrap();
+        Closed::Permit(permits) => {
+            for permit in &permits {
+                timeout(lease * 2 + SLACK, permit.lost())
+                    .await
+                    .expect("lost() did not fire for a permit the restart wiped out");
+            }
+            for permit in permits {
+                let err = permit.release().await.unwrap_err();
+                assert!(
+                    err.is_lease_lost(),
+                    "the release of a wiped-out permit: {err:?}"
+                );
+            }
+            until_connected(&holder).await;
+            held.close(total).await.expect("set again")
+        }
+        Closed::Count(latch, _) => {
+            until_connected(&holder).await;
+            assert_eq!(
+                latch.count().await.unwrap(),
+                0,
+                "the restart wiped the count"
+            );
+            held.close(1).await.unwrap()
+        }
+    };
     let waiter = tokio::spawn({
-        let sem = waiting.permit_semaphore(&name);
-        async move { sem.try_acquire_for(common::HANG, None).await }
+        let waiter = sync.on(&waiting, &name);
+        async move { waiter.wait_for(common::HANG).await }
     });
     until_waiting(&server, &waiting, &channel, 1, 1).await;
     let released = Instant::now();
-    first.release().await.unwrap();
-    let taken = timeout(common::PROMPT, waiter)
+    closed.open_one().await.unwrap();
+    let passed = timeout(common::PROMPT, waiter)
         .await
         .expect("no waiter woken after the restart")
         .unwrap()
         .unwrap()
-        .expect("a permit");
+        .expect("the waiter got past the gate");
     assert!(released.elapsed() < common::PROMPT);
-    assert_eq!(state(&server, &name), (Some(0), 2));
-    taken.release().await.unwrap();
-    second.release().await.unwrap();
-    assert_eq!(state(&server, &name), (Some(2), 0));
-    assert_settled_after_faults(&server, &[&holder, &waiting], &[&name]).await;
-}
-
-/// The server is killed and restarted (empty) while three tasks wait on a latch: the latch is
-/// gone, so it is open and each wait returns (or fails with a Redis error); set again, it wakes
-/// its waiters at zero.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn latch_restart_opens_it_and_waits_work_again() {
-    let mut server = RedisServer::start();
-    let counter = connect(&server.url(), LONG, CMD, NO_POLL).await;
-    let waiting = connect(&server.url(), LONG, CMD, NO_POLL).await;
-    let name = common::prefix("sync-restart-latch");
-    let channel = common::latch_channel(&name);
-    let latch = counter.count_down_latch(&name);
-    assert!(latch.try_set_count(2).await.unwrap());
-    let waiters: Vec<_> = (0..3)
-        .map(|_| {
-            let latch = waiting.count_down_latch(&name);
-            tokio::spawn(async move { latch.wait_for(common::HANG).await })
-        })
-        .collect();
-    until_waiting(&server, &waiting, &channel, 3, 1).await;
-
-    server.kill();
-    server.restart();
-    for waiter in waiters {
-        let outcome = timeout(Duration::from_secs(15), waiter)
-            .await
-            .expect("a wait did not end after the restart")
-            .unwrap();
-        match outcome {
-            Ok(true) => {}
-            Err(e) if e.is_redis() => println!("a wait ended: {e}"),
-            other => panic!("a wait across the restart: {other:?}"),
-        }
+    if sync == Synchronizer::Permit {
+        assert_eq!(state(&server, &name), (Some(0), 2));
     }
-
-    until_connected(&counter).await;
-    assert_eq!(
-        latch.count().await.unwrap(),
-        0,
-        "the restart wiped the count"
-    );
-    assert!(latch.try_set_count(1).await.unwrap());
-    let waiter = tokio::spawn({
-        let latch = waiting.count_down_latch(&name);
-        async move { latch.wait_for(common::HANG).await }
-    });
-    until_waiting(&server, &waiting, &channel, 1, 1).await;
-    let counted = Instant::now();
-    latch.count_down().await.unwrap();
-    let open = timeout(common::PROMPT, waiter)
-        .await
-        .expect("no waiter woken after the restart")
-        .unwrap();
-    assert!(open.unwrap());
-    assert!(counted.elapsed() < common::PROMPT);
-    assert_settled_after_faults(&server, &[&counter, &waiting], &[&name]).await;
+    passed.give_back().await.unwrap();
+    closed.open().await.unwrap();
+    match sync {
+        Synchronizer::Semaphore => assert_eq!(raw_count(&server, &name), Some(3)),
+        Synchronizer::Permit => assert_eq!(state(&server, &name), (Some(2), 0)),
+        Synchronizer::Latch => {}
+    }
+    assert_settled_after_faults(&server, &[&holder, &waiting], &[&name]).await;
 }
 
 // ---- Faults: DEBUG SLEEP ----
