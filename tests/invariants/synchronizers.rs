@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use common::faults::{self, Frozen};
 use common::proxy::{Mode, Proxy};
-use common::sync_family::{sync_tests, Closed, Passed, Synchronizer};
+use common::sync_family::{sync_tests, AnySync, Closed, Passed, Synchronizer};
 use common::{eventually, raw_count, raw_numsub, stays, RedisServer, Resp};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -35,7 +35,10 @@ use relock::{Client, CountDownLatch, Permit, PermitSemaphore, Semaphore};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::time::{timeout, Instant};
 
-sync_tests!(restart_ends_every_wait_and_waiters_wake_again);
+sync_tests!(
+    restart_ends_every_wait_and_waiters_wake_again,
+    client_kill_keeps_waiters_waking_and_counts_conserved,
+);
 
 /// The command timeout of the fault tests' clients: a stall longer than it makes replies
 /// ambiguous.
@@ -310,6 +313,17 @@ impl Sampler {
             }
         });
         Sampler { stop, thread }
+    }
+
+    /// A sampler of semaphore `name`'s `total` permits with the check of its type; none for a
+    /// latch, which has no permits.
+    fn of(sync: Synchronizer, server: &RedisServer, name: &str, total: u64) -> Option<Sampler> {
+        let check: Check = match sync {
+            Synchronizer::Semaphore => plain_check,
+            Synchronizer::Permit => permit_check,
+            Synchronizer::Latch => return None,
+        };
+        Some(Sampler::start(server, name, total, check))
     }
 
     /// Stops sampling; fails if a sample broke the invariant. How many samples were taken.
@@ -1177,6 +1191,37 @@ impl Churn {
         }
     }
 
+    /// The workers of `syncs`' type on them (in turn): four taking 1 or 2 permits of a
+    /// semaphore each round, three taking a `Permit`, or four counting a latch down `each` times.
+    fn on(syncs: &[AnySync], each: u64) -> Churn {
+        match syncs[0].kind() {
+            Synchronizer::Semaphore => {
+                let sems: Vec<Semaphore> = syncs
+                    .iter()
+                    .filter_map(AnySync::as_semaphore)
+                    .cloned()
+                    .collect();
+                Churn::semaphore(&sems, 4)
+            }
+            Synchronizer::Permit => {
+                let sems: Vec<PermitSemaphore> = syncs
+                    .iter()
+                    .filter_map(AnySync::as_permit)
+                    .cloned()
+                    .collect();
+                Churn::permits(&sems, 3)
+            }
+            Synchronizer::Latch => {
+                let latches: Vec<CountDownLatch> = syncs
+                    .iter()
+                    .filter_map(AnySync::as_latch)
+                    .cloned()
+                    .collect();
+                Churn::count_downs(&latches, 4, each)
+            }
+        }
+    }
+
     /// `workers` workers taking 1 or 2 permits of `sems` (in turn) each round.
     fn semaphore(sems: &[Semaphore], workers: usize) -> Churn {
         let mut churn = Churn::new();
@@ -1739,148 +1784,92 @@ async fn latch_debug_sleep_counts_each_count_down_once() {
 
 // ---- Faults: CLIENT KILL ----
 
-/// Every connection of the clients is cut while three waiters wait for permits a holder has and
-/// workers churn on another semaphore: the waiters' channel is subscribed again and a release
-/// serves them; acquires cut in flight are read back or given back, permits are conserved.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn semaphore_client_kill_keeps_waiters_waking_and_permits_conserved() {
+/// Every connection of the clients is cut while three waiters wait at a closed gate (a holder
+/// has every permit, the one of a permit semaphore with a long fixed lease; a latch counts 2) and
+/// workers churn on another synchronizer of the type; a permit semaphore's holder also has a
+/// permit the watchdog renews. The waiters' channel is subscribed again; the watchdog renews on
+/// the new connection; the gate opened, the waiters are served at once (a permit semaphore's one
+/// after another); acquires cut in flight are read back or given back and permits conserved, each
+/// count-down that succeeded counted once (the count is exactly what is left, give or take those
+/// that failed).
+async fn client_kill_keeps_waiters_waking_and_counts_conserved(sync: Synchronizer) {
+    const COUNTED: u64 = 400;
     let server = RedisServer::start();
-    let holder = connect(&server.url(), LONG, CMD, NO_POLL).await;
-    let waiting = connect(&server.url(), LONG, CMD, NO_POLL).await;
-    // Its own client, so the waiters' count is the waiters'.
-    let churning = connect(&server.url(), LONG, CMD, NO_POLL).await;
-    let waited = common::prefix("sync-kill-plain");
-    let churned = format!("{waited}:churn");
-    let channel = common::semaphore_channel(&waited);
-    let blocker = holder.semaphore(&waited);
-    assert!(blocker.try_set_permits(3).await.unwrap());
-    blocker.acquire(3).await.unwrap();
-    assert!(holder.semaphore(&churned).try_set_permits(2).await.unwrap());
-    let sampler = Sampler::start(&server, &churned, 2, plain_check);
-    let churn = Churn::semaphore(
-        &[holder.semaphore(&churned), churning.semaphore(&churned)],
-        4,
-    );
-    let waiters: Vec<_> = (0..3)
-        .map(|i| {
-            let sem = waiting.semaphore(&waited);
-            tokio::spawn(async move {
-                // An attempt in flight when its connection is cut fails with a Redis error; such
-                // a waiter waits again.
-                loop {
-                    match sem.try_acquire_for(1, Duration::from_secs(30)).await {
-                        Ok(true) => break,
-                        Ok(false) => panic!("no permit within 30 s"),
-                        Err(e) if e.is_redis() => println!("waiter-{i}: an attempt failed: {e}"),
-                        Err(e) => panic!("waiter-{i}: the wait failed: {e}"),
-                    }
-                }
-                let at = Instant::now();
-                sem.release(1).await.unwrap();
-                at
-            })
-        })
-        .collect();
-    until_waiting(&server, &waiting, &channel, 3, 1).await;
-    assert!(churn.progress(5).await, "the workers did not start");
-
-    let normal = faults::client_kill(&server, "normal");
-    let pubsub = faults::client_kill(&server, "pubsub");
-    assert!(normal >= 3, "killed {normal} command connections");
-    assert!(pubsub >= 1, "killed {pubsub} subscriber connections");
-    until_waiting(&server, &waiting, &channel, 3, 1).await;
-    assert!(churn.progress(5).await, "the workers stalled after the cut");
-    assert!(
-        waiters.iter().all(|w| !w.is_finished()),
-        "a waiter got a permit held"
-    );
-
-    let released = Instant::now();
-    blocker.release(3).await.unwrap();
-    faults::assert_served_within(waiters, released, common::PROMPT).await;
-    let ended = churn.stop().await;
-    println!("{} rounds, {} errors", ended.rounds, ended.errors);
-    until_idle(&[&holder, &waiting, &churning]).await;
-    assert_eq!(raw_count(&server, &waited), Some(3));
-    assert_plain_conserved(&server, &churned, 2, ended.unsure);
-    sampler.finish();
-    assert_settled_after_faults(
-        &server,
-        &[&holder, &waiting, &churning],
-        &[&waited, &churned],
-    )
-    .await;
-}
-
-/// Every connection is cut while waiters wait for a permit held with a long fixed lease,
-/// another permit is renewed by the watchdog, and workers churn: the watchdog renews on the new
-/// connection, the waiters are served one after another once the permit is released, and the
-/// permits out plus those available stay the total.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn permit_client_kill_keeps_the_watchdog_renewing_and_waiters_waking() {
-    let server = RedisServer::start();
-    let lease = Duration::from_millis(900);
+    let lease = match sync {
+        Synchronizer::Permit => Duration::from_millis(900),
+        _ => LONG,
+    };
     let holder = connect(&server.url(), lease, CMD, NO_POLL).await;
     let waiting = connect(&server.url(), lease, CMD, NO_POLL).await;
     // Its own client, so the waiters' count is the waiters'.
     let churning = connect(&server.url(), lease, CMD, NO_POLL).await;
-    let waited = common::prefix("sync-kill-permit");
+    let waited = common::prefix(&format!("sync-kill-{}", sync.name()));
     let renewed = format!("{waited}:renewed");
     let churned = format!("{waited}:churn");
-    let channel = common::semaphore_channel(&waited);
-    for (name, total) in [(&waited, 1), (&renewed, 1), (&churned, 2)] {
-        assert!(holder
-            .permit_semaphore(name)
-            .try_set_permits(total)
-            .await
-            .unwrap());
-    }
-    let blocker = holder
-        .permit_semaphore(&waited)
-        .acquire_with_lease(LONG)
-        .await
-        .unwrap();
-    let kept = holder.permit_semaphore(&renewed).acquire().await.unwrap();
-    let sampler = Sampler::start(&server, &churned, 2, permit_check);
-    let churn = Churn::permits(
-        &[
-            holder.permit_semaphore(&churned),
-            churning.permit_semaphore(&churned),
-        ],
-        3,
+    let channel = sync.channel(&waited);
+    let mut gate = match sync.on(&holder, &waited) {
+        AnySync::Permit(sem) => {
+            assert!(sem.try_set_permits(1).await.unwrap());
+            Closed::Permit(vec![sem.acquire_with_lease(LONG).await.unwrap()])
+        }
+        AnySync::Semaphore(_) => sync.on(&holder, &waited).close(3).await.unwrap(),
+        AnySync::Latch(_) => sync.on(&holder, &waited).close(2).await.unwrap(),
+    };
+    let kept = match sync {
+        Synchronizer::Permit => {
+            let sem = holder.permit_semaphore(&renewed);
+            assert!(sem.try_set_permits(1).await.unwrap());
+            Some(sem.acquire().await.unwrap())
+        }
+        _ => None,
+    };
+    let total = match sync {
+        Synchronizer::Latch => COUNTED,
+        _ => 2,
+    };
+    assert!(sync.on(&holder, &churned).set(total).await.unwrap());
+    let sampler = Sampler::of(sync, &server, &churned, total);
+    let churn = Churn::on(
+        &[sync.on(&holder, &churned), sync.on(&churning, &churned)],
+        COUNTED / 4,
     );
-    let waiters: Vec<_> = (0..3)
+    let mut waiters: Vec<_> = (0..3)
         .map(|i| {
-            let sem = waiting.permit_semaphore(&waited);
+            let waiter = sync.on(&waiting, &waited);
             tokio::spawn(async move {
-                let permit = loop {
-                    match sem.try_acquire_for(Duration::from_secs(30), None).await {
-                        Ok(Some(permit)) => break permit,
-                        Ok(None) => panic!("no permit within 30 s"),
+                // An attempt in flight when its connection is cut fails with a Redis error; such
+                // a waiter waits again.
+                let passed = loop {
+                    match waiter.wait_for(Duration::from_secs(30)).await {
+                        Ok(Some(passed)) => break passed,
+                        Ok(None) => panic!("waiter-{i}: not through the gate within 30 s"),
                         Err(e) if e.is_redis() => println!("waiter-{i}: an attempt failed: {e}"),
                         Err(e) => panic!("waiter-{i}: the wait failed: {e}"),
                     }
                 };
                 let at = Instant::now();
                 tokio::time::sleep(Duration::from_millis(5)).await;
-                permit.release().await.unwrap();
+                passed.give_back().await.unwrap();
                 at
             })
         })
         .collect();
     until_waiting(&server, &waiting, &channel, 3, 1).await;
-    assert!(churn.progress(5).await, "the workers did not start");
+    // Rounds enough to show the workers going: count-downs are quick.
+    let rounds = match sync {
+        Synchronizer::Latch => 20,
+        _ => 5,
+    };
+    assert!(churn.progress(rounds).await, "the workers did not start");
 
     let normal = faults::client_kill(&server, "normal");
     let pubsub = faults::client_kill(&server, "pubsub");
     let cut_at = Instant::now();
-    assert!(
-        normal >= 3 && pubsub >= 1,
-        "killed {normal} + {pubsub} connections"
-    );
+    assert!(normal >= 3, "killed {normal} command connections");
+    assert!(pubsub >= 1, "killed {pubsub} subscriber connections");
     until_waiting(&server, &waiting, &channel, 3, 1).await;
     // The watchdog renews on the new connection: the permit outlives two leases after the cut.
-    while cut_at.elapsed() < lease * 2 {
+    while let Some(kept) = kept.as_ref().filter(|_| cut_at.elapsed() < lease * 2) {
         let now = common::raw_time_ms(&server);
         assert!(
             !kept.is_lost(),
@@ -1893,111 +1882,57 @@ async fn permit_client_kill_keeps_the_watchdog_renewing_and_waiters_waking() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(churn.progress(5).await, "the workers stalled after the cut");
     assert!(
-        waiters.iter().all(|w| !w.is_finished()),
-        "a waiter got a permit held"
-    );
-
-    let released = Instant::now();
-    blocker.release().await.unwrap();
-    // Three in a row, each after the one before released.
-    faults::assert_served_within(waiters, released, common::PROMPT * 3).await;
-    let ended = churn.stop().await;
-    println!(
-        "{} rounds, {} errors, {} lost",
-        ended.rounds, ended.errors, ended.lost
-    );
-    kept.release().await.unwrap();
-    until_idle(&[&holder, &waiting, &churning]).await;
-    assert_eq!(state(&server, &waited), (Some(1), 0));
-    assert_eq!(state(&server, &renewed), (Some(1), 0));
-    assert_permits_back(&server, &holder.permit_semaphore(&churned), 2).await;
-    sampler.finish();
-    assert_settled_after_faults(
-        &server,
-        &[&holder, &waiting, &churning],
-        &[&waited, &renewed, &churned],
-    )
-    .await;
-}
-
-/// Every connection is cut while waiters wait on a latch and count-downs of another latch are
-/// in flight: each count-down that succeeded counted once (the count is exactly what is left,
-/// give or take those that failed), and the waiters, subscribed again, return at zero.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn latch_client_kill_counts_each_count_down_once_and_wakes_waiters() {
-    const COUNTED: u64 = 400;
-    let server = RedisServer::start();
-    let counter = connect(&server.url(), LONG, CMD, NO_POLL).await;
-    let waiting = connect(&server.url(), LONG, CMD, NO_POLL).await;
-    let waited = common::prefix("sync-kill-latch");
-    let counted = format!("{waited}:counted");
-    let channel = common::latch_channel(&waited);
-    let latch = counter.count_down_latch(&waited);
-    assert!(latch.try_set_count(2).await.unwrap());
-    assert!(counter
-        .count_down_latch(&counted)
-        .try_set_count(COUNTED)
-        .await
-        .unwrap());
-    let mut waiters: Vec<_> = (0..3)
-        .map(|_| {
-            let latch = waiting.count_down_latch(&waited);
-            tokio::spawn(async move {
-                loop {
-                    match latch.wait_for(Duration::from_secs(30)).await {
-                        Ok(true) => return Instant::now(),
-                        Ok(false) => panic!("the latch did not open within 30 s"),
-                        Err(e) if e.is_redis() => println!("a look failed: {e}"),
-                        Err(e) => panic!("the wait failed: {e}"),
-                    }
-                }
-            })
-        })
-        .collect();
-    until_waiting(&server, &waiting, &channel, 3, 1).await;
-    let churn = Churn::count_downs(
-        &[
-            counter.count_down_latch(&counted),
-            waiting.count_down_latch(&counted),
-        ],
-        4,
-        COUNTED / 4,
-    );
-    assert!(churn.progress(20).await, "the count-downs did not start");
-
-    let normal = faults::client_kill(&server, "normal");
-    let pubsub = faults::client_kill(&server, "pubsub");
-    assert!(
-        normal >= 2 && pubsub >= 1,
-        "killed {normal} + {pubsub} connections"
-    );
-    until_waiting(&server, &waiting, &channel, 3, 1).await;
-    assert!(
-        churn.progress(20).await,
-        "the count-downs stalled after the cut"
-    );
-    let Ended {
-        rounds: done,
-        errors,
-        unsure,
-        ..
-    } = churn.stop().await;
-    until_idle(&[&counter, &waiting]).await;
-    let left = raw_count(&server, &counted).unwrap_or(0) as u64;
-    println!("{done} count-downs, {errors} failed; {left} left");
-    assert!(
-        left + done <= COUNTED && left + done + unsure >= COUNTED,
-        "{done} count-downs ({unsure} more unsure) left {left} of {COUNTED}"
+        churn.progress(rounds).await,
+        "the workers stalled after the cut"
     );
     assert_still_waiting(&mut waiters).await;
 
-    latch.count_down().await.unwrap();
+    while gate.steps() > 1 {
+        gate.open_one().await.unwrap();
+    }
     let opened = Instant::now();
-    latch.count_down().await.unwrap();
-    faults::assert_served_within(waiters, opened, common::PROMPT).await;
-    assert_settled_after_faults(&server, &[&counter, &waiting], &[&waited, &counted]).await;
+    gate.open_one().await.unwrap();
+    // A permit semaphore's three in a row, each after the one before released.
+    let bound = match sync {
+        Synchronizer::Permit => common::PROMPT * 3,
+        _ => common::PROMPT,
+    };
+    faults::assert_served_within(waiters, opened, bound).await;
+    let ended = churn.stop().await;
+    println!(
+        "{} rounds, {} errors, {} unsure, {} lost",
+        ended.rounds, ended.errors, ended.unsure, ended.lost
+    );
+    if let Some(kept) = kept {
+        kept.release().await.unwrap();
+    }
+    until_idle(&[&holder, &waiting, &churning]).await;
+    let mut names = vec![waited.as_str(), churned.as_str()];
+    match sync {
+        Synchronizer::Semaphore => {
+            assert_eq!(raw_count(&server, &waited), Some(3));
+            assert_plain_conserved(&server, &churned, 2, ended.unsure);
+        }
+        Synchronizer::Permit => {
+            assert_eq!(state(&server, &waited), (Some(1), 0));
+            assert_eq!(state(&server, &renewed), (Some(1), 0));
+            assert_permits_back(&server, &holder.permit_semaphore(&churned), 2).await;
+            names.push(&renewed);
+        }
+        Synchronizer::Latch => {
+            let left = raw_count(&server, &churned).unwrap_or(0) as u64;
+            let (done, unsure) = (ended.rounds, ended.unsure);
+            assert!(
+                left + done <= COUNTED && left + done + unsure >= COUNTED,
+                "{done} count-downs ({unsure} more unsure) left {left} of {COUNTED}"
+            );
+        }
+    }
+    if let Some(sampler) = sampler {
+        sampler.finish();
+    }
+    assert_settled_after_faults(&server, &[&holder, &waiting, &churning], &names).await;
 }
 
 // ---- Faults: SCRIPT FLUSH ----
