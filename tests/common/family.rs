@@ -16,7 +16,6 @@ use std::time::Duration;
 
 use relock::testing::scripts;
 use relock::{Client, FencedGuard, LockGuard, Lost, Owner, RemainingLease, Result};
-use tokio::time::Instant;
 
 use super::{faults, RedisServer, Resp};
 
@@ -240,20 +239,15 @@ impl Family {
     /// for a read-write lock no reader's timeout key.
     pub async fn assert_no_leaks(self, server: &RedisServer, clients: &[&Client], names: &[&str]) {
         faults::assert_no_leaks(server, clients, names).await;
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
+        faults::until_no_leaks(Duration::from_secs(10), || {
             let found = self.leaks(server, names);
-            if found.is_empty() {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{}: leaks after 10 s: {}",
-                self.name(),
-                found.join("; ")
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+            let name = self.name();
+            found
+                .into_iter()
+                .map(|leak| format!("{name}: {leak}"))
+                .collect()
+        })
+        .await;
     }
 
     /// What [`assert_no_leaks`](Self::assert_no_leaks) adds to the fault suite's check. A

@@ -25,22 +25,6 @@ pub enum Synchronizer {
 }
 
 impl Synchronizer {
-    /// Every synchronizer type.
-    pub const ALL: [Synchronizer; 3] = [
-        Synchronizer::Semaphore,
-        Synchronizer::Permit,
-        Synchronizer::Latch,
-    ];
-
-    /// A short name for messages and key prefixes.
-    pub fn name(self) -> &'static str {
-        match self {
-            Synchronizer::Semaphore => "plain",
-            Synchronizer::Permit => "permit",
-            Synchronizer::Latch => "latch",
-        }
-    }
-
     /// A handle of this type on synchronizer `name`.
     pub fn on(self, client: &Client, name: impl Into<String>) -> AnySync {
         match self {

@@ -26,17 +26,15 @@ fn idle(client: &relock::Client) -> bool {
         && stats.in_flight == 0
 }
 
-/// Waits (at most 10 s) until `client` has `n` operations in flight; else fails with `what` and
-/// the client's stats.
-async fn until_in_flight(client: &relock::Client, n: usize, what: &str) {
-    assert!(
-        common::eventually(Duration::from_secs(10), || async {
-            client.stats().in_flight == n
-        })
-        .await,
-        "{what}: {:?}",
-        client.stats()
-    );
+/// Waits (at most 10 s) until `client`'s stats pass `check`; else fails with `what` and the
+/// stats.
+async fn until_stats(
+    client: &relock::Client,
+    what: &str,
+    check: impl Fn(&relock::ClientStats) -> bool,
+) {
+    let passed = common::eventually(Duration::from_secs(10), || async { check(&client.stats()) });
+    assert!(passed.await, "{what}: {:?}", client.stats());
 }
 
 /// A fresh client takes the lock `name` at once, and its release deletes it.
@@ -297,7 +295,10 @@ async fn work_left_in_flight_is_counted_until_it_ends() {
     drop(guard); // its release is sent and waits for the frozen server
     let lock = client.lock(&taken);
     let acquire = tokio::spawn(async move { lock.lock().await });
-    until_in_flight(&client, 2, "the release and the acquire in flight").await;
+    until_stats(&client, "the release and the acquire in flight", |s| {
+        s.in_flight == 2
+    })
+    .await;
     acquire.abort();
     assert!(acquire.await.unwrap_err().is_cancelled());
     // The acquire's script went out: the check that gives its hold back is in flight now.
@@ -305,7 +306,10 @@ async fn work_left_in_flight_is_counted_until_it_ends() {
     assert_eq!((stats.in_flight, stats.holds), (2, 0), "{stats:?}");
     drop(frozen);
 
-    until_in_flight(&client, 0, "still in flight after the server resumed").await;
+    until_stats(&client, "still in flight after the server resumed", |s| {
+        s.in_flight == 0
+    })
+    .await;
     // Once nothing is in flight, both locks are free and stay so.
     assert!(
         stays(Duration::from_millis(300), || async {

@@ -298,17 +298,23 @@ async fn paused_holder_is_fenced_off() {
 
 // ---- 2. Lost replies ----
 
-/// A server, a proxy in front of it and a client through the proxy whose scripts are loaded (so
-/// no lost reply is a `NOSCRIPT` one).
-async fn proxied(lease: Duration, warm: &str) -> (RedisServer, Proxy, Client) {
+/// A server, a proxy in front of it, a client through the proxy whose scripts are loaded (so
+/// no lost reply is a `NOSCRIPT` one, by a lock `<test's prefix>:warm`), and the test's names:
+/// `name(part)` is `<test's prefix>:<part>`.
+async fn proxied(
+    lease: Duration,
+    test: &str,
+) -> (RedisServer, Proxy, Client, impl Fn(&str) -> String) {
+    let base = common::prefix(test);
+    let name = move |part: &str| format!("{base}:{part}");
     let server = RedisServer::start();
     let proxy = Proxy::start(server.port()).await;
     let client = connect(&proxy.url(), lease, Duration::from_secs(1)).await;
-    let lock = client.lock(warm);
+    let lock = client.lock(name("warm"));
     let guard = lock.lock().await.unwrap();
     assert_eq!(lock.hold_count().await.unwrap(), 1);
     guard.unlock().await.unwrap();
-    (server, proxy, client)
+    (server, proxy, client, name)
 }
 
 /// An owner shared by two tasks: one's last release loses its reply after it freed the lock,
@@ -317,9 +323,7 @@ async fn proxied(lease: Duration, warm: &str) -> (RedisServer, Proxy, Client) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_last_release_reply_never_frees_the_owners_next_hold() {
     let lease = Duration::from_secs(10);
-    let base = common::prefix("faults-lost-release-race");
-    let name = |part: &str| format!("{base}:{part}");
-    let (server, proxy, client) = proxied(lease, &name("warm")).await;
+    let (server, proxy, client, name) = proxied(lease, "faults-lost-release-race").await;
     let release = release_sha();
     let owner = Owner::new();
     let lock = client.lock(name("race")).owned_by(owner.clone());
@@ -376,9 +380,7 @@ async fn a_lost_last_release_reply_never_frees_the_owners_next_hold() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropped_replies_fail_the_acquire_and_its_hold_expires() {
     let lease = Duration::from_secs(1);
-    let base = common::prefix("faults-dropped-replies");
-    let name = |part: &str| format!("{base}:{part}");
-    let (server, proxy, client) = proxied(lease, &name("warm")).await;
+    let (server, proxy, client, name) = proxied(lease, "faults-dropped-replies").await;
 
     // Every reply dropped for a while: the acquire and its read-back time out, so try_lock fails,
     // and a hold it may have taken is not counted locally and expires by its lease.

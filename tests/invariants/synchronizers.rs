@@ -11,7 +11,7 @@
 //! Then each type under the faults the lock family is tested with (`family.rs`, `faults.rs`), on
 //! a single server: a restart, `DEBUG SLEEP`, a permit holder paused past its lease, `CLIENT
 //! KILL` while waiting and acquiring, `SCRIPT FLUSH`, and replies lost in a proxy. Last,
-//! `Client::shutdown` and drops off the runtime give permits back.
+//! `Client::shutdown` gives permits back (drops off the runtime are in `drop_release.rs`).
 //!
 //! Every test checks that permits and counts are conserved, and ends with [`assert_settled`]: the
 //! clients track nothing and have nothing in flight, no request key of theirs is left (after
@@ -19,7 +19,6 @@
 //! TTL), no subscriber is left on the channels.
 
 use crate::common;
-use crate::drop_release;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -38,6 +37,7 @@ use tokio::time::{timeout, Instant};
 sync_tests!(
     restart_ends_every_wait_and_waiters_wake_again,
     client_kill_keeps_waiters_waking_and_counts_conserved,
+    script_flush_keeps_every_operation_working,
 );
 
 /// The command timeout of the fault tests' clients: a stall longer than it makes replies
@@ -93,7 +93,7 @@ fn parse_state(reply: &str) -> (Option<i64>, i64) {
 
 /// A semaphore's available permits (`None`: no counter) and its permits out (its leases: 0 for
 /// a plain semaphore), at one moment.
-fn state(server: &RedisServer, name: &str) -> (Option<i64>, i64) {
+pub(crate) fn state(server: &RedisServer, name: &str) -> (Option<i64>, i64) {
     let leases = common::leases_key(name);
     parse_state(&server.cmd(&["EVAL", STATE_LUA, "2", name, &leases]))
 }
@@ -197,19 +197,7 @@ async fn settled_within(
     names: &[&str],
     within: Duration,
 ) {
-    let deadline = Instant::now() + within;
-    loop {
-        let found = leaks(server, clients, names);
-        if found.is_empty() {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "leaks after {within:?}: {}",
-            found.join("; ")
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    faults::until_no_leaks(within, || leaks(server, clients, names)).await;
 }
 
 /// Waits (at most 10 s) until nothing of `clients` is in flight.
@@ -1415,7 +1403,7 @@ async fn restart_ends_every_wait_and_waiters_wake_again(sync: Synchronizer) {
     };
     let holder = connect(&server.url(), lease, CMD, NO_POLL).await;
     let waiting = connect(&server.url(), LONG, CMD, NO_POLL).await;
-    let name = common::prefix(&format!("sync-restart-{}", sync.name()));
+    let name = common::prefix(&format!("sync-restart-{sync:?}"));
     let channel = sync.channel(&name);
     let held = sync.on(&holder, &name);
     let total = match sync {
@@ -1803,7 +1791,7 @@ async fn client_kill_keeps_waiters_waking_and_counts_conserved(sync: Synchronize
     let waiting = connect(&server.url(), lease, CMD, NO_POLL).await;
     // Its own client, so the waiters' count is the waiters'.
     let churning = connect(&server.url(), lease, CMD, NO_POLL).await;
-    let waited = common::prefix(&format!("sync-kill-{}", sync.name()));
+    let waited = common::prefix(&format!("sync-kill-{sync:?}"));
     let renewed = format!("{waited}:renewed");
     let churned = format!("{waited}:churn");
     let channel = sync.channel(&waited);
@@ -1965,86 +1953,73 @@ async fn flush_under(server: &RedisServer, churn: &Churn) {
     assert_eq!(churn.errors(), 0, "an operation failed across a flush");
 }
 
-/// The script cache is flushed again and again under churning workers: every script is loaded
-/// again on `NOSCRIPT`, nothing fails, every permit is back.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn semaphore_script_flush_keeps_every_operation_working() {
-    let server = RedisServer::start();
-    let clients = [
-        connect(&server.url(), LONG, CMD, SLACK).await,
-        connect(&server.url(), LONG, CMD, SLACK).await,
-    ];
-    let name = common::prefix("sync-flush-plain");
-    let sems: Vec<Semaphore> = clients.iter().map(|c| c.semaphore(&name)).collect();
-    assert!(sems[0].try_set_permits(3).await.unwrap());
-    let sampler = Sampler::start(&server, &name, 3, plain_check);
-    let churn = Churn::semaphore(&sems, 4);
-    flush_under(&server, &churn).await;
-    churn.stop().await;
-    until_idle(&[&clients[0], &clients[1]]).await;
-    assert_eq!(raw_count(&server, &name), Some(3));
-    sampler.finish();
-    assert_settled(&server, &[&clients[0], &clients[1]], &[&name]).await;
-}
-
-/// As [`semaphore_script_flush_keeps_every_operation_working`], for a permit semaphore, with a
-/// permit held and renewed by the watchdog throughout.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn permit_script_flush_keeps_every_operation_working() {
-    let server = RedisServer::start();
-    let lease = Duration::from_millis(600);
-    let clients = [
-        connect(&server.url(), lease, CMD, SLACK).await,
-        connect(&server.url(), lease, CMD, SLACK).await,
-    ];
-    let name = common::prefix("sync-flush-permit");
-    let sems: Vec<PermitSemaphore> = clients.iter().map(|c| c.permit_semaphore(&name)).collect();
-    assert!(sems[0].try_set_permits(3).await.unwrap());
-    let sampler = Sampler::start(&server, &name, 3, permit_check);
-    let kept = sems[0].acquire().await.unwrap();
-    let churn = Churn::permits(&sems, 3);
-    flush_under(&server, &churn).await;
-    churn.stop().await;
-    assert!(!kept.is_lost(), "the renewals failed across a flush");
-    kept.release().await.unwrap();
-    until_idle(&[&clients[0], &clients[1]]).await;
-    assert_eq!(state(&server, &name), (Some(3), 0));
-    sampler.finish();
-    assert_settled(&server, &[&clients[0], &clients[1]], &[&name]).await;
-}
-
-/// As [`semaphore_script_flush_keeps_every_operation_working`], for count-downs: each counts
-/// once, and the waiters return at zero.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn latch_script_flush_keeps_every_count_down_counting_once() {
+/// The script cache is flushed again and again under churning workers (taking and giving back
+/// permits; counting down): every script is loaded again on `NOSCRIPT` and nothing fails. Every
+/// permit is back (a permit semaphore's with one held and renewed by the watchdog throughout);
+/// each count-down counts once, and the latch's waiter returns at zero only.
+async fn script_flush_keeps_every_operation_working(sync: Synchronizer) {
     const COUNT: u64 = 400;
     let server = RedisServer::start();
+    let (watchdog, poll) = match sync {
+        Synchronizer::Semaphore => (LONG, SLACK),
+        Synchronizer::Permit => (Duration::from_millis(600), SLACK),
+        Synchronizer::Latch => (LONG, NO_POLL),
+    };
     let clients = [
-        connect(&server.url(), LONG, CMD, NO_POLL).await,
-        connect(&server.url(), LONG, CMD, NO_POLL).await,
+        connect(&server.url(), watchdog, CMD, poll).await,
+        connect(&server.url(), watchdog, CMD, poll).await,
     ];
-    let name = common::prefix("sync-flush-latch");
-    let latches: Vec<CountDownLatch> = clients.iter().map(|c| c.count_down_latch(&name)).collect();
-    assert!(latches[0].try_set_count(COUNT).await.unwrap());
-    let waiter = tokio::spawn({
-        let latch = latches[1].clone();
-        async move { latch.wait_for(common::HANG).await }
-    });
-    until_waiting(&server, &clients[1], &common::latch_channel(&name), 1, 1).await;
-    let churn = Churn::count_downs(&latches, 4, COUNT / 4 - 1);
+    let name = common::prefix(&format!("sync-flush-{sync:?}"));
+    let syncs: Vec<AnySync> = clients.iter().map(|c| sync.on(c, &name)).collect();
+    let total = match sync {
+        Synchronizer::Latch => COUNT,
+        _ => 3,
+    };
+    assert!(syncs[0].set(total).await.unwrap());
+    let sampler = Sampler::of(sync, &server, &name, total);
+    // Kept through the flushes: a permit the watchdog renews; a waiter at the latch.
+    let kept = match &syncs[0] {
+        AnySync::Permit(sem) => Some(sem.acquire().await.unwrap()),
+        _ => None,
+    };
+    let waiter = match &syncs[1] {
+        AnySync::Latch(latch) => {
+            let latch = latch.clone();
+            let waiter = tokio::spawn(async move { latch.wait_for(common::HANG).await });
+            until_waiting(&server, &clients[1], &sync.channel(&name), 1, 1).await;
+            Some(waiter)
+        }
+        _ => None,
+    };
+    let churn = Churn::on(&syncs, COUNT / 4 - 1);
     flush_under(&server, &churn).await;
     let done = churn.stop().await.rounds;
-    until_idle(&[&clients[0], &clients[1]]).await;
-    assert_eq!(raw_count(&server, &name), Some((COUNT - done) as i64));
-    assert!(!waiter.is_finished(), "the waiter returned early");
-    for _ in done..COUNT {
-        latches[0].count_down().await.unwrap();
+    if let Some(kept) = kept {
+        assert!(!kept.is_lost(), "the renewals failed across a flush");
+        kept.release().await.unwrap();
     }
-    assert!(timeout(common::PROMPT, waiter)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap());
+    until_idle(&[&clients[0], &clients[1]]).await;
+    match sync {
+        Synchronizer::Semaphore => assert_eq!(raw_count(&server, &name), Some(3)),
+        Synchronizer::Permit => assert_eq!(state(&server, &name), (Some(3), 0)),
+        Synchronizer::Latch => {
+            assert_eq!(raw_count(&server, &name), Some((COUNT - done) as i64));
+        }
+    }
+    if let (Some(waiter), Some(latch)) = (waiter, syncs[0].as_latch()) {
+        assert!(!waiter.is_finished(), "the waiter returned early");
+        for _ in done..COUNT {
+            latch.count_down().await.unwrap();
+        }
+        assert!(timeout(common::PROMPT, waiter)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap());
+    }
+    if let Some(sampler) = sampler {
+        sampler.finish();
+    }
     assert_settled(&server, &[&clients[0], &clients[1]], &[&name]).await;
 }
 
@@ -2600,53 +2575,4 @@ async fn shutdown_gives_back_every_permit_to_waiters_elsewhere() {
     assert_eq!(state(&server, &renewed), (Some(2), 0));
     assert_eq!(state(&server, &fixed), (Some(1), 0));
     assert_settled(&server, &[&holder, &waiting], &[&renewed, &fixed]).await;
-}
-
-/// Takes the one permit of semaphore `name` on `runtime`, with a client made there.
-fn take_permit(runtime: &tokio::runtime::Runtime, server: &RedisServer, name: &str) -> Permit {
-    runtime.block_on(async {
-        let client = common::client(server, LONG).await;
-        let sem = client.permit_semaphore(name);
-        assert!(sem.try_set_permits(1).await.unwrap());
-        sem.acquire().await.unwrap()
-    })
-}
-
-#[test]
-fn a_permit_dropped_on_a_plain_thread_is_given_back() {
-    drop_release::dropped_on_a_plain_thread(
-        "sync-drop-thread",
-        |runtime, server, name| {
-            let permit = take_permit(runtime, server, name);
-            assert_eq!(state(server, name), (Some(0), 1));
-            permit
-        },
-        SLACK,
-        |server, name| state(server, name) == (Some(1), 0),
-        |server, name| {
-            format!(
-                "a permit dropped on a plain thread was kept: {:?}",
-                state(server, name)
-            )
-        },
-    );
-}
-
-#[test]
-fn a_permit_dropped_after_its_runtime_ended_is_given_back() {
-    drop_release::hold_on_each_runtime(
-        "sync-drop-after-runtime",
-        take_permit,
-        |runtime, permit| {
-            drop(runtime);
-            drop(permit); // waits for the release
-        },
-        |server, name, multi_thread| {
-            assert_eq!(
-                state(server, name),
-                (Some(1), 0),
-                "a permit that outlived its runtime was kept (multi-thread: {multi_thread})"
-            );
-        },
-    );
 }
