@@ -213,15 +213,23 @@ impl AnySync {
     /// Waits at the gate for at most `within` (`try_acquire_for` of one permit, `wait_for`):
     /// `None` when the wait timed out.
     pub async fn wait_for(&self, within: Duration) -> Result<Option<Passed>> {
+        self.take_for(1, within).await
+    }
+
+    /// As [`wait_for`](Self::wait_for), for `n` permits of a plain semaphore (a permit
+    /// semaphore's `Permit` is one, and `n` is 1 for it; a latch ignores `n`).
+    pub async fn take_for(&self, n: u32, within: Duration) -> Result<Option<Passed>> {
         match self {
             AnySync::Semaphore(sem) => sem
-                .try_acquire_for(1, within)
+                .try_acquire_for(n, within)
                 .await
-                .map(|taken| taken.then(|| Passed::Permits(sem.clone(), 1))),
-            AnySync::Permit(sem) => sem
-                .try_acquire_for(within, None)
-                .await
-                .map(|permit| permit.map(Passed::Permit)),
+                .map(|taken| taken.then(|| Passed::Permits(sem.clone(), n))),
+            AnySync::Permit(sem) => {
+                assert_eq!(n, 1, "a Permit is one permit");
+                sem.try_acquire_for(within, None)
+                    .await
+                    .map(|permit| permit.map(Passed::Permit))
+            }
             AnySync::Latch(latch) => latch
                 .wait_for(within)
                 .await

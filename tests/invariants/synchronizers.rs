@@ -1212,50 +1212,32 @@ impl Churn {
 
     /// `workers` workers taking 1 or 2 permits of `sems` (in turn) each round.
     fn semaphore(sems: &[Semaphore], workers: usize) -> Churn {
-        let mut churn = Churn::new();
-        for i in 0..workers {
-            let sem = sems[i % sems.len()].clone();
-            let n = 1 + (i % 2) as u32;
-            let (stop, rounds, errors, unsure) = churn.counters();
-            churn.tasks.push(tokio::spawn(async move {
-                while !stop.load(Ordering::Relaxed) {
-                    match sem.try_acquire_for(n, SLACK).await {
-                        Ok(true) => {
-                            tokio::time::sleep(Duration::from_millis(2)).await;
-                            if let Err(e) = sem.release(n).await {
-                                assert!(e.is_redis(), "a release failed: {e}");
-                                println!("a release failed: {e}");
-                                unsure.fetch_add(n.into(), Ordering::Relaxed);
-                                errors.fetch_add(1, Ordering::Relaxed);
-                            }
-                            rounds.fetch_add(1, Ordering::Relaxed);
-                        }
-                        Ok(false) => {}
-                        Err(e) => {
-                            assert!(e.is_redis(), "an acquire failed: {e}");
-                            errors.fetch_add(1, Ordering::Relaxed);
-                            tokio::time::sleep(Duration::from_millis(10)).await;
-                        }
-                    }
-                }
-            }));
-        }
-        churn
+        let sems: Vec<AnySync> = sems.iter().cloned().map(AnySync::Semaphore).collect();
+        Churn::takers(&sems, workers, |i| 1 + (i % 2) as u32)
     }
 
     /// `workers` workers taking a permit of `sems` (in turn) each round.
     fn permits(sems: &[PermitSemaphore], workers: usize) -> Churn {
+        let sems: Vec<AnySync> = sems.iter().cloned().map(AnySync::Permit).collect();
+        Churn::takers(&sems, workers, |_| 1)
+    }
+
+    /// `workers` workers taking `permits(i)` permits (worker `i`'s) of `sems` (in turn) each
+    /// round, and giving them back: a release that failed is unsure, one that found its permit
+    /// lost is counted as lost.
+    fn takers(sems: &[AnySync], workers: usize, permits: impl Fn(usize) -> u32) -> Churn {
         let mut churn = Churn::new();
         for i in 0..workers {
             let sem = sems[i % sems.len()].clone();
-            let (stop, rounds, errors, _) = churn.counters();
+            let n = permits(i);
+            let (stop, rounds, errors, unsure) = churn.counters();
             let lost = churn.lost.clone();
             churn.tasks.push(tokio::spawn(async move {
                 while !stop.load(Ordering::Relaxed) {
-                    match sem.try_acquire_for(SLACK, None).await {
-                        Ok(Some(permit)) => {
+                    match sem.take_for(n, SLACK).await {
+                        Ok(Some(taken)) => {
                             tokio::time::sleep(Duration::from_millis(2)).await;
-                            match permit.release().await {
+                            match taken.give_back().await {
                                 Ok(()) => {}
                                 Err(e) if e.is_lease_lost() => {
                                     lost.fetch_add(1, Ordering::Relaxed);
@@ -1263,6 +1245,7 @@ impl Churn {
                                 Err(e) => {
                                     assert!(e.is_redis(), "a release failed: {e}");
                                     println!("a release failed: {e}");
+                                    unsure.fetch_add(n.into(), Ordering::Relaxed);
                                     errors.fetch_add(1, Ordering::Relaxed);
                                 }
                             }
