@@ -16,7 +16,6 @@ use std::time::Duration;
 
 use relock::testing::scripts;
 use relock::{Client, FencedGuard, LockGuard, Lost, Owner, RemainingLease, Result};
-use tokio::time::Instant;
 
 use super::{faults, RedisServer, Resp};
 
@@ -126,21 +125,32 @@ impl Family {
 
     /// The SHA1 of this type's acquire script, as it appears in its `EVALSHA` request.
     pub fn acquire_sha(self) -> String {
-        fred::util::sha1_hash(match self {
-            Family::Lock | Family::Spin | Family::Fenced => scripts::LOCK_ACQUIRE,
-            Family::Fair => scripts::FAIR_ACQUIRE,
-            Family::Write => scripts::RW_WRITE_ACQUIRE,
-            Family::Read => scripts::RW_READ_ACQUIRE,
-        })
+        self.sha_of([
+            scripts::LOCK_ACQUIRE,
+            scripts::FAIR_ACQUIRE,
+            scripts::RW_WRITE_ACQUIRE,
+            scripts::RW_READ_ACQUIRE,
+        ])
     }
 
     /// The SHA1 of this type's release script, as it appears in its `EVALSHA` request.
     pub fn release_sha(self) -> String {
+        self.sha_of([
+            scripts::LOCK_RELEASE,
+            scripts::FAIR_RELEASE,
+            scripts::RW_WRITE_RELEASE,
+            scripts::RW_READ_RELEASE,
+        ])
+    }
+
+    /// The SHA1 of this type's script of `[plain, fair, write, read]`: the plain lock's serves
+    /// the spin and fenced locks too.
+    fn sha_of(self, [plain, fair, write, read]: [&str; 4]) -> String {
         fred::util::sha1_hash(match self {
-            Family::Lock | Family::Spin | Family::Fenced => scripts::LOCK_RELEASE,
-            Family::Fair => scripts::FAIR_RELEASE,
-            Family::Write => scripts::RW_WRITE_RELEASE,
-            Family::Read => scripts::RW_READ_RELEASE,
+            Family::Lock | Family::Spin | Family::Fenced => plain,
+            Family::Fair => fair,
+            Family::Write => write,
+            Family::Read => read,
         })
     }
 
@@ -229,20 +239,15 @@ impl Family {
     /// for a read-write lock no reader's timeout key.
     pub async fn assert_no_leaks(self, server: &RedisServer, clients: &[&Client], names: &[&str]) {
         faults::assert_no_leaks(server, clients, names).await;
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
+        faults::until_no_leaks(Duration::from_secs(10), || {
             let found = self.leaks(server, names);
-            if found.is_empty() {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{}: leaks after 10 s: {}",
-                self.name(),
-                found.join("; ")
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+            let name = self.name();
+            found
+                .into_iter()
+                .map(|leak| format!("{name}: {leak}"))
+                .collect()
+        })
+        .await;
     }
 
     /// What [`assert_no_leaks`](Self::assert_no_leaks) adds to the fault suite's check. A

@@ -91,6 +91,27 @@ pub fn client_kill(server: &RedisServer, kind: &str) -> i64 {
     super::resp_int(&server.cmd(&["CLIENT", "KILL", "TYPE", kind]))
 }
 
+/// Waits (at most 30 s each) for `waiters`, each returning the moment it was served, and checks
+/// that each was served after `freed` (the release that let them through) and within `bound` of it.
+pub async fn assert_served_within(
+    waiters: Vec<tokio::task::JoinHandle<Instant>>,
+    freed: Instant,
+    bound: Duration,
+) {
+    for waiter in waiters {
+        let at = tokio::time::timeout(Duration::from_secs(30), waiter)
+            .await
+            .expect("a waiter was never served")
+            .unwrap();
+        assert!(at >= freed, "a waiter was served before the release");
+        assert!(
+            at - freed < bound,
+            "a waiter took {:?} after the release (bound {bound:?})",
+            at - freed
+        );
+    }
+}
+
 // ---- Checker 1: lost updates ----
 
 /// A counter kept outside Redis that each critical section bumps with a read, an await and a
@@ -276,12 +297,12 @@ fn leaks(server: &RedisServer, clients: &[&relock::Client], names: &[&str]) -> V
 /// waiters or channels). Background releases and unsubscribes take a moment, so it polls for up
 /// to 10 s before failing.
 pub async fn assert_no_leaks(server: &RedisServer, clients: &[&relock::Client], names: &[&str]) {
-    until_no_leaks(|| leaks(server, clients, names)).await;
+    until_no_leaks(Duration::from_secs(10), || leaks(server, clients, names)).await;
 }
 
-/// Polls `leaks` every 50 ms until it finds none; fails with what it found after 10 s.
-async fn until_no_leaks(mut leaks: impl FnMut() -> Vec<String>) {
-    let deadline = Instant::now() + Duration::from_secs(10);
+/// Polls `leaks` every 50 ms until it finds none; fails with what it found after `within`.
+pub async fn until_no_leaks(within: Duration, mut leaks: impl FnMut() -> Vec<String>) {
+    let deadline = Instant::now() + within;
     loop {
         let found = leaks();
         if found.is_empty() {
@@ -289,7 +310,7 @@ async fn until_no_leaks(mut leaks: impl FnMut() -> Vec<String>) {
         }
         assert!(
             Instant::now() < deadline,
-            "leaks after 10 s: {}",
+            "leaks after {within:?}: {}",
             found.join("; ")
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -370,5 +391,8 @@ pub async fn assert_no_leaks_cluster(
     clients: &[&relock::Client],
     names: &[&str],
 ) {
-    until_no_leaks(|| cluster_leaks(cluster, clients, names)).await;
+    until_no_leaks(Duration::from_secs(10), || {
+        cluster_leaks(cluster, clients, names)
+    })
+    .await;
 }

@@ -9,6 +9,7 @@ pub mod proxy;
 pub mod redisson_fair;
 pub mod redisson_sync;
 pub mod server;
+pub mod sync_family;
 pub mod tls;
 pub mod topology;
 

@@ -26,6 +26,17 @@ fn idle(client: &relock::Client) -> bool {
         && stats.in_flight == 0
 }
 
+/// Waits (at most 10 s) until `client`'s stats pass `check`; else fails with `what` and the
+/// stats.
+async fn until_stats(
+    client: &relock::Client,
+    what: &str,
+    check: impl Fn(&relock::ClientStats) -> bool,
+) {
+    let passed = common::eventually(Duration::from_secs(10), || async { check(&client.stats()) });
+    assert!(passed.await, "{what}: {:?}", client.stats());
+}
+
 /// A fresh client takes the lock `name` at once, and its release deletes it.
 async fn fresh_client_takes_and_frees(server: &common::RedisServer, name: &str) {
     let fresh = common::client(server, Duration::from_secs(3)).await;
@@ -284,14 +295,10 @@ async fn work_left_in_flight_is_counted_until_it_ends() {
     drop(guard); // its release is sent and waits for the frozen server
     let lock = client.lock(&taken);
     let acquire = tokio::spawn(async move { lock.lock().await });
-    assert!(
-        common::eventually(Duration::from_secs(10), || async {
-            client.stats().in_flight == 2
-        })
-        .await,
-        "the release and the acquire in flight: {:?}",
-        client.stats()
-    );
+    until_stats(&client, "the release and the acquire in flight", |s| {
+        s.in_flight == 2
+    })
+    .await;
     acquire.abort();
     assert!(acquire.await.unwrap_err().is_cancelled());
     // The acquire's script went out: the check that gives its hold back is in flight now.
@@ -299,14 +306,10 @@ async fn work_left_in_flight_is_counted_until_it_ends() {
     assert_eq!((stats.in_flight, stats.holds), (2, 0), "{stats:?}");
     drop(frozen);
 
-    assert!(
-        common::eventually(Duration::from_secs(10), || async {
-            client.stats().in_flight == 0
-        })
-        .await,
-        "still in flight after the server resumed: {:?}",
-        client.stats()
-    );
+    until_stats(&client, "still in flight after the server resumed", |s| {
+        s.in_flight == 0
+    })
+    .await;
     // Once nothing is in flight, both locks are free and stay so.
     assert!(
         stays(Duration::from_millis(300), || async {

@@ -1638,19 +1638,8 @@ async fn client_kill_keeps_waiters_waking_and_the_watchdog_renewing(family: Fami
 
     let released = Instant::now();
     blocker.unlock().await.unwrap();
-    for waiter in waiters {
-        let at = timeout(Duration::from_secs(30), waiter)
-            .await
-            .expect("a waiter was never served")
-            .unwrap();
-        // Three in a row, each after the one before released.
-        let bound = family.prompt(SLACK) * 3;
-        assert!(
-            at - released < bound,
-            "a waiter took {:?} after the release (bound {bound:?})",
-            at - released
-        );
-    }
+    // Three in a row, each after the one before released.
+    faults::assert_served_within(waiters, released, family.prompt(SLACK) * 3).await;
     register.assert_exact(3);
     overlaps.assert_none();
     kept.unlock().await.unwrap();
@@ -1724,7 +1713,7 @@ async fn proxied(family: Family, lease: Duration, warm: &str) -> (RedisServer, P
 
 /// Judges an acquire whose reply was lost. With a guard, the hold counts once: one unlock frees
 /// the lock. With an error, the hold is not counted, or it expires by its lease.
-async fn settle_lost_acquire(
+pub(crate) async fn settle_lost_acquire(
     family: Family,
     server: &RedisServer,
     client: &Client,

@@ -12,6 +12,7 @@ use crate::common;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use common::family::{AnyGuard, Family};
 use common::faults;
 use common::proxy::{Mode, Proxy};
 use common::{eventually, raw_exists, raw_hexists, raw_hgetall, raw_holds, raw_pttl, RedisServer};
@@ -124,6 +125,17 @@ async fn child_paused_holder() {
         .expect("child timed out");
 }
 
+/// Waits (at most `within`) until one of the child's `lines` holds `marker`; else fails with
+/// `what` and the lines.
+async fn until_reported(lines: &Mutex<Vec<String>>, marker: &str, within: Duration, what: &str) {
+    let reported = || lines.lock().unwrap().iter().any(|l| l.contains(marker));
+    assert!(
+        eventually(within, || async { reported() }).await,
+        "{what}: {:?}",
+        lines.lock().unwrap()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paused_holder_is_fenced_off() {
     let server = RedisServer::start();
@@ -169,14 +181,13 @@ async fn paused_holder_is_fenced_off() {
             .count()
     };
 
-    assert!(
-        eventually(Duration::from_secs(15), || async {
-            find(CHILD_WROTE).is_some()
-        })
-        .await,
-        "the child did not take the lock and write: {:?}",
-        lines.lock().unwrap()
-    );
+    until_reported(
+        &lines,
+        CHILD_WROTE,
+        Duration::from_secs(15),
+        "the child did not take the lock and write",
+    )
+    .await;
     let child_field = find(CHILD_HELD).unwrap();
     assert_eq!(
         find(CHILD_WROTE).unwrap(),
@@ -243,14 +254,13 @@ async fn paused_holder_is_fenced_off() {
         );
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            find(CHILD_UNLOCKED).is_some()
-        })
-        .await,
-        "the child did not finish: {:?}",
-        lines.lock().unwrap()
-    );
+    until_reported(
+        &lines,
+        CHILD_UNLOCKED,
+        Duration::from_secs(10),
+        "the child did not finish",
+    )
+    .await;
     assert_eq!(
         find(CHILD_FENCED).unwrap(),
         "0",
@@ -288,58 +298,23 @@ async fn paused_holder_is_fenced_off() {
 
 // ---- 2. Lost replies ----
 
-/// Judges an acquire whose reply was lost. With a guard, the hold counts once: one unlock frees
-/// the lock. With an error, the hold is not counted, or it expires by its lease.
-async fn settle_lost_acquire(
-    server: &RedisServer,
-    client: &Client,
-    name: &str,
-    outcome: relock::Result<Option<LockGuard>>,
+/// A server, a proxy in front of it, a client through the proxy whose scripts are loaded (so
+/// no lost reply is a `NOSCRIPT` one, by a lock `<test's prefix>:warm`), and the test's names:
+/// `name(part)` is `<test's prefix>:<part>`.
+async fn proxied(
     lease: Duration,
-) {
-    let field = format!("{}:{}", client.id(), Owner::current().id());
-    match outcome {
-        Ok(Some(guard)) => {
-            assert_eq!(field_of(client, &guard), field);
-            assert_eq!(
-                raw_hgetall(server, name),
-                vec![(field, "1".into())],
-                "counted twice"
-            );
-            guard.unlock().await.unwrap();
-            assert!(!raw_exists(server, name), "one unlock must free the lock");
-        }
-        Ok(None) => panic!("a free lock was reported busy after a lost reply"),
-        Err(error) => {
-            println!("an acquire with a lost reply failed: {error}");
-            assert!(raw_holds(server, name, &field) <= 1, "counted twice");
-            let ttl = raw_pttl(server, name);
-            assert!(
-                ttl == -2 || (ttl > 0 && ttl <= lease.as_millis() as i64),
-                "PTTL {ttl}"
-            );
-            assert!(
-                eventually(lease + Duration::from_secs(3), || async {
-                    !raw_exists(server, name)
-                })
-                .await,
-                "the orphaned hold did not expire by its lease"
-            );
-        }
-    }
-}
-
-/// A server, a proxy in front of it and a client through the proxy whose scripts are loaded (so
-/// no lost reply is a `NOSCRIPT` one).
-async fn proxied(lease: Duration, warm: &str) -> (RedisServer, Proxy, Client) {
+    test: &str,
+) -> (RedisServer, Proxy, Client, impl Fn(&str) -> String) {
+    let base = common::prefix(test);
+    let name = move |part: &str| format!("{base}:{part}");
     let server = RedisServer::start();
     let proxy = Proxy::start(server.port()).await;
     let client = connect(&proxy.url(), lease, Duration::from_secs(1)).await;
-    let lock = client.lock(warm);
+    let lock = client.lock(name("warm"));
     let guard = lock.lock().await.unwrap();
     assert_eq!(lock.hold_count().await.unwrap(), 1);
     guard.unlock().await.unwrap();
-    (server, proxy, client)
+    (server, proxy, client, name)
 }
 
 /// An owner shared by two tasks: one's last release loses its reply after it freed the lock,
@@ -348,9 +323,7 @@ async fn proxied(lease: Duration, warm: &str) -> (RedisServer, Proxy, Client) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_last_release_reply_never_frees_the_owners_next_hold() {
     let lease = Duration::from_secs(10);
-    let base = common::prefix("faults-lost-release-race");
-    let name = |part: &str| format!("{base}:{part}");
-    let (server, proxy, client) = proxied(lease, &name("warm")).await;
+    let (server, proxy, client, name) = proxied(lease, "faults-lost-release-race").await;
     let release = release_sha();
     let owner = Owner::new();
     let lock = client.lock(name("race")).owned_by(owner.clone());
@@ -407,9 +380,7 @@ async fn a_lost_last_release_reply_never_frees_the_owners_next_hold() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropped_replies_fail_the_acquire_and_its_hold_expires() {
     let lease = Duration::from_secs(1);
-    let base = common::prefix("faults-dropped-replies");
-    let name = |part: &str| format!("{base}:{part}");
-    let (server, proxy, client) = proxied(lease, &name("warm")).await;
+    let (server, proxy, client, name) = proxied(lease, "faults-dropped-replies").await;
 
     // Every reply dropped for a while: the acquire and its read-back time out, so try_lock fails,
     // and a hold it may have taken is not counted locally and expires by its lease.
@@ -429,7 +400,16 @@ async fn dropped_replies_fail_the_acquire_and_its_hold_expires() {
         0,
         "a failed acquire left a local hold"
     );
-    settle_lost_acquire(&server, &client, &name("dropped"), outcome, lease).await;
+    let outcome = outcome.map(|guard| guard.map(AnyGuard::from));
+    super::family::settle_lost_acquire(
+        Family::Lock,
+        &server,
+        &client,
+        &name("dropped"),
+        outcome,
+        lease,
+    )
+    .await;
 
     // After the cut the client reconnects and locks work again.
     assert!(

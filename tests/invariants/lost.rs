@@ -10,19 +10,34 @@ use std::time::Duration;
 use futures::FutureExt;
 
 const SOON: Duration = Duration::from_secs(10);
+/// The watchdog timeout of the clients here: a stall of twice it outlives a lease.
+const WATCHDOG: Duration = Duration::from_millis(900);
+
+/// A server of its own, a client there with [`WATCHDOG`], and lock `test` held by it: the
+/// server, the client, the lock's name, the lock and its guard.
+async fn held(
+    test: &str,
+) -> (
+    common::RedisServer,
+    relock::Client,
+    String,
+    relock::Lock,
+    relock::LockGuard,
+) {
+    let (server, client, name) = common::setup(test, WATCHDOG).await;
+    let lock = client.lock(name.clone());
+    let guard = lock.lock().await.unwrap();
+    (server, client, name, lock, guard)
+}
 
 /// The runtime of this test is one thread: blocking it stops the watchdog too, as a stopped
 /// process or a stalled runtime would.
 #[tokio::test(flavor = "current_thread")]
 async fn a_holder_stalled_past_its_lease_knows_it_before_any_round_trip() {
-    let server = common::RedisServer::start();
-    let watchdog = Duration::from_millis(900);
-    let client = common::client(&server, watchdog).await;
-    let name = common::prefix("lost-stalled");
-    let guard = client.lock(name.clone()).lock().await.unwrap();
+    let (server, _client, name, _lock, guard) = held("lost-stalled").await;
     assert!(!guard.is_lost());
 
-    std::thread::sleep(watchdog * 2);
+    std::thread::sleep(WATCHDOG * 2);
     // Not one await since the stall: the watchdog has had no chance to run.
     assert!(
         guard.is_lost(),
@@ -38,7 +53,7 @@ async fn a_holder_stalled_past_its_lease_knows_it_before_any_round_trip() {
     );
 
     // Someone else takes it meanwhile; the stalled holder's unlock says what happened.
-    let rival = common::client(&server, watchdog).await;
+    let rival = common::client(&server, WATCHDOG).await;
     let taken = rival.lock(name.clone()).try_lock().await.unwrap();
     assert!(taken.is_some());
     let error = guard.unlock().await.unwrap_err();
@@ -48,18 +63,13 @@ async fn a_holder_stalled_past_its_lease_knows_it_before_any_round_trip() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_loss_is_final_even_when_a_late_renewal_finds_the_lock() {
-    let server = common::RedisServer::start();
-    let watchdog = Duration::from_millis(900);
-    let client = common::client(&server, watchdog).await;
-    let name = common::prefix("lost-final");
-    let lock = client.lock(name.clone());
-    let guard = lock.lock().await.unwrap();
+    let (server, _client, _name, lock, guard) = held("lost-final").await;
     let lost = guard.lost();
 
     // The server stalls too, so the lock does not expire there while this process stalls.
     let pid = server.pid().unwrap();
     common::faults::stop(pid);
-    std::thread::sleep(watchdog * 2);
+    std::thread::sleep(WATCHDOG * 2);
     assert!(guard.is_lost());
     common::faults::resume(pid);
 
@@ -109,13 +119,8 @@ async fn with_hands_the_work_its_lost_signal() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_lost_guard_never_releases_its_owners_newer_hold() {
-    let server = common::RedisServer::start();
-    let watchdog = Duration::from_millis(900);
-    let client = common::client(&server, watchdog).await;
-    let name = common::prefix("lost-stale-guard");
-    let lock = client.lock(name.clone());
-    let stale = lock.lock().await.unwrap();
-    std::thread::sleep(watchdog * 2); // the lease runs out while this runtime is stalled
+    let (server, _client, name, lock, stale) = held("lost-stale-guard").await;
+    std::thread::sleep(WATCHDOG * 2); // the lease runs out while this runtime is stalled
     assert!(!common::raw_exists(&server, &name));
 
     // The same owner takes the lock again: a new hold under the same holder field.

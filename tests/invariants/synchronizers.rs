@@ -11,7 +11,7 @@
 //! Then each type under the faults the lock family is tested with (`family.rs`, `faults.rs`), on
 //! a single server: a restart, `DEBUG SLEEP`, a permit holder paused past its lease, `CLIENT
 //! KILL` while waiting and acquiring, `SCRIPT FLUSH`, and replies lost in a proxy. Last,
-//! `Client::shutdown` and drops off the runtime give permits back.
+//! `Client::shutdown` gives permits back (drops off the runtime are in `drop_release.rs`).
 //!
 //! Every test checks that permits and counts are conserved, and ends with [`assert_settled`]: the
 //! clients track nothing and have nothing in flight, no request key of theirs is left (after
@@ -26,12 +26,19 @@ use std::time::Duration;
 
 use common::faults::{self, Frozen};
 use common::proxy::{Mode, Proxy};
+use common::sync_family::{sync_tests, AnySync, Closed, Passed, Synchronizer};
 use common::{eventually, raw_count, raw_numsub, stays, RedisServer, Resp};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use relock::{Client, CountDownLatch, Permit, PermitSemaphore, Semaphore};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::time::{timeout, Instant};
+
+sync_tests!(
+    restart_ends_every_wait_and_waiters_wake_again,
+    client_kill_keeps_waiters_waking_and_counts_conserved,
+    script_flush_keeps_every_operation_working,
+);
 
 /// The command timeout of the fault tests' clients: a stall longer than it makes replies
 /// ambiguous.
@@ -86,7 +93,7 @@ fn parse_state(reply: &str) -> (Option<i64>, i64) {
 
 /// A semaphore's available permits (`None`: no counter) and its permits out (its leases: 0 for
 /// a plain semaphore), at one moment.
-fn state(server: &RedisServer, name: &str) -> (Option<i64>, i64) {
+pub(crate) fn state(server: &RedisServer, name: &str) -> (Option<i64>, i64) {
     let leases = common::leases_key(name);
     parse_state(&server.cmd(&["EVAL", STATE_LUA, "2", name, &leases]))
 }
@@ -190,19 +197,7 @@ async fn settled_within(
     names: &[&str],
     within: Duration,
 ) {
-    let deadline = Instant::now() + within;
-    loop {
-        let found = leaks(server, clients, names);
-        if found.is_empty() {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "leaks after {within:?}: {}",
-            found.join("; ")
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    faults::until_no_leaks(within, || leaks(server, clients, names)).await;
 }
 
 /// Waits (at most 10 s) until nothing of `clients` is in flight.
@@ -306,6 +301,17 @@ impl Sampler {
             }
         });
         Sampler { stop, thread }
+    }
+
+    /// A sampler of semaphore `name`'s `total` permits with the check of its type; none for a
+    /// latch, which has no permits.
+    fn of(sync: Synchronizer, server: &RedisServer, name: &str, total: u64) -> Option<Sampler> {
+        let check: Check = match sync {
+            Synchronizer::Semaphore => plain_check,
+            Synchronizer::Permit => permit_check,
+            Synchronizer::Latch => return None,
+        };
+        Some(Sampler::start(server, name, total, check))
     }
 
     /// Stops sampling; fails if a sample broke the invariant. How many samples were taken.
@@ -1173,52 +1179,65 @@ impl Churn {
         }
     }
 
+    /// The workers of `syncs`' type on them (in turn): four taking 1 or 2 permits of a
+    /// semaphore each round, three taking a `Permit`, or four counting a latch down `each` times.
+    fn on(syncs: &[AnySync], each: u64) -> Churn {
+        match syncs[0].kind() {
+            Synchronizer::Semaphore => {
+                let sems: Vec<Semaphore> = syncs
+                    .iter()
+                    .filter_map(AnySync::as_semaphore)
+                    .cloned()
+                    .collect();
+                Churn::semaphore(&sems, 4)
+            }
+            Synchronizer::Permit => {
+                let sems: Vec<PermitSemaphore> = syncs
+                    .iter()
+                    .filter_map(AnySync::as_permit)
+                    .cloned()
+                    .collect();
+                Churn::permits(&sems, 3)
+            }
+            Synchronizer::Latch => {
+                let latches: Vec<CountDownLatch> = syncs
+                    .iter()
+                    .filter_map(AnySync::as_latch)
+                    .cloned()
+                    .collect();
+                Churn::count_downs(&latches, 4, each)
+            }
+        }
+    }
+
     /// `workers` workers taking 1 or 2 permits of `sems` (in turn) each round.
     fn semaphore(sems: &[Semaphore], workers: usize) -> Churn {
-        let mut churn = Churn::new();
-        for i in 0..workers {
-            let sem = sems[i % sems.len()].clone();
-            let n = 1 + (i % 2) as u32;
-            let (stop, rounds, errors, unsure) = churn.counters();
-            churn.tasks.push(tokio::spawn(async move {
-                while !stop.load(Ordering::Relaxed) {
-                    match sem.try_acquire_for(n, SLACK).await {
-                        Ok(true) => {
-                            tokio::time::sleep(Duration::from_millis(2)).await;
-                            if let Err(e) = sem.release(n).await {
-                                assert!(e.is_redis(), "a release failed: {e}");
-                                println!("a release failed: {e}");
-                                unsure.fetch_add(n.into(), Ordering::Relaxed);
-                                errors.fetch_add(1, Ordering::Relaxed);
-                            }
-                            rounds.fetch_add(1, Ordering::Relaxed);
-                        }
-                        Ok(false) => {}
-                        Err(e) => {
-                            assert!(e.is_redis(), "an acquire failed: {e}");
-                            errors.fetch_add(1, Ordering::Relaxed);
-                            tokio::time::sleep(Duration::from_millis(10)).await;
-                        }
-                    }
-                }
-            }));
-        }
-        churn
+        let sems: Vec<AnySync> = sems.iter().cloned().map(AnySync::Semaphore).collect();
+        Churn::takers(&sems, workers, |i| 1 + (i % 2) as u32)
     }
 
     /// `workers` workers taking a permit of `sems` (in turn) each round.
     fn permits(sems: &[PermitSemaphore], workers: usize) -> Churn {
+        let sems: Vec<AnySync> = sems.iter().cloned().map(AnySync::Permit).collect();
+        Churn::takers(&sems, workers, |_| 1)
+    }
+
+    /// `workers` workers taking `permits(i)` permits (worker `i`'s) of `sems` (in turn) each
+    /// round, and giving them back: a release that failed is unsure, one that found its permit
+    /// lost is counted as lost.
+    fn takers(sems: &[AnySync], workers: usize, permits: impl Fn(usize) -> u32) -> Churn {
         let mut churn = Churn::new();
         for i in 0..workers {
             let sem = sems[i % sems.len()].clone();
-            let (stop, rounds, errors, _) = churn.counters();
+            let n = permits(i);
+            let (stop, rounds, errors, unsure) = churn.counters();
             let lost = churn.lost.clone();
             churn.tasks.push(tokio::spawn(async move {
                 while !stop.load(Ordering::Relaxed) {
-                    match sem.try_acquire_for(SLACK, None).await {
-                        Ok(Some(permit)) => {
+                    match sem.take_for(n, SLACK).await {
+                        Ok(Some(taken)) => {
                             tokio::time::sleep(Duration::from_millis(2)).await;
-                            match permit.release().await {
+                            match taken.give_back().await {
                                 Ok(()) => {}
                                 Err(e) if e.is_lease_lost() => {
                                     lost.fetch_add(1, Ordering::Relaxed);
@@ -1226,6 +1245,7 @@ impl Churn {
                                 Err(e) => {
                                     assert!(e.is_redis(), "a release failed: {e}");
                                     println!("a release failed: {e}");
+                                    unsure.fetch_add(n.into(), Ordering::Relaxed);
                                     errors.fetch_add(1, Ordering::Relaxed);
                                 }
                             }
@@ -1351,24 +1371,33 @@ async fn assert_permits_back(server: &RedisServer, sem: &PermitSemaphore, total:
 
 // ---- Faults: a server restart ----
 
-/// The server is killed and restarted (empty) while a holder has all the permits and three
-/// waiters wait: each wait ends (the semaphore is gone: `NotFound`, or a Redis error), none
-/// hangs; the holder's release re-creates it with its permits, as Redisson's does, and waiters
-/// are woken by releases again.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn semaphore_restart_ends_every_wait_and_permits_work_again() {
+/// The server is killed and restarted (empty) while three tasks wait at a closed gate (a holder
+/// has every permit; a latch counts 2): each wait ends, none hangs. A semaphore is gone
+/// (`NotFound`, or a Redis error); a latch is gone, so open (or a Redis error). Then a plain
+/// semaphore's holder re-creates it with its release, as Redisson's does; a permit holder's
+/// permits are lost (`lost()` fires, the release fails with `LeaseLost`) and it is set again; a
+/// latch reads 0 and is set again. Closed again, its gate wakes a waiter at once when opened.
+async fn restart_ends_every_wait_and_waiters_wake_again(sync: Synchronizer) {
     let mut server = RedisServer::start();
-    let holder = connect(&server.url(), LONG, CMD, NO_POLL).await;
+    // A permit holder's lease: the restart wipes out its permits, lost within two of them.
+    let lease = match sync {
+        Synchronizer::Permit => Duration::from_secs(1),
+        _ => LONG,
+    };
+    let holder = connect(&server.url(), lease, CMD, NO_POLL).await;
     let waiting = connect(&server.url(), LONG, CMD, NO_POLL).await;
-    let name = common::prefix("sync-restart-plain");
-    let channel = common::semaphore_channel(&name);
-    let held = holder.semaphore(&name);
-    assert!(held.try_set_permits(3).await.unwrap());
-    held.acquire(3).await.unwrap();
+    let name = common::prefix(&format!("sync-restart-{sync:?}"));
+    let channel = sync.channel(&name);
+    let held = sync.on(&holder, &name);
+    let total = match sync {
+        Synchronizer::Semaphore => 3,
+        _ => 2,
+    };
+    let closed = held.close(total).await.unwrap();
     let waiters: Vec<_> = (0..3)
         .map(|_| {
-            let sem = waiting.semaphore(&name);
-            tokio::spawn(async move { sem.acquire(1).await })
+            let waiter = sync.on(&waiting, &name);
+            tokio::spawn(async move { waiter.wait().await })
         })
         .collect();
     until_waiting(&server, &waiting, &channel, 3, 1).await;
@@ -1382,7 +1411,11 @@ async fn semaphore_restart_ends_every_wait_and_permits_work_again() {
             .expect("a wait did not end after the restart")
             .unwrap();
         match outcome {
-            Err(e) if e.is_not_found() || e.is_redis() => println!("a wait ended: {e}"),
+            Ok(Passed::Open) if sync == Synchronizer::Latch => {}
+            Err(e) if e.is_redis() => println!("a wait ended: {e}"),
+            Err(e) if e.is_not_found() && sync != Synchronizer::Latch => {
+                println!("a wait ended: {e}")
+            }
             other => panic!("a wait across the restart: {other:?}"),
         }
     }
@@ -1391,155 +1424,64 @@ async fn semaphore_restart_ends_every_wait_and_permits_work_again() {
         restarted.elapsed()
     );
 
-    until_connected(&holder).await;
-    held.release(3).await.unwrap();
-    assert_eq!(raw_count(&server, &name), Some(3));
-    held.acquire(3).await.unwrap();
-    let waiter = tokio::spawn({
-        let sem = waiting.semaphore(&name);
-        async move { sem.try_acquire_for(1, common::HANG).await }
-    });
-    until_waiting(&server, &waiting, &channel, 1, 1).await;
-    let released = Instant::now();
-    held.release(3).await.unwrap();
-    let taken = timeout(common::PROMPT, waiter)
-        .await
-        .expect("no waiter woken after the restart")
-        .unwrap();
-    assert!(taken.unwrap());
-    assert!(released.elapsed() < common::PROMPT);
-    waiting.semaphore(&name).release(1).await.unwrap();
-    assert_eq!(raw_count(&server, &name), Some(3));
-    assert_settled_after_faults(&server, &[&holder, &waiting], &[&name]).await;
-}
-
-/// As [`semaphore_restart_ends_every_wait_and_permits_work_again`], for a permit semaphore: the
-/// waits end, the holder's permits are lost (`lost()` fires, the release fails with
-/// `LeaseLost`), and once set again the permits work and wake waiters.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn permit_restart_ends_every_wait_and_loses_the_permits_held() {
-    let mut server = RedisServer::start();
-    let lease = Duration::from_secs(1);
-    let holder = connect(&server.url(), lease, CMD, NO_POLL).await;
-    let waiting = connect(&server.url(), LONG, CMD, NO_POLL).await;
-    let name = common::prefix("sync-restart-permit");
-    let channel = common::semaphore_channel(&name);
-    let sem = holder.permit_semaphore(&name);
-    assert!(sem.try_set_permits(2).await.unwrap());
-    let held = [sem.acquire().await.unwrap(), sem.acquire().await.unwrap()];
-    let waiters: Vec<_> = (0..3)
-        .map(|_| {
-            let sem = waiting.permit_semaphore(&name);
-            tokio::spawn(async move { sem.acquire().await })
-        })
-        .collect();
-    until_waiting(&server, &waiting, &channel, 3, 1).await;
-
-    server.kill();
-    server.restart();
-    for waiter in waiters {
-        let outcome = timeout(Duration::from_secs(15), waiter)
-            .await
-            .expect("a wait did not end after the restart")
-            .unwrap();
-        match outcome {
-            Err(e) if e.is_not_found() || e.is_redis() => println!("a wait ended: {e}"),
-            other => panic!("a wait across the restart: {other:?}"),
+    let mut closed = match closed {
+        Closed::Permits(sem, n) => {
+            until_connected(&holder).await;
+            sem.release(n).await.unwrap();
+            assert_eq!(raw_count(&server, &name), Some(3));
+            held.take_all(total).await.unwrap()
         }
-    }
-    for permit in &held {
-        timeout(lease * 2 + SLACK, permit.lost())
-            .await
-            .expect("lost() did not fire for a permit the restart wiped out");
-    }
-    for permit in held {
-        let err = permit.release().await.unwrap_err();
-        assert!(
-            err.is_lease_lost(),
-            "the release of a wiped-out permit: {err:?}"
-        );
-    }
-
-    until_connected(&holder).await;
-    assert!(sem.try_set_permits(2).await.unwrap(), "set again");
-    let first = sem.acquire().await.unwrap();
-    let second = sem.acquire().await.unwrap();
+        Closed::Permit(permits) => {
+            for permit in &permits {
+                timeout(lease * 2 + SLACK, permit.lost())
+                    .await
+                    .expect("lost() did not fire for a permit the restart wiped out");
+            }
+            for permit in permits {
+                let err = permit.release().await.unwrap_err();
+                assert!(
+                    err.is_lease_lost(),
+                    "the release of a wiped-out permit: {err:?}"
+                );
+            }
+            until_connected(&holder).await;
+            held.close(total).await.expect("set again")
+        }
+        Closed::Count(latch, _) => {
+            until_connected(&holder).await;
+            assert_eq!(
+                latch.count().await.unwrap(),
+                0,
+                "the restart wiped the count"
+            );
+            held.close(1).await.unwrap()
+        }
+    };
     let waiter = tokio::spawn({
-        let sem = waiting.permit_semaphore(&name);
-        async move { sem.try_acquire_for(common::HANG, None).await }
+        let waiter = sync.on(&waiting, &name);
+        async move { waiter.wait_for(common::HANG).await }
     });
     until_waiting(&server, &waiting, &channel, 1, 1).await;
     let released = Instant::now();
-    first.release().await.unwrap();
-    let taken = timeout(common::PROMPT, waiter)
+    closed.open_one().await.unwrap();
+    let passed = timeout(common::PROMPT, waiter)
         .await
         .expect("no waiter woken after the restart")
         .unwrap()
         .unwrap()
-        .expect("a permit");
+        .expect("the waiter got past the gate");
     assert!(released.elapsed() < common::PROMPT);
-    assert_eq!(state(&server, &name), (Some(0), 2));
-    taken.release().await.unwrap();
-    second.release().await.unwrap();
-    assert_eq!(state(&server, &name), (Some(2), 0));
-    assert_settled_after_faults(&server, &[&holder, &waiting], &[&name]).await;
-}
-
-/// The server is killed and restarted (empty) while three tasks wait on a latch: the latch is
-/// gone, so it is open and each wait returns (or fails with a Redis error); set again, it wakes
-/// its waiters at zero.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn latch_restart_opens_it_and_waits_work_again() {
-    let mut server = RedisServer::start();
-    let counter = connect(&server.url(), LONG, CMD, NO_POLL).await;
-    let waiting = connect(&server.url(), LONG, CMD, NO_POLL).await;
-    let name = common::prefix("sync-restart-latch");
-    let channel = common::latch_channel(&name);
-    let latch = counter.count_down_latch(&name);
-    assert!(latch.try_set_count(2).await.unwrap());
-    let waiters: Vec<_> = (0..3)
-        .map(|_| {
-            let latch = waiting.count_down_latch(&name);
-            tokio::spawn(async move { latch.wait_for(common::HANG).await })
-        })
-        .collect();
-    until_waiting(&server, &waiting, &channel, 3, 1).await;
-
-    server.kill();
-    server.restart();
-    for waiter in waiters {
-        let outcome = timeout(Duration::from_secs(15), waiter)
-            .await
-            .expect("a wait did not end after the restart")
-            .unwrap();
-        match outcome {
-            Ok(true) => {}
-            Err(e) if e.is_redis() => println!("a wait ended: {e}"),
-            other => panic!("a wait across the restart: {other:?}"),
-        }
+    if sync == Synchronizer::Permit {
+        assert_eq!(state(&server, &name), (Some(0), 2));
     }
-
-    until_connected(&counter).await;
-    assert_eq!(
-        latch.count().await.unwrap(),
-        0,
-        "the restart wiped the count"
-    );
-    assert!(latch.try_set_count(1).await.unwrap());
-    let waiter = tokio::spawn({
-        let latch = waiting.count_down_latch(&name);
-        async move { latch.wait_for(common::HANG).await }
-    });
-    until_waiting(&server, &waiting, &channel, 1, 1).await;
-    let counted = Instant::now();
-    latch.count_down().await.unwrap();
-    let open = timeout(common::PROMPT, waiter)
-        .await
-        .expect("no waiter woken after the restart")
-        .unwrap();
-    assert!(open.unwrap());
-    assert!(counted.elapsed() < common::PROMPT);
-    assert_settled_after_faults(&server, &[&counter, &waiting], &[&name]).await;
+    passed.give_back().await.unwrap();
+    closed.open().await.unwrap();
+    match sync {
+        Synchronizer::Semaphore => assert_eq!(raw_count(&server, &name), Some(3)),
+        Synchronizer::Permit => assert_eq!(state(&server, &name), (Some(2), 0)),
+        Synchronizer::Latch => {}
+    }
+    assert_settled_after_faults(&server, &[&holder, &waiting], &[&name]).await;
 }
 
 // ---- Faults: DEBUG SLEEP ----
@@ -1813,158 +1755,92 @@ async fn latch_debug_sleep_counts_each_count_down_once() {
 
 // ---- Faults: CLIENT KILL ----
 
-/// Every connection of the clients is cut while three waiters wait for permits a holder has and
-/// workers churn on another semaphore: the waiters' channel is subscribed again and a release
-/// serves them; acquires cut in flight are read back or given back, permits are conserved.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn semaphore_client_kill_keeps_waiters_waking_and_permits_conserved() {
+/// Every connection of the clients is cut while three waiters wait at a closed gate (a holder
+/// has every permit, the one of a permit semaphore with a long fixed lease; a latch counts 2) and
+/// workers churn on another synchronizer of the type; a permit semaphore's holder also has a
+/// permit the watchdog renews. The waiters' channel is subscribed again; the watchdog renews on
+/// the new connection; the gate opened, the waiters are served at once (a permit semaphore's one
+/// after another); acquires cut in flight are read back or given back and permits conserved, each
+/// count-down that succeeded counted once (the count is exactly what is left, give or take those
+/// that failed).
+async fn client_kill_keeps_waiters_waking_and_counts_conserved(sync: Synchronizer) {
+    const COUNTED: u64 = 400;
     let server = RedisServer::start();
-    let holder = connect(&server.url(), LONG, CMD, NO_POLL).await;
-    let waiting = connect(&server.url(), LONG, CMD, NO_POLL).await;
-    // Its own client, so the waiters' count is the waiters'.
-    let churning = connect(&server.url(), LONG, CMD, NO_POLL).await;
-    let waited = common::prefix("sync-kill-plain");
-    let churned = format!("{waited}:churn");
-    let channel = common::semaphore_channel(&waited);
-    let blocker = holder.semaphore(&waited);
-    assert!(blocker.try_set_permits(3).await.unwrap());
-    blocker.acquire(3).await.unwrap();
-    assert!(holder.semaphore(&churned).try_set_permits(2).await.unwrap());
-    let sampler = Sampler::start(&server, &churned, 2, plain_check);
-    let churn = Churn::semaphore(
-        &[holder.semaphore(&churned), churning.semaphore(&churned)],
-        4,
-    );
-    let waiters: Vec<_> = (0..3)
-        .map(|i| {
-            let sem = waiting.semaphore(&waited);
-            tokio::spawn(async move {
-                // An attempt in flight when its connection is cut fails with a Redis error; such
-                // a waiter waits again.
-                loop {
-                    match sem.try_acquire_for(1, Duration::from_secs(30)).await {
-                        Ok(true) => break,
-                        Ok(false) => panic!("no permit within 30 s"),
-                        Err(e) if e.is_redis() => println!("waiter-{i}: an attempt failed: {e}"),
-                        Err(e) => panic!("waiter-{i}: the wait failed: {e}"),
-                    }
-                }
-                let at = Instant::now();
-                sem.release(1).await.unwrap();
-                at
-            })
-        })
-        .collect();
-    until_waiting(&server, &waiting, &channel, 3, 1).await;
-    assert!(churn.progress(5).await, "the workers did not start");
-
-    let normal = faults::client_kill(&server, "normal");
-    let pubsub = faults::client_kill(&server, "pubsub");
-    assert!(normal >= 3, "killed {normal} command connections");
-    assert!(pubsub >= 1, "killed {pubsub} subscriber connections");
-    until_waiting(&server, &waiting, &channel, 3, 1).await;
-    assert!(churn.progress(5).await, "the workers stalled after the cut");
-    assert!(
-        waiters.iter().all(|w| !w.is_finished()),
-        "a waiter got a permit held"
-    );
-
-    let released = Instant::now();
-    blocker.release(3).await.unwrap();
-    for waiter in waiters {
-        let at = timeout(Duration::from_secs(30), waiter)
-            .await
-            .expect("a waiter was never served")
-            .unwrap();
-        assert!(
-            at - released < common::PROMPT,
-            "a waiter took {:?} after the release",
-            at - released
-        );
-    }
-    let ended = churn.stop().await;
-    println!("{} rounds, {} errors", ended.rounds, ended.errors);
-    until_idle(&[&holder, &waiting, &churning]).await;
-    assert_eq!(raw_count(&server, &waited), Some(3));
-    assert_plain_conserved(&server, &churned, 2, ended.unsure);
-    sampler.finish();
-    assert_settled_after_faults(
-        &server,
-        &[&holder, &waiting, &churning],
-        &[&waited, &churned],
-    )
-    .await;
-}
-
-/// Every connection is cut while waiters wait for a permit held with a long fixed lease,
-/// another permit is renewed by the watchdog, and workers churn: the watchdog renews on the new
-/// connection, the waiters are served one after another once the permit is released, and the
-/// permits out plus those available stay the total.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn permit_client_kill_keeps_the_watchdog_renewing_and_waiters_waking() {
-    let server = RedisServer::start();
-    let lease = Duration::from_millis(900);
+    let lease = match sync {
+        Synchronizer::Permit => Duration::from_millis(900),
+        _ => LONG,
+    };
     let holder = connect(&server.url(), lease, CMD, NO_POLL).await;
     let waiting = connect(&server.url(), lease, CMD, NO_POLL).await;
     // Its own client, so the waiters' count is the waiters'.
     let churning = connect(&server.url(), lease, CMD, NO_POLL).await;
-    let waited = common::prefix("sync-kill-permit");
+    let waited = common::prefix(&format!("sync-kill-{sync:?}"));
     let renewed = format!("{waited}:renewed");
     let churned = format!("{waited}:churn");
-    let channel = common::semaphore_channel(&waited);
-    for (name, total) in [(&waited, 1), (&renewed, 1), (&churned, 2)] {
-        assert!(holder
-            .permit_semaphore(name)
-            .try_set_permits(total)
-            .await
-            .unwrap());
-    }
-    let blocker = holder
-        .permit_semaphore(&waited)
-        .acquire_with_lease(LONG)
-        .await
-        .unwrap();
-    let kept = holder.permit_semaphore(&renewed).acquire().await.unwrap();
-    let sampler = Sampler::start(&server, &churned, 2, permit_check);
-    let churn = Churn::permits(
-        &[
-            holder.permit_semaphore(&churned),
-            churning.permit_semaphore(&churned),
-        ],
-        3,
+    let channel = sync.channel(&waited);
+    let mut gate = match sync.on(&holder, &waited) {
+        AnySync::Permit(sem) => {
+            assert!(sem.try_set_permits(1).await.unwrap());
+            Closed::Permit(vec![sem.acquire_with_lease(LONG).await.unwrap()])
+        }
+        AnySync::Semaphore(_) => sync.on(&holder, &waited).close(3).await.unwrap(),
+        AnySync::Latch(_) => sync.on(&holder, &waited).close(2).await.unwrap(),
+    };
+    let kept = match sync {
+        Synchronizer::Permit => {
+            let sem = holder.permit_semaphore(&renewed);
+            assert!(sem.try_set_permits(1).await.unwrap());
+            Some(sem.acquire().await.unwrap())
+        }
+        _ => None,
+    };
+    let total = match sync {
+        Synchronizer::Latch => COUNTED,
+        _ => 2,
+    };
+    assert!(sync.on(&holder, &churned).set(total).await.unwrap());
+    let sampler = Sampler::of(sync, &server, &churned, total);
+    let churn = Churn::on(
+        &[sync.on(&holder, &churned), sync.on(&churning, &churned)],
+        COUNTED / 4,
     );
-    let waiters: Vec<_> = (0..3)
+    let mut waiters: Vec<_> = (0..3)
         .map(|i| {
-            let sem = waiting.permit_semaphore(&waited);
+            let waiter = sync.on(&waiting, &waited);
             tokio::spawn(async move {
-                let permit = loop {
-                    match sem.try_acquire_for(Duration::from_secs(30), None).await {
-                        Ok(Some(permit)) => break permit,
-                        Ok(None) => panic!("no permit within 30 s"),
+                // An attempt in flight when its connection is cut fails with a Redis error; such
+                // a waiter waits again.
+                let passed = loop {
+                    match waiter.wait_for(Duration::from_secs(30)).await {
+                        Ok(Some(passed)) => break passed,
+                        Ok(None) => panic!("waiter-{i}: not through the gate within 30 s"),
                         Err(e) if e.is_redis() => println!("waiter-{i}: an attempt failed: {e}"),
                         Err(e) => panic!("waiter-{i}: the wait failed: {e}"),
                     }
                 };
                 let at = Instant::now();
                 tokio::time::sleep(Duration::from_millis(5)).await;
-                permit.release().await.unwrap();
+                passed.give_back().await.unwrap();
                 at
             })
         })
         .collect();
     until_waiting(&server, &waiting, &channel, 3, 1).await;
-    assert!(churn.progress(5).await, "the workers did not start");
+    // Rounds enough to show the workers going: count-downs are quick.
+    let rounds = match sync {
+        Synchronizer::Latch => 20,
+        _ => 5,
+    };
+    assert!(churn.progress(rounds).await, "the workers did not start");
 
     let normal = faults::client_kill(&server, "normal");
     let pubsub = faults::client_kill(&server, "pubsub");
     let cut_at = Instant::now();
-    assert!(
-        normal >= 3 && pubsub >= 1,
-        "killed {normal} + {pubsub} connections"
-    );
+    assert!(normal >= 3, "killed {normal} command connections");
+    assert!(pubsub >= 1, "killed {pubsub} subscriber connections");
     until_waiting(&server, &waiting, &channel, 3, 1).await;
     // The watchdog renews on the new connection: the permit outlives two leases after the cut.
-    while cut_at.elapsed() < lease * 2 {
+    while let Some(kept) = kept.as_ref().filter(|_| cut_at.elapsed() < lease * 2) {
         let now = common::raw_time_ms(&server);
         assert!(
             !kept.is_lost(),
@@ -1977,132 +1853,57 @@ async fn permit_client_kill_keeps_the_watchdog_renewing_and_waiters_waking() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(churn.progress(5).await, "the workers stalled after the cut");
     assert!(
-        waiters.iter().all(|w| !w.is_finished()),
-        "a waiter got a permit held"
-    );
-
-    let released = Instant::now();
-    blocker.release().await.unwrap();
-    for waiter in waiters {
-        let at = timeout(Duration::from_secs(30), waiter)
-            .await
-            .expect("a waiter was never served")
-            .unwrap();
-        // Three in a row, each after the one before released.
-        assert!(
-            at - released < common::PROMPT * 3,
-            "a waiter took {:?} after the release",
-            at - released
-        );
-    }
-    let ended = churn.stop().await;
-    println!(
-        "{} rounds, {} errors, {} lost",
-        ended.rounds, ended.errors, ended.lost
-    );
-    kept.release().await.unwrap();
-    until_idle(&[&holder, &waiting, &churning]).await;
-    assert_eq!(state(&server, &waited), (Some(1), 0));
-    assert_eq!(state(&server, &renewed), (Some(1), 0));
-    assert_permits_back(&server, &holder.permit_semaphore(&churned), 2).await;
-    sampler.finish();
-    assert_settled_after_faults(
-        &server,
-        &[&holder, &waiting, &churning],
-        &[&waited, &renewed, &churned],
-    )
-    .await;
-}
-
-/// Every connection is cut while waiters wait on a latch and count-downs of another latch are
-/// in flight: each count-down that succeeded counted once (the count is exactly what is left,
-/// give or take those that failed), and the waiters, subscribed again, return at zero.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn latch_client_kill_counts_each_count_down_once_and_wakes_waiters() {
-    const COUNTED: u64 = 400;
-    let server = RedisServer::start();
-    let counter = connect(&server.url(), LONG, CMD, NO_POLL).await;
-    let waiting = connect(&server.url(), LONG, CMD, NO_POLL).await;
-    let waited = common::prefix("sync-kill-latch");
-    let counted = format!("{waited}:counted");
-    let channel = common::latch_channel(&waited);
-    let latch = counter.count_down_latch(&waited);
-    assert!(latch.try_set_count(2).await.unwrap());
-    assert!(counter
-        .count_down_latch(&counted)
-        .try_set_count(COUNTED)
-        .await
-        .unwrap());
-    let mut waiters: Vec<_> = (0..3)
-        .map(|_| {
-            let latch = waiting.count_down_latch(&waited);
-            tokio::spawn(async move {
-                loop {
-                    match latch.wait_for(Duration::from_secs(30)).await {
-                        Ok(true) => return Instant::now(),
-                        Ok(false) => panic!("the latch did not open within 30 s"),
-                        Err(e) if e.is_redis() => println!("a look failed: {e}"),
-                        Err(e) => panic!("the wait failed: {e}"),
-                    }
-                }
-            })
-        })
-        .collect();
-    until_waiting(&server, &waiting, &channel, 3, 1).await;
-    let churn = Churn::count_downs(
-        &[
-            counter.count_down_latch(&counted),
-            waiting.count_down_latch(&counted),
-        ],
-        4,
-        COUNTED / 4,
-    );
-    assert!(churn.progress(20).await, "the count-downs did not start");
-
-    let normal = faults::client_kill(&server, "normal");
-    let pubsub = faults::client_kill(&server, "pubsub");
-    assert!(
-        normal >= 2 && pubsub >= 1,
-        "killed {normal} + {pubsub} connections"
-    );
-    until_waiting(&server, &waiting, &channel, 3, 1).await;
-    assert!(
-        churn.progress(20).await,
-        "the count-downs stalled after the cut"
-    );
-    let Ended {
-        rounds: done,
-        errors,
-        unsure,
-        ..
-    } = churn.stop().await;
-    until_idle(&[&counter, &waiting]).await;
-    let left = raw_count(&server, &counted).unwrap_or(0) as u64;
-    println!("{done} count-downs, {errors} failed; {left} left");
-    assert!(
-        left + done <= COUNTED && left + done + unsure >= COUNTED,
-        "{done} count-downs ({unsure} more unsure) left {left} of {COUNTED}"
+        churn.progress(rounds).await,
+        "the workers stalled after the cut"
     );
     assert_still_waiting(&mut waiters).await;
 
-    latch.count_down().await.unwrap();
-    let opened = Instant::now();
-    latch.count_down().await.unwrap();
-    for waiter in waiters {
-        let at = timeout(Duration::from_secs(30), waiter)
-            .await
-            .expect("a waiter was never woken")
-            .unwrap();
-        assert!(at >= opened, "a waiter returned before the latch opened");
-        assert!(
-            at - opened < common::PROMPT,
-            "a waiter took {:?}",
-            at - opened
-        );
+    while gate.steps() > 1 {
+        gate.open_one().await.unwrap();
     }
-    assert_settled_after_faults(&server, &[&counter, &waiting], &[&waited, &counted]).await;
+    let opened = Instant::now();
+    gate.open_one().await.unwrap();
+    // A permit semaphore's three in a row, each after the one before released.
+    let bound = match sync {
+        Synchronizer::Permit => common::PROMPT * 3,
+        _ => common::PROMPT,
+    };
+    faults::assert_served_within(waiters, opened, bound).await;
+    let ended = churn.stop().await;
+    println!(
+        "{} rounds, {} errors, {} unsure, {} lost",
+        ended.rounds, ended.errors, ended.unsure, ended.lost
+    );
+    if let Some(kept) = kept {
+        kept.release().await.unwrap();
+    }
+    until_idle(&[&holder, &waiting, &churning]).await;
+    let mut names = vec![waited.as_str(), churned.as_str()];
+    match sync {
+        Synchronizer::Semaphore => {
+            assert_eq!(raw_count(&server, &waited), Some(3));
+            assert_plain_conserved(&server, &churned, 2, ended.unsure);
+        }
+        Synchronizer::Permit => {
+            assert_eq!(state(&server, &waited), (Some(1), 0));
+            assert_eq!(state(&server, &renewed), (Some(1), 0));
+            assert_permits_back(&server, &holder.permit_semaphore(&churned), 2).await;
+            names.push(&renewed);
+        }
+        Synchronizer::Latch => {
+            let left = raw_count(&server, &churned).unwrap_or(0) as u64;
+            let (done, unsure) = (ended.rounds, ended.unsure);
+            assert!(
+                left + done <= COUNTED && left + done + unsure >= COUNTED,
+                "{done} count-downs ({unsure} more unsure) left {left} of {COUNTED}"
+            );
+        }
+    }
+    if let Some(sampler) = sampler {
+        sampler.finish();
+    }
+    assert_settled_after_faults(&server, &[&holder, &waiting, &churning], &names).await;
 }
 
 // ---- Faults: SCRIPT FLUSH ----
@@ -2135,86 +1936,73 @@ async fn flush_under(server: &RedisServer, churn: &Churn) {
     assert_eq!(churn.errors(), 0, "an operation failed across a flush");
 }
 
-/// The script cache is flushed again and again under churning workers: every script is loaded
-/// again on `NOSCRIPT`, nothing fails, every permit is back.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn semaphore_script_flush_keeps_every_operation_working() {
-    let server = RedisServer::start();
-    let clients = [
-        connect(&server.url(), LONG, CMD, SLACK).await,
-        connect(&server.url(), LONG, CMD, SLACK).await,
-    ];
-    let name = common::prefix("sync-flush-plain");
-    let sems: Vec<Semaphore> = clients.iter().map(|c| c.semaphore(&name)).collect();
-    assert!(sems[0].try_set_permits(3).await.unwrap());
-    let sampler = Sampler::start(&server, &name, 3, plain_check);
-    let churn = Churn::semaphore(&sems, 4);
-    flush_under(&server, &churn).await;
-    churn.stop().await;
-    until_idle(&[&clients[0], &clients[1]]).await;
-    assert_eq!(raw_count(&server, &name), Some(3));
-    sampler.finish();
-    assert_settled(&server, &[&clients[0], &clients[1]], &[&name]).await;
-}
-
-/// As [`semaphore_script_flush_keeps_every_operation_working`], for a permit semaphore, with a
-/// permit held and renewed by the watchdog throughout.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn permit_script_flush_keeps_every_operation_working() {
-    let server = RedisServer::start();
-    let lease = Duration::from_millis(600);
-    let clients = [
-        connect(&server.url(), lease, CMD, SLACK).await,
-        connect(&server.url(), lease, CMD, SLACK).await,
-    ];
-    let name = common::prefix("sync-flush-permit");
-    let sems: Vec<PermitSemaphore> = clients.iter().map(|c| c.permit_semaphore(&name)).collect();
-    assert!(sems[0].try_set_permits(3).await.unwrap());
-    let sampler = Sampler::start(&server, &name, 3, permit_check);
-    let kept = sems[0].acquire().await.unwrap();
-    let churn = Churn::permits(&sems, 3);
-    flush_under(&server, &churn).await;
-    churn.stop().await;
-    assert!(!kept.is_lost(), "the renewals failed across a flush");
-    kept.release().await.unwrap();
-    until_idle(&[&clients[0], &clients[1]]).await;
-    assert_eq!(state(&server, &name), (Some(3), 0));
-    sampler.finish();
-    assert_settled(&server, &[&clients[0], &clients[1]], &[&name]).await;
-}
-
-/// As [`semaphore_script_flush_keeps_every_operation_working`], for count-downs: each counts
-/// once, and the waiters return at zero.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn latch_script_flush_keeps_every_count_down_counting_once() {
+/// The script cache is flushed again and again under churning workers (taking and giving back
+/// permits; counting down): every script is loaded again on `NOSCRIPT` and nothing fails. Every
+/// permit is back (a permit semaphore's with one held and renewed by the watchdog throughout);
+/// each count-down counts once, and the latch's waiter returns at zero only.
+async fn script_flush_keeps_every_operation_working(sync: Synchronizer) {
     const COUNT: u64 = 400;
     let server = RedisServer::start();
+    let (watchdog, poll) = match sync {
+        Synchronizer::Semaphore => (LONG, SLACK),
+        Synchronizer::Permit => (Duration::from_millis(600), SLACK),
+        Synchronizer::Latch => (LONG, NO_POLL),
+    };
     let clients = [
-        connect(&server.url(), LONG, CMD, NO_POLL).await,
-        connect(&server.url(), LONG, CMD, NO_POLL).await,
+        connect(&server.url(), watchdog, CMD, poll).await,
+        connect(&server.url(), watchdog, CMD, poll).await,
     ];
-    let name = common::prefix("sync-flush-latch");
-    let latches: Vec<CountDownLatch> = clients.iter().map(|c| c.count_down_latch(&name)).collect();
-    assert!(latches[0].try_set_count(COUNT).await.unwrap());
-    let waiter = tokio::spawn({
-        let latch = latches[1].clone();
-        async move { latch.wait_for(common::HANG).await }
-    });
-    until_waiting(&server, &clients[1], &common::latch_channel(&name), 1, 1).await;
-    let churn = Churn::count_downs(&latches, 4, COUNT / 4 - 1);
+    let name = common::prefix(&format!("sync-flush-{sync:?}"));
+    let syncs: Vec<AnySync> = clients.iter().map(|c| sync.on(c, &name)).collect();
+    let total = match sync {
+        Synchronizer::Latch => COUNT,
+        _ => 3,
+    };
+    assert!(syncs[0].set(total).await.unwrap());
+    let sampler = Sampler::of(sync, &server, &name, total);
+    // Kept through the flushes: a permit the watchdog renews; a waiter at the latch.
+    let kept = match &syncs[0] {
+        AnySync::Permit(sem) => Some(sem.acquire().await.unwrap()),
+        _ => None,
+    };
+    let waiter = match &syncs[1] {
+        AnySync::Latch(latch) => {
+            let latch = latch.clone();
+            let waiter = tokio::spawn(async move { latch.wait_for(common::HANG).await });
+            until_waiting(&server, &clients[1], &sync.channel(&name), 1, 1).await;
+            Some(waiter)
+        }
+        _ => None,
+    };
+    let churn = Churn::on(&syncs, COUNT / 4 - 1);
     flush_under(&server, &churn).await;
     let done = churn.stop().await.rounds;
-    until_idle(&[&clients[0], &clients[1]]).await;
-    assert_eq!(raw_count(&server, &name), Some((COUNT - done) as i64));
-    assert!(!waiter.is_finished(), "the waiter returned early");
-    for _ in done..COUNT {
-        latches[0].count_down().await.unwrap();
+    if let Some(kept) = kept {
+        assert!(!kept.is_lost(), "the renewals failed across a flush");
+        kept.release().await.unwrap();
     }
-    assert!(timeout(common::PROMPT, waiter)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap());
+    until_idle(&[&clients[0], &clients[1]]).await;
+    match sync {
+        Synchronizer::Semaphore => assert_eq!(raw_count(&server, &name), Some(3)),
+        Synchronizer::Permit => assert_eq!(state(&server, &name), (Some(3), 0)),
+        Synchronizer::Latch => {
+            assert_eq!(raw_count(&server, &name), Some((COUNT - done) as i64));
+        }
+    }
+    if let (Some(waiter), Some(latch)) = (waiter, syncs[0].as_latch()) {
+        assert!(!waiter.is_finished(), "the waiter returned early");
+        for _ in done..COUNT {
+            latch.count_down().await.unwrap();
+        }
+        assert!(timeout(common::PROMPT, waiter)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap());
+    }
+    if let Some(sampler) = sampler {
+        sampler.finish();
+    }
     assert_settled(&server, &[&clients[0], &clients[1]], &[&name]).await;
 }
 
@@ -2770,57 +2558,4 @@ async fn shutdown_gives_back_every_permit_to_waiters_elsewhere() {
     assert_eq!(state(&server, &renewed), (Some(2), 0));
     assert_eq!(state(&server, &fixed), (Some(1), 0));
     assert_settled(&server, &[&holder, &waiting], &[&renewed, &fixed]).await;
-}
-
-fn runtime(multi_thread: bool) -> tokio::runtime::Runtime {
-    let mut builder = if multi_thread {
-        tokio::runtime::Builder::new_multi_thread()
-    } else {
-        tokio::runtime::Builder::new_current_thread()
-    };
-    builder.worker_threads(2).enable_all().build().unwrap()
-}
-
-/// Takes the one permit of semaphore `name` on `runtime`, with a client made there.
-fn take_permit(runtime: &tokio::runtime::Runtime, server: &RedisServer, name: &str) -> Permit {
-    runtime.block_on(async {
-        let client = common::client(server, LONG).await;
-        let sem = client.permit_semaphore(name);
-        assert!(sem.try_set_permits(1).await.unwrap());
-        sem.acquire().await.unwrap()
-    })
-}
-
-#[test]
-fn a_permit_dropped_on_a_plain_thread_is_given_back() {
-    let server = RedisServer::start();
-    let runtime = runtime(true);
-    let name = common::prefix("sync-drop-thread");
-    let permit = take_permit(&runtime, &server, &name);
-    assert_eq!(state(&server, &name), (Some(0), 1));
-    std::thread::spawn(move || drop(permit)).join().unwrap();
-    runtime.block_on(async {
-        assert!(
-            eventually(SLACK, || async { state(&server, &name) == (Some(1), 0) }).await,
-            "a permit dropped on a plain thread was kept: {:?}",
-            state(&server, &name)
-        );
-    });
-}
-
-#[test]
-fn a_permit_dropped_after_its_runtime_ended_is_given_back() {
-    for multi_thread in [false, true] {
-        let server = RedisServer::start();
-        let runtime = runtime(multi_thread);
-        let name = common::prefix("sync-drop-after-runtime");
-        let permit = take_permit(&runtime, &server, &name);
-        drop(runtime);
-        drop(permit); // waits for the release
-        assert_eq!(
-            state(&server, &name),
-            (Some(1), 0),
-            "a permit that outlived its runtime was kept (multi-thread: {multi_thread})"
-        );
-    }
 }
