@@ -72,6 +72,15 @@ pub fn say(line: impl std::fmt::Display) {
     out.flush().unwrap();
 }
 
+/// What follows `marker` in each of `lines` that holds it, trimmed.
+pub fn reports(lines: &[String], marker: &str) -> Vec<String> {
+    lines
+        .iter()
+        .filter_map(|line| line.find(marker).map(|at| line[at + marker.len()..].trim()))
+        .map(str::to_owned)
+        .collect()
+}
+
 /// A running child process, its stdout lines gathered as they come.
 pub struct Child {
     process: tokio::process::Child,
@@ -118,6 +127,11 @@ impl Child {
             line.find(marker)
                 .map(|at| line[at + marker.len()..].trim().to_owned())
         })
+    }
+
+    /// What follows `marker` in each of its lines so far that holds it, trimmed.
+    pub fn reports(&self, marker: &str) -> Vec<String> {
+        reports(&self.lines(), marker)
     }
 
     /// How many of its lines so far hold `marker`.

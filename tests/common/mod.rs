@@ -15,8 +15,6 @@ pub mod topology;
 
 use std::time::Duration;
 
-#[allow(unused_imports)] // not every runner spawns children
-pub use child::spawn_child_test;
 pub use server::RedisServer;
 
 /// A unique key prefix per test, so tests share servers without sharing keys.

@@ -8,8 +8,8 @@
 //! Each test ends with the leak check of `common::faults`.
 
 use crate::common;
+use common::child;
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::family::{AnyGuard, Family};
@@ -18,7 +18,6 @@ use common::proxy::{Mode, Proxy};
 use common::{eventually, raw_exists, raw_hexists, raw_hgetall, raw_holds, raw_pttl, RedisServer};
 use fred::interfaces::{KeysInterface, LuaInterface};
 use relock::{Client, LockGuard, Owner};
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::time::{timeout, Instant};
 
 /// A check-and-set that writes `KEYS[2] = ARGV[2]` only while the lock `KEYS[1]` has the holder
@@ -68,32 +67,19 @@ const CHILD_LOST: &str = "RELOCK_PAUSED_LOST";
 const CHILD_FENCED: &str = "RELOCK_PAUSED_FENCED result=";
 const CHILD_UNLOCKED: &str = "RELOCK_PAUSED_UNLOCKED ";
 
-fn say(line: String) {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{line}").unwrap();
-    out.flush().unwrap();
-}
-
 /// Not a test on its own: the holder process of [`paused_holder_is_fenced_off`]. It holds the
 /// lock, writes through the fence every 50 ms until `lost()` fires, then tries one more fenced
 /// write and unlocks, reporting each step on stdout. Without its settings it does nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "helper process, run by paused_holder_is_fenced_off"]
 async fn child_paused_holder() {
-    let (Ok(url), Ok(name), Ok(data), Ok(lease_ms)) = (
-        std::env::var("REDIS_URL"),
-        std::env::var("LOCK_NAME"),
-        std::env::var("DATA_KEY"),
-        std::env::var("WATCHDOG_MS"),
-    ) else {
-        return;
-    };
-    let lease = Duration::from_millis(lease_ms.parse().unwrap());
-    let client = connect(&url, lease, Duration::from_secs(2)).await;
+    let Some(env) = child::env() else { return };
+    let (name, data) = (env.text("LOCK_NAME"), env.text("DATA_KEY"));
+    let lease = env.millis("WATCHDOG_MS");
+    let client = connect(&env.text("REDIS_URL"), lease, Duration::from_secs(2)).await;
     let guard = client.lock(&name).lock().await.expect("lock");
     let field = field_of(&client, &guard);
-    say(format!("{CHILD_HELD}{field}"));
+    child::say(format!("{CHILD_HELD}{field}"));
     let work = async {
         let mut seq = 0;
         loop {
@@ -103,37 +89,26 @@ async fn child_paused_holder() {
                     seq += 1;
                     let value = format!("child-{seq}");
                     match fenced_write(&client, &name, &data, &field, &value).await {
-                        Ok(n) => say(format!("{CHILD_WROTE}{seq} ok={n}")),
-                        Err(e) => say(format!("{CHILD_WROTE}{seq} err={e}")),
+                        Ok(n) => child::say(format!("{CHILD_WROTE}{seq} ok={n}")),
+                        Err(e) => child::say(format!("{CHILD_WROTE}{seq} err={e}")),
                     }
                 }
             }
         }
-        say(CHILD_LOST.to_owned());
+        child::say(CHILD_LOST);
         let fenced = fenced_write(&client, &name, &data, &field, "child-after-lost").await;
-        say(format!("{CHILD_FENCED}{}", fenced.expect("fenced write")));
+        child::say(format!("{CHILD_FENCED}{}", fenced.expect("fenced write")));
         let outcome = match guard.unlock().await {
             Ok(()) => "ok".to_owned(),
             Err(e) if e.is_lease_lost() => "lease-lost".to_owned(),
             Err(e) => format!("error {e}"),
         };
-        say(format!("{CHILD_UNLOCKED}{outcome}"));
+        child::say(format!("{CHILD_UNLOCKED}{outcome}"));
     };
     // Only limits an orphan's life.
     timeout(Duration::from_secs(60), work)
         .await
         .expect("child timed out");
-}
-
-/// Waits (at most `within`) until one of the child's `lines` holds `marker`; else fails with
-/// `what` and the lines.
-async fn until_reported(lines: &Mutex<Vec<String>>, marker: &str, within: Duration, what: &str) {
-    let reported = || lines.lock().unwrap().iter().any(|l| l.contains(marker));
-    assert!(
-        eventually(within, || async { reported() }).await,
-        "{what}: {:?}",
-        lines.lock().unwrap()
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -145,7 +120,7 @@ async fn paused_holder_is_fenced_off() {
     let name = common::prefix("faults-paused");
     let data = format!("{name}:data");
 
-    let mut child = common::spawn_child_test(
+    let child = child::Child::spawn(
         concat!(module_path!(), "::child_paused_holder"),
         &[
             ("REDIS_URL", server.url()),
@@ -154,40 +129,9 @@ async fn paused_holder_is_fenced_off() {
             ("WATCHDOG_MS", child_lease.as_millis().to_string()),
         ],
     );
-    let pid = child.id().expect("the child's pid");
-    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
-    let reader = tokio::spawn({
-        let lines = lines.clone();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
-        async move {
-            while let Ok(Some(line)) = stdout.next_line().await {
-                lines.lock().unwrap().push(line);
-            }
-        }
-    });
-    let find = |marker: &str| -> Option<String> {
-        let lines = lines.lock().unwrap();
-        lines.iter().find_map(|l| {
-            l.find(marker)
-                .map(|at| l[at + marker.len()..].trim().to_owned())
-        })
-    };
-    let count = |marker: &str| {
-        lines
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|l| l.contains(marker))
-            .count()
-    };
-
-    until_reported(
-        &lines,
-        CHILD_WROTE,
-        Duration::from_secs(15),
-        "the child did not take the lock and write",
-    )
-    .await;
+    let pid = child.pid();
+    let find = |marker: &str| child.find(marker);
+    child.said(CHILD_WROTE, Duration::from_secs(15)).await;
     let child_field = find(CHILD_HELD).unwrap();
     assert_eq!(
         find(CHILD_WROTE).unwrap(),
@@ -199,7 +143,7 @@ async fn paused_holder_is_fenced_off() {
     faults::stop(pid);
     let stopped_at = Instant::now();
     let ttl_at_stop = raw_pttl(&server, &name);
-    let writes_before = count(CHILD_WROTE);
+    let writes_before = child.count(CHILD_WROTE);
     assert!(ttl_at_stop > 0 && ttl_at_stop <= child_lease.as_millis() as i64);
 
     let parent = connect(&server.url(), lease, Duration::from_secs(2)).await;
@@ -250,34 +194,22 @@ async fn paused_holder_is_fenced_off() {
         assert!(
             resumed_at.elapsed() < Duration::from_secs(15),
             "the child never reported lost(): {:?}",
-            lines.lock().unwrap()
+            child.lines()
         );
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
-    until_reported(
-        &lines,
-        CHILD_UNLOCKED,
-        Duration::from_secs(10),
-        "the child did not finish",
-    )
-    .await;
+    child.said(CHILD_UNLOCKED, Duration::from_secs(10)).await;
     assert_eq!(
         find(CHILD_FENCED).unwrap(),
         "0",
         "the stale holder's fenced write was applied"
     );
     assert_eq!(find(CHILD_UNLOCKED).unwrap(), "lease-lost");
-    let status = timeout(Duration::from_secs(10), child.wait())
-        .await
-        .expect("the child exits")
-        .unwrap();
-    assert!(status.success(), "the child failed: {status}");
-    reader.await.unwrap();
-    let after: Vec<String> = lines.lock().unwrap()[..]
+    let lines = child.finish(Duration::from_secs(10)).await;
+    let after: Vec<&String> = lines
         .iter()
         .filter(|l| l.contains(CHILD_WROTE))
         .skip(writes_before)
-        .cloned()
         .collect();
     println!("child writes after the pause: {after:?}");
 

@@ -1,7 +1,7 @@
 //! The synchronizers on real servers and in real processes: `Semaphore`, `PermitSemaphore` and
 //! `CountDownLatch`.
 //!
-//! Across processes (children run by `common::spawn_child_test`): eight processes take and give
+//! Across processes (children run by `common::child`): eight processes take and give
 //! back permits at random, with acquires cut at random points, while a checker samples the server
 //! on a connection of its own (never more permits out than there are, none lost at the end); a
 //! SIGKILLed holder's permits come back one lease later (a permit semaphore's) or stay gone (a
@@ -19,9 +19,10 @@
 //! TTL), no subscriber is left on the channels.
 
 use crate::common;
+use common::child;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::faults::{self, Frozen};
@@ -31,7 +32,6 @@ use common::{eventually, raw_count, raw_numsub, stays, RedisServer, Resp};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use relock::{Client, CountDownLatch, Permit, PermitSemaphore, Semaphore};
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::time::{timeout, Instant};
 
 sync_tests!(
@@ -333,16 +333,7 @@ impl Sampler {
 const MARK: &str = "RELOCK_SYNC ";
 
 fn say(report: impl std::fmt::Display) {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{MARK}{report}").unwrap();
-    out.flush().unwrap();
-}
-
-/// The child's settings `names`, all or nothing (a child run without them does nothing).
-fn child_env<const N: usize>(names: [&str; N]) -> Option<[String; N]> {
-    let values: Option<Vec<String>> = names.iter().map(|n| std::env::var(n).ok()).collect();
-    values.map(|v| v.try_into().unwrap())
+    child::say(format!("{MARK}{report}"));
 }
 
 /// The number `key=<n>` in a report.
@@ -356,51 +347,29 @@ fn field(report: &str, key: &str) -> u64 {
         .unwrap_or_else(|_| panic!("a bad {key} in {report:?}"))
 }
 
-/// A child process running one `#[ignore]`d test of this module, with its reports.
-struct Proc {
-    child: tokio::process::Child,
-    reports: Arc<Mutex<Vec<String>>>,
-    reader: tokio::task::JoinHandle<()>,
-}
+/// A child process running one `#[ignore]`d test of this module; its reports are what follows
+/// [`MARK`] in its lines.
+struct Proc(child::Child);
 
 impl Proc {
     fn spawn(test: &str, env: &[(&str, String)]) -> Proc {
-        let mut child = common::spawn_child_test(test, env);
-        let stdout = child.stdout.take().expect("the child's stdout");
-        let reports = Arc::new(Mutex::new(Vec::new()));
-        let reader = tokio::spawn({
-            let reports = reports.clone();
-            async move {
-                let mut lines = BufReader::new(stdout).lines();
-                while let Ok(Some(line)) = lines.next_line().await {
-                    if let Some((_, report)) = line.split_once(MARK) {
-                        reports.lock().unwrap().push(report.to_owned());
-                    }
-                }
-            }
-        });
-        Proc {
-            child,
-            reports,
-            reader,
-        }
+        Proc(child::Child::spawn(test, env))
     }
 
     fn pid(&self) -> u32 {
-        self.child.id().expect("the child runs")
+        self.0.pid()
     }
 
     /// Its reports so far.
     fn all(&self) -> Vec<String> {
-        self.reports.lock().unwrap().clone()
+        self.0.reports(MARK)
     }
 
     /// Its reports so far that start with `word`.
     fn reports(&self, word: &str) -> Vec<String> {
-        let all = self.reports.lock().unwrap();
-        all.iter()
+        let all = self.all();
+        all.into_iter()
             .filter(|r| r.split_whitespace().next() == Some(word))
-            .cloned()
             .collect()
     }
 
@@ -411,21 +380,14 @@ impl Proc {
         self.reports(word).remove(0)
     }
 
-    /// Waits for it to exit, and checks that it passed.
-    async fn finish(mut self, within: Duration) -> Vec<String> {
-        let status = timeout(within, self.child.wait())
-            .await
-            .unwrap_or_else(|_| panic!("the child did not exit: {:?}", self.all()))
-            .unwrap();
-        let _ = self.reader.await;
-        let reports = self.reports.lock().unwrap().clone();
-        assert!(status.success(), "the child failed: {status}, {reports:?}");
-        reports
+    /// Waits for it to exit, checks that it passed, and returns all its reports.
+    async fn finish(self, within: Duration) -> Vec<String> {
+        child::reports(&self.0.finish(within).await, MARK)
     }
 
     /// SIGKILLs it and reaps it.
     async fn kill(&mut self) {
-        self.child.kill().await.expect("SIGKILL the child");
+        self.0.kill().await;
     }
 }
 
@@ -574,20 +536,16 @@ async fn permit_churn(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "helper process, run by the churn tests"]
 async fn child_churn() {
-    let Some([url, name, kind, stop_key, seed, run_ms]) = child_env([
-        "REDIS_URL",
-        "SYNC_NAME",
-        "SYNC_KIND",
-        "STOP_KEY",
-        "SEED",
-        "RUN_MS",
-    ]) else {
-        return;
-    };
-    let seed: u64 = seed.parse().unwrap();
+    let Some(env) = child::env() else { return };
+    let (url, name, kind) = (
+        env.text("REDIS_URL"),
+        env.text("SYNC_NAME"),
+        env.text("SYNC_KIND"),
+    );
+    let (stop_key, seed): (String, u64) = (env.text("STOP_KEY"), env.number("SEED"));
     // A command timeout no load reaches: any error is a finding.
     let client = connect(&url, Duration::from_secs(2), Duration::from_secs(5), SLACK).await;
-    let deadline = Instant::now() + Duration::from_millis(run_ms.parse().unwrap());
+    let deadline = Instant::now() + env.millis("RUN_MS");
     let rng = |task: u64| StdRng::seed_from_u64(seed.wrapping_mul(1000).wrapping_add(task));
     let mut tally = Tally::default();
     let mut add = |t: Tally| {
@@ -760,17 +718,13 @@ async fn permit_semaphore_never_lends_more_permits_than_it_has_across_processes(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "helper process, run by the killed and paused holder tests"]
 async fn child_holder() {
-    let Some([url, name, kind, permits, lease_ms]) = child_env([
-        "REDIS_URL",
-        "SYNC_NAME",
-        "SYNC_KIND",
-        "PERMITS",
-        "WATCHDOG_MS",
-    ]) else {
-        return;
-    };
-    let permits: u32 = permits.parse().unwrap();
-    let lease = Duration::from_millis(lease_ms.parse().unwrap());
+    let Some(env) = child::env() else { return };
+    let (url, name, kind) = (
+        env.text("REDIS_URL"),
+        env.text("SYNC_NAME"),
+        env.text("SYNC_KIND"),
+    );
+    let (permits, lease): (u32, _) = (env.number("PERMITS"), env.millis("WATCHDOG_MS"));
     let client = connect(&url, lease, Duration::from_secs(2), SLACK).await;
     if kind == "plain" {
         client.semaphore(&name).acquire(permits).await.unwrap();
@@ -1029,10 +983,12 @@ async fn a_paused_permit_holder_learns_its_loss_and_spares_the_next_holder() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "helper process, run by a_latch_wakes_waiters_of_four_processes_at_zero_only"]
 async fn child_latch_waiter() {
-    let Some([url, name, tasks]) = child_env(["REDIS_URL", "SYNC_NAME", "TASKS"]) else {
-        return;
-    };
-    let tasks: usize = tasks.parse().unwrap();
+    let Some(env) = child::env() else { return };
+    let (url, name, tasks) = (
+        env.text("REDIS_URL"),
+        env.text("SYNC_NAME"),
+        env.number("TASKS"),
+    );
     let client = connect(&url, LONG, Duration::from_secs(2), NO_POLL).await;
     let latch = client.count_down_latch(&name);
     let waiters: Vec<_> = (0..tasks)

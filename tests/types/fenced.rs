@@ -266,7 +266,7 @@ async fn paused_holders(fenced: bool) -> (i64, i64, i64, usize) {
     let (lines_tx, mut lines) = tokio::sync::mpsc::unbounded_channel::<(u32, u64)>();
     let mut children = Vec::new();
     for _ in 0..4 {
-        let mut child = common::spawn_child_test(
+        let mut child = child::spawn_child_test(
             concat!(module_path!(), "::child_fenced_counter"),
             &[
                 ("REDIS_URL", server.url()),
