@@ -61,9 +61,7 @@ async fn fresh_client_takes_and_frees(server: &common::RedisServer, name: &str) 
 /// released rather than left to expire (the count of an iteration is even).
 #[tokio::test(flavor = "current_thread")]
 async fn dropped_acquire_of_a_free_lock_is_released() {
-    let server = common::RedisServer::start();
-    let canceller = common::client(&server, Duration::from_secs(3)).await;
-    let name = common::prefix("cancel-free");
+    let (server, canceller, name) = common::setup("cancel-free", Duration::from_secs(3)).await;
     let channel = lock_channel(&name);
     let lock = canceller.lock(&name);
     let hincrby = || raw_command_calls(&server, "hincrby");
@@ -220,10 +218,8 @@ async fn retried_release_applies_once() {
 /// Single-threaded, so the release task an unlock spawns cannot finish before the test yields.
 #[tokio::test(flavor = "current_thread")]
 async fn dropped_unlock_still_releases() {
-    let server = common::RedisServer::start();
-    let client = common::client(&server, Duration::from_secs(3)).await;
-    let other = common::client(&server, Duration::from_secs(3)).await;
-    let name = common::prefix("cancel-unlock");
+    let (server, client, other, name) =
+        common::setup_two("cancel-unlock", Duration::from_secs(3)).await;
     let lock = client.lock(&name);
     let field_count = |server: &common::RedisServer| raw_hgetall(server, &name);
 
@@ -249,10 +245,7 @@ async fn dropped_unlock_still_releases() {
     // The last hold, dropped the same way: the lock is freed.
     assert!(first.unlock().now_or_never().is_none());
     assert!(
-        common::eventually(Duration::from_secs(5), || async {
-            !raw_exists(&server, &name)
-        })
-        .await,
+        common::until_gone(&server, &name, Duration::from_secs(5)).await,
         "the dropped unlock freed the lock: {:?}",
         field_count(&server)
     );
@@ -262,10 +255,7 @@ async fn dropped_unlock_still_releases() {
     let guard = lock.lock().await.unwrap();
     drop(guard.unlock());
     assert!(
-        common::eventually(Duration::from_secs(5), || async {
-            !raw_exists(&server, &name)
-        })
-        .await,
+        common::until_gone(&server, &name, Duration::from_secs(5)).await,
         "an unpolled unlock freed the lock"
     );
 

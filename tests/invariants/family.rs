@@ -299,10 +299,7 @@ async fn mutual_exclusion_across_clients(family: Family) {
         })
         .collect();
     for task in tasks {
-        timeout(Duration::from_secs(60), task)
-            .await
-            .expect("the tasks finish")
-            .unwrap();
+        common::within(Duration::from_secs(60), task, "the tasks finish").await;
     }
     register.assert_exact(overlaps.exclusive() as u64);
     assert_eq!(overlaps.len(), TASKS * ROUNDS);
@@ -372,11 +369,10 @@ async fn reentrancy_counts_holds_per_owner(family: Family) {
                 .await
                 .expect("a re-entry waited behind another owner's waiter")
                 .unwrap();
-            let fourth = lock
-                .try_lock()
-                .await
-                .unwrap()
-                .expect("a try_lock re-entry was refused while another owner waits");
+            let fourth = common::taken(
+                lock.try_lock().await,
+                "a try_lock re-entry was refused while another owner waits",
+            );
             assert_eq!(family.holds(&server, &name, &owner_field), 4);
             fourth.unlock().await.unwrap();
             third.unlock().await.unwrap();
@@ -406,10 +402,7 @@ async fn reentrancy_counts_holds_per_owner(family: Family) {
             taken.unlock().await.unwrap();
         }
     });
-    timeout(Duration::from_secs(60), task)
-        .await
-        .expect("the test task hung")
-        .unwrap();
+    common::within(Duration::from_secs(60), task, "the test task hung").await;
     assert!(!raw_exists(&server, &name));
     family
         .assert_no_leaks(&server, &[&client, &other], &[&name])
@@ -486,12 +479,7 @@ async fn owned_by_owners_exclude_each_other(family: Family) {
         None => held,
     };
     // A watchdog hold far from its end: the release, not the lease, serves the waiter.
-    let left = first
-        .remaining_lease()
-        .await
-        .unwrap()
-        .expires_in()
-        .expect("held");
+    let left = common::lease_left(first.remaining_lease().await);
     assert!(left > LONG / 2, "the holder's lease is long: {left:?}");
     let released = Instant::now();
     last.unlock().await.unwrap();
@@ -669,14 +657,13 @@ async fn watchdog_keeps_the_lock_past_its_timeout(family: Family) {
         lock.remaining_lease().await.unwrap(),
         RemainingLease::Unlocked
     );
-    contender
-        .try_lock()
-        .await
-        .unwrap()
-        .expect("a released lock is free for another client")
-        .unlock()
-        .await
-        .unwrap();
+    common::taken(
+        contender.try_lock().await,
+        "a released lock is free for another client",
+    )
+    .unlock()
+    .await
+    .unwrap();
     family
         .assert_no_leaks(&server, &[&holder, &other], &[&name])
         .await;
@@ -847,10 +834,12 @@ async fn waiters_are_served_once_the_holder_releases(family: Family) {
         release.send(()).unwrap();
     }
     for waiter in waiters {
-        timeout(Duration::from_secs(60), waiter)
-            .await
-            .expect("a served waiter did not release")
-            .unwrap();
+        common::within(
+            Duration::from_secs(60),
+            waiter,
+            "a served waiter did not release",
+        )
+        .await;
     }
     if let Some(mut sub) = quiet {
         sub.assert_quiet(&server, &channel).await;
@@ -1215,10 +1204,8 @@ async fn shutdown_while_waiting_leaves_no_waiter_behind(family: Family) {
     );
 
     closing.shutdown().await.unwrap();
-    let err = timeout(SLACK, gone)
+    let err = common::within(SLACK, gone, "the closed client's waiter went on waiting")
         .await
-        .expect("the closed client's waiter went on waiting")
-        .unwrap()
         .expect("the closed client's waiter hung")
         .expect_err("a waiter of a closed client took the lock");
     assert!(err.is_closed(), "{err:?}");
@@ -1458,10 +1445,8 @@ async fn debug_sleep_longer_than_the_lease_loses_the_lock(family: Family) {
     timeout(Duration::from_secs(6), held.lost())
         .await
         .expect("lost() did not fire after a stall longer than the lease");
-    let (taken, taken_at) = timeout(Duration::from_secs(20), contender)
-        .await
-        .expect("the contender hung")
-        .unwrap();
+    let (taken, taken_at) =
+        common::within(Duration::from_secs(20), contender, "the contender hung").await;
     let taken = taken
         .unwrap()
         .expect("the lock frees itself after the lease");
@@ -1754,10 +1739,7 @@ pub(crate) async fn settle_lost_acquire(
                 "PTTL {ttl}"
             );
             assert!(
-                eventually(lease + Duration::from_secs(3), || async {
-                    !raw_exists(server, name)
-                })
-                .await,
+                common::until_gone(server, name, lease + Duration::from_secs(3)).await,
                 "the orphaned hold did not expire by its lease"
             );
         }
@@ -1822,10 +1804,7 @@ async fn lost_acquire_reply_never_counts_a_hold_twice(family: Family) {
             );
             first.unlock().await.unwrap();
             assert!(
-                eventually(lease + Duration::from_secs(3), || async {
-                    !raw_exists(&server, &reenter)
-                })
-                .await,
+                common::until_gone(&server, &reenter, lease + Duration::from_secs(3)).await,
                 "the orphaned hold did not expire by its lease"
             );
         }
@@ -1931,20 +1910,19 @@ async fn lost_release_reply_is_retried_and_counts_once(family: Family) {
     proxy.set_mode(Mode::DropReplies);
     let unlock = tokio::spawn(short.unlock());
     assert!(
-        eventually(Duration::from_secs(5), || async {
-            !raw_exists(&server, &lapsed)
-        })
-        .await,
+        common::until_gone(&server, &lapsed, Duration::from_secs(5)).await,
         "the release never ran"
     );
     tokio::time::sleep_until(acquired_at + Duration::from_millis(700)).await;
     proxy.set_mode(Mode::Pass);
     proxy.cut();
-    timeout(Duration::from_secs(15), unlock)
-        .await
-        .expect("unlock hung after a lost reply")
-        .unwrap()
-        .expect("the retry replays the release of a short lease");
+    common::within(
+        Duration::from_secs(15),
+        unlock,
+        "unlock hung after a lost reply",
+    )
+    .await
+    .expect("the retry replays the release of a short lease");
     assert!(!raw_exists(&server, &lapsed));
 
     let names = ["warm", "release", "last", "lapsed"].map(name);

@@ -24,8 +24,7 @@ async fn held(
     relock::Lock,
     relock::LockGuard,
 ) {
-    let (server, client, name) = common::setup(test, WATCHDOG).await;
-    let lock = client.lock(name.clone());
+    let (server, client, name, lock) = common::setup_lock(test, WATCHDOG).await;
     let guard = lock.lock().await.unwrap();
     (server, client, name, lock, guard)
 }
@@ -92,8 +91,8 @@ async fn a_loss_is_final_even_when_a_late_renewal_finds_the_lock() {
 
 #[tokio::test]
 async fn with_hands_the_work_its_lost_signal() {
-    let (server, client, name) = common::setup("lost-with", Duration::from_millis(600)).await;
-    let lock = client.lock(name.clone());
+    let (server, _client, name, lock) =
+        common::setup_lock("lost-with", Duration::from_millis(600)).await;
     let saw_loss = Arc::new(AtomicBool::new(false));
 
     let result = lock

@@ -62,10 +62,7 @@ async fn redis_counter_is_exact_and_sections_never_overlap() {
         }));
     }
     for task in tasks {
-        tokio::time::timeout(Duration::from_secs(120), task)
-            .await
-            .expect("the workers finish")
-            .unwrap();
+        common::within(Duration::from_secs(120), task, "the workers finish").await;
     }
 
     let total: u64 = clients[0].redis().get(&counter).await.unwrap();

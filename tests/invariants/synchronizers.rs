@@ -820,10 +820,7 @@ async fn a_killed_permit_holder_gives_its_permits_back_by_its_lease() {
 
     let mut taken = Vec::new();
     for waiter in waiters {
-        let (permit, at) = timeout(lease * 4 + SLACK * 2, waiter)
-            .await
-            .expect("a waiter hung")
-            .unwrap();
+        let (permit, at) = common::within(lease * 4 + SLACK * 2, waiter, "a waiter hung").await;
         let permit = permit.unwrap().expect("the dead holder's permit came back");
         let now = common::raw_time_ms(&server);
         assert!(
@@ -887,10 +884,12 @@ async fn a_killed_semaphore_holder_keeps_its_permits() {
     assert!(!sem.try_acquire(2).await.unwrap());
     let added = Instant::now();
     client.semaphore(&name).add_permits(2).await.unwrap();
-    let taken = timeout(common::PROMPT, waiter)
-        .await
-        .expect("the waiter was not woken by the added permits")
-        .unwrap();
+    let taken = common::within(
+        common::PROMPT,
+        waiter,
+        "the waiter was not woken by the added permits",
+    )
+    .await;
     assert!(taken.unwrap());
     assert!(added.elapsed() < common::PROMPT);
     assert_eq!(raw_count(&server, &name), Some(1));
@@ -1362,10 +1361,12 @@ async fn restart_ends_every_wait_and_waiters_wake_again(sync: Synchronizer) {
     server.restart();
     let restarted = Instant::now();
     for waiter in waiters {
-        let outcome = timeout(Duration::from_secs(15), waiter)
-            .await
-            .expect("a wait did not end after the restart")
-            .unwrap();
+        let outcome = common::within(
+            Duration::from_secs(15),
+            waiter,
+            "a wait did not end after the restart",
+        )
+        .await;
         match outcome {
             Ok(Passed::Open) if sync == Synchronizer::Latch => {}
             Err(e) if e.is_redis() => println!("a wait ended: {e}"),
@@ -1420,10 +1421,8 @@ async fn restart_ends_every_wait_and_waiters_wake_again(sync: Synchronizer) {
     until_waiting(&server, &waiting, &channel, 1, 1).await;
     let released = Instant::now();
     closed.open_one().await.unwrap();
-    let passed = timeout(common::PROMPT, waiter)
+    let passed = common::within(common::PROMPT, waiter, "no waiter woken after the restart")
         .await
-        .expect("no waiter woken after the restart")
-        .unwrap()
         .unwrap()
         .expect("the waiter got past the gate");
     assert!(released.elapsed() < common::PROMPT);
@@ -1576,10 +1575,8 @@ async fn permit_debug_sleep_longer_than_the_lease_loses_the_permit() {
     timeout(SLACK, held.lost())
         .await
         .expect("lost() did not fire after a stall longer than the lease");
-    let taken = timeout(Duration::from_secs(20), waiter)
+    let taken = common::within(Duration::from_secs(20), waiter, "the waiter hung")
         .await
-        .expect("the waiter hung")
-        .unwrap()
         .unwrap()
         .expect("the permit comes back once its lease ended");
     assert_eq!(lease_ids(&server, &name), vec![taken.id().to_owned()]);
@@ -1698,10 +1695,7 @@ async fn latch_debug_sleep_counts_each_count_down_once() {
     let counted = Instant::now();
     latch.count_down().await.unwrap();
     for waiter in waiters {
-        let open = timeout(common::PROMPT, waiter)
-            .await
-            .expect("a waiter was not woken at zero")
-            .unwrap();
+        let open = common::within(common::PROMPT, waiter, "a waiter was not woken at zero").await;
         assert!(open.unwrap());
     }
     assert!(counted.elapsed() < common::PROMPT);
@@ -2041,10 +2035,12 @@ async fn semaphore_lost_replies_conserve_permits() {
     .await;
     proxy.swallow_next_reply(&[&acquire, &name("wait")]);
     blocker.release(2).await.unwrap();
-    let taken = timeout(Duration::from_secs(20), waiter)
-        .await
-        .expect("the waiter hung after a lost reply")
-        .unwrap();
+    let taken = common::within(
+        Duration::from_secs(20),
+        waiter,
+        "the waiter hung after a lost reply",
+    )
+    .await;
     assert_eq!(proxy.swallowed(), 2, "the fault did not happen");
     settle(&server, &client, &sem, taken).await;
 
@@ -2190,10 +2186,7 @@ async fn a_message_that_comes_while_a_waiter_takes_permits_is_passed_on() {
     let released = Instant::now();
     other.semaphore(&name).release(1).await.unwrap();
     for waiter in [first, second] {
-        let (taken, at) = timeout(Duration::from_secs(20), waiter)
-            .await
-            .expect("a waiter hung")
-            .unwrap();
+        let (taken, at) = common::within(Duration::from_secs(20), waiter, "a waiter hung").await;
         assert!(taken.unwrap(), "a waiter got no permit");
         let after = at - released;
         assert!(
@@ -2287,10 +2280,12 @@ async fn permit_lost_replies_conserve_permits() {
     proxy.swallow_next_reply(&[&acquire, &name("wait")]);
     let [first, second] = blocking;
     first.release().await.unwrap();
-    let taken = timeout(Duration::from_secs(20), waiter)
-        .await
-        .expect("the waiter hung after a lost reply")
-        .unwrap();
+    let taken = common::within(
+        Duration::from_secs(20),
+        waiter,
+        "the waiter hung after a lost reply",
+    )
+    .await;
     assert_eq!(proxy.swallowed(), 2, "the fault did not happen");
     second.release().await.unwrap();
     settle(&server, &client, &sem, taken).await;
@@ -2396,10 +2391,7 @@ async fn latch_lost_count_down_replies_count_once() {
     assert_eq!(proxy.swallowed(), 2, "the fault did not happen");
     assert!(!common::raw_exists(&server, &name("once")));
     for waiter in waiters {
-        let open = timeout(common::PROMPT, waiter)
-            .await
-            .expect("a waiter was not woken at zero")
-            .unwrap();
+        let open = common::within(common::PROMPT, waiter, "a waiter was not woken at zero").await;
         assert!(open.unwrap());
     }
     assert!(counted.elapsed() < common::PROMPT + Duration::from_secs(15));
@@ -2424,10 +2416,8 @@ async fn latch_lost_count_down_replies_count_once() {
     tokio::time::sleep_until(sent + CMD + CMD / 2).await;
     proxy.set_mode(Mode::Pass);
     proxy.cut();
-    timeout(Duration::from_secs(15), pending)
+    common::within(Duration::from_secs(15), pending, "count_down hung")
         .await
-        .expect("count_down hung")
-        .unwrap()
         .expect("the retry replays the count-down");
     assert_eq!(
         raw_count(&server, &name("dropped")),
@@ -2492,12 +2482,14 @@ async fn shutdown_gives_back_every_permit_to_waiters_elsewhere() {
     holder.shutdown().await.unwrap();
     let mut taken = Vec::new();
     for waiter in waiters {
-        let permit = timeout(common::PROMPT, waiter)
-            .await
-            .expect("a waiter was not woken by the shutdown")
-            .unwrap()
-            .unwrap()
-            .expect("a permit");
+        let permit = common::within(
+            common::PROMPT,
+            waiter,
+            "a waiter was not woken by the shutdown",
+        )
+        .await
+        .unwrap()
+        .expect("a permit");
         taken.push(permit);
     }
     assert!(shut.elapsed() < common::PROMPT);
