@@ -50,6 +50,16 @@ pub async fn setup(test: &str, watchdog: Duration) -> (RedisServer, relock::Clie
     (server, client, prefix(test))
 }
 
+/// [`setup`] with the plain `Lock` on the test's name.
+pub async fn setup_lock(
+    test: &str,
+    watchdog: Duration,
+) -> (RedisServer, relock::Client, String, relock::Lock) {
+    let (server, client, name) = setup(test, watchdog).await;
+    let lock = client.lock(name.clone());
+    (server, client, name, lock)
+}
+
 /// [`setup`] with two clients on the server: a holder and a waiter, say.
 pub async fn setup_two(
     test: &str,

@@ -38,9 +38,8 @@ async fn a_forgotten_fixed_hold_ends_at_its_own_deadline() {
 
 #[tokio::test]
 async fn a_shorter_fixed_reentry_never_cuts_a_longer_fixed_lease() {
-    let (server, client, name) =
-        common::setup("lease-fixed-then-shorter", Duration::from_secs(5)).await;
-    let lock = client.lock(name.clone());
+    let (server, _client, name, lock) =
+        common::setup_lock("lease-fixed-then-shorter", Duration::from_secs(5)).await;
 
     let long = Duration::from_secs(30);
     let outer = lock.lock_with_lease(long).await.unwrap();
@@ -60,9 +59,8 @@ async fn a_shorter_fixed_reentry_never_cuts_a_longer_fixed_lease() {
 
 #[tokio::test]
 async fn renewals_never_cut_a_longer_fixed_hold() {
-    let (server, client, name) =
-        common::setup("lease-renewal-vs-fixed", Duration::from_millis(600)).await;
-    let lock = client.lock(name.clone());
+    let (server, _client, name, lock) =
+        common::setup_lock("lease-renewal-vs-fixed", Duration::from_millis(600)).await;
 
     let long = Duration::from_secs(30);
     let fixed = lock.lock_with_lease(long).await.unwrap();
@@ -87,8 +85,8 @@ async fn renewals_never_cut_a_longer_fixed_hold() {
 
 #[tokio::test]
 async fn remaining_lease_tells_free_held_and_no_expiry_apart() {
-    let (server, client, name) = common::setup("lease-remaining", Duration::from_secs(5)).await;
-    let lock = client.lock(name.clone());
+    let (server, _client, name, lock) =
+        common::setup_lock("lease-remaining", Duration::from_secs(5)).await;
     assert_eq!(
         lock.remaining_lease().await.unwrap(),
         RemainingLease::Unlocked

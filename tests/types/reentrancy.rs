@@ -37,8 +37,7 @@ fn descend(lock: Lock, depth: u64, max: u64) -> BoxFuture<'static, ()> {
 
 #[tokio::test]
 async fn nested_async_calls_in_one_task_re_enter() {
-    let (server, client, name) = common::setup("reenter-nested", WATCHDOG).await;
-    let lock = client.lock(name.clone());
+    let (server, _client, name, lock) = common::setup_lock("reenter-nested", WATCHDOG).await;
     tokio::spawn(descend(lock.clone(), 1, 5)).await.unwrap();
     assert!(!common::raw_exists(&server, &name));
     assert!(!lock.is_locked().await.unwrap());
@@ -46,8 +45,7 @@ async fn nested_async_calls_in_one_task_re_enter() {
 
 #[tokio::test]
 async fn another_task_of_the_same_client_is_excluded() {
-    let (server, client, name) = common::setup("reenter-other-task", WATCHDOG).await;
-    let lock = client.lock(name.clone());
+    let (server, _client, name, lock) = common::setup_lock("reenter-other-task", WATCHDOG).await;
     let guard = lock.lock().await.unwrap();
     let again = lock.lock().await.unwrap();
 
@@ -168,8 +166,7 @@ async fn join_branches_with_distinct_owners_exclude_each_other() {
 
 #[tokio::test]
 async fn join_branches_with_the_default_owner_share_their_holds() {
-    let (server, client, name) = common::setup("reenter-join-shared", WATCHDOG).await;
-    let lock = client.lock(name.clone());
+    let (server, _client, name, lock) = common::setup_lock("reenter-join-shared", WATCHDOG).await;
     let (taken_tx, taken_rx) = tokio::sync::oneshot::channel();
     let (done_tx, done_rx) = tokio::sync::oneshot::channel();
     // One task, one owner: the second branch re-enters the first branch's hold at once.
@@ -262,8 +259,7 @@ async fn the_holder_field_is_the_client_id_and_the_task_id() {
 /// lock twice (hold count 2), where tokio's `Mutex` would wait.
 #[tokio::test]
 async fn joined_lock_calls_of_one_task_both_hold_the_lock() {
-    let (server, client, name) = common::setup("reenter-join-readme", WATCHDOG).await;
-    let lock = client.lock(name.clone());
+    let (server, client, name, lock) = common::setup_lock("reenter-join-readme", WATCHDOG).await;
     let (a, b) = tokio::time::timeout(Duration::from_secs(30), async {
         tokio::join!(lock.lock(), lock.lock())
     })

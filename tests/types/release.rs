@@ -14,8 +14,7 @@ const SOON: Duration = Duration::from_secs(10);
 
 #[tokio::test]
 async fn an_explicit_unlock_frees_the_lock() {
-    let (server, client, name) = common::setup("release-explicit", WATCHDOG).await;
-    let lock = client.lock(name.clone());
+    let (server, client, name, lock) = common::setup_lock("release-explicit", WATCHDOG).await;
     let guard = lock.lock().await.unwrap();
     assert!(common::raw_exists(&server, &name));
     assert_eq!(client.stats().holds, 1);
@@ -39,8 +38,7 @@ async fn an_explicit_unlock_frees_the_lock() {
 
 #[tokio::test]
 async fn dropping_a_guard_releases_its_hold_in_the_background() {
-    let (server, client, name) = common::setup("release-drop", WATCHDOG).await;
-    let lock = client.lock(name.clone());
+    let (server, client, name, lock) = common::setup_lock("release-drop", WATCHDOG).await;
     let owner = Owner::new();
     let field = format!("{}:{}", client.id(), owner.id());
     let lock = lock.owned_by(owner);
@@ -66,8 +64,7 @@ async fn dropping_a_guard_releases_its_hold_in_the_background() {
 
 #[tokio::test]
 async fn scoped_work_releases_the_lock_whatever_it_returns() {
-    let (server, client, name) = common::setup("release-with", WATCHDOG).await;
-    let lock = client.lock(name.clone());
+    let (server, client, name, lock) = common::setup_lock("release-with", WATCHDOG).await;
 
     let outcome = lock
         .with(|_| async {
@@ -188,8 +185,8 @@ async fn unlocking_a_hold_another_owner_of_the_same_client_took_over_fails() {
 
 #[tokio::test]
 async fn force_unlock_reports_whether_there_was_a_lock_and_wakes_a_waiter() {
-    let (server, client, name) = common::setup("release-force", Duration::from_secs(20)).await;
-    let lock = client.lock(name.clone());
+    let (server, client, name, lock) =
+        common::setup_lock("release-force", Duration::from_secs(20)).await;
     assert!(!lock.force_unlock().await.unwrap(), "nothing to delete yet");
 
     let holder = lock.lock().await.unwrap();
@@ -302,9 +299,8 @@ async fn only_the_last_release_publishes_the_wake_up_message() {
 /// the watchdog's renewal found the lock gone and `lost()` completed. Neither releases anything.
 #[tokio::test]
 async fn unlock_after_a_force_unlock_says_whether_the_guard_knew() {
-    let (server, unaware, name) =
-        common::setup("release-forced-unaware", Duration::from_secs(30)).await;
-    let lock = unaware.lock(name.clone());
+    let (server, _unaware, _name, lock) =
+        common::setup_lock("release-forced-unaware", Duration::from_secs(30)).await;
     let guard = lock.lock().await.unwrap();
     assert!(lock.force_unlock().await.unwrap());
     assert!(!guard.is_lost(), "the guard cannot know yet");

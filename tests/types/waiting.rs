@@ -154,8 +154,8 @@ async fn assert_no_waiter_left(server: &common::RedisServer, client: &Client, lo
 
 #[tokio::test]
 async fn a_release_wakes_a_waiter_long_before_a_fixed_lease_ends() {
-    let (server, client, name) = common::setup("wait-release-fixed", Duration::from_secs(3)).await;
-    let lock = client.lock(name);
+    let (server, client, _name, lock) =
+        common::setup_lock("wait-release-fixed", Duration::from_secs(3)).await;
     let holder = lock.lock_with_lease(LONG).await.unwrap();
     assert_eq!(holder.lease(), Some(LONG));
     // A waiter that asks for a fixed lease too.
@@ -231,8 +231,8 @@ async fn a_waiter_gets_a_lock_whose_holder_shut_down() {
 
 #[tokio::test]
 async fn try_lock_for_gives_up_when_the_wait_runs_out_and_leaves_nothing_behind() {
-    let (server, client, name) = common::setup("wait-timeout", Duration::from_secs(3)).await;
-    let lock = client.lock(name);
+    let (server, client, _name, lock) =
+        common::setup_lock("wait-timeout", Duration::from_secs(3)).await;
     let holder = lock.lock().await.unwrap();
 
     for lease in [None, Some(Duration::from_secs(5))] {
@@ -278,8 +278,7 @@ async fn try_lock_for_gives_up_when_the_wait_runs_out_and_leaves_nothing_behind(
 #[tokio::test]
 async fn several_waiters_in_one_process_are_served_one_per_release() {
     const WAITERS: usize = 4;
-    let (server, client, name) = common::setup("wait-queue", LONG).await;
-    let lock = client.lock(name);
+    let (server, client, _name, lock) = common::setup_lock("wait-queue", LONG).await;
     let holder = lock.lock().await.unwrap();
 
     let (acquired_tx, mut acquired_rx) = mpsc::unbounded_channel();
@@ -315,8 +314,7 @@ async fn several_waiters_in_one_process_are_served_one_per_release() {
 
 #[tokio::test]
 async fn a_cancelled_wait_leaves_no_waiter_behind_and_later_waiters_still_wake() {
-    let (server, client, name) = common::setup("wait-cancel", LONG).await;
-    let lock = client.lock(name);
+    let (server, client, _name, lock) = common::setup_lock("wait-cancel", LONG).await;
     let holder = lock.lock().await.unwrap();
 
     // The wait is dropped once it is seen parked, however long that took to happen.
