@@ -2,6 +2,7 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod connect;
 pub mod family;
 pub mod faults;
 pub mod proxy;

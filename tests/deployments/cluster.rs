@@ -14,6 +14,7 @@ use crate::common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::connect;
 use common::faults::{self, critical_section, Overlaps, Register};
 use common::topology::{self, Cluster};
 use common::{eventually, lock_channel, raw_exists, raw_holds, raw_numsub, raw_pttl, RedisServer};
@@ -35,14 +36,12 @@ fn start_cluster() -> Cluster {
 
 /// A relock client on the cluster's `redis-cluster://` URL.
 async fn connect(cluster: &Cluster, watchdog: Duration) -> Client {
-    let config = relock::Config::from_url(&cluster.url())
-        .unwrap()
-        .with_watchdog_timeout(watchdog)
-        .with_command_timeout(Duration::from_secs(3));
-    timeout(Duration::from_secs(10), Client::new(config))
-        .await
-        .expect("the cluster client did not connect within 10 s")
-        .expect("connect to the cluster")
+    connect::connected(cluster_config(cluster, watchdog)).await
+}
+
+/// The settings of the tests' cluster clients: `watchdog`, and a 3 s command timeout.
+fn cluster_config(cluster: &Cluster, watchdog: Duration) -> relock::Config {
+    connect::config(&cluster.url(), watchdog, Duration::from_secs(3))
 }
 
 /// The holder field `guard` wrote: `<client-uuid>:<owner>`.
@@ -445,12 +444,7 @@ async fn hash_tagged_names_stay_on_the_tag_slot_and_split_braces_are_rejected() 
 async fn watchdog_renews_locks_on_every_master_per_slot() {
     const LEASE: Duration = Duration::from_millis(900);
     let cluster = start_cluster();
-    let config = relock::Config::from_url(&cluster.url())
-        .unwrap()
-        .with_watchdog_timeout(LEASE)
-        .with_command_timeout(Duration::from_secs(3))
-        .with_renewal_batch(4);
-    let client = Client::new(config).await.unwrap();
+    let client = connect::connected(cluster_config(&cluster, LEASE).with_renewal_batch(4)).await;
     let prefix = common::prefix("cluster-watchdog");
     let mut names: Vec<String> = cluster
         .keys_per_master(&prefix, 8)

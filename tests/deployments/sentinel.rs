@@ -10,10 +10,10 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
+use common::connect;
 use common::topology::Sentinels;
 use common::{eventually, lock_channel, raw_exists, raw_holds, raw_numsub, raw_pttl};
 use relock::{Client, LockGuard};
-use tokio::time::timeout;
 
 /// The watchdog lease of both clients.
 const WATCHDOG: Duration = Duration::from_secs(2);
@@ -21,15 +21,9 @@ const WATCHDOG: Duration = Duration::from_secs(2);
 /// within [`PROMPT`] of the release was woken by the release's message.
 const LONG: Duration = Duration::from_secs(20);
 
+/// A client through the Sentinels at `url`, with the [`WATCHDOG`] lease.
 async fn connect(url: &str) -> Client {
-    let config = relock::Config::from_url(url)
-        .unwrap()
-        .with_watchdog_timeout(WATCHDOG)
-        .with_command_timeout(Duration::from_secs(2));
-    timeout(Duration::from_secs(10), Client::new(config))
-        .await
-        .expect("the sentinel client did not connect within 10 s")
-        .expect("connect through the sentinels")
+    connect::connected(connect::config(url, WATCHDOG, Duration::from_secs(2))).await
 }
 
 fn field_of(client: &Client, guard: &LockGuard) -> String {
