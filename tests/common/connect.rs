@@ -1,9 +1,10 @@
 //! Clients connected within a bound: a deployment that does not answer (a cluster, Sentinels,
-//! a TLS port) fails the test instead of hanging it.
+//! a TLS port) fails the test instead of hanging it. And what a client's hold writes: its
+//! holder field.
 
 use std::time::Duration;
 
-use relock::{Client, Config};
+use relock::{Client, Config, LockGuard};
 
 /// How long [`connected`] lets a client take to connect.
 pub const CONNECT: Duration = Duration::from_secs(10);
@@ -29,4 +30,22 @@ pub async fn connected(config: Config) -> Client {
     ends_within(CONNECT, config)
         .await
         .unwrap_or_else(|e| panic!("connect: {e}"))
+}
+
+/// The holder field `guard` wrote: `<client-uuid>:<owner>`.
+pub fn field_of(client: &Client, guard: &LockGuard) -> String {
+    format!("{}:{}", client.id(), guard.owner().id())
+}
+
+/// A hold of lock `name` by `client` (with `lease`, or the watchdog's without one), and the
+/// holder field it wrote.
+pub async fn held(client: &Client, name: &str, lease: Option<Duration>) -> (LockGuard, String) {
+    let lock = client.lock(name);
+    let guard = match lease {
+        Some(lease) => lock.lock_with_lease(lease).await,
+        None => lock.lock().await,
+    }
+    .unwrap();
+    let field = field_of(client, &guard);
+    (guard, field)
 }

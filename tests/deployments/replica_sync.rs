@@ -12,9 +12,10 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
+use common::connect::field_of;
 use common::topology::ReplicaPair;
 use common::{eventually, raw_exists, raw_holds, raw_pttl, RedisServer};
-use relock::{Client, Error, LockGuard};
+use relock::{Client, Error};
 use tokio::time::timeout;
 
 /// The replica sync timeout of the tests' clients.
@@ -28,10 +29,6 @@ const HANG: Duration = Duration::from_secs(20);
 async fn sync_client(url: &str, sync: Duration) -> Client {
     let config = common::connect::config(url, Duration::from_secs(5), Duration::from_secs(2));
     common::connect::connected(config.with_replica_sync(sync)).await
-}
-
-fn field_of(client: &Client, guard: &LockGuard) -> String {
-    format!("{}:{}", client.id(), guard.owner().id())
 }
 
 /// Checks that `client` takes lock `name` at once with `try_lock` (else fails with `expected`),
@@ -224,12 +221,7 @@ async fn a_synced_lock_survives_promotion_of_the_replica() {
     let name = common::prefix("sync-promote");
 
     let sent = Instant::now();
-    let guard = client
-        .lock(name.as_str())
-        .lock_with_lease(LEASE)
-        .await
-        .unwrap();
-    let field = field_of(&client, &guard);
+    let (guard, field) = common::connect::held(&client, &name, Some(LEASE)).await;
 
     pair.primary_mut().kill();
     pair.promote_replica();
