@@ -6,6 +6,7 @@ use crate::common;
 use std::future::Future;
 use std::time::Duration;
 
+use common::proxy::{Mode, Proxy};
 use common::{raw_exists, raw_pttl, resp, resp_int, RedisServer, Resp};
 use relock::{Client, Config, Error, Lock};
 
@@ -20,65 +21,74 @@ fn dbsize(server: &RedisServer) -> i64 {
     resp_int(&server.cmd(&["DBSIZE"]))
 }
 
+/// Makes lock `name` held by another (Java) client for `ttl_ms`, written with raw commands.
+fn held_elsewhere(server: &RedisServer, name: &str, ttl_ms: &str) {
+    server.cmd(&["HSET", name, "java-client:1", "1"]);
+    server.cmd(&["PEXPIRE", name, ttl_ms]);
+}
+
+/// Waits (at most 5 s) until `client` has exactly one waiter parked.
+async fn until_one_waits(client: &Client) {
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            client.stats().waiters == 1
+        })
+        .await
+    );
+}
+
+/// A task taking lock `name` with `lock()` behind a hold by another client of `ttl_ms`, returned
+/// once it is parked; it ends with what `lock()` gave.
+async fn parked_waiter(
+    server: &RedisServer,
+    client: &Client,
+    name: &str,
+    ttl_ms: &str,
+) -> tokio::task::JoinHandle<Result<(), Error>> {
+    held_elsewhere(server, name, ttl_ms);
+    let waiter = tokio::spawn({
+        let lock = client.lock(name);
+        async move { lock.lock().await.map(|_| ()) }
+    });
+    until_one_waits(client).await;
+    waiter
+}
+
+/// One call of the API, named, with its result reduced to the error.
+type Failing<'a> = (
+    &'static str,
+    std::pin::Pin<Box<dyn Future<Output = Result<(), Error>> + 'a>>,
+);
+
+/// `[Failing; N]` from `"name" => call` pairs, each call a future of a `Result`.
+macro_rules! failing {
+    ($($what:literal => $call:expr),* $(,)?) => {
+        [$(($what, Box::pin(async { $call.await.map(drop) }) as _)),*]
+    };
+}
+
 /// Runs every operation of `lock` that takes a lease or a name and checks each error with
 /// `check`. Returns how many operations were checked.
 async fn every_operation(lock: &Lock, check: impl Fn(&str, Error)) -> usize {
+    let lease = Duration::from_secs(5);
+    let wait = Duration::from_millis(200);
+    let operations: [Failing<'_>; 10] = failing![
+        "lock" => lock.lock(),
+        "lock_with_lease" => lock.lock_with_lease(lease),
+        "try_lock" => lock.try_lock(),
+        "try_lock_for" => lock.try_lock_for(wait, None),
+        "force_unlock" => lock.force_unlock(),
+        "is_locked" => lock.is_locked(),
+        "is_held_by_current_owner" => lock.is_held_by_current_owner(),
+        "hold_count" => lock.hold_count(),
+        "remaining_lease" => lock.remaining_lease(),
+        "with" => lock.with(|_| async { 1 }),
+    ];
     let mut n = 0;
-    let mut seen = |what: &str, e: Error| {
-        check(what, e);
+    for (what, operation) in operations {
+        check(what, soon(what, operation).await.unwrap_err());
         n += 1;
-    };
-    seen("lock", soon("lock", lock.lock()).await.unwrap_err());
-    seen(
-        "lock_with_lease",
-        soon(
-            "lock_with_lease",
-            lock.lock_with_lease(Duration::from_secs(5)),
-        )
-        .await
-        .unwrap_err(),
-    );
-    seen(
-        "try_lock",
-        soon("try_lock", lock.try_lock()).await.unwrap_err(),
-    );
-    seen(
-        "try_lock_for",
-        soon(
-            "try_lock_for",
-            lock.try_lock_for(Duration::from_millis(200), None),
-        )
-        .await
-        .unwrap_err(),
-    );
-    seen(
-        "force_unlock",
-        soon("force_unlock", lock.force_unlock()).await.unwrap_err(),
-    );
-    seen(
-        "is_locked",
-        soon("is_locked", lock.is_locked()).await.unwrap_err(),
-    );
-    seen(
-        "is_held_by_current_owner",
-        soon("is_held", lock.is_held_by_current_owner())
-            .await
-            .unwrap_err(),
-    );
-    seen(
-        "hold_count",
-        soon("hold_count", lock.hold_count()).await.unwrap_err(),
-    );
-    seen(
-        "remaining_lease",
-        soon("remaining_lease", lock.remaining_lease())
-            .await
-            .unwrap_err(),
-    );
-    seen(
-        "with",
-        soon("with", lock.with(|_| async { 1 })).await.unwrap_err(),
-    );
+    }
     n
 }
 
@@ -138,26 +148,47 @@ async fn names_with_odd_braces_work_on_one_server() {
     assert_eq!(client.stats().holds, 0);
 }
 
-#[tokio::test]
-async fn zero_and_sub_millisecond_leases_are_invalid() {
-    let server = RedisServer::start();
-    let client = common::client(&server, Duration::from_secs(30)).await;
-    let lock = client.lock(common::prefix("bad-lease-zero"));
-    for lease in [
-        Duration::ZERO,
-        Duration::from_micros(500),
-        Duration::from_nanos(999_999),
-    ] {
-        let e = lock.lock_with_lease(lease).await.unwrap_err();
+/// A server, a client on it and a lock named for `test` (see [`common::setup`]).
+async fn setup_lock(test: &str) -> (RedisServer, Client, Lock) {
+    let (server, client, name) = common::setup(test, Duration::from_secs(30)).await;
+    let lock = client.lock(name);
+    (server, client, lock)
+}
+
+/// Checks that `lock` refuses each of `leases`, given to `lock_with_lease` and to `try_lock_for`
+/// (waiting `wait`), as `InvalidArgument` whose message says `says`, and that nothing was
+/// written to `server`.
+async fn leases_refused(
+    server: &RedisServer,
+    lock: &Lock,
+    leases: [Duration; 3],
+    wait: Duration,
+    says: &str,
+) {
+    for lease in leases {
+        let e = soon("lock_with_lease", lock.lock_with_lease(lease))
+            .await
+            .unwrap_err();
         assert!(e.is_invalid_argument(), "lock_with_lease({lease:?}): {e:?}");
-        let e = lock
-            .try_lock_for(Duration::from_secs(1), Some(lease))
+        assert!(e.to_string().contains(says), "{e}");
+        let e = soon("try_lock_for", lock.try_lock_for(wait, Some(lease)))
             .await
             .unwrap_err();
         assert!(e.is_invalid_argument(), "try_lock_for({lease:?}): {e:?}");
-        assert!(e.to_string().contains("lease"), "{e}");
+        assert!(e.to_string().contains(says), "{e}");
     }
-    assert_eq!(dbsize(&server), 0);
+    assert_eq!(dbsize(server), 0);
+}
+
+#[tokio::test]
+async fn zero_and_sub_millisecond_leases_are_invalid() {
+    let (server, _client, lock) = setup_lock("bad-lease-zero").await;
+    let under_1_ms = [
+        Duration::ZERO,
+        Duration::from_micros(500),
+        Duration::from_nanos(999_999),
+    ];
+    leases_refused(&server, &lock, under_1_ms, Duration::from_secs(1), "lease").await;
     // One millisecond is the smallest lease accepted: it is sent. (On a loaded machine a round
     // trip can outlast it, three times in a row: that is the lease running out, not a refusal.)
     match lock.lock_with_lease(Duration::from_millis(1)).await {
@@ -174,9 +205,7 @@ async fn zero_and_sub_millisecond_leases_are_invalid() {
 /// the guard or permit reports the lease Redis got.
 #[tokio::test]
 async fn a_fraction_of_a_millisecond_is_rounded_up() {
-    let server = RedisServer::start();
-    let client = common::client(&server, Duration::from_secs(30)).await;
-    let lock = client.lock(common::prefix("lease-fraction"));
+    let (server, client, lock) = setup_lock("lease-fraction").await;
     // Long enough to outlast a round trip on a loaded machine (a 2 ms lease may not).
     let guard = lock
         .lock_with_lease(Duration::from_micros(4_999_999))
@@ -208,28 +237,13 @@ async fn a_fraction_of_a_millisecond_is_rounded_up() {
 
 #[tokio::test]
 async fn leases_too_long_for_milliseconds_are_invalid() {
-    let server = RedisServer::start();
-    let client = common::client(&server, Duration::from_secs(30)).await;
-    let lock = client.lock(common::prefix("bad-lease-long"));
-    for lease in [
+    let (server, _client, lock) = setup_lock("bad-lease-long").await;
+    let over_2_53_ms = [
         Duration::MAX,
         Duration::from_secs(u64::MAX),
         Duration::from_millis(1 << 53),
-    ] {
-        let e = soon("lock_with_lease", lock.lock_with_lease(lease))
-            .await
-            .unwrap_err();
-        assert!(e.is_invalid_argument(), "lock_with_lease({lease:?}): {e:?}");
-        assert!(e.to_string().contains("too long"), "{e}");
-        let e = soon(
-            "try_lock_for",
-            lock.try_lock_for(Duration::ZERO, Some(lease)),
-        )
-        .await
-        .unwrap_err();
-        assert!(e.is_invalid_argument(), "try_lock_for({lease:?}): {e:?}");
-    }
-    assert_eq!(dbsize(&server), 0);
+    ];
+    leases_refused(&server, &lock, over_2_53_ms, Duration::ZERO, "too long").await;
 
     // The largest accepted lease, 2^53 - 1 ms, reaches Redis as it is.
     let guard = lock
@@ -246,9 +260,7 @@ async fn leases_too_long_for_milliseconds_are_invalid() {
 
 #[tokio::test]
 async fn an_unbounded_wait_on_a_free_lock_works() {
-    let server = RedisServer::start();
-    let client = common::client(&server, Duration::from_secs(30)).await;
-    let lock = client.lock(common::prefix("bad-wait-max"));
+    let (server, client, lock) = setup_lock("bad-wait-max").await;
     let guard = soon("try_lock_for(MAX)", lock.try_lock_for(Duration::MAX, None))
         .await
         .unwrap()
@@ -269,12 +281,7 @@ async fn an_unbounded_wait_on_a_free_lock_works() {
             guard.unlock().await.unwrap();
         }
     });
-    assert!(
-        common::eventually(Duration::from_secs(5), || async {
-            client.stats().waiters == 1
-        })
-        .await
-    );
+    until_one_waits(&client).await;
     guard.unlock().await.unwrap();
     soon("the waiter", waiter).await.unwrap();
     // The release's replay key goes with the sweeper's next `DEL`, a few ms later.
@@ -384,57 +391,64 @@ async fn a_closed_client_fails_every_operation_with_closed() {
     assert_eq!(hash[0].1, "1");
 }
 
+/// A setting of [`Config`] that takes a duration.
+type Setting = fn(Config, Duration) -> Config;
+
+/// Checks that a client of `server` is refused as `InvalidArgument`, before it connects, with
+/// each of the values given for each setting.
+async fn settings_refused(server: &RedisServer, bad: &[(&str, Setting, &[Duration])]) {
+    for (setting, with, values) in bad {
+        for value in *values {
+            let what = format!("{setting} of {value:?}");
+            let config = with(Config::from_url(&server.url()).unwrap(), *value);
+            let e = soon(&what, Client::new(config)).await.unwrap_err();
+            assert!(e.is_invalid_argument(), "{what}: {e:?}");
+        }
+    }
+}
+
 #[tokio::test]
 async fn bad_settings_are_refused_before_connecting() {
     let server = RedisServer::start();
     let base = || Config::from_url(&server.url()).unwrap();
-    let bad = [
-        (
-            "zero watchdog",
-            base().with_watchdog_timeout(Duration::ZERO),
-        ),
-        (
-            "2 ms watchdog",
-            base().with_watchdog_timeout(Duration::from_millis(2)),
-        ),
-        (
-            "endless watchdog",
-            base().with_watchdog_timeout(Duration::MAX),
-        ),
-        (
-            "2 ms fair waiter timeout",
-            base().with_fair_waiter_timeout(Duration::from_millis(2)),
-        ),
-        (
-            "endless fair waiter timeout",
-            base().with_fair_waiter_timeout(Duration::MAX),
-        ),
-        (
-            "zero command timeout",
-            base().with_command_timeout(Duration::ZERO),
-        ),
-        (
-            "endless command timeout",
-            base().with_command_timeout(Duration::MAX),
-        ),
-        ("zero renewal batch", base().with_renewal_batch(0)),
-        (
-            "endless hand-off grace",
-            base().with_handoff_grace(Duration::MAX),
-        ),
-        (
-            "sub-millisecond claim window",
-            base().with_claim_window(Duration::from_micros(500)),
-        ),
-        (
-            "endless claim window",
-            base().with_claim_window(Duration::MAX),
-        ),
-    ];
-    for (what, config) in bad {
-        let e = soon(what, Client::new(config)).await.unwrap_err();
-        assert!(e.is_invalid_argument(), "{what}: {e:?}");
-    }
+    settings_refused(
+        &server,
+        &[
+            (
+                "watchdog",
+                Config::with_watchdog_timeout,
+                &[Duration::ZERO, Duration::from_millis(2), Duration::MAX],
+            ),
+            (
+                "fair waiter timeout",
+                Config::with_fair_waiter_timeout,
+                &[Duration::from_millis(2), Duration::MAX],
+            ),
+            (
+                "command timeout",
+                Config::with_command_timeout,
+                &[Duration::ZERO, Duration::MAX],
+            ),
+            (
+                "hand-off grace",
+                Config::with_handoff_grace,
+                &[Duration::MAX],
+            ),
+            (
+                "claim window",
+                Config::with_claim_window,
+                &[Duration::from_micros(500), Duration::MAX],
+            ),
+        ],
+    )
+    .await;
+    let e = soon(
+        "zero renewal batch",
+        Client::new(base().with_renewal_batch(0)),
+    )
+    .await
+    .unwrap_err();
+    assert!(e.is_invalid_argument(), "zero renewal batch: {e:?}");
     // The smallest valid settings pass validation: 3 ms watchdog, one lock per batch, no grace
     // and no claims, and a 1 ms command timeout (which may or may not be long enough to connect,
     // but is not invalid).
@@ -462,6 +476,14 @@ async fn bad_settings_are_refused_before_connecting() {
     assert_eq!(dbsize(&server), 0);
 }
 
+/// The errors `Config::from_url` and `Client::connect` give for `url`, the first checked to be
+/// `InvalidArgument`.
+async fn url_refused(url: &str) -> (Error, Error) {
+    let e = Config::from_url(url).unwrap_err();
+    assert!(e.is_invalid_argument(), "{url:?}: {e:?}");
+    (e, soon(url, Client::connect(url)).await.unwrap_err())
+}
+
 #[tokio::test]
 async fn bad_urls_are_invalid_argument() {
     for url in [
@@ -470,9 +492,7 @@ async fn bad_urls_are_invalid_argument() {
         "redis://127.0.0.1:6379/not-a-db",
         "redis://127.0.0.1:6379/1/2",
     ] {
-        let e = Config::from_url(url).unwrap_err();
-        assert!(e.is_invalid_argument(), "{url:?}: {e:?}");
-        let e = soon(url, Client::connect(url)).await.unwrap_err();
+        let (_, e) = url_refused(url).await;
         assert!(e.is_invalid_argument(), "{url:?}: {e:?}");
         assert!(e.to_string().contains("URL"), "{url:?}: {e}");
     }
@@ -487,14 +507,13 @@ async fn a_url_without_a_scheme_says_redis_is_missing() {
         "",
         "not a url",
     ] {
-        let e = Config::from_url(url).unwrap_err();
-        assert!(e.is_invalid_argument(), "{url:?}: {e:?}");
-        let message = e.to_string();
+        let (parsing, connecting) = url_refused(url).await;
+        let message = parsing.to_string();
         assert!(message.contains("`redis://`"), "{url:?}: {message}");
         assert!(message.contains("no scheme"), "{url:?}: {message}");
         assert!(!message.contains("RelativeUrl"), "{url:?}: {message}");
-        let e = soon(url, Client::connect(url)).await.unwrap_err();
-        assert!(e.to_string().contains("`redis://`"), "{url:?}: {e}");
+        let message = connecting.to_string();
+        assert!(message.contains("`redis://`"), "{url:?}: {message}");
     }
 }
 
@@ -522,18 +541,7 @@ async fn a_waiter_meeting_a_key_of_another_type_gets_wrong_type() {
     let (server, client, name) =
         common::setup("bad-wrong-type-waiting", Duration::from_secs(30)).await;
     let channel = format!("redisson_lock__channel:{{{name}}}");
-    server.cmd(&["HSET", &name, "java-client:1", "1"]);
-    server.cmd(&["PEXPIRE", &name, "30000"]);
-    let waiter = tokio::spawn({
-        let lock = client.lock(name.clone());
-        async move { lock.lock().await.map(|_| ()) }
-    });
-    assert!(
-        common::eventually(Duration::from_secs(5), || async {
-            client.stats().waiters == 1
-        })
-        .await
-    );
+    let waiter = parked_waiter(&server, &client, &name, "30000").await;
     // The lock's key becomes a user string; a release message wakes the waiter.
     server.cmd(&["SET", &name, "user-data"]);
     server.cmd(&["PUBLISH", &channel, "0"]);
@@ -562,18 +570,7 @@ async fn a_waiter_meeting_a_key_of_another_type_gets_wrong_type() {
 #[tokio::test]
 async fn a_waiter_parked_at_shutdown_ends_with_closed() {
     let (server, client, name) = common::setup("bad-closed-waiting", Duration::from_secs(30)).await;
-    server.cmd(&["HSET", &name, "java-client:1", "1"]);
-    server.cmd(&["PEXPIRE", &name, "20000"]);
-    let waiter = tokio::spawn({
-        let lock = client.lock(name.clone());
-        async move { lock.lock().await.map(|_| ()) }
-    });
-    assert!(
-        common::eventually(Duration::from_secs(5), || async {
-            client.stats().waiters == 1
-        })
-        .await
-    );
+    let waiter = parked_waiter(&server, &client, &name, "20000").await;
     client.shutdown().await.unwrap();
     let outcome = tokio::time::timeout(Duration::from_secs(5), waiter)
         .await
@@ -600,10 +597,7 @@ async fn extreme_durations_are_used_or_refused_never_a_panic() {
     let client = common::client(&server, Duration::from_secs(30)).await;
     let p = common::prefix("bad-extremes");
     let short = Duration::from_millis(300);
-    let busy = |name: &str| {
-        server.cmd(&["HSET", name, "java-client:1", "1"]);
-        server.cmd(&["PEXPIRE", name, "30000"]);
-    };
+    let busy = |name: &str| held_elsewhere(&server, name, "30000");
 
     // A RedLock: a retry delay past 2^53 ms is refused at the first operation, before any
     // round; the largest accepted delays and jitters, and endless vote timeouts and graces,
@@ -756,40 +750,37 @@ async fn extreme_durations_are_used_or_refused_never_a_panic() {
     let waited = tokio::time::timeout(short, big.semaphore(format!("{p}:sem")).acquire(1)).await;
     assert!(waited.is_err(), "{waited:?}");
     big.shutdown().await.unwrap();
-    for (what, config) in [
-        (
-            "endless poll interval",
-            Config::from_url(&server.url())
-                .unwrap()
-                .with_poll_interval(Duration::MAX),
-        ),
-        (
-            "endless replica sync",
-            Config::from_url(&server.url())
-                .unwrap()
-                .with_replica_sync(Duration::MAX),
-        ),
-        (
-            "too long a watchdog",
-            Config::from_url(&server.url())
-                .unwrap()
-                .with_watchdog_timeout(MAX_MS + Duration::from_millis(1)),
-        ),
-    ] {
-        let e = soon(what, Client::new(config)).await.unwrap_err();
-        assert!(e.is_invalid_argument(), "{what}: {e:?}");
-    }
+    settings_refused(
+        &server,
+        &[
+            (
+                "poll interval",
+                Config::with_poll_interval,
+                &[Duration::MAX],
+            ),
+            ("replica sync", Config::with_replica_sync, &[Duration::MAX]),
+            (
+                "watchdog",
+                Config::with_watchdog_timeout,
+                &[MAX_MS + Duration::from_millis(1)],
+            ),
+        ],
+    )
+    .await;
 }
 
-/// Runs `attempt` three times against a server holding only `key` (of another type than the
-/// lock expects there) and checks each fails with `WrongType` naming `key`, with nothing written:
-/// the server holds `key` alone, as it was.
-async fn wrong_type_names<F, Fut, T>(server: &RedisServer, key: &str, attempt: F)
+/// Writes a key of another type than the lock expects there with the command `plant` (its
+/// key is `plant[1]`), then runs `attempt` three times and checks each fails with `WrongType`
+/// naming that key, with nothing written: the server holds the key alone, as it was. Deletes
+/// the key afterwards.
+async fn wrong_type_names<F, Fut, T>(server: &RedisServer, plant: &[&str], attempt: F)
 where
     F: Fn() -> Fut,
     Fut: Future<Output = Result<T, Error>>,
     T: std::fmt::Debug,
 {
+    let key = plant[1];
+    server.cmd(plant);
     let before = server.cmd(&["DUMP", key]);
     for _ in 0..3 {
         match soon("the acquire", attempt()).await {
@@ -800,6 +791,7 @@ where
     assert_eq!(dbsize(server), 1, "the failed acquires wrote a key");
     assert_eq!(server.cmd(&["DUMP", key]), before);
     assert_eq!(raw_pttl(server, key), -1);
+    server.cmd(&["DEL", key]);
 }
 
 /// A fenced lock whose token counter is not a number: every acquire fails, naming the counter,
@@ -808,9 +800,9 @@ where
 async fn a_fenced_lock_with_a_bad_token_counter_fails_naming_it_and_holds_nothing() {
     let (server, client, name) = common::setup("bad-token", Duration::from_secs(30)).await;
     let counter = format!("redisson_lock_token:{{{name}}}");
-    server.cmd(&["SET", &counter, "not-a-number"]);
     let lock = client.fenced_lock(name.clone());
-    wrong_type_names(&server, &counter, || lock.try_lock()).await;
+    let plant = ["SET", &counter, "not-a-number"];
+    wrong_type_names(&server, &plant, || lock.try_lock()).await;
     assert!(!raw_exists(&server, &name));
     let stats = client.stats();
     assert_eq!((stats.holds, stats.waiters), (0, 0), "{stats:?}");
@@ -821,18 +813,13 @@ async fn a_fenced_lock_with_a_bad_token_counter_fails_naming_it_and_holds_nothin
 #[tokio::test]
 async fn a_fair_queue_of_another_type_is_named_and_kept() {
     let (server, client, name) = common::setup("bad-fair-queue", Duration::from_secs(30)).await;
-    let queue = common::fair_queue_key(&name);
-    server.cmd(&["SET", &queue, "x"]);
     let lock = client.fair_lock(name.clone());
-    wrong_type_names(&server, &queue, || lock.lock()).await;
+    let queue = common::fair_queue_key(&name);
+    wrong_type_names(&server, &["SET", &queue, "x"], || lock.lock()).await;
     let timeouts = common::fair_timeout_key(&name);
-    server.cmd(&["DEL", &queue]);
-    server.cmd(&["SET", &timeouts, "x"]);
-    wrong_type_names(&server, &timeouts, || lock.try_lock()).await;
+    wrong_type_names(&server, &["SET", &timeouts, "x"], || lock.try_lock()).await;
     let alive = common::fair_alive_key(&name);
-    server.cmd(&["DEL", &timeouts]);
-    server.cmd(&["SET", &alive, "x"]);
-    wrong_type_names(&server, &alive, || lock.try_lock()).await;
+    wrong_type_names(&server, &["SET", &alive, "x"], || lock.try_lock()).await;
 }
 
 /// A plain lock whose hand-off claim key holds another type: the error names the claim key.
@@ -840,11 +827,29 @@ async fn a_fair_queue_of_another_type_is_named_and_kept() {
 async fn a_claim_key_of_another_type_is_named_and_kept() {
     let (server, client, name) = common::setup("bad-claim", Duration::from_secs(30)).await;
     let claim = common::claim_key(&name);
-    server.cmd(&["RPUSH", &claim, "x"]);
     let lock = client.lock(name.clone());
-    wrong_type_names(&server, &claim, || lock.lock()).await;
+    wrong_type_names(&server, &["RPUSH", &claim, "x"], || lock.lock()).await;
     let writer = client.rw_lock(name.clone()).write();
-    wrong_type_names(&server, &claim, || writer.lock()).await;
+    wrong_type_names(&server, &["RPUSH", &claim, "x"], || writer.lock()).await;
+}
+
+/// A server, a proxy in front of it (see [`common::proxy`]), a client through the proxy, and a
+/// name for `test`.
+async fn behind_a_proxy(test: &str) -> (RedisServer, Proxy, Client, String) {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port()).await;
+    let client = common::client_at(&proxy.url(), Duration::from_secs(30)).await;
+    (server, proxy, client, common::prefix(test))
+}
+
+/// Checks that `acquire`, with a 5 ms lease against a server 20 ms away, fails as
+/// `InvalidArgument` saying the lease is shorter than a round trip.
+async fn refused_for_the_round_trip<T: std::fmt::Debug>(
+    acquire: impl Future<Output = Result<T, Error>>,
+) {
+    let error = soon("the acquire", acquire).await.unwrap_err();
+    assert!(error.is_invalid_argument(), "{error:?}");
+    assert!(error.to_string().contains("round trip"), "{error}");
 }
 
 /// Against a server 20 ms away, a 5 ms lease runs out before every reply comes back: the
@@ -852,21 +857,10 @@ async fn a_claim_key_of_another_type_is_named_and_kept() {
 /// back the lock for ever; nothing is left held. A lease that outlasts the round trip works.
 #[tokio::test]
 async fn a_lease_shorter_than_a_round_trip_fails_instead_of_looping() {
-    use common::proxy::{Mode, Proxy};
-    let server = RedisServer::start();
-    let proxy = Proxy::start(server.port()).await;
-    let client = common::client_at(&proxy.url(), Duration::from_secs(30)).await;
+    let (server, proxy, client, name) = behind_a_proxy("bad-lease-under-rtt").await;
     proxy.set_mode(Mode::Delay(Duration::from_millis(20)));
-    let name = common::prefix("bad-lease-under-rtt");
     let lock = client.lock(name.clone());
-    let error = soon(
-        "the acquire",
-        lock.lock_with_lease(Duration::from_millis(5)),
-    )
-    .await
-    .unwrap_err();
-    assert!(error.is_invalid_argument(), "{error:?}");
-    assert!(error.to_string().contains("round trip"), "{error}");
+    refused_for_the_round_trip(lock.lock_with_lease(Duration::from_millis(5))).await;
     assert!(
         common::eventually(Duration::from_secs(5), || async {
             !common::raw_exists(&server, &name)
@@ -882,22 +876,11 @@ async fn a_lease_shorter_than_a_round_trip_fails_instead_of_looping() {
 /// that says so, and no permit stays out.
 #[tokio::test]
 async fn a_permit_lease_shorter_than_a_round_trip_fails_instead_of_looping() {
-    use common::proxy::{Mode, Proxy};
-    let server = RedisServer::start();
-    let proxy = Proxy::start(server.port()).await;
-    let client = common::client_at(&proxy.url(), Duration::from_secs(30)).await;
-    let name = common::prefix("bad-permit-under-rtt");
+    let (server, proxy, client, name) = behind_a_proxy("bad-permit-under-rtt").await;
     let permits = client.permit_semaphore(name.clone());
     assert!(permits.try_set_permits(1).await.unwrap());
     proxy.set_mode(Mode::Delay(Duration::from_millis(20)));
-    let error = soon(
-        "the acquire",
-        permits.acquire_with_lease(Duration::from_millis(5)),
-    )
-    .await
-    .unwrap_err();
-    assert!(error.is_invalid_argument(), "{error:?}");
-    assert!(error.to_string().contains("round trip"), "{error}");
+    refused_for_the_round_trip(permits.acquire_with_lease(Duration::from_millis(5))).await;
     assert!(
         common::eventually(Duration::from_secs(5), || async {
             common::raw_count(&server, &name) == Some(1)

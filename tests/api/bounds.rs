@@ -15,31 +15,68 @@ use relock::{
 /// Compiles only for a `Send` future, which is dropped unpolled.
 fn send<F: Future + Send>(_future: F) {}
 
-fn shared<T: Send + Sync + 'static>() {}
+/// Compiles only for types that are `Send + Sync + 'static`, each named once.
+macro_rules! shared {
+    ($($T:ty),* $(,)?) => {{
+        fn shared<T: Send + Sync + 'static>() {}
+        $(shared::<$T>();)*
+    }};
+}
+
+/// Checks at compile time that the acquires every lock type shares (`lock`, `lock_with_lease`,
+/// `try_lock`, `try_lock_for`, `with`) give `Send` futures.
+macro_rules! acquires_are_send {
+    ($lock:expr, $wait:expr, $lease:expr) => {{
+        send($lock.lock());
+        send($lock.lock_with_lease($lease));
+        send($lock.try_lock());
+        send($lock.try_lock_for($wait, Some($lease)));
+        send($lock.with(|_lost| async { 1 }));
+    }};
+}
+
+/// Runs `call` on a clone of `handle` in a spawned task, and returns its unwrapped result.
+async fn on_a_task<H, T, Fut>(handle: &H, call: impl FnOnce(H) -> Fut) -> T
+where
+    H: Clone,
+    Fut: Future<Output = Result<T, relock::Error>> + Send + 'static,
+    T: Send + 'static,
+{
+    spawned(call(handle.clone())).await
+}
+
+/// Spawns `future` on a task, and returns its unwrapped result.
+async fn spawned<T: Send + 'static>(
+    future: impl Future<Output = Result<T, relock::Error>> + Send + 'static,
+) -> T {
+    tokio::spawn(future).await.unwrap().unwrap()
+}
 
 /// Handles and guards: shared and moved across tasks.
 #[test]
 fn handles_and_guards_are_send_sync_static() {
-    shared::<Client>();
-    shared::<Lock>();
-    shared::<FairLock>();
-    shared::<SpinLock>();
-    shared::<RwLock>();
-    shared::<relock::ReadLock>();
-    shared::<relock::WriteLock>();
-    shared::<FencedLock>();
-    shared::<MultiLock>();
-    shared::<RedLock>();
-    shared::<relock::Fence>();
-    shared::<relock::Part>();
-    shared::<LockGuard>();
-    shared::<FencedGuard>();
-    shared::<MultiGuard>();
-    shared::<RedLockGuard>();
-    shared::<relock::Semaphore>();
-    shared::<relock::PermitSemaphore>();
-    shared::<relock::CountDownLatch>();
-    shared::<relock::Error>();
+    shared!(
+        Client,
+        Lock,
+        FairLock,
+        SpinLock,
+        RwLock,
+        relock::ReadLock,
+        relock::WriteLock,
+        FencedLock,
+        MultiLock,
+        RedLock,
+        relock::Fence,
+        relock::Part,
+        LockGuard,
+        FencedGuard,
+        MultiGuard,
+        RedLockGuard,
+        relock::Semaphore,
+        relock::PermitSemaphore,
+        relock::CountDownLatch,
+        relock::Error,
+    );
     fn send_static<T: Send + 'static>() {}
     send_static::<relock::Permit>();
     send_static::<Lost>();
@@ -58,18 +95,8 @@ async fn every_future_is_send_and_spawnable() {
     macro_rules! each_acquire {
         ($lock:expr, $Guard:ty) => {{
             let lock = $lock;
-            send(lock.lock());
-            let guard: $Guard = tokio::spawn({
-                let lock = lock.clone();
-                async move { lock.lock().await }
-            })
-            .await
-            .unwrap()
-            .unwrap();
-            send(lock.lock_with_lease(lease));
-            send(lock.try_lock());
-            send(lock.try_lock_for(wait, Some(lease)));
-            send(lock.with(|_lost| async { 1 }));
+            acquires_are_send!(lock, wait, lease);
+            let guard: $Guard = on_a_task(&lock, |lock| async move { lock.lock().await }).await;
             send(lock.force_unlock());
             send(lock.is_locked());
             send(lock.is_held_by_current_owner());
@@ -77,7 +104,7 @@ async fn every_future_is_send_and_spawnable() {
             send(lock.remaining_lease());
             assert!(lock.is_locked().await.unwrap(), "{}", lock.name());
             send(guard.hold_count());
-            tokio::spawn(guard.unlock()).await.unwrap().unwrap();
+            spawned(guard.unlock()).await;
             assert!(!lock.is_locked().await.unwrap(), "{}", lock.name());
         }};
     }
@@ -92,36 +119,16 @@ async fn every_future_is_send_and_spawnable() {
     send(client.fenced_lock(name("fenced")).token());
 
     let multi = client.multi_lock([name("m1"), name("m2")]);
-    send(multi.lock());
-    send(multi.lock_with_lease(lease));
-    send(multi.try_lock());
-    send(multi.try_lock_for(wait, Some(lease)));
-    send(multi.with(|_lost| async { 1 }));
-    let guard = tokio::spawn({
-        let multi = multi.clone();
-        async move { multi.lock().await }
-    })
-    .await
-    .unwrap()
-    .unwrap();
+    acquires_are_send!(multi, wait, lease);
+    let guard = on_a_task(&multi, |multi| async move { multi.lock().await }).await;
     assert_eq!(guard.parts().len(), 2);
-    tokio::spawn(guard.unlock()).await.unwrap().unwrap();
+    spawned(guard.unlock()).await;
 
     let red = RedLock::new([client.clone()], name("red"));
-    send(red.lock());
-    send(red.lock_with_lease(lease));
-    send(red.try_lock());
-    send(red.try_lock_for(wait, Some(lease)));
-    send(red.with(|_lost| async { 1 }));
-    let guard = tokio::spawn({
-        let red = red.clone();
-        async move { red.lock().await }
-    })
-    .await
-    .unwrap()
-    .unwrap();
+    acquires_are_send!(red, wait, lease);
+    let guard = on_a_task(&red, |red| async move { red.lock().await }).await;
     assert_eq!(guard.held_on(), 1);
-    tokio::spawn(guard.unlock()).await.unwrap().unwrap();
+    spawned(guard.unlock()).await;
 
     let fence = client.fence(name("fence"));
     send(fence.seen());
@@ -140,20 +147,8 @@ async fn every_future_is_send_and_spawnable() {
     send(sem.try_acquire_for(1, wait));
     send(sem.release(1));
     send(sem.delete());
-    assert!(tokio::spawn({
-        let sem = sem.clone();
-        async move { sem.try_set_permits(1).await }
-    })
-    .await
-    .unwrap()
-    .unwrap());
-    tokio::spawn({
-        let sem = sem.clone();
-        async move { sem.acquire(1).await }
-    })
-    .await
-    .unwrap()
-    .unwrap();
+    assert!(on_a_task(&sem, |sem| async move { sem.try_set_permits(1).await }).await);
+    on_a_task(&sem, |sem| async move { sem.acquire(1).await }).await;
     assert_eq!(sem.available_permits().await.unwrap(), 0);
 
     let permits = client.permit_semaphore(name("permits"));
@@ -169,15 +164,9 @@ async fn every_future_is_send_and_spawnable() {
     send(permits.release_id("00"));
     send(permits.delete());
     assert!(permits.try_set_permits(1).await.unwrap());
-    let permit = tokio::spawn({
-        let permits = permits.clone();
-        async move { permits.acquire().await }
-    })
-    .await
-    .unwrap()
-    .unwrap();
+    let permit = on_a_task(&permits, |permits| async move { permits.acquire().await }).await;
     assert_eq!(permits.acquired_permits().await.unwrap(), 1);
-    tokio::spawn(permit.release()).await.unwrap().unwrap();
+    spawned(permit.release()).await;
     assert_eq!(permits.acquired_permits().await.unwrap(), 0);
 
     let latch = client.count_down_latch(name("latch"));
@@ -192,22 +181,12 @@ async fn every_future_is_send_and_spawnable() {
         let latch = latch.clone();
         async move { latch.wait().await }
     });
-    tokio::spawn({
-        let latch = latch.clone();
-        async move { latch.count_down().await }
-    })
-    .await
-    .unwrap()
-    .unwrap();
+    on_a_task(&latch, |latch| async move { latch.count_down().await }).await;
     waiting.await.unwrap().unwrap();
 
     send(Client::connect(&server.url()));
     send(client.shutdown_keeping_locks());
     send(client.shutdown());
-    let closing = client.clone();
-    tokio::spawn(async move { closing.shutdown().await })
-        .await
-        .unwrap()
-        .unwrap();
+    on_a_task(&client, |closing| async move { closing.shutdown().await }).await;
     assert!(client.lock(name("after")).try_lock().await.is_err());
 }

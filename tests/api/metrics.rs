@@ -175,13 +175,16 @@ async fn the_example_serves_metrics_that_match_what_it_did() {
 #[cfg(feature = "metrics")]
 #[derive(Default)]
 struct Capture {
-    handles: std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<Samples>>>,
+    handles: std::sync::Mutex<
+        std::collections::HashMap<String, std::sync::Arc<std::sync::atomic::AtomicU64>>,
+    >,
 }
 
-/// A counter's count, a gauge's value (as f64 bits), or a histogram's number of samples.
+/// A histogram that keeps only its number of samples, in the cell [`Capture`] reads. Counters
+/// and gauges need no wrapper: `metrics` records them straight into the cell (a gauge's value
+/// as f64 bits).
 #[cfg(feature = "metrics")]
-#[derive(Default)]
-struct Samples(std::sync::atomic::AtomicU64);
+struct Samples(std::sync::Arc<std::sync::atomic::AtomicU64>);
 
 #[cfg(feature = "metrics")]
 impl metrics::HistogramFn for Samples {
@@ -202,7 +205,8 @@ impl Capture {
         format!("{}{{{}}}", key.name(), labels.join(","))
     }
 
-    fn handle(&self, key: &metrics::Key) -> std::sync::Arc<Samples> {
+    /// The cell that counts `key`'s samples, made on first use.
+    fn handle(&self, key: &metrics::Key) -> std::sync::Arc<std::sync::atomic::AtomicU64> {
         let mut handles = self.handles.lock().unwrap();
         handles.entry(Capture::text(key)).or_default().clone()
     }
@@ -211,7 +215,7 @@ impl Capture {
     fn count(&self, key: &str) -> u64 {
         let handles = self.handles.lock().unwrap();
         let found = handles.get(key);
-        found.map_or(0, |s| s.0.load(std::sync::atomic::Ordering::Relaxed))
+        found.map_or(0, |s| s.load(std::sync::atomic::Ordering::Relaxed))
     }
 
     fn gauge(&self, key: &str) -> f64 {
@@ -244,11 +248,11 @@ impl metrics::Recorder for Capture {
     }
 
     fn register_counter(&self, key: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Counter {
-        metrics::Counter::from_arc(std::sync::Arc::new(SamplesCounter(self.handle(key))))
+        metrics::Counter::from_arc(self.handle(key))
     }
 
     fn register_gauge(&self, key: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
-        metrics::Gauge::from_arc(std::sync::Arc::new(SamplesGauge(self.handle(key))))
+        metrics::Gauge::from_arc(self.handle(key))
     }
 
     fn register_histogram(
@@ -256,36 +260,7 @@ impl metrics::Recorder for Capture {
         key: &metrics::Key,
         _: &metrics::Metadata<'_>,
     ) -> metrics::Histogram {
-        metrics::Histogram::from_arc(self.handle(key))
-    }
-}
-
-#[cfg(feature = "metrics")]
-struct SamplesCounter(std::sync::Arc<Samples>);
-
-#[cfg(feature = "metrics")]
-impl metrics::CounterFn for SamplesCounter {
-    fn increment(&self, value: u64) {
-        metrics::CounterFn::increment(&self.0 .0, value)
-    }
-    fn absolute(&self, value: u64) {
-        metrics::CounterFn::absolute(&self.0 .0, value)
-    }
-}
-
-#[cfg(feature = "metrics")]
-struct SamplesGauge(std::sync::Arc<Samples>);
-
-#[cfg(feature = "metrics")]
-impl metrics::GaugeFn for SamplesGauge {
-    fn increment(&self, value: f64) {
-        metrics::GaugeFn::increment(&self.0 .0, value)
-    }
-    fn decrement(&self, value: f64) {
-        metrics::GaugeFn::decrement(&self.0 .0, value)
-    }
-    fn set(&self, value: f64) {
-        metrics::GaugeFn::set(&self.0 .0, value)
+        metrics::Histogram::from_arc(std::sync::Arc::new(Samples(self.handle(key))))
     }
 }
 

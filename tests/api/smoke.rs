@@ -6,9 +6,8 @@ use std::time::Duration;
 
 #[tokio::test]
 async fn smoke() {
-    let server = common::RedisServer::start();
-    let client = common::client(&server, Duration::from_secs(3)).await;
-    let lock = client.lock(common::prefix("smoke"));
+    let (_server, client, name) = common::setup("smoke", Duration::from_secs(3)).await;
+    let lock = client.lock(name);
     let g1 = lock.lock().await.unwrap();
     let g2 = lock.lock().await.unwrap();
     assert_eq!(lock.hold_count().await.unwrap(), 2);

@@ -74,6 +74,15 @@ fn in_child(name: &str, env: &[(&str, &str)], unset: &[&str]) {
     assert!(stdout.contains("1 passed"), "child did not run: {stdout}");
 }
 
+/// In a child of [`in_child`], checks that starting a server fails with `NotInstalled`, and
+/// returns the error's message.
+fn not_installed_in_this_child() -> String {
+    assert!(std::env::var_os("RELOCK_TESTING_CHILD").is_some());
+    let error = RedisServer::start().unwrap_err();
+    assert!(matches!(error, StartError::NotInstalled), "{error:?}");
+    error.to_string()
+}
+
 /// [`not_installed_in_child`] with a `PATH` that has no `redis-server`.
 #[test]
 fn without_redis_server_start_says_to_install_it() {
@@ -91,14 +100,11 @@ fn a_missing_relock_redis_server_is_named() {
 #[test]
 #[ignore = "run by a_missing_relock_redis_server_is_named with RELOCK_REDIS_SERVER set"]
 fn program_missing_in_child() {
-    assert!(std::env::var_os("RELOCK_TESTING_CHILD").is_some());
+    let message = not_installed_in_this_child();
     assert_eq!(
         relock::testing::server_program(),
         "/nonexistent/redis-server"
     );
-    let error = RedisServer::start().unwrap_err();
-    assert!(matches!(error, StartError::NotInstalled), "{error:?}");
-    let message = error.to_string();
     assert!(
         message.contains("RELOCK_REDIS_SERVER names \"/nonexistent/redis-server\""),
         "{message}"
@@ -125,10 +131,7 @@ fn the_server_started_is_the_binary_named() {
 #[test]
 #[ignore = "run by without_redis_server_start_says_to_install_it with PATH emptied"]
 fn not_installed_in_child() {
-    assert!(std::env::var_os("RELOCK_TESTING_CHILD").is_some());
-    let error = RedisServer::start().unwrap_err();
-    assert!(matches!(error, StartError::NotInstalled), "{error:?}");
-    let message = error.to_string();
+    let message = not_installed_in_this_child();
     assert!(
         message.contains("redis-server is not installed"),
         "{message}"

@@ -3,6 +3,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod child;
+pub mod connect;
 pub mod family;
 pub mod faults;
 pub mod proxy;

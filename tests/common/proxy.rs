@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
@@ -138,6 +139,30 @@ fn take_if_armed(shared: &Shared, request: &[u8]) -> Option<Duration> {
     }
 }
 
+/// The bytes one side of a connection sends, read a chunk at a time into a buffer of its own.
+struct Chunks {
+    rx: OwnedReadHalf,
+    buf: Vec<u8>,
+}
+
+impl Chunks {
+    /// Reads from `rx` into a 16 KiB buffer.
+    fn new(rx: OwnedReadHalf) -> Chunks {
+        Chunks {
+            rx,
+            buf: vec![0u8; 16 * 1024],
+        }
+    }
+
+    /// The next chunk read, or `None` once the side closed or failed.
+    async fn next(&mut self) -> Option<&[u8]> {
+        match self.rx.read(&mut self.buf).await {
+            Ok(0) | Err(_) => None,
+            Ok(n) => Some(&self.buf[..n]),
+        }
+    }
+}
+
 /// Pumps one client connection until either side closes, a cut, or a swallowed reply.
 async fn serve(client: TcpStream, upstream_port: u16, shared: Arc<Shared>) {
     let mut cut = shared.cut.subscribe();
@@ -145,34 +170,26 @@ async fn serve(client: TcpStream, upstream_port: u16, shared: Arc<Shared>) {
         return; // the client sees its connection close, as if the server were down
     };
     let _ = (client.set_nodelay(true), server.set_nodelay(true));
-    let (mut client_rx, mut client_tx) = client.into_split();
-    let (mut server_rx, mut server_tx) = server.into_split();
+    let (client_rx, mut client_tx) = client.into_split();
+    let (server_rx, mut server_tx) = server.into_split();
     // Set to how long to hold the connection once a swallowed request went through.
     let swallow: Mutex<Option<Duration>> = Mutex::new(None);
 
     let upstream = async {
-        let mut buf = vec![0u8; 16 * 1024];
-        loop {
-            let n = match client_rx.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => n,
-            };
+        let mut requests = Chunks::new(client_rx);
+        while let Some(request) = requests.next().await {
             // Set before the request is forwarded, so its reply cannot slip through.
-            if let Some(hold) = take_if_armed(&shared, &buf[..n]) {
+            if let Some(hold) = take_if_armed(&shared, request) {
                 *swallow.lock().unwrap() = Some(hold);
             }
-            if server_tx.write_all(&buf[..n]).await.is_err() {
+            if server_tx.write_all(request).await.is_err() {
                 return;
             }
         }
     };
     let downstream = async {
-        let mut buf = vec![0u8; 16 * 1024];
-        loop {
-            let n = match server_rx.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => n,
-            };
+        let mut replies = Chunks::new(server_rx);
+        while let Some(reply) = replies.next().await {
             let swallowed = *swallow.lock().unwrap();
             if let Some(hold) = swallowed {
                 shared.swallowed.fetch_add(1, Ordering::Relaxed);
@@ -185,7 +202,7 @@ async fn serve(client: TcpStream, upstream_port: u16, shared: Arc<Shared>) {
                 tokio::time::sleep(delay).await;
             }
             let passes = matches!(mode, Mode::Pass | Mode::Delay(_));
-            if passes && client_tx.write_all(&buf[..n]).await.is_err() {
+            if passes && client_tx.write_all(reply).await.is_err() {
                 return;
             }
         }

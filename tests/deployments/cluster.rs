@@ -14,6 +14,7 @@ use crate::common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::connect::{self, field_of};
 use common::faults::{self, critical_section, Overlaps, Register};
 use common::topology::{self, Cluster};
 use common::{eventually, lock_channel, raw_exists, raw_holds, raw_numsub, raw_pttl, RedisServer};
@@ -33,21 +34,46 @@ fn start_cluster() -> Cluster {
     cluster
 }
 
-/// A relock client on the cluster's `redis-cluster://` URL.
-async fn connect(cluster: &Cluster, watchdog: Duration) -> Client {
-    let config = relock::Config::from_url(&cluster.url())
-        .unwrap()
-        .with_watchdog_timeout(watchdog)
-        .with_command_timeout(Duration::from_secs(3));
-    timeout(Duration::from_secs(10), Client::new(config))
-        .await
-        .expect("the cluster client did not connect within 10 s")
-        .expect("connect to the cluster")
+/// What most tests start with: a cluster of their own, two clients of it with `watchdog`, and
+/// a prefix of their own for names (as [`common::setup`] for one server).
+async fn setup(test: &str, watchdog: Duration) -> (Cluster, [Client; 2], String) {
+    let cluster = start_cluster();
+    let clients = [
+        connect(&cluster, watchdog).await,
+        connect(&cluster, watchdog).await,
+    ];
+    (cluster, clients, common::prefix(test))
 }
 
-/// The holder field `guard` wrote: `<client-uuid>:<owner>`.
-fn field_of(client: &Client, guard: &LockGuard) -> String {
-    format!("{}:{}", client.id(), guard.owner().id())
+/// A relock client on the cluster's `redis-cluster://` URL.
+async fn connect(cluster: &Cluster, watchdog: Duration) -> Client {
+    connect::connected(cluster_config(cluster, watchdog)).await
+}
+
+/// The settings of the tests' cluster clients: `watchdog`, and a 3 s command timeout.
+fn cluster_config(cluster: &Cluster, watchdog: Duration) -> relock::Config {
+    connect::config(&cluster.url(), watchdog, Duration::from_secs(3))
+}
+
+/// Checks that each of `clients` holds and waits for nothing, then shuts them down.
+async fn idle_then_shut_down(clients: &[&Client]) {
+    for client in clients {
+        let stats = client.stats();
+        assert_eq!((stats.holds, stats.waiters), (0, 0), "{stats:?}");
+    }
+    for client in clients {
+        client.shutdown().await.unwrap();
+    }
+}
+
+/// `name` as the hash tag of the keys made from it: as it is when it holds a `{tag}`, else in
+/// braces.
+fn hash_tag(name: &str) -> String {
+    if name.contains('{') {
+        name.to_owned()
+    } else {
+        format!("{{{name}}}")
+    }
 }
 
 /// One lock name per master, each with the master that owns it.
@@ -181,12 +207,7 @@ async fn lock_reenter_and_unlock_on_every_master() {
 async fn mutual_exclusion_and_try_lock_contention_on_every_master() {
     const TASKS_PER_CLIENT: usize = 3;
     const ROUNDS: u64 = 20;
-    let cluster = start_cluster();
-    let clients = [
-        connect(&cluster, Duration::from_secs(5)).await,
-        connect(&cluster, Duration::from_secs(5)).await,
-    ];
-    let prefix = common::prefix("cluster-mutex");
+    let (cluster, clients, prefix) = setup("cluster-mutex", Duration::from_secs(5)).await;
     let spread = one_per_master(&cluster, &prefix);
 
     let started = Instant::now();
@@ -272,10 +293,7 @@ async fn mutual_exclusion_and_try_lock_contention_on_every_master() {
 /// within 5 s, and each channel's subscription is gone once its waiter is done.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn release_and_force_unlock_wake_cluster_waiters_promptly() {
-    let cluster = start_cluster();
-    let holder = connect(&cluster, Duration::from_secs(5)).await;
-    let waiting = connect(&cluster, Duration::from_secs(5)).await;
-    let prefix = common::prefix("cluster-wake");
+    let (cluster, [holder, waiting], prefix) = setup("cluster-wake", Duration::from_secs(5)).await;
     let spread = one_per_master(&cluster, &prefix);
     let names: Vec<&str> = spread.iter().map(|(_, n)| n.as_str()).collect();
 
@@ -337,10 +355,8 @@ async fn release_and_force_unlock_wake_cluster_waiters_promptly() {
 /// over slots is rejected with InvalidArgument by every operation, before any I/O.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hash_tagged_names_stay_on_the_tag_slot_and_split_braces_are_rejected() {
-    let cluster = start_cluster();
-    let holder = connect(&cluster, Duration::from_secs(5)).await;
-    let waiting = connect(&cluster, Duration::from_secs(5)).await;
-    // The cluster is this test's own, so the tag can be exactly `{order}`.
+    // The cluster is this test's own, so the tag can be exactly `{order}`: no prefix.
+    let (cluster, [holder, waiting], _) = setup("cluster-tags", Duration::from_secs(5)).await;
     let names = ["{order}:1", "{order}:2"];
     let node = cluster.node_for_key("order");
     let slot = Cluster::keyslot("order");
@@ -445,12 +461,7 @@ async fn hash_tagged_names_stay_on_the_tag_slot_and_split_braces_are_rejected() 
 async fn watchdog_renews_locks_on_every_master_per_slot() {
     const LEASE: Duration = Duration::from_millis(900);
     let cluster = start_cluster();
-    let config = relock::Config::from_url(&cluster.url())
-        .unwrap()
-        .with_watchdog_timeout(LEASE)
-        .with_command_timeout(Duration::from_secs(3))
-        .with_renewal_batch(4);
-    let client = Client::new(config).await.unwrap();
+    let client = connect::connected(cluster_config(&cluster, LEASE).with_renewal_batch(4)).await;
     let prefix = common::prefix("cluster-watchdog");
     let mut names: Vec<String> = cluster
         .keys_per_master(&prefix, 8)
@@ -523,10 +534,7 @@ async fn watchdog_renews_locks_on_every_master_per_slot() {
 /// The spin lock takes and releases on every master without subscribing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fair_and_spin_locks_on_every_master() {
-    let cluster = start_cluster();
-    let holder = connect(&cluster, Duration::from_secs(5)).await;
-    let waiting = connect(&cluster, Duration::from_secs(5)).await;
-    let prefix = common::prefix("cluster-fair");
+    let (cluster, [holder, waiting], prefix) = setup("cluster-fair", Duration::from_secs(5)).await;
     for (node, name) in one_per_master(&cluster, &prefix) {
         let held = holder.fair_lock(&name).lock_with_lease(LONG).await.unwrap();
         let order = Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -575,19 +583,13 @@ async fn fair_and_spin_locks_on_every_master() {
         guard.unlock().await.unwrap();
         assert!(!raw_exists(node, &name));
     }
-    let stats = waiting.stats();
-    assert_eq!((stats.holds, stats.waiters), (0, 0));
-    holder.shutdown().await.unwrap();
-    waiting.shutdown().await.unwrap();
+    idle_then_shut_down(&[&holder, &waiting]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rw_and_fenced_locks_on_every_master() {
-    let cluster = start_cluster();
     let watchdog = Duration::from_millis(900);
-    let reader = connect(&cluster, watchdog).await;
-    let writer = connect(&cluster, watchdog).await;
-    let prefix = common::prefix("cluster-rw");
+    let (cluster, [reader, writer], prefix) = setup("cluster-rw", watchdog).await;
     // A name with its own tag keeps every reader timeout key on the tag's slot too.
     let mut names = one_per_master(&cluster, &prefix);
     let tagged = format!("{{{prefix}-tag}}:rw");
@@ -596,11 +598,7 @@ async fn rw_and_fenced_locks_on_every_master() {
     for (node, name) in names {
         let read = reader.rw_lock(&name).read().lock().await.unwrap();
         let field = field_of(&reader, &read);
-        let timeout_key = if name.contains('{') {
-            format!("{name}:{field}:rwlock_timeout:1")
-        } else {
-            format!("{{{name}}}:{field}:rwlock_timeout:1")
-        };
+        let timeout_key = format!("{}:{field}:rwlock_timeout:1", hash_tag(&name));
         assert!(
             raw_exists(node, &timeout_key),
             "no timeout key on node {}",
@@ -634,23 +632,14 @@ async fn rw_and_fenced_locks_on_every_master() {
         let first = fenced.lock().await.unwrap().token();
         let second = writer.fenced_lock(&name).lock().await.unwrap();
         assert!(second.token() > first);
-        let token_key = if name.contains('{') {
-            format!("redisson_lock_token:{name}")
-        } else {
-            format!("redisson_lock_token:{{{name}}}")
-        };
+        let token_key = common::braced("redisson_lock_token", &name);
         assert!(
             raw_exists(node, &token_key),
             "the token counter is not on the lock's node"
         );
         second.unlock().await.unwrap();
     }
-    for client in [&reader, &writer] {
-        let stats = client.stats();
-        assert_eq!((stats.holds, stats.waiters), (0, 0));
-    }
-    reader.shutdown().await.unwrap();
-    writer.shutdown().await.unwrap();
+    idle_then_shut_down(&[&reader, &writer]).await;
 }
 
 /// Lock-delay on every master, for a `Lock` and a `FairLock`: the shadow lease lands in the lock's
@@ -658,13 +647,10 @@ async fn rw_and_fenced_locks_on_every_master() {
 /// until the shadow expires, and a clean unlock leaves nothing behind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lock_delay_on_every_master() {
-    let cluster = start_cluster();
     let watchdog = Duration::from_millis(900);
     let delay = Duration::from_millis(1500);
-    let client = connect(&cluster, watchdog).await;
-    // Its holds lapse (never unlocked): kept apart from the leak check's client.
-    let lapser = connect(&cluster, watchdog).await;
-    let prefix = common::prefix("cluster-delay");
+    // The lapser's holds lapse (never unlocked): kept apart from the leak check's client.
+    let (cluster, [client, lapser], prefix) = setup("cluster-delay", watchdog).await;
     let mut names = Vec::new();
     for (node, name) in one_per_master(&cluster, &prefix) {
         for fair in [false, true] {

@@ -6,43 +6,74 @@ use crate::common;
 use std::time::{Duration, Instant};
 
 use common::RedisServer;
-use relock::{Client, Config};
+use relock::{Client, LockGuard};
 
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// A client of `server` with a 30 s watchdog and the [`COMMAND_TIMEOUT`].
 async fn client(server: &RedisServer) -> Client {
-    let config = Config::from_url(&server.url())
-        .unwrap()
-        .with_watchdog_timeout(Duration::from_secs(30))
-        .with_command_timeout(COMMAND_TIMEOUT);
-    Client::new(config).await.expect("connect")
+    let config = common::connect::config(&server.url(), Duration::from_secs(30), COMMAND_TIMEOUT);
+    common::connect::connected(config).await
 }
 
-#[tokio::test]
-async fn a_waiting_lock_fails_soon_after_the_server_dies() {
-    let mut server = RedisServer::start();
-    let holder = client(&server).await;
-    let waiting = client(&server).await;
-    let name = common::prefix("dead-waiting");
-    let _held = holder
-        .lock(&name)
-        .lock_with_lease(Duration::from_secs(30))
-        .await
-        .unwrap();
-    let waiter = tokio::spawn({
-        let lock = waiting.lock(&name);
-        async move { lock.lock().await.map(|_| ()) }
-    });
-    assert!(common::until_subscribed(&server, &name, 1).await);
+/// What the waiting tests start with: a server, a holder with a 30 s hold of a lock, and a
+/// `lock()` of it in another client, spawned and subscribed.
+struct Parked {
+    server: RedisServer,
+    _holder: Client,
+    waiting: Client,
+    held: LockGuard,
+    waiter: tokio::task::JoinHandle<relock::Result<()>>,
+}
 
-    server.kill();
-    let killed = Instant::now();
+impl Parked {
+    /// Starts it all, the lock named for `test`.
+    async fn start(test: &str) -> Parked {
+        let server = RedisServer::start();
+        let holder = client(&server).await;
+        let waiting = client(&server).await;
+        let name = common::prefix(test);
+        let held = holder
+            .lock(&name)
+            .lock_with_lease(Duration::from_secs(30))
+            .await
+            .unwrap();
+        let waiter = tokio::spawn({
+            let lock = waiting.lock(&name);
+            async move { lock.lock().await.map(drop) }
+        });
+        assert!(common::until_subscribed(&server, &name, 1).await);
+        Parked {
+            server,
+            _holder: holder,
+            waiting,
+            held,
+            waiter,
+        }
+    }
+}
+
+/// What `waiter` ended with (it may take 60 s) and how long after `since` it ended, printed
+/// with `what` happened then.
+async fn ended(
+    waiter: tokio::task::JoinHandle<relock::Result<()>>,
+    since: Instant,
+    what: &str,
+) -> (relock::Result<()>, Duration) {
     let outcome = tokio::time::timeout(Duration::from_secs(60), waiter)
         .await
         .expect("the waiter hung")
         .unwrap();
-    let took = killed.elapsed();
-    eprintln!("waiting lock() ended {took:?} after the server died: {outcome:?}");
+    let took = since.elapsed();
+    eprintln!("waiting lock() ended {took:?} after {what}: {outcome:?}");
+    (outcome, took)
+}
+
+#[tokio::test]
+async fn a_waiting_lock_fails_soon_after_the_server_dies() {
+    let mut parked = Parked::start("dead-waiting").await;
+    parked.server.kill();
+    let (outcome, took) = ended(parked.waiter, Instant::now(), "the server died").await;
     let error = outcome.expect_err("the server is gone: lock() cannot succeed");
     assert!(error.is_redis(), "{error:?}");
     // The holder's lease has 30 s to run: only noticing the dead connection explains this.
@@ -50,7 +81,7 @@ async fn a_waiting_lock_fails_soon_after_the_server_dies() {
         took < 5 * COMMAND_TIMEOUT,
         "the waiter took {took:?} to notice the server was gone"
     );
-    assert_eq!(waiting.stats().waiters, 0);
+    assert_eq!(parked.waiting.stats().waiters, 0);
 }
 
 #[tokio::test]
@@ -80,34 +111,14 @@ async fn a_fresh_lock_against_a_dead_server_fails_within_the_command_timeout() {
 
 #[tokio::test]
 async fn a_waiting_lock_survives_a_server_that_comes_back() {
-    let mut server = RedisServer::start();
-    let holder = client(&server).await;
-    let waiting = client(&server).await;
-    let name = common::prefix("dead-back");
-    let held = holder
-        .lock(&name)
-        .lock_with_lease(Duration::from_secs(30))
-        .await
-        .unwrap();
-    let waiter = tokio::spawn({
-        let lock = waiting.lock(&name);
-        async move { lock.lock().await.map(drop) }
-    });
-    assert!(common::until_subscribed(&server, &name, 1).await);
-
-    server.restart();
+    let mut parked = Parked::start("dead-back").await;
+    parked.server.restart();
     // The restarted server is empty: the holder's lock is gone, so the waiter takes it (or
     // fails with a Redis error if its attempt met the dead connection) without waiting the lease.
-    let started = Instant::now();
-    let outcome = tokio::time::timeout(Duration::from_secs(60), waiter)
-        .await
-        .expect("the waiter hung")
-        .unwrap();
-    let took = started.elapsed();
-    eprintln!("waiting lock() ended {took:?} after the restart: {outcome:?}");
+    let (outcome, took) = ended(parked.waiter, Instant::now(), "the restart").await;
     if let Err(error) = &outcome {
         assert!(error.is_redis(), "{error:?}");
     }
     assert!(took < 5 * COMMAND_TIMEOUT, "took {took:?}");
-    drop(held);
+    drop(parked.held);
 }

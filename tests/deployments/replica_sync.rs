@@ -12,9 +12,10 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
+use common::connect::field_of;
 use common::topology::ReplicaPair;
 use common::{eventually, raw_exists, raw_holds, raw_pttl, RedisServer};
-use relock::{Client, Error, LockGuard};
+use relock::{Client, Error};
 use tokio::time::timeout;
 
 /// The replica sync timeout of the tests' clients.
@@ -26,27 +27,35 @@ const HANG: Duration = Duration::from_secs(20);
 
 /// A client on `url` that waits for a replica after each acquire, at most `sync`.
 async fn sync_client(url: &str, sync: Duration) -> Client {
-    let config = relock::Config::from_url(url)
-        .unwrap()
-        .with_replica_sync(sync)
-        .with_watchdog_timeout(Duration::from_secs(5))
-        .with_command_timeout(Duration::from_secs(2));
-    Client::new(config).await.expect("connect")
+    let config = common::connect::config(url, Duration::from_secs(5), Duration::from_secs(2));
+    common::connect::connected(config.with_replica_sync(sync)).await
 }
 
-fn field_of(client: &Client, guard: &LockGuard) -> String {
-    format!("{}:{}", client.id(), guard.owner().id())
+/// Checks that `client` takes lock `name` at once with `try_lock` (else fails with `expected`),
+/// and releases it.
+async fn taken_at_once(client: &Client, name: &str, expected: &str) {
+    let taken = client.lock(name).try_lock().await.unwrap();
+    taken.expect(expected).unlock().await.unwrap();
 }
 
-/// Checks that `outcome` is `NotReplicated` for `name` and that it took about `sync` (from
-/// `started`).
-fn assert_not_replicated<T: std::fmt::Debug>(
-    outcome: relock::Result<T>,
+/// A primary + replica pair, in sync, and a client of the primary with replica sync [`SYNC`].
+async fn synced_pair() -> (ReplicaPair, Client) {
+    let pair = ReplicaPair::start();
+    pair.wait_in_sync(Duration::from_secs(10));
+    let client = sync_client(&pair.primary().url(), SYNC).await;
+    (pair, client)
+}
+
+/// Runs `attempt` (the acquire `what` of lock `name`) and checks that it fails with
+/// `NotReplicated` for `name` after about `sync`.
+async fn assert_not_replicated<T: std::fmt::Debug>(
+    attempt: impl std::future::Future<Output = relock::Result<T>>,
     name: &str,
-    started: Instant,
     sync: Duration,
     what: &str,
 ) {
+    let started = Instant::now();
+    let outcome = attempt.await;
     let took = started.elapsed();
     match outcome {
         Err(err @ Error::NotReplicated { .. }) => {
@@ -68,14 +77,25 @@ fn assert_not_replicated<T: std::fmt::Debug>(
     );
 }
 
+/// As [`assert_not_replicated`], and checks that the failed acquire left no lock `name` on
+/// `server`.
+async fn assert_not_replicated_nor_kept<T: std::fmt::Debug>(
+    server: &RedisServer,
+    attempt: impl std::future::Future<Output = relock::Result<T>>,
+    name: &str,
+    sync: Duration,
+    what: &str,
+) {
+    assert_not_replicated(attempt, name, sync, what).await;
+    assert!(!raw_exists(server, name), "{what} left the lock behind");
+}
+
 /// (a) With a healthy replica, acquires and re-entries succeed and the replica already has each
 /// hold when the call returns (read with HGET on the replica, no waiting).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn healthy_replica_has_the_lock_when_the_acquire_returns() {
-    let pair = ReplicaPair::start();
-    pair.wait_in_sync(Duration::from_secs(10));
+    let (pair, client) = synced_pair().await;
     let (primary, replica) = (pair.primary(), pair.replica());
-    let client = sync_client(&primary.url(), SYNC).await;
     let name = common::prefix("sync-healthy");
     let lock = client.lock(name.as_str());
 
@@ -134,10 +154,8 @@ async fn healthy_replica_has_the_lock_when_the_acquire_returns() {
 /// acquires succeed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stalled_replica_fails_acquires_and_releases_the_hold() {
-    let pair = ReplicaPair::start();
-    pair.wait_in_sync(Duration::from_secs(10));
+    let (pair, client) = synced_pair().await;
     let (primary, replica) = (pair.primary(), pair.replica());
-    let client = sync_client(&primary.url(), SYNC).await;
     let plain = common::client(primary, Duration::from_secs(5)).await;
     let prefix = common::prefix("sync-stalled");
     let held = format!("{prefix}:held");
@@ -152,9 +170,7 @@ async fn stalled_replica_fails_acquires_and_releases_the_hold() {
     let resume = common::faults::Frozen::stop(pid);
 
     // A re-entry: the second hold is taken, not replicated, and given back.
-    let started = Instant::now();
-    let outcome = lock.lock().await;
-    assert_not_replicated(outcome, &held, started, SYNC, "re-entry");
+    assert_not_replicated(lock.lock(), &held, SYNC, "re-entry").await;
     assert_eq!(
         raw_holds(primary, &held, &field),
         1,
@@ -166,35 +182,15 @@ async fn stalled_replica_fails_acquires_and_releases_the_hold() {
 
     // A fresh lock, by each way of taking it: deleted again every time.
     let fresh_lock = client.lock(fresh.as_str());
-    let started = Instant::now();
-    let outcome = fresh_lock.try_lock().await;
-    assert_not_replicated(outcome, &fresh, started, SYNC, "try_lock");
-    assert!(
-        !raw_exists(primary, &fresh),
-        "try_lock left the lock behind"
-    );
-    let started = Instant::now();
-    let outcome = fresh_lock.lock().await;
-    assert_not_replicated(outcome, &fresh, started, SYNC, "lock");
-    assert!(!raw_exists(primary, &fresh), "lock left the lock behind");
-    let started = Instant::now();
-    let outcome = fresh_lock
-        .try_lock_for(Duration::from_secs(5), Some(Duration::from_secs(30)))
-        .await;
-    assert_not_replicated(outcome, &fresh, started, SYNC, "try_lock_for");
-    assert!(
-        !raw_exists(primary, &fresh),
-        "try_lock_for left the lock behind"
-    );
+    let lease = Some(Duration::from_secs(30));
+    assert_not_replicated_nor_kept(primary, fresh_lock.try_lock(), &fresh, SYNC, "try_lock").await;
+    assert_not_replicated_nor_kept(primary, fresh_lock.lock(), &fresh, SYNC, "lock").await;
+    let waiting = fresh_lock.try_lock_for(Duration::from_secs(5), lease);
+    assert_not_replicated_nor_kept(primary, waiting, &fresh, SYNC, "try_lock_for").await;
     assert_eq!(client.stats().holds, 1);
     assert_eq!(client.stats().waiters, 0);
     // Nothing of it blocks anyone: a client without replica sync takes it at once.
-    let other = plain.lock(fresh.as_str()).try_lock().await.unwrap();
-    other
-        .expect("the unreplicated lock was released")
-        .unlock()
-        .await
-        .unwrap();
+    taken_at_once(&plain, &fresh, "the unreplicated lock was released").await;
 
     // A release needs no replica.
     guard.unlock().await.unwrap();
@@ -221,18 +217,11 @@ async fn stalled_replica_fails_acquires_and_releases_the_hold() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_synced_lock_survives_promotion_of_the_replica() {
     const LEASE: Duration = Duration::from_secs(3);
-    let mut pair = ReplicaPair::start();
-    pair.wait_in_sync(Duration::from_secs(10));
-    let client = sync_client(&pair.primary().url(), SYNC).await;
+    let (mut pair, client) = synced_pair().await;
     let name = common::prefix("sync-promote");
 
     let sent = Instant::now();
-    let guard = client
-        .lock(name.as_str())
-        .lock_with_lease(LEASE)
-        .await
-        .unwrap();
-    let field = field_of(&client, &guard);
+    let (guard, field) = common::connect::held(&client, &name, Some(LEASE)).await;
 
     pair.primary_mut().kill();
     pair.promote_replica();
@@ -290,39 +279,22 @@ async fn no_replica_fails_every_acquire_and_leaves_nothing() {
     let busy = format!("{prefix}:busy");
     let lock = client.lock(name.as_str());
 
-    let started = Instant::now();
-    assert_not_replicated(lock.try_lock().await, &name, started, SHORT, "try_lock");
-    assert!(!raw_exists(&server, &name));
-    let started = Instant::now();
-    assert_not_replicated(lock.lock().await, &name, started, SHORT, "lock");
-    assert!(!raw_exists(&server, &name));
-    let started = Instant::now();
-    let outcome = lock.lock_with_lease(Duration::from_secs(30)).await;
-    assert_not_replicated(outcome, &name, started, SHORT, "lock_with_lease");
-    assert!(!raw_exists(&server, &name));
-    let started = Instant::now();
-    let outcome = lock.try_lock_for(Duration::from_secs(5), None).await;
-    assert_not_replicated(outcome, &name, started, SHORT, "try_lock_for");
-    assert!(!raw_exists(&server, &name));
+    assert_not_replicated_nor_kept(&server, lock.try_lock(), &name, SHORT, "try_lock").await;
+    assert_not_replicated_nor_kept(&server, lock.lock(), &name, SHORT, "lock").await;
+    let leased = lock.lock_with_lease(Duration::from_secs(30));
+    assert_not_replicated_nor_kept(&server, leased, &name, SHORT, "lock_with_lease").await;
+    let waiting = lock.try_lock_for(Duration::from_secs(5), None);
+    assert_not_replicated_nor_kept(&server, waiting, &name, SHORT, "try_lock_for").await;
     let ran = std::sync::atomic::AtomicBool::new(false);
-    let started = Instant::now();
-    let outcome = lock
-        .with(|_| async { ran.store(true, std::sync::atomic::Ordering::SeqCst) })
-        .await;
-    assert_not_replicated(outcome, &name, started, SHORT, "with");
+    let work = lock.with(|_| async { ran.store(true, std::sync::atomic::Ordering::SeqCst) });
+    assert_not_replicated_nor_kept(&server, work, &name, SHORT, "with").await;
     assert!(!ran.into_inner(), "`with` ran its work without the lock");
-    assert!(!raw_exists(&server, &name));
     assert!(!lock.is_locked().await.unwrap());
     let stats = client.stats();
     assert_eq!((stats.holds, stats.renewing, stats.waiters), (0, 0, 0));
 
     // The lock is really free: a client without replica sync takes it at once.
-    let taken = plain.lock(name.as_str()).try_lock().await.unwrap();
-    taken
-        .expect("nothing was left behind")
-        .unlock()
-        .await
-        .unwrap();
+    taken_at_once(&plain, &name, "nothing was left behind").await;
 
     // Busy is answered before any WAIT: Ok(None), and the server ran no WAIT for it.
     let holder = plain.lock(busy.as_str()).lock().await.unwrap();

@@ -10,10 +10,10 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
+use common::connect::{self, field_of};
 use common::topology::Sentinels;
-use common::{eventually, lock_channel, raw_exists, raw_holds, raw_numsub, raw_pttl};
+use common::{eventually, lock_channel, raw_exists, raw_holds, raw_numsub, raw_pttl, RedisServer};
 use relock::{Client, LockGuard};
-use tokio::time::timeout;
 
 /// The watchdog lease of both clients.
 const WATCHDOG: Duration = Duration::from_secs(2);
@@ -21,19 +21,9 @@ const WATCHDOG: Duration = Duration::from_secs(2);
 /// within [`PROMPT`] of the release was woken by the release's message.
 const LONG: Duration = Duration::from_secs(20);
 
+/// A client through the Sentinels at `url`, with the [`WATCHDOG`] lease.
 async fn connect(url: &str) -> Client {
-    let config = relock::Config::from_url(url)
-        .unwrap()
-        .with_watchdog_timeout(WATCHDOG)
-        .with_command_timeout(Duration::from_secs(2));
-    timeout(Duration::from_secs(10), Client::new(config))
-        .await
-        .expect("the sentinel client did not connect within 10 s")
-        .expect("connect through the sentinels")
-}
-
-fn field_of(client: &Client, guard: &LockGuard) -> String {
-    format!("{}:{}", client.id(), guard.owner().id())
+    connect::connected(connect::config(url, WATCHDOG, Duration::from_secs(2))).await
 }
 
 /// Reads a key's PTTL on one server every 20 ms from its own thread, and keeps the lowest.
@@ -76,6 +66,21 @@ impl PttlProbe {
     }
 }
 
+/// Takes lock `name` at once with the first of `clients` (else fails with `expected`), checks
+/// the hold is on `primary` and that the second client cannot take it meanwhile.
+async fn taken_excluding(
+    primary: &RedisServer,
+    name: &str,
+    [taker, other]: [&Client; 2],
+    expected: &str,
+) -> LockGuard {
+    let taken = taker.lock(name).try_lock().await.unwrap().expect(expected);
+    assert_eq!(raw_holds(primary, name, &field_of(taker, &taken)), 1);
+    let twice = other.lock(name).try_lock().await.unwrap();
+    assert!(twice.is_none(), "{name} was taken by both clients");
+    taken
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn locks_keep_working_across_a_sentinel_failover() {
     let started = Instant::now();
@@ -90,14 +95,8 @@ async fn locks_keep_working_across_a_sentinel_failover() {
     let fixed = format!("{prefix}:fixed");
 
     // A watchdog lock and a 20 s lock, both on the primary and replicated.
-    let renewed_guard = holder.lock(renewed.as_str()).lock().await.unwrap();
-    let fixed_guard = holder
-        .lock(fixed.as_str())
-        .lock_with_lease(LONG)
-        .await
-        .unwrap();
-    let renewed_field = field_of(&holder, &renewed_guard);
-    let fixed_field = field_of(&holder, &fixed_guard);
+    let (renewed_guard, renewed_field) = connect::held(&holder, &renewed, None).await;
+    let (fixed_guard, fixed_field) = connect::held(&holder, &fixed, Some(LONG)).await;
     {
         let primary = sentinels.server(old);
         assert_eq!(raw_holds(primary, &renewed, &renewed_field), 1);
@@ -223,27 +222,9 @@ async fn locks_keep_working_across_a_sentinel_failover() {
 
     // New acquisitions go to the new primary and exclude each other.
     let fresh = format!("{prefix}:fresh");
-    let taken = holder
-        .lock(fresh.as_str())
-        .try_lock()
-        .await
-        .unwrap()
-        .expect("a fresh lock is free");
-    assert_eq!(raw_holds(primary, &fresh, &field_of(&holder, &taken)), 1);
-    assert!(waiting
-        .lock(fresh.as_str())
-        .try_lock()
-        .await
-        .unwrap()
-        .is_none());
+    let taken = taken_excluding(primary, &fresh, [&holder, &waiting], "a fresh lock is free").await;
     taken.unlock().await.unwrap();
-    let taken = waiting
-        .lock(fresh.as_str())
-        .try_lock()
-        .await
-        .unwrap()
-        .expect("released, the lock is free");
-    assert_eq!(raw_holds(primary, &fresh, &field_of(&waiting, &taken)), 1);
+    let taken = taken_excluding(primary, &fresh, [&waiting, &holder], "released, it is free").await;
     taken.unlock().await.unwrap();
 
     common::faults::assert_no_leaks(primary, &[&holder, &waiting], &[&renewed, &fixed, &fresh])

@@ -8,21 +8,16 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
+use common::connect;
 use common::topology::{self, Cluster, Sentinels};
 use common::{eventually, latch_channel, leases_key, raw_count, raw_zrange_hex, semaphore_channel};
 use relock::Client;
 use tokio::time::timeout;
 
+/// A client on `url` with `watchdog` whose waiters poll only every 60 s: messages wake them.
 async fn connect(url: &str, watchdog: Duration) -> Client {
-    let config = relock::Config::from_url(url)
-        .unwrap()
-        .with_watchdog_timeout(watchdog)
-        .with_command_timeout(Duration::from_secs(3))
-        .with_poll_interval(Duration::from_secs(60));
-    timeout(Duration::from_secs(10), Client::new(config))
-        .await
-        .expect("the client did not connect within 10 s")
-        .expect("connect")
+    let config = connect::config(url, watchdog, Duration::from_secs(3));
+    connect::connected(config.with_poll_interval(Duration::from_secs(60))).await
 }
 
 /// Everything on one master per name: a waiter for each type parked in `waiting`, woken by

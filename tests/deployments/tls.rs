@@ -20,9 +20,7 @@ fn config(url: &str) -> Config {
 
 /// Fails the test instead of hanging on a connection that should end one way or the other.
 async fn connect(config: Config) -> relock::Result<Client> {
-    tokio::time::timeout(Duration::from_secs(20), Client::new(config))
-        .await
-        .expect("connecting must end, not hang")
+    common::connect::ends_within(Duration::from_secs(20), config).await
 }
 
 #[tokio::test]
@@ -49,25 +47,26 @@ async fn a_lock_is_taken_and_released_over_tls() {
     client.shutdown().await.unwrap();
 }
 
-#[tokio::test]
-async fn plaintext_to_the_tls_port_fails() {
+/// Connects to a [`TlsServer`] of its own through a `scheme://` URL, trusting only the default
+/// roots, and returns the error's message, checked to be a Redis error's.
+async fn refused_by_a_tls_server(scheme: &str) -> String {
     let server = TlsServer::start();
-    let e = connect(config(&format!("redis://127.0.0.1:{}", server.port)))
+    let e = connect(config(&format!("{scheme}://127.0.0.1:{}", server.port)))
         .await
         .unwrap_err();
     eprintln!("{e}");
     assert!(e.is_redis(), "{e:?}");
+    e.to_string()
+}
+
+#[tokio::test]
+async fn plaintext_to_the_tls_port_fails() {
+    refused_by_a_tls_server("redis").await;
 }
 
 #[tokio::test]
 async fn the_default_roots_do_not_trust_a_private_ca() {
-    let server = TlsServer::start();
-    let e = connect(config(&format!("rediss://127.0.0.1:{}", server.port)))
-        .await
-        .unwrap_err();
-    let message = e.to_string();
-    eprintln!("{message}");
-    assert!(e.is_redis(), "{e:?}");
+    let message = refused_by_a_tls_server("rediss").await;
     assert!(message.contains("certificate"), "{message}");
 }
 

@@ -315,16 +315,15 @@ async fn sentinel_fred_set_get_through_url_and_after_failover() {
     // At the Sentinels' own pace: fred writes to the new primary within 20 s.
     let second = tokio::task::block_in_place(|| sentinels.failover());
     assert_ne!(second, first);
-    let took = write_reaches(
+    let primary = sentinels.server(second);
+    write_reaches(
         &client,
-        sentinels.server(second),
+        primary,
         "after",
         Duration::from_secs(20),
+        "the failover",
     )
     .await;
-    eprintln!("fred wrote to the new primary {took:?} after the failover");
-    let got: String = client.get("k").await.unwrap();
-    assert_eq!(got, "after");
 
     // Converged at once with demote_old_primary: fred follows within 5 s.
     let third = tokio::task::block_in_place(|| {
@@ -334,36 +333,31 @@ async fn sentinel_fred_set_get_through_url_and_after_failover() {
         third
     });
     assert_eq!(third, first);
-    let took = write_reaches(
-        &client,
-        sentinels.server(third),
-        "again",
-        Duration::from_secs(5),
-    )
-    .await;
-    eprintln!("fred wrote to the new primary {took:?} after failover + demote_old_primary");
-    let got: String = client.get("k").await.unwrap();
-    assert_eq!(got, "again");
+    let primary = sentinels.server(third);
+    let after = "failover + demote_old_primary";
+    write_reaches(&client, primary, "again", Duration::from_secs(5), after).await;
     client.quit().await.unwrap();
 }
 
 /// SETs `k` to `value` through `client` until the write shows on `primary` (read raw), within
-/// `within`; returns how long it took.
+/// `within`, and prints how long that took after `after`; then reads `value` back through
+/// `client`.
 async fn write_reaches(
     client: &fred::clients::Client,
     primary: &RedisServer,
     value: &str,
     within: Duration,
-) -> Duration {
+    after: &str,
+) {
     let started = Instant::now();
-    loop {
+    let took = loop {
         let attempt = tokio::time::timeout(
             Duration::from_secs(2),
             client.set::<(), _, _>("k", value, None, None, false),
         )
         .await;
         if matches!(attempt, Ok(Ok(()))) && raw_get(primary, "k").as_deref() == Some(value) {
-            return started.elapsed();
+            break started.elapsed();
         }
         assert!(
             started.elapsed() < within,
@@ -371,5 +365,8 @@ async fn write_reaches(
             primary.port()
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    };
+    eprintln!("fred wrote to the new primary {took:?} after {after}");
+    let got: String = client.get("k").await.unwrap();
+    assert_eq!(got, value);
 }
