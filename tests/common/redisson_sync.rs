@@ -56,36 +56,11 @@ pub const LATCH_NEW_COUNT: &str = "1";
 
 // ---- Names ----
 
-/// Redisson's `prefixName(prefix, name)`: `<prefix>:{<name>}`, or `<prefix>:<name>` when the
-/// name already holds a `{`.
-fn prefix_name(prefix: &str, name: &str) -> String {
-    if name.contains('{') {
-        format!("{prefix}:{name}")
-    } else {
-        format!("{prefix}:{{{name}}}")
-    }
-}
-
-/// The channel of both semaphores named `name`: `redisson_sc:{<name>}`.
-pub fn semaphore_channel(name: &str) -> String {
-    prefix_name("redisson_sc", name)
-}
-
-/// The lease set of the permit semaphore `name` (Redisson's `suffixName(name, "timeout")`):
-/// `{<name>}:timeout`, or `<name>:timeout` when the name already holds a `{`.
-pub fn timeout_key(name: &str) -> String {
-    if name.contains('{') {
-        format!("{name}:timeout")
-    } else {
-        format!("{{{name}}}:timeout")
-    }
-}
-
-/// The channel of the latch `name`: `redisson_countdownlatch__channel__{<name>}`, braces
-/// always added.
-pub fn latch_channel(name: &str) -> String {
-    format!("redisson_countdownlatch__channel__{{{name}}}")
-}
+/// The channel of both semaphores named `name` (`redisson_sc:{<name>}`), the lease set of the
+/// permit semaphore `name` (Redisson's `suffixName(name, "timeout")`: `{<name>}:timeout`) and the
+/// channel of the latch `name` (`redisson_countdownlatch__channel__{<name>}`), as the tests'
+/// common name rules spell them.
+pub use super::{latch_channel, leases_key as timeout_key, semaphore_channel};
 
 // ---- Clock and permit ids ----
 

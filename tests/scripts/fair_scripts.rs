@@ -4,7 +4,7 @@
 //! deadlines against the server's clock, replay keys) and who was woken on which waiter's channel.
 //! The last tests interleave Redisson's own fair lock scripts with relock's on one name.
 
-use super::fixture::{self, Lua};
+use super::fixture::{self, assert_within, assert_wrongtype, int, pairs, Lua, LEASE_MS};
 use crate::common;
 
 use std::time::Duration;
@@ -24,43 +24,29 @@ const C: &str = "3c3c3c3c-3333-4333-8333-33333333333c:3";
 /// A waiter that died in the queue.
 const DEAD: &str = "dddddddd-dddd-4ddd-8ddd-dddddddddddd:dead";
 
-const LEASE_MS: i64 = 10_000;
 /// W: a waiter that has not run the acquire script for this long is dead.
 const WAITER_TIMEOUT_MS: i64 = 10_000;
 const REPLAY_TTL_MS: i64 = 8_000;
 
-/// A server, a raw fred connection and one fair lock's keys.
-struct Fixture {
-    lua: Lua,
-    name: String,
-    queue: String,
-    deadlines: String,
-    channels: String,
-    /// relock's liveness record of its waiters.
-    alive: String,
-    /// Q, the Redisson per-waiter wait the scripts are given (0 in the tests of relock's own
-    /// rules: deadlines are then the liveness deadlines, now + W).
-    wait_q: i64,
+fixture::lua_fixture! {
+    /// A server, a raw fred connection and one fair lock's keys.
+    struct Fixture for lua {
+        queue: String = common::fair_queue_key(&lua.name),
+        deadlines: String = common::fair_timeout_key(&lua.name),
+        channels: String = common::lock_channel(&lua.name),
+        /// relock's liveness record of its waiters.
+        alive: String = common::fair_alive_key(&lua.name),
+        /// Q, the Redisson per-waiter wait the scripts are given (0 in the tests of relock's own
+        /// rules: deadlines are then the liveness deadlines, now + W).
+        wait_q: i64 = 0,
+    }
 }
 
-fixture::derefs_to_lua!(Fixture);
-
 impl Fixture {
-    async fn new(test: &str) -> Fixture {
-        Fixture::with_wait(test, 0).await
-    }
-
     async fn with_wait(test: &str, wait_q: i64) -> Fixture {
-        let lua = Lua::start().await;
-        let name = common::prefix(test);
         Fixture {
-            queue: common::fair_queue_key(&name),
-            deadlines: common::fair_timeout_key(&name),
-            channels: common::lock_channel(&name),
-            alive: common::fair_alive_key(&name),
             wait_q,
-            lua,
-            name,
+            ..Fixture::new(test).await
         }
     }
 
@@ -234,44 +220,9 @@ impl Fixture {
         self.cmd(&["PEXPIRE", &self.name, &LEASE_MS.to_string()]);
     }
 }
-
-fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
-    let mut pairs: Vec<(String, String)> = items
-        .iter()
-        .map(|(f, v)| (f.to_string(), v.to_string()))
-        .collect();
-    pairs.sort();
-    pairs
-}
-
 fn fields(items: &[&str]) -> Vec<String> {
     items.iter().map(|f| f.to_string()).collect()
 }
-
-/// The integer of a reply that must be one (a retry hint, a count).
-fn int(reply: Value) -> i64 {
-    reply
-        .as_i64()
-        .unwrap_or_else(|| panic!("expected an integer reply, got {reply:?}"))
-}
-
-fn assert_within(value: i64, low: i64, high: i64, what: &str) {
-    assert!(
-        (low..=high).contains(&value),
-        "{what}: {value} not in [{low}, {high}]"
-    );
-}
-
-fn assert_wrongtype(result: Result<Value, fred::error::Error>) {
-    match result {
-        Err(e) => assert!(
-            e.details().contains("WRONGTYPE") || e.to_string().contains("WRONGTYPE"),
-            "expected WRONGTYPE, got {e:?}"
-        ),
-        Ok(v) => panic!("expected a WRONGTYPE error, got {v:?}"),
-    }
-}
-
 /// Runs `script` between two reads of the server clock: its reply and the clock's bounds.
 async fn timed<F, Fut>(fx: &Fixture, script: F) -> (Result<Value, fred::error::Error>, i64, i64)
 where

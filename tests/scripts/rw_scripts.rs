@@ -5,7 +5,8 @@
 //! lock's channel. The last tests interleave Redisson's own read-write scripts with relock's on
 //! one lock.
 
-use super::fixture::{self, Lua};
+use super::fixture::{self, assert_error, assert_within, int, ints, pairs, Lua};
+use super::fixture::{CLAIM_WINDOW_MS, LATCH_TTL_MS, LEASE_MS};
 use crate::common;
 
 use std::time::Duration;
@@ -18,44 +19,34 @@ use relock::testing::scripts::{
     RW_WRITE_ACQUIRE as WRITE_ACQUIRE, RW_WRITE_RELEASE as WRITE_RELEASE, UNCLAIM,
 };
 
-/// Three owners of relock clients: each one's reader field and writer field.
-const A: &str = "aaaaaaaa-0000-4000-8000-00000000000a:1";
-const A_W: &str = "aaaaaaaa-0000-4000-8000-00000000000a:1:write";
-const B: &str = "bbbbbbbb-0000-4000-8000-00000000000b:2";
-const B_W: &str = "bbbbbbbb-0000-4000-8000-00000000000b:2:write";
-const C: &str = "cccccccc-0000-4000-8000-00000000000c:3";
-const C_W: &str = "cccccccc-0000-4000-8000-00000000000c:3:write";
+/// Declares an owner's reader field `$reader` and its writer field `$writer` (the reader's with
+/// `:write`).
+macro_rules! owner {
+    ($reader:ident, $writer:ident = $field:literal) => {
+        const $reader: &str = $field;
+        const $writer: &str = concat!($field, ":write");
+    };
+}
 
-const LEASE_MS: i64 = 10_000;
-const LATCH_TTL_MS: i64 = 8_000;
-const CLAIM_WINDOW_MS: i64 = 500;
+// Three owners of relock clients: each one's reader field and writer field.
+owner!(A, A_W = "aaaaaaaa-0000-4000-8000-00000000000a:1");
+owner!(B, B_W = "bbbbbbbb-0000-4000-8000-00000000000b:2");
+owner!(C, C_W = "cccccccc-0000-4000-8000-00000000000c:3");
+
 /// What a PTTL may have lost between a script setting it and the test reading it, on a busy
 /// machine.
 const SLACK_MS: i64 = 1_500;
 
-/// A server, a raw fred connection and one read-write lock's keys.
-struct Fixture {
-    lua: Lua,
-    name: String,
-    channel: String,
-    claim: String,
+fixture::lua_fixture! {
+    /// A server, a raw fred connection and one read-write lock's keys.
+    struct Fixture for lua {
+        channel: String = rw_channel(&lua.name),
+    }
 }
 
-fixture::derefs_to_lua!(Fixture);
-
 impl Fixture {
-    async fn new(test: &str) -> Fixture {
-        Fixture::named(common::prefix(test)).await
-    }
-
     async fn named(name: String) -> Fixture {
-        let lua = Lua::start().await;
-        Fixture {
-            channel: rw_channel(&name),
-            claim: common::claim_key(&name),
-            lua,
-            name,
-        }
+        Fixture::on(Lua::named(name).await)
     }
 
     fn hash(&self) -> Vec<(String, String)> {
@@ -269,49 +260,13 @@ impl Fixture {
 
 /// The read-write lock's channel: `redisson_rwlock:{<name>}`.
 fn rw_channel(name: &str) -> String {
-    if name.contains('{') {
-        format!("redisson_rwlock:{name}")
-    } else {
-        format!("redisson_rwlock:{{{name}}}")
-    }
+    common::braced("redisson_rwlock", name)
 }
-
-fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
-    let mut pairs: Vec<(String, String)> = items
-        .iter()
-        .map(|(f, v)| (f.to_string(), v.to_string()))
-        .collect();
-    pairs.sort();
-    pairs
-}
-
 fn sorted(keys: &[String]) -> Vec<String> {
     let mut keys = keys.to_vec();
     keys.sort();
     keys
 }
-
-/// The integer of a reply that must be one.
-fn int(reply: Value) -> i64 {
-    reply
-        .as_i64()
-        .unwrap_or_else(|| panic!("expected an integer reply, got {reply:?}"))
-}
-
-fn ints(value: Value) -> Vec<i64> {
-    match value {
-        Value::Array(items) => items.into_iter().map(int).collect(),
-        other => panic!("expected an array, got {other:?}"),
-    }
-}
-
-fn assert_within(value: i64, low: i64, high: i64, what: &str) {
-    assert!(
-        (low..=high).contains(&value),
-        "{what}: {value} not in [{low}, {high}]"
-    );
-}
-
 /// A PTTL that a script set to `ms` a moment ago.
 fn assert_about(value: i64, ms: i64, what: &str) {
     assert_within(value, ms - SLACK_MS, ms, what);
@@ -322,17 +277,6 @@ fn assert_about(value: i64, ms: i64, what: &str) {
 fn assert_follows(lock_ttl: i64, key_ttl: i64, what: &str) {
     assert_within(lock_ttl, key_ttl - SLACK_MS, key_ttl + 1, what);
 }
-
-fn assert_error(result: Result<Value, fred::error::Error>, code: &str) {
-    match result {
-        Err(e) => assert!(
-            e.details().contains(code) || e.to_string().contains(code),
-            "expected {code}, got {e:?}"
-        ),
-        Ok(v) => panic!("expected a {code} error, got {v:?}"),
-    }
-}
-
 const TAKEN: Value = Value::Null;
 
 // ---------------------------------------------------------------- read acquire
@@ -1325,9 +1269,9 @@ end
 return nil
 "#;
 
-/// Two threads of one Java client: their reader and writer fields.
-const JAVA_1: &str = "5b6c2a1e-9d3f-4e7a-8c1b-2f0e4d6a8b9c:1";
-const JAVA_1_W: &str = "5b6c2a1e-9d3f-4e7a-8c1b-2f0e4d6a8b9c:1:write";
+// Two threads of one Java client: their reader and writer fields.
+owner!(JAVA_1, JAVA_1_W = "5b6c2a1e-9d3f-4e7a-8c1b-2f0e4d6a8b9c:1");
+/// The second thread's reader field.
 const JAVA_2: &str = "5b6c2a1e-9d3f-4e7a-8c1b-2f0e4d6a8b9c:2";
 
 impl Fixture {

@@ -4,7 +4,8 @@
 //! reply, the Redis state it leaves (hash fields, TTLs, replay keys) and whether it published on
 //! the lock's channel.
 
-use super::fixture::{self, Lua};
+use super::fixture::{self, assert_wrongtype, ints, pairs, Lua};
+use super::fixture::{CLAIM_WINDOW_MS, LATCH_TTL_MS, ME, OTHER};
 use crate::common;
 
 use std::time::Duration;
@@ -16,35 +17,14 @@ use relock::testing::scripts::{
     LOCK_RELEASE as RELEASE, LOCK_RENEW as RENEW, UNCLAIM,
 };
 
-const ME: &str = "11111111-2222-3333-4444-555555555555:task-1";
-const OTHER: &str = "99999999-8888-7777-6666-555555555555:task-2";
-const LATCH_TTL_MS: i64 = 8_000;
-const CLAIM_WINDOW_MS: i64 = 500;
-
-/// A server, a raw fred connection and one lock's keys.
-struct Fixture {
-    lua: Lua,
-    name: String,
-    channel: String,
-    claim: String,
+fixture::lua_fixture! {
+    /// A server, a raw fred connection and one lock's keys.
+    struct Fixture for lua {
+        channel: String = common::lock_channel(&lua.name),
+    }
 }
 
-fixture::derefs_to_lua!(Fixture);
-
 impl Fixture {
-    async fn new(test: &str) -> Fixture {
-        let lua = Lua::start().await;
-        let name = common::prefix(test);
-        let channel = common::lock_channel(&name);
-        let claim = common::claim_key(&name);
-        Fixture {
-            lua,
-            name,
-            channel,
-            claim,
-        }
-    }
-
     fn hash(&self) -> Vec<(String, String)> {
         self.hash_of(&self.name)
     }
@@ -179,38 +159,6 @@ impl Fixture {
 
     async fn inspect(&self, field: &str) -> Result<Value, fred::error::Error> {
         self.eval(INSPECT, &[&self.name], &[field]).await
-    }
-}
-
-fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
-    let mut pairs: Vec<(String, String)> = items
-        .iter()
-        .map(|(f, v)| (f.to_string(), v.to_string()))
-        .collect();
-    pairs.sort();
-    pairs
-}
-
-fn ints(value: Value) -> Vec<i64> {
-    match value {
-        Value::Array(items) => items
-            .into_iter()
-            .map(|v| {
-                v.as_i64()
-                    .unwrap_or_else(|| panic!("not an integer: {v:?}"))
-            })
-            .collect(),
-        other => panic!("expected an array, got {other:?}"),
-    }
-}
-
-fn assert_wrongtype(result: Result<Value, fred::error::Error>) {
-    match result {
-        Err(e) => assert!(
-            e.details().contains("WRONGTYPE") || e.to_string().contains("WRONGTYPE"),
-            "expected WRONGTYPE, got {e:?}"
-        ),
-        Ok(v) => panic!("expected a WRONGTYPE error, got {v:?}"),
     }
 }
 
