@@ -216,13 +216,18 @@ impl Fixture {
 
     /// Gives the lock to `field` by hand: `holds` holds, the usual lease.
     fn hold_raw(&self, field: &str, holds: u32) {
-        self.cmd(&["HSET", &self.name, field, &holds.to_string()]);
-        self.cmd(&["PEXPIRE", &self.name, &LEASE_MS.to_string()]);
+        self.plant(
+            &self.name,
+            &[(field, &holds.to_string())],
+            &LEASE_MS.to_string(),
+        );
     }
 }
+
 fn fields(items: &[&str]) -> Vec<String> {
     items.iter().map(|f| f.to_string()).collect()
 }
+
 /// Runs `script` between two reads of the server clock: its reply and the clock's bounds.
 async fn timed<F, Fut>(fx: &Fixture, script: F) -> (Result<Value, fred::error::Error>, i64, i64)
 where
@@ -405,10 +410,7 @@ async fn acquire_on_a_string_key_is_wrongtype_and_queues_nothing() {
     for mode in ["wait", "try"] {
         assert_wrongtype(fx.acquire(LEASE_MS, A, mode).await);
     }
-    assert_eq!(
-        resp(&fx.cmd(&["GET", &fx.name])),
-        Resp::Bulk(Some("user-data".into()))
-    );
+    assert_eq!(fx.get(&fx.name).as_deref(), Some("user-data"));
     assert_eq!(fx.pttl(&fx.name), -1);
     assert!(!fx.exists(&fx.queue) && !fx.exists(&fx.deadlines));
 
@@ -417,10 +419,7 @@ async fn acquire_on_a_string_key_is_wrongtype_and_queues_nothing() {
     fx.cmd(&["SET", &fx.queue, "user-data"]);
     assert_wrongtype(fx.wait(A).await);
     assert!(!fx.exists(&fx.name), "nothing was taken");
-    assert_eq!(
-        resp(&fx.cmd(&["GET", &fx.queue])),
-        Resp::Bulk(Some("user-data".into()))
-    );
+    assert_eq!(fx.get(&fx.queue).as_deref(), Some("user-data"));
 }
 
 // ---------------------------------------------------------------- FIFO and wake-ups
@@ -788,10 +787,7 @@ async fn release_on_a_string_key_is_wrongtype_and_leaves_it() {
     fx.enqueue_raw(A, Some(fx.now() + WAITER_TIMEOUT_MS));
     fx.cmd(&["SET", &fx.name, "user-data"]);
     assert_wrongtype(fx.release(X, "r1").await);
-    assert_eq!(
-        resp(&fx.cmd(&["GET", &fx.name])),
-        Resp::Bulk(Some("user-data".into()))
-    );
+    assert_eq!(fx.get(&fx.name).as_deref(), Some("user-data"));
     assert_eq!(fx.pttl(&fx.name), -1);
     assert!(
         !fx.exists(&fx.replay_key("r1")),
@@ -844,10 +840,7 @@ async fn force_release_on_a_string_is_wrongtype_and_keeps_it() {
     fx.enqueue_raw(A, Some(fx.now() + WAITER_TIMEOUT_MS));
     fx.cmd(&["SET", &fx.name, "user-data"]);
     assert_wrongtype(fx.force_release().await);
-    assert_eq!(
-        resp(&fx.cmd(&["GET", &fx.name])),
-        Resp::Bulk(Some("user-data".into()))
-    );
+    assert_eq!(fx.get(&fx.name).as_deref(), Some("user-data"));
     assert_eq!(fx.queued(), fields(&[A]));
     sub.assert_quiet(&fx.server, &fx.channel(A)).await;
 }

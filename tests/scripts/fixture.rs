@@ -71,6 +71,24 @@ impl Lua {
         common::raw_exists(&self.server, key)
     }
 
+    /// The string at `key` (`GET`), `None` when there is none.
+    pub(crate) fn get(&self, key: &str) -> Option<String> {
+        match common::resp(&self.cmd(&["GET", key])) {
+            common::Resp::Bulk(value) => value,
+            other => panic!("GET {key}: {other:?}"),
+        }
+    }
+
+    /// Writes the lock hash `key` by hand: each (field, holds) of `holds`, expiring in `ms`.
+    pub(crate) fn plant(&self, key: &str, holds: &[(&str, &str)], ms: &str) {
+        let mut hset = vec!["HSET", key];
+        for (field, n) in holds {
+            hset.extend([*field, *n]);
+        }
+        self.cmd(&hset);
+        self.cmd(&["PEXPIRE", key, ms]);
+    }
+
     /// Every field of hash `key`, sorted.
     pub(crate) fn hash_of(&self, key: &str) -> Vec<(String, String)> {
         common::raw_hgetall(&self.server, key)

@@ -7,7 +7,7 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::{resp, RawSubscriber, Resp};
+use common::RawSubscriber;
 use fred::types::Value;
 use relock::testing::scripts::{MULTI_ACQUIRE, MULTI_RELEASE};
 
@@ -165,8 +165,7 @@ async fn all_free_parts_are_taken_with_the_lease() {
 #[tokio::test]
 async fn one_busy_part_takes_nothing_and_names_itself() {
     let fx = Fixture::new("multi-acquire-busy", 3).await;
-    fx.cmd(&["HSET", fx.name(1), OTHER, "1"]);
-    fx.cmd(&["PEXPIRE", fx.name(1), "10000"]);
+    fx.plant(fx.name(1), &[(OTHER, "1")], "10000");
     let (index, ttl) = busy(fx.acquire(60_000, ME).await.unwrap());
     assert_eq!(index, 2, "the busy part, 1-based");
     assert_within(ttl, 1, 10_000, "the holder's PTTL");
@@ -191,8 +190,7 @@ async fn one_busy_part_takes_nothing_and_names_itself() {
 async fn the_first_busy_part_is_named() {
     let fx = Fixture::new("multi-acquire-first-busy", 4).await;
     for i in [1, 3] {
-        fx.cmd(&["HSET", fx.name(i), OTHER, "1"]);
-        fx.cmd(&["PEXPIRE", fx.name(i), "10000"]);
+        fx.plant(fx.name(i), &[(OTHER, "1")], "10000");
     }
     let (index, _) = busy(fx.acquire(10_000, ME).await.unwrap());
     assert_eq!(index, 2);
@@ -220,8 +218,8 @@ async fn a_free_part_claimed_by_another_field_is_busy_and_its_claim_cut_to_the_w
     assert_within(wait, 1, CLAIM_WINDOW_MS, "told to wait");
     assert_within(fx.pttl(&claim), 1, CLAIM_WINDOW_MS, "the claim's PTTL");
     assert_eq!(
-        resp(&fx.cmd(&["GET", &claim])),
-        Resp::Bulk(Some(format!("1:{OTHER}"))),
+        fx.get(&claim).as_deref(),
+        Some(&*format!("1:{OTHER}")),
         "the claim is still the other field's"
     );
     for i in 0..3 {
@@ -251,11 +249,9 @@ async fn a_part_claimed_by_this_field_is_taken_and_the_claim_spent() {
 async fn re_entries_and_fresh_parts_are_taken_together() {
     let fx = Fixture::new("multi-acquire-reentry", 4).await;
     // Part 0: held by ME, lease run down to 1 s: the re-entry extends it to the lease.
-    fx.cmd(&["HSET", fx.name(0), ME, "1"]);
-    fx.cmd(&["PEXPIRE", fx.name(0), "1000"]);
+    fx.plant(fx.name(0), &[(ME, "1")], "1000");
     // Part 1: held by ME for 60 s: the re-entry does not shorten it.
-    fx.cmd(&["HSET", fx.name(1), ME, "2"]);
-    fx.cmd(&["PEXPIRE", fx.name(1), "60000"]);
+    fx.plant(fx.name(1), &[(ME, "2")], "60000");
     // Part 2: held by ME without expiry: the re-entry gives it the lease.
     fx.cmd(&["HSET", fx.name(2), ME, "1"]);
     // Part 3: free.
@@ -273,10 +269,8 @@ async fn re_entries_and_fresh_parts_are_taken_together() {
 #[tokio::test]
 async fn a_re_entry_beside_a_busy_part_takes_nothing() {
     let fx = Fixture::new("multi-acquire-reentry-busy", 2).await;
-    fx.cmd(&["HSET", fx.name(0), ME, "1"]);
-    fx.cmd(&["PEXPIRE", fx.name(0), "1000"]);
-    fx.cmd(&["HSET", fx.name(1), OTHER, "1"]);
-    fx.cmd(&["PEXPIRE", fx.name(1), "10000"]);
+    fx.plant(fx.name(0), &[(ME, "1")], "1000");
+    fx.plant(fx.name(1), &[(OTHER, "1")], "10000");
     let (index, _) = busy(fx.acquire(20_000, ME).await.unwrap());
     assert_eq!(index, 2);
     assert_eq!(fx.hash(0), held_by(ME, 1), "the re-entry was counted");
@@ -292,10 +286,7 @@ async fn a_part_that_is_not_a_hash_is_wrongtype_and_takes_nothing() {
     fx.cmd(&["SET", fx.name(1), "user-data"]);
     assert_wrongtype_of_part(fx.acquire(10_000, ME).await, 2);
     assert!(!fx.exists(fx.name(0)) && !fx.exists(fx.name(2)));
-    assert_eq!(
-        resp(&fx.cmd(&["GET", fx.name(1)])),
-        Resp::Bulk(Some("user-data".into()))
-    );
+    assert_eq!(fx.get(fx.name(1)).as_deref(), Some("user-data"));
 }
 
 // ---------------------------------------------------------------- release
@@ -320,10 +311,7 @@ async fn last_releases_free_every_part_and_publish_once_on_each_channel() {
         assert_eq!(message, Some((fx.channel(i), "0".to_owned())), "part {i}");
         // The replay key says "freed" for a retry.
         let latch = fx.latch(i, "r1");
-        assert_eq!(
-            resp(&fx.cmd(&["GET", &latch])),
-            Resp::Bulk(Some("1".into()))
-        );
+        assert_eq!(fx.get(&latch).as_deref(), Some("1"));
         assert_within(fx.pttl(&latch), 1, LATCH_TTL_MS, "replay key TTL");
     }
     for i in 0..3 {
@@ -361,10 +349,7 @@ async fn releases_that_leave_holds_set_each_parts_ttl_and_replay_key() {
     assert_within(fx.pttl(fx.name(1)), 8_000, 9_000, "part 1 keeps its TTL");
     for i in 0..2 {
         let latch = fx.latch(i, "r1");
-        assert_eq!(
-            resp(&fx.cmd(&["GET", &latch])),
-            Resp::Bulk(Some("0".into()))
-        );
+        assert_eq!(fx.get(&latch).as_deref(), Some("0"));
         assert_within(fx.pttl(&latch), 1, LATCH_TTL_MS, "replay key TTL");
         sub.assert_quiet(&fx.server, &fx.channel(i)).await;
     }
@@ -423,8 +408,7 @@ async fn a_part_the_field_does_not_hold_answers_nil_and_the_others_are_released(
     assert_eq!(fx.acquire(30_000, ME).await.unwrap(), Value::Null);
     // Part 1 was force-unlocked and taken by another owner meanwhile.
     fx.cmd(&["DEL", fx.name(1)]);
-    fx.cmd(&["HSET", fx.name(1), OTHER, "1"]);
-    fx.cmd(&["PEXPIRE", fx.name(1), "10000"]);
+    fx.plant(fx.name(1), &[(OTHER, "1")], "10000");
     let mut sub = fx.subscribe().await;
     let reply = fx
         .release("r1", ME, &[30_000; 3], false, true)

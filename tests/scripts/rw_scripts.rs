@@ -262,11 +262,13 @@ impl Fixture {
 fn rw_channel(name: &str) -> String {
     common::braced("redisson_rwlock", name)
 }
+
 fn sorted(keys: &[String]) -> Vec<String> {
     let mut keys = keys.to_vec();
     keys.sort();
     keys
 }
+
 /// A PTTL that a script set to `ms` a moment ago.
 fn assert_about(value: i64, ms: i64, what: &str) {
     assert_within(value, ms - SLACK_MS, ms, what);
@@ -277,6 +279,7 @@ fn assert_about(value: i64, ms: i64, what: &str) {
 fn assert_follows(lock_ttl: i64, key_ttl: i64, what: &str) {
     assert_within(lock_ttl, key_ttl - SLACK_MS, key_ttl + 1, what);
 }
+
 const TAKEN: Value = Value::Null;
 
 // ---------------------------------------------------------------- read acquire
@@ -287,10 +290,7 @@ async fn a_read_of_a_free_lock_sets_read_mode_one_hold_and_its_timeout_key() {
     assert_eq!(fx.read(LEASE_MS, A).await.unwrap(), TAKEN);
     assert_eq!(fx.hash(), pairs(&[("mode", "read"), (A, "1")]));
     assert_eq!(fx.timeouts(), [fx.timeout(A, 1)]);
-    assert_eq!(
-        resp(&fx.cmd(&["GET", &fx.timeout(A, 1)])),
-        Resp::Bulk(Some("1".into()))
-    );
+    assert_eq!(fx.get(&fx.timeout(A, 1)).as_deref(), Some("1"));
     assert_about(
         fx.pttl(&fx.timeout(A, 1)),
         LEASE_MS,
@@ -364,8 +364,7 @@ async fn a_read_of_a_write_locked_lock_is_busy_unless_the_reader_is_the_writer()
 #[tokio::test]
 async fn a_read_of_another_types_hash_is_busy_and_of_a_string_wrongtype() {
     let fx = Fixture::new("rws-read-foreign").await;
-    fx.cmd(&["HSET", &fx.name, C, "1"]);
-    fx.cmd(&["PEXPIRE", &fx.name, &LEASE_MS.to_string()]);
+    fx.plant(&fx.name, &[(C, "1")], &LEASE_MS.to_string());
     let ttl = int(fx.read(LEASE_MS, A).await.unwrap());
     assert_within(ttl, LEASE_MS - SLACK_MS, LEASE_MS, "a plain lock's lease");
     assert_eq!(fx.hash(), pairs(&[(C, "1")]));
@@ -374,10 +373,7 @@ async fn a_read_of_another_types_hash_is_busy_and_of_a_string_wrongtype() {
     fx.cmd(&["DEL", &fx.name]);
     fx.cmd(&["SET", &fx.name, "x"]);
     assert_error(fx.read(LEASE_MS, A).await, "WRONGTYPE");
-    assert_eq!(
-        resp(&fx.cmd(&["GET", &fx.name])),
-        Resp::Bulk(Some("x".into()))
-    );
+    assert_eq!(fx.get(&fx.name).as_deref(), Some("x"));
     assert!(fx.timeouts().is_empty());
 }
 
@@ -584,8 +580,7 @@ async fn a_claimed_free_lock_goes_only_to_its_writer_which_spends_the_claim() {
 #[tokio::test]
 async fn a_write_of_another_types_hash_is_busy_and_of_a_string_wrongtype() {
     let fx = Fixture::new("rws-write-foreign").await;
-    fx.cmd(&["HSET", &fx.name, C, "1"]);
-    fx.cmd(&["PEXPIRE", &fx.name, &LEASE_MS.to_string()]);
+    fx.plant(&fx.name, &[(C, "1")], &LEASE_MS.to_string());
     assert!(int(fx.write(LEASE_MS, A_W, 1).await.unwrap()) > 0);
     assert_eq!(fx.hash(), pairs(&[(C, "1")]));
     assert!(!fx.exists(&fx.claim));
@@ -796,10 +791,7 @@ async fn a_read_release_on_a_string_is_wrongtype_and_leaves_it() {
     let fx = Fixture::new("rws-read-release-string").await;
     fx.cmd(&["SET", &fx.name, "x"]);
     assert_error(fx.read_release(A, 1, "r1", false).await, "WRONGTYPE");
-    assert_eq!(
-        resp(&fx.cmd(&["GET", &fx.name])),
-        Resp::Bulk(Some("x".into()))
-    );
+    assert_eq!(fx.get(&fx.name).as_deref(), Some("x"));
     assert_error(fx.write_release(A_W, 1, "w1", false).await, "WRONGTYPE");
 }
 
@@ -1020,10 +1012,7 @@ async fn renewal_of_readers_that_hold_nothing_answers_zero_and_creates_nothing()
     assert_eq!(ints(renewed), [1, 0, 0, 0, 0]);
     assert!(!fx.exists(&other));
     assert!(!fx.exists(&fx.timeout(C, 1)) && !fx.exists(&fx.timeout(B, 1)));
-    assert_eq!(
-        resp(&fx.cmd(&["GET", &string])),
-        Resp::Bulk(Some("x".into()))
-    );
+    assert_eq!(fx.get(&string).as_deref(), Some("x"));
     assert_about(fx.pttl(&fx.timeout(A, 1)), 30_000, "the live reader");
 }
 

@@ -218,10 +218,7 @@ async fn acquire_on_a_string_key_is_wrongtype_and_leaves_it() {
     let fx = Fixture::new("scripts-acquire-wrongtype").await;
     fx.cmd(&["SET", &fx.name, "user-data"]);
     assert_wrongtype(fx.acquire(10_000, ME).await);
-    assert_eq!(
-        resp(&fx.cmd(&["GET", &fx.name])),
-        Resp::Bulk(Some("user-data".into()))
-    );
+    assert_eq!(fx.get(&fx.name).as_deref(), Some("user-data"));
     assert_eq!(fx.pttl(&fx.name), -1);
 }
 
@@ -391,8 +388,7 @@ async fn unclaim_withdraws_only_its_own_claim() {
 async fn release_with_replay_key_replays_its_value_and_changes_nothing() {
     let fx = Fixture::new("scripts-release-replay").await;
     let mut sub = fx.subscribe().await;
-    fx.cmd(&["HSET", &fx.name, ME, "3"]);
-    fx.cmd(&["PEXPIRE", &fx.name, "10000"]);
+    fx.plant(&fx.name, &[(ME, "3")], "10000");
     let latch_one = fx.latch("one");
     let latch_zero = fx.latch("zero");
     fx.cmd(&["SET", &latch_one, "1", "PX", "5000"]);
@@ -407,10 +403,7 @@ async fn release_with_replay_key_replays_its_value_and_changes_nothing() {
     assert_eq!(fx.hash(), pairs(&[(ME, "3")]));
     let pttl = fx.pttl(&fx.name);
     assert!(pttl > 0 && pttl <= 10_000, "pttl {pttl}");
-    assert_eq!(
-        resp(&fx.cmd(&["GET", &latch_one])),
-        Resp::Bulk(Some("1".into()))
-    );
+    assert_eq!(fx.get(&latch_one).as_deref(), Some("1"));
     let latch_pttl = fx.pttl(&latch_one);
     assert!(latch_pttl > 0 && latch_pttl <= 5_000, "{latch_pttl}");
     sub.assert_quiet(&fx.server, &fx.channel).await;
@@ -419,8 +412,7 @@ async fn release_with_replay_key_replays_its_value_and_changes_nothing() {
 #[tokio::test]
 async fn release_on_first_send_does_not_read_a_replay_key() {
     let fx = Fixture::new("scripts-release-first-send").await;
-    fx.cmd(&["HSET", &fx.name, ME, "3"]);
-    fx.cmd(&["PEXPIRE", &fx.name, "10000"]);
+    fx.plant(&fx.name, &[(ME, "3")], "10000");
     // A first send's request id is fresh, so relock never sends one whose replay key exists;
     // planted here, it shows the script did not read it.
     let latch = fx.latch("fresh");
@@ -430,8 +422,8 @@ async fn release_on_first_send_does_not_read_a_replay_key() {
     assert_eq!(reply.as_i64(), Some(0), "applied, holds remain: {reply:?}");
     assert_eq!(fx.hash(), pairs(&[(ME, "2")]));
     assert_eq!(
-        resp(&fx.cmd(&["GET", &latch])),
-        Resp::Bulk(Some("0".into())),
+        fx.get(&latch).as_deref(),
+        Some("0"),
         "the replay key now records this release"
     );
 }
@@ -448,8 +440,7 @@ async fn release_by_a_non_holder_returns_nil_and_writes_nothing() {
     assert!(!fx.exists(&latch), "no replay key for a no-op");
 
     // Someone else's lock.
-    fx.cmd(&["HSET", &fx.name, OTHER, "2"]);
-    fx.cmd(&["PEXPIRE", &fx.name, "10000"]);
+    fx.plant(&fx.name, &[(OTHER, "2")], "10000");
     let latch = fx.latch("b");
     assert_eq!(fx.release(&latch, 30_000, ME).await.unwrap(), Value::Null);
     assert_eq!(fx.hash(), pairs(&[(OTHER, "2")]));
@@ -473,10 +464,7 @@ async fn release_with_holds_remaining_returns_zero_and_renews_lease() {
     assert_eq!(fx.hash(), pairs(&[(ME, "1")]));
     let pttl = fx.pttl(&fx.name);
     assert!((19_000..=20_000).contains(&pttl), "lease set again: {pttl}");
-    assert_eq!(
-        resp(&fx.cmd(&["GET", &latch])),
-        Resp::Bulk(Some("0".into()))
-    );
+    assert_eq!(fx.get(&latch).as_deref(), Some("0"));
     let latch_pttl = fx.pttl(&latch);
     assert!(
         latch_pttl > LATCH_TTL_MS - 1_000 && latch_pttl <= LATCH_TTL_MS,
@@ -540,10 +528,7 @@ async fn release_of_last_hold_asked_to_replay_writes_one_and_replays_it() {
         sub.next_message(Duration::from_secs(5)).await,
         Some((fx.channel.clone(), "0".to_owned()))
     );
-    assert_eq!(
-        resp(&fx.cmd(&["GET", &latch])),
-        Resp::Bulk(Some("1".into()))
-    );
+    assert_eq!(fx.get(&latch).as_deref(), Some("1"));
     let latch_pttl = fx.pttl(&latch);
     assert!(
         latch_pttl > LATCH_TTL_MS - 1_000 && latch_pttl <= LATCH_TTL_MS,
@@ -566,10 +551,7 @@ async fn release_on_a_string_key_is_wrongtype_and_leaves_it() {
     fx.cmd(&["SET", &fx.name, "user-data"]);
     let latch = fx.latch("req-3");
     assert_wrongtype(fx.release(&latch, 20_000, ME).await);
-    assert_eq!(
-        resp(&fx.cmd(&["GET", &fx.name])),
-        Resp::Bulk(Some("user-data".into()))
-    );
+    assert_eq!(fx.get(&fx.name).as_deref(), Some("user-data"));
     assert_eq!(fx.pttl(&fx.name), -1);
     assert!(!fx.exists(&latch), "no replay key after an error");
     sub.assert_quiet(&fx.server, &fx.channel).await;
@@ -587,11 +569,9 @@ async fn renew_extends_only_held_locks_and_creates_none() {
     let foreign = format!("{{{tag}}}:foreign");
     let missing = format!("{{{tag}}}:missing");
     let string = format!("{{{tag}}}:string");
-    fx.cmd(&["HSET", &held, ME, "1"]);
-    fx.cmd(&["PEXPIRE", &held, "1000"]);
+    fx.plant(&held, &[(ME, "1")], "1000");
     fx.cmd(&["HSET", &held_no_ttl, ME, "2"]);
-    fx.cmd(&["HSET", &foreign, OTHER, "1"]);
-    fx.cmd(&["PEXPIRE", &foreign, "1000"]);
+    fx.plant(&foreign, &[(OTHER, "1")], "1000");
     fx.cmd(&["SET", &string, "user-data"]);
 
     let keys = [
@@ -615,10 +595,7 @@ async fn renew_extends_only_held_locks_and_creates_none() {
     assert!(pttl > 0 && pttl <= 1_000, "foreign lock untouched: {pttl}");
     assert_eq!(fx.hash_of(&foreign), pairs(&[(OTHER, "1")]));
     assert!(!fx.exists(&missing), "a missing lock is not created");
-    assert_eq!(
-        resp(&fx.cmd(&["GET", &string])),
-        Resp::Bulk(Some("user-data".into()))
-    );
+    assert_eq!(fx.get(&string).as_deref(), Some("user-data"));
     assert_eq!(fx.pttl(&string), -1, "the string got no TTL");
     // Counts are untouched by a renewal.
     assert_eq!(fx.hash_of(&held), pairs(&[(ME, "1")]));
@@ -642,8 +619,7 @@ async fn force_release_without_lock_returns_zero_silently() {
 async fn force_release_deletes_any_holders_lock_and_publishes() {
     let fx = Fixture::new("scripts-force-hash").await;
     let mut sub = fx.subscribe().await;
-    fx.cmd(&["HSET", &fx.name, OTHER, "2", ME, "1"]);
-    fx.cmd(&["PEXPIRE", &fx.name, "10000"]);
+    fx.plant(&fx.name, &[(OTHER, "2"), (ME, "1")], "10000");
     let reply = fx.force_release().await.unwrap();
     assert_eq!(reply.as_i64(), Some(1), "{reply:?}");
     assert!(!fx.exists(&fx.name));
@@ -660,10 +636,7 @@ async fn force_release_on_a_string_is_wrongtype_and_keeps_it() {
     let mut sub = fx.subscribe().await;
     fx.cmd(&["SET", &fx.name, "user-data"]);
     assert_wrongtype(fx.force_release().await);
-    assert_eq!(
-        resp(&fx.cmd(&["GET", &fx.name])),
-        Resp::Bulk(Some("user-data".into()))
-    );
+    assert_eq!(fx.get(&fx.name).as_deref(), Some("user-data"));
     sub.assert_quiet(&fx.server, &fx.channel).await;
 }
 
@@ -708,10 +681,7 @@ async fn inspect_on_a_string_is_wrongtype() {
     let fx = Fixture::new("scripts-inspect-wrongtype").await;
     fx.cmd(&["SET", &fx.name, "user-data"]);
     assert_wrongtype(fx.inspect(ME).await);
-    assert_eq!(
-        resp(&fx.cmd(&["GET", &fx.name])),
-        Resp::Bulk(Some("user-data".into()))
-    );
+    assert_eq!(fx.get(&fx.name).as_deref(), Some("user-data"));
 }
 
 /// The shutdown release of every hold of one field (`lua/lock/abandon.lua`): 0 when it holds
@@ -731,8 +701,7 @@ async fn abandon_drops_every_hold_of_a_field_and_wakes_when_it_frees_the_lock() 
 
     // Two holds of ME and one of another field: ME's go at once, the lock stays, no message.
     let mut sub = RawSubscriber::subscribe(&fx.server, &[&fx.channel, &head]).await;
-    fx.cmd(&["HSET", &fx.name, ME, "2", "someone", "1"]);
-    fx.cmd(&["PEXPIRE", &fx.name, "30000"]);
+    fx.plant(&fx.name, &[(ME, "2"), ("someone", "1")], "30000");
     assert_eq!(fx.abandon(ME).await.unwrap().as_i64(), Some(1));
     assert_eq!(fx.hash(), vec![("someone".to_owned(), "1".to_owned())]);
     sub.assert_quiet(&fx.server, &fx.channel).await;
@@ -777,8 +746,5 @@ async fn abandon_drops_every_hold_of_a_field_and_wakes_when_it_frees_the_lock() 
     fx.cmd(&["SET", &fx.name, "not a lock"]);
     let error = fx.abandon(ME).await.unwrap_err();
     assert!(error.details().starts_with("WRONGTYPE"), "{error:?}");
-    assert_eq!(
-        resp(&fx.cmd(&["GET", &fx.name])),
-        Resp::Bulk(Some("not a lock".into()))
-    );
+    assert_eq!(fx.get(&fx.name).as_deref(), Some("not a lock"));
 }
