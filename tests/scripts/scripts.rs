@@ -17,6 +17,19 @@ use relock::testing::scripts::{
     LOCK_RELEASE as RELEASE, LOCK_RENEW as RENEW, UNCLAIM,
 };
 
+/// How a release request is sent.
+#[derive(Clone, Copy)]
+enum Sent {
+    /// Its first send, as relock sends it: its replay key is not read.
+    First,
+    /// Sent again (its reply was lost): its replay key is read first.
+    Retry,
+    /// A first send that asks for a replay key even on the last hold, as relock sends a release
+    /// that starts while an acquire by the same owner is in flight.
+    FirstReplayingLast,
+}
+use Sent::{First, FirstReplayingLast, Retry};
+
 fixture::lua_fixture! {
     /// A server, a raw fred connection and one lock's keys.
     struct Fixture for lua {
@@ -37,21 +50,49 @@ impl Fixture {
         self.subscribe_to(&[&self.channel]).await
     }
 
+    /// Checks that nothing (more) was published on the lock's channel.
+    async fn assert_quiet(&self, sub: &mut RawSubscriber) {
+        sub.assert_quiet(&self.server, &self.channel).await;
+    }
+
+    /// Acquires for `field`, checking that it took the lock.
+    async fn take(&self, lease_ms: u64, field: &str) {
+        let reply = self.acquire(lease_ms, field).await.unwrap();
+        assert_eq!(reply, Value::Null, "{field} did not take the lock");
+    }
+
+    /// Checks that the next message on `sub` (within 5 s) is the lock channel's `0`: the lock
+    /// was freed.
+    async fn assert_freed(&self, sub: &mut RawSubscriber, what: &str) {
+        assert_eq!(
+            sub.next_message(Duration::from_secs(5)).await,
+            Some((self.channel.clone(), "0".to_owned())),
+            "{what}"
+        );
+    }
+
+    /// Checks that the replay key `latch` records `value`, written just now for
+    /// [`LATCH_TTL_MS`].
+    fn assert_replay_key(&self, latch: &str, value: &str) {
+        assert_eq!(
+            self.get(latch).as_deref(),
+            Some(value),
+            "replay key {latch}"
+        );
+        let latch_pttl = self.pttl(latch);
+        assert!(
+            latch_pttl > LATCH_TTL_MS - 1_000 && latch_pttl <= LATCH_TTL_MS,
+            "replay key PX: {latch_pttl}"
+        );
+    }
+
     async fn acquire(&self, lease_ms: u64, field: &str) -> Result<Value, fred::error::Error> {
-        self.acquire_as(lease_ms, field, 0).await
+        self.acquire_claiming(lease_ms, field, 0).await
     }
 
-    /// An acquire that, finding the lock busy, claims its next hand-off with `priority`.
+    /// An acquire that, finding the lock busy, claims its next hand-off with `priority` (0: no
+    /// claim).
     async fn acquire_claiming(
-        &self,
-        lease_ms: u64,
-        field: &str,
-        priority: u32,
-    ) -> Result<Value, fred::error::Error> {
-        self.acquire_as(lease_ms, field, priority).await
-    }
-
-    async fn acquire_as(
         &self,
         lease_ms: u64,
         field: &str,
@@ -88,45 +129,19 @@ impl Fixture {
         resp(&self.cmd(&["GET", &self.claim]))
     }
 
-    /// A release request's first send, as relock sends it: its replay key is not read.
+    /// A release request sent as `send` says (the replay key `latch`).
     async fn release(
         &self,
+        send: Sent,
         latch: &str,
         lease_ms: u64,
         field: &str,
     ) -> Result<Value, fred::error::Error> {
-        self.send_release(latch, lease_ms, field, "0", "0").await
-    }
-
-    /// A release request sent again (its reply was lost): its replay key is read first.
-    async fn retry_release(
-        &self,
-        latch: &str,
-        lease_ms: u64,
-        field: &str,
-    ) -> Result<Value, fred::error::Error> {
-        self.send_release(latch, lease_ms, field, "1", "0").await
-    }
-
-    /// A first send that asks for a replay key even on the last hold, as relock sends a release
-    /// that starts while an acquire by the same owner is in flight.
-    async fn release_replaying_last(
-        &self,
-        latch: &str,
-        lease_ms: u64,
-        field: &str,
-    ) -> Result<Value, fred::error::Error> {
-        self.send_release(latch, lease_ms, field, "0", "1").await
-    }
-
-    async fn send_release(
-        &self,
-        latch: &str,
-        lease_ms: u64,
-        field: &str,
-        sent_before: &str,
-        replay_last: &str,
-    ) -> Result<Value, fred::error::Error> {
+        let (sent_before, replay_last) = match send {
+            First => ("0", "0"),
+            Retry => ("1", "0"),
+            FirstReplayingLast => ("0", "1"),
+        };
         let lease = lease_ms.to_string();
         let latch_ttl = LATCH_TTL_MS.to_string();
         let window = CLAIM_WINDOW_MS.to_string();
@@ -177,11 +192,11 @@ async fn acquire_free_lock_takes_first_hold_with_lease() {
 #[tokio::test]
 async fn acquire_reentry_counts_and_resets_lease() {
     let fx = Fixture::new("scripts-acquire-reentry").await;
-    assert_eq!(fx.acquire(10_000, ME).await.unwrap(), Value::Null);
+    fx.take(10_000, ME).await;
     // Let the lease "run down" to 1 s, then re-enter with a 20 s lease.
     fx.cmd(&["PEXPIRE", &fx.name, "1000"]);
     assert!(fx.pttl(&fx.name) <= 1_000);
-    assert_eq!(fx.acquire(20_000, ME).await.unwrap(), Value::Null);
+    fx.take(20_000, ME).await;
     assert_eq!(fx.hash(), pairs(&[(ME, "2")]));
     let pttl = fx.pttl(&fx.name);
     assert!((19_000..=20_000).contains(&pttl), "pttl {pttl}");
@@ -190,7 +205,7 @@ async fn acquire_reentry_counts_and_resets_lease() {
 #[tokio::test]
 async fn acquire_busy_returns_pttl_and_changes_nothing() {
     let fx = Fixture::new("scripts-acquire-busy").await;
-    assert_eq!(fx.acquire(10_000, OTHER).await.unwrap(), Value::Null);
+    fx.take(10_000, OTHER).await;
     let reply = fx.acquire(60_000, ME).await.unwrap();
     let pttl = reply.as_i64().expect("an integer PTTL");
     assert!(pttl > 0 && pttl <= 10_000, "busy reply {pttl}");
@@ -232,7 +247,7 @@ fn claim_of(priority: u32, field: &str) -> Resp {
 #[tokio::test]
 async fn a_busy_acquire_that_claims_promises_the_next_hand_off_to_its_field() {
     let fx = Fixture::new("scripts-claim-set").await;
-    assert_eq!(fx.acquire(10_000, OTHER).await.unwrap(), Value::Null);
+    fx.take(10_000, OTHER).await;
     // Without asking to claim: no claim.
     fx.acquire(10_000, ME).await.unwrap();
     assert!(!fx.exists(&fx.claim));
@@ -279,7 +294,7 @@ async fn a_claimed_free_lock_goes_only_to_its_claimant() {
     assert_eq!(fx.claimant(), claim_of(1, ME));
 
     // The claimant takes it, and the claim is used up.
-    assert_eq!(fx.acquire(10_000, ME).await.unwrap(), Value::Null);
+    fx.take(10_000, ME).await;
     assert_eq!(fx.hash(), pairs(&[(ME, "1")]));
     assert!(!fx.exists(&fx.claim), "the claim is spent");
 
@@ -287,7 +302,7 @@ async fn a_claimed_free_lock_goes_only_to_its_claimant() {
     fx.cmd(&["DEL", &fx.name]);
     fx.cmd(&["SET", &fx.claim, &format!("1:{ME}"), "PX", "1"]);
     assert!(common::eventually(Duration::from_secs(2), || async { !fx.exists(&fx.claim) }).await);
-    assert_eq!(fx.acquire(10_000, OTHER).await.unwrap(), Value::Null);
+    fx.take(10_000, OTHER).await;
 }
 
 #[tokio::test]
@@ -296,7 +311,7 @@ async fn a_claim_on_a_lock_freed_without_a_release_is_cut_to_the_window() {
     // ME claimed the next hand-off of a lock with a 30 s lease. Then the lock went away without
     // a release to cut the claim (a DEL here; an eviction or another library's unlock alike),
     // and ME is gone: its claim would hold the free lock back for the rest of that lease.
-    assert_eq!(fx.acquire(30_000, OTHER).await.unwrap(), Value::Null);
+    fx.take(30_000, OTHER).await;
     fx.acquire_claiming(30_000, ME, 1).await.unwrap();
     assert!(fx.pttl(&fx.claim) > 29_000);
     fx.cmd(&["DEL", &fx.name]);
@@ -313,7 +328,7 @@ async fn a_claim_on_a_lock_freed_without_a_release_is_cut_to_the_window() {
     assert_eq!(fx.claimant(), claim_of(1, ME), "the claim is still ME's");
     assert!(!fx.exists(&fx.name), "the refused acquire took nothing");
     assert!(common::eventually(Duration::from_secs(2), || async { !fx.exists(&fx.claim) }).await);
-    assert_eq!(fx.acquire(30_000, OTHER).await.unwrap(), Value::Null);
+    fx.take(30_000, OTHER).await;
 }
 
 #[tokio::test]
@@ -341,23 +356,27 @@ async fn a_claim_relock_did_not_write_is_ignored() {
 #[tokio::test]
 async fn the_last_release_and_force_unlock_cut_a_claim_to_the_window() {
     let fx = Fixture::new("scripts-claim-window").await;
-    assert_eq!(fx.acquire(30_000, OTHER).await.unwrap(), Value::Null);
+    fx.take(30_000, OTHER).await;
     fx.acquire_claiming(30_000, ME, 1).await.unwrap();
     assert!(fx.pttl(&fx.claim) > 29_000);
 
     // A release that leaves holds does not touch the claim.
-    assert_eq!(fx.acquire(30_000, OTHER).await.unwrap(), Value::Null);
-    fx.release(&fx.latch("r1"), 30_000, OTHER).await.unwrap();
+    fx.take(30_000, OTHER).await;
+    fx.release(First, &fx.latch("r1"), 30_000, OTHER)
+        .await
+        .unwrap();
     assert!(fx.pttl(&fx.claim) > 29_000);
 
     // The last release cuts it to the window: a claimant that died delays others no longer.
-    fx.release(&fx.latch("r2"), 30_000, OTHER).await.unwrap();
+    fx.release(First, &fx.latch("r2"), 30_000, OTHER)
+        .await
+        .unwrap();
     let left = fx.pttl(&fx.claim);
     assert!(left > 0 && left <= CLAIM_WINDOW_MS, "claim PTTL {left}");
 
     // So does force-unlock.
     fx.cmd(&["DEL", &fx.claim]);
-    assert_eq!(fx.acquire(30_000, ME).await.unwrap(), Value::Null);
+    fx.take(30_000, ME).await;
     fx.acquire_claiming(30_000, OTHER, 1).await.unwrap();
     assert!(fx.pttl(&fx.claim) > 29_000);
     assert_eq!(fx.force_release().await.unwrap().as_i64(), Some(1));
@@ -367,7 +386,9 @@ async fn the_last_release_and_force_unlock_cut_a_claim_to_the_window() {
     // A claim already shorter than the window keeps its own end.
     fx.cmd(&["SET", &fx.claim, &format!("1:{OTHER}"), "PX", "50"]);
     fx.cmd(&["HSET", &fx.name, ME, "1"]);
-    fx.release(&fx.latch("r3"), 30_000, ME).await.unwrap();
+    fx.release(First, &fx.latch("r3"), 30_000, ME)
+        .await
+        .unwrap();
     assert!(fx.pttl(&fx.claim) <= 50);
 }
 
@@ -394,9 +415,9 @@ async fn release_with_replay_key_replays_its_value_and_changes_nothing() {
     fx.cmd(&["SET", &latch_one, "1", "PX", "5000"]);
     fx.cmd(&["SET", &latch_zero, "0", "PX", "5000"]);
 
-    let reply = fx.retry_release(&latch_one, 30_000, ME).await.unwrap();
+    let reply = fx.release(Retry, &latch_one, 30_000, ME).await.unwrap();
     assert_eq!(reply.as_i64(), Some(1), "replayed 1: {reply:?}");
-    let reply = fx.retry_release(&latch_zero, 30_000, ME).await.unwrap();
+    let reply = fx.release(Retry, &latch_zero, 30_000, ME).await.unwrap();
     assert_eq!(reply.as_i64(), Some(0), "replayed 0: {reply:?}");
 
     // Nothing applied: the count, the lease (not reset to 30 s) and the replay keys are as set.
@@ -406,7 +427,7 @@ async fn release_with_replay_key_replays_its_value_and_changes_nothing() {
     assert_eq!(fx.get(&latch_one).as_deref(), Some("1"));
     let latch_pttl = fx.pttl(&latch_one);
     assert!(latch_pttl > 0 && latch_pttl <= 5_000, "{latch_pttl}");
-    sub.assert_quiet(&fx.server, &fx.channel).await;
+    fx.assert_quiet(&mut sub).await;
 }
 
 #[tokio::test]
@@ -418,7 +439,7 @@ async fn release_on_first_send_does_not_read_a_replay_key() {
     let latch = fx.latch("fresh");
     fx.cmd(&["SET", &latch, "1", "PX", "5000"]);
 
-    let reply = fx.release(&latch, 30_000, ME).await.unwrap();
+    let reply = fx.release(First, &latch, 30_000, ME).await.unwrap();
     assert_eq!(reply.as_i64(), Some(0), "applied, holds remain: {reply:?}");
     assert_eq!(fx.hash(), pairs(&[(ME, "2")]));
     assert_eq!(
@@ -435,113 +456,106 @@ async fn release_by_a_non_holder_returns_nil_and_writes_nothing() {
 
     // No lock at all.
     let latch = fx.latch("a");
-    assert_eq!(fx.release(&latch, 30_000, ME).await.unwrap(), Value::Null);
+    assert_eq!(
+        fx.release(First, &latch, 30_000, ME).await.unwrap(),
+        Value::Null
+    );
     assert!(!fx.exists(&fx.name), "the lock was not created");
     assert!(!fx.exists(&latch), "no replay key for a no-op");
 
     // Someone else's lock.
     fx.plant(&fx.name, &[(OTHER, "2")], "10000");
     let latch = fx.latch("b");
-    assert_eq!(fx.release(&latch, 30_000, ME).await.unwrap(), Value::Null);
+    assert_eq!(
+        fx.release(First, &latch, 30_000, ME).await.unwrap(),
+        Value::Null
+    );
     assert_eq!(fx.hash(), pairs(&[(OTHER, "2")]));
     let pttl = fx.pttl(&fx.name);
     assert!(pttl > 0 && pttl <= 10_000, "lease untouched: {pttl}");
     assert!(!fx.exists(&latch), "no replay key for a no-op");
-    sub.assert_quiet(&fx.server, &fx.channel).await;
+    fx.assert_quiet(&mut sub).await;
 }
 
 #[tokio::test]
 async fn release_with_holds_remaining_returns_zero_and_renews_lease() {
     let fx = Fixture::new("scripts-release-still-held").await;
     let mut sub = fx.subscribe().await;
-    assert_eq!(fx.acquire(10_000, ME).await.unwrap(), Value::Null);
-    assert_eq!(fx.acquire(10_000, ME).await.unwrap(), Value::Null);
+    fx.take(10_000, ME).await;
+    fx.take(10_000, ME).await;
     fx.cmd(&["PEXPIRE", &fx.name, "1000"]);
 
     let latch = fx.latch("req-1");
-    let reply = fx.release(&latch, 20_000, ME).await.unwrap();
+    let reply = fx.release(First, &latch, 20_000, ME).await.unwrap();
     assert_eq!(reply.as_i64(), Some(0), "{reply:?}");
     assert_eq!(fx.hash(), pairs(&[(ME, "1")]));
     let pttl = fx.pttl(&fx.name);
     assert!((19_000..=20_000).contains(&pttl), "lease set again: {pttl}");
-    assert_eq!(fx.get(&latch).as_deref(), Some("0"));
-    let latch_pttl = fx.pttl(&latch);
-    assert!(
-        latch_pttl > LATCH_TTL_MS - 1_000 && latch_pttl <= LATCH_TTL_MS,
-        "replay key PX: {latch_pttl}"
-    );
-    sub.assert_quiet(&fx.server, &fx.channel).await;
+    fx.assert_replay_key(&latch, "0");
+    fx.assert_quiet(&mut sub).await;
 
     // A retry of the same request counts once: replayed, the hold is still there.
-    let reply = fx.retry_release(&latch, 20_000, ME).await.unwrap();
+    let reply = fx.release(Retry, &latch, 20_000, ME).await.unwrap();
     assert_eq!(reply.as_i64(), Some(0));
     assert_eq!(fx.hash(), pairs(&[(ME, "1")]));
-    sub.assert_quiet(&fx.server, &fx.channel).await;
+    fx.assert_quiet(&mut sub).await;
 }
 
 #[tokio::test]
 async fn release_of_last_hold_deletes_publishes_and_writes_no_replay_key() {
     // Nobody listening: the reply is 1 (freed, the wake-up reached no one).
     let quiet = Fixture::new("scripts-release-last-quiet").await;
-    assert_eq!(quiet.acquire(10_000, ME).await.unwrap(), Value::Null);
+    quiet.take(10_000, ME).await;
     let reply = quiet
-        .release(&quiet.latch("req-q"), 20_000, ME)
+        .release(First, &quiet.latch("req-q"), 20_000, ME)
         .await
         .unwrap();
     assert_eq!(reply.as_i64(), Some(1), "{reply:?}");
 
     let fx = Fixture::new("scripts-release-last").await;
     let mut sub = fx.subscribe().await;
-    assert_eq!(fx.acquire(10_000, ME).await.unwrap(), Value::Null);
+    fx.take(10_000, ME).await;
     let latch = fx.latch("req-2");
-    let reply = fx.release(&latch, 20_000, ME).await.unwrap();
+    let reply = fx.release(First, &latch, 20_000, ME).await.unwrap();
     // 1 + the subscribed connections the wake-up reached: the one raw subscriber here.
     assert_eq!(reply.as_i64(), Some(2), "{reply:?}");
     assert!(!fx.exists(&fx.name), "the lock hash is gone");
-    assert_eq!(
-        sub.next_message(Duration::from_secs(5)).await,
-        Some((fx.channel.clone(), "0".to_owned())),
-        "the release published 0 on the lock channel"
-    );
+    fx.assert_freed(&mut sub, "the release published 0 on the lock channel")
+        .await;
     // The last release writes no replay key: the client holds back the owner's own acquires
     // until it has the reply, so a retry that finds the field gone knows its first send freed it.
     assert!(!fx.exists(&latch), "the last release wrote a replay key");
 
     // A retry finds the field gone: nil, nothing published, the lock not re-created.
-    let reply = fx.retry_release(&latch, 20_000, ME).await.unwrap();
+    let reply = fx.release(Retry, &latch, 20_000, ME).await.unwrap();
     assert_eq!(reply, Value::Null);
     assert!(!fx.exists(&fx.name));
     assert!(!fx.exists(&latch));
-    sub.assert_quiet(&fx.server, &fx.channel).await;
+    fx.assert_quiet(&mut sub).await;
 }
 
 #[tokio::test]
 async fn release_of_last_hold_asked_to_replay_writes_one_and_replays_it() {
     let fx = Fixture::new("scripts-release-last-replay").await;
     let mut sub = fx.subscribe().await;
-    assert_eq!(fx.acquire(10_000, ME).await.unwrap(), Value::Null);
+    fx.take(10_000, ME).await;
     let latch = fx.latch("req-4");
-    let reply = fx.release_replaying_last(&latch, 20_000, ME).await.unwrap();
+    let reply = fx
+        .release(FirstReplayingLast, &latch, 20_000, ME)
+        .await
+        .unwrap();
     assert_eq!(reply.as_i64(), Some(2), "{reply:?}");
     assert!(!fx.exists(&fx.name), "the lock hash is gone");
-    assert_eq!(
-        sub.next_message(Duration::from_secs(5)).await,
-        Some((fx.channel.clone(), "0".to_owned()))
-    );
-    assert_eq!(fx.get(&latch).as_deref(), Some("1"));
-    let latch_pttl = fx.pttl(&latch);
-    assert!(
-        latch_pttl > LATCH_TTL_MS - 1_000 && latch_pttl <= LATCH_TTL_MS,
-        "replay key PX: {latch_pttl}"
-    );
+    fx.assert_freed(&mut sub, "0 on the lock channel").await;
+    fx.assert_replay_key(&latch, "1");
 
     // The owner took the lock again before the retry arrived: the retry replays "freed" and
     // leaves the new hold alone.
-    assert_eq!(fx.acquire(10_000, ME).await.unwrap(), Value::Null);
-    let reply = fx.retry_release(&latch, 20_000, ME).await.unwrap();
+    fx.take(10_000, ME).await;
+    let reply = fx.release(Retry, &latch, 20_000, ME).await.unwrap();
     assert_eq!(reply.as_i64(), Some(1));
     assert_eq!(fx.hash(), pairs(&[(ME, "1")]));
-    sub.assert_quiet(&fx.server, &fx.channel).await;
+    fx.assert_quiet(&mut sub).await;
 }
 
 #[tokio::test]
@@ -550,11 +564,11 @@ async fn release_on_a_string_key_is_wrongtype_and_leaves_it() {
     let mut sub = fx.subscribe().await;
     fx.cmd(&["SET", &fx.name, "user-data"]);
     let latch = fx.latch("req-3");
-    assert_wrongtype(fx.release(&latch, 20_000, ME).await);
+    assert_wrongtype(fx.release(First, &latch, 20_000, ME).await);
     assert_eq!(fx.get(&fx.name).as_deref(), Some("user-data"));
     assert_eq!(fx.pttl(&fx.name), -1);
     assert!(!fx.exists(&latch), "no replay key after an error");
-    sub.assert_quiet(&fx.server, &fx.channel).await;
+    fx.assert_quiet(&mut sub).await;
 }
 
 // ---------------------------------------------------------------- renew
@@ -612,7 +626,7 @@ async fn force_release_without_lock_returns_zero_silently() {
     assert_eq!(reply.as_i64(), Some(0), "{reply:?}");
     assert!(!fx.exists(&fx.name));
     assert_eq!(resp_int(&fx.cmd(&["DBSIZE"])), 0);
-    sub.assert_quiet(&fx.server, &fx.channel).await;
+    fx.assert_quiet(&mut sub).await;
 }
 
 #[tokio::test]
@@ -623,11 +637,8 @@ async fn force_release_deletes_any_holders_lock_and_publishes() {
     let reply = fx.force_release().await.unwrap();
     assert_eq!(reply.as_i64(), Some(1), "{reply:?}");
     assert!(!fx.exists(&fx.name));
-    assert_eq!(
-        sub.next_message(Duration::from_secs(5)).await,
-        Some((fx.channel.clone(), "0".to_owned()))
-    );
-    sub.assert_quiet(&fx.server, &fx.channel).await;
+    fx.assert_freed(&mut sub, "0 on the lock channel").await;
+    fx.assert_quiet(&mut sub).await;
 }
 
 #[tokio::test]
@@ -637,7 +648,7 @@ async fn force_release_on_a_string_is_wrongtype_and_keeps_it() {
     fx.cmd(&["SET", &fx.name, "user-data"]);
     assert_wrongtype(fx.force_release().await);
     assert_eq!(fx.get(&fx.name).as_deref(), Some("user-data"));
-    sub.assert_quiet(&fx.server, &fx.channel).await;
+    fx.assert_quiet(&mut sub).await;
 }
 
 // ---------------------------------------------------------------- inspect
@@ -653,7 +664,7 @@ async fn inspect_reports_unlocked() {
 async fn inspect_reports_own_holds_and_lease() {
     let fx = Fixture::new("scripts-inspect-mine").await;
     for _ in 0..3 {
-        assert_eq!(fx.acquire(10_000, ME).await.unwrap(), Value::Null);
+        fx.take(10_000, ME).await;
     }
     let state = ints(fx.inspect(ME).await.unwrap());
     assert_eq!(state[0], 1);
@@ -665,7 +676,7 @@ async fn inspect_reports_own_holds_and_lease() {
 #[tokio::test]
 async fn inspect_reports_foreign_lock_with_zero_holds() {
     let fx = Fixture::new("scripts-inspect-foreign").await;
-    assert_eq!(fx.acquire(10_000, OTHER).await.unwrap(), Value::Null);
+    fx.take(10_000, OTHER).await;
     let state = ints(fx.inspect(ME).await.unwrap());
     assert_eq!(state[0], 1);
     assert!(state[1] > 9_000 && state[1] <= 10_000, "pttl {}", state[1]);
@@ -704,7 +715,7 @@ async fn abandon_drops_every_hold_of_a_field_and_wakes_when_it_frees_the_lock() 
     fx.plant(&fx.name, &[(ME, "2"), ("someone", "1")], "30000");
     assert_eq!(fx.abandon(ME).await.unwrap().as_i64(), Some(1));
     assert_eq!(fx.hash(), vec![("someone".to_owned(), "1".to_owned())]);
-    sub.assert_quiet(&fx.server, &fx.channel).await;
+    fx.assert_quiet(&mut sub).await;
 
     // The last field: the lock is freed, a long claim is cut to the window, and both the lock's
     // channel and the fair queue's first waiter hear `0`.
