@@ -89,6 +89,24 @@ impl Lua {
         self.cmd(&["PEXPIRE", key, ms]);
     }
 
+    /// Puts a string at `key`, checks that `script` then fails with WRONGTYPE and that the
+    /// string is still there as it was.
+    pub(crate) async fn assert_wrongtype_on_string<Fut>(
+        &self,
+        key: &str,
+        script: impl FnOnce() -> Fut,
+    ) where
+        Fut: std::future::Future<Output = Result<Value, fred::error::Error>>,
+    {
+        self.cmd(&["SET", key, "user-data"]);
+        assert_wrongtype(script().await);
+        assert_eq!(
+            self.get(key).as_deref(),
+            Some("user-data"),
+            "the string at {key}"
+        );
+    }
+
     /// Every field of hash `key`, sorted.
     pub(crate) fn hash_of(&self, key: &str) -> Vec<(String, String)> {
         common::raw_hgetall(&self.server, key)

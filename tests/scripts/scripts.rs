@@ -4,7 +4,7 @@
 //! reply, the Redis state it leaves (hash fields, TTLs, replay keys) and whether it published on
 //! the lock's channel.
 
-use super::fixture::{self, assert_wrongtype, ints, pairs, Lua};
+use super::fixture::{self, ints, pairs, Lua};
 use super::fixture::{CLAIM_WINDOW_MS, LATCH_TTL_MS, ME, OTHER};
 use crate::common;
 
@@ -231,9 +231,8 @@ async fn acquire_busy_lock_without_ttl_returns_minus_one() {
 #[tokio::test]
 async fn acquire_on_a_string_key_is_wrongtype_and_leaves_it() {
     let fx = Fixture::new("scripts-acquire-wrongtype").await;
-    fx.cmd(&["SET", &fx.name, "user-data"]);
-    assert_wrongtype(fx.acquire(10_000, ME).await);
-    assert_eq!(fx.get(&fx.name).as_deref(), Some("user-data"));
+    fx.assert_wrongtype_on_string(&fx.name, || fx.acquire(10_000, ME))
+        .await;
     assert_eq!(fx.pttl(&fx.name), -1);
 }
 
@@ -562,10 +561,9 @@ async fn release_of_last_hold_asked_to_replay_writes_one_and_replays_it() {
 async fn release_on_a_string_key_is_wrongtype_and_leaves_it() {
     let fx = Fixture::new("scripts-release-wrongtype").await;
     let mut sub = fx.subscribe().await;
-    fx.cmd(&["SET", &fx.name, "user-data"]);
     let latch = fx.latch("req-3");
-    assert_wrongtype(fx.release(First, &latch, 20_000, ME).await);
-    assert_eq!(fx.get(&fx.name).as_deref(), Some("user-data"));
+    fx.assert_wrongtype_on_string(&fx.name, || fx.release(First, &latch, 20_000, ME))
+        .await;
     assert_eq!(fx.pttl(&fx.name), -1);
     assert!(!fx.exists(&latch), "no replay key after an error");
     fx.assert_quiet(&mut sub).await;
@@ -645,9 +643,8 @@ async fn force_release_deletes_any_holders_lock_and_publishes() {
 async fn force_release_on_a_string_is_wrongtype_and_keeps_it() {
     let fx = Fixture::new("scripts-force-wrongtype").await;
     let mut sub = fx.subscribe().await;
-    fx.cmd(&["SET", &fx.name, "user-data"]);
-    assert_wrongtype(fx.force_release().await);
-    assert_eq!(fx.get(&fx.name).as_deref(), Some("user-data"));
+    fx.assert_wrongtype_on_string(&fx.name, || fx.force_release())
+        .await;
     fx.assert_quiet(&mut sub).await;
 }
 
@@ -690,9 +687,8 @@ async fn inspect_reports_foreign_lock_with_zero_holds() {
 #[tokio::test]
 async fn inspect_on_a_string_is_wrongtype() {
     let fx = Fixture::new("scripts-inspect-wrongtype").await;
-    fx.cmd(&["SET", &fx.name, "user-data"]);
-    assert_wrongtype(fx.inspect(ME).await);
-    assert_eq!(fx.get(&fx.name).as_deref(), Some("user-data"));
+    fx.assert_wrongtype_on_string(&fx.name, || fx.inspect(ME))
+        .await;
 }
 
 /// The shutdown release of every hold of one field (`lua/lock/abandon.lua`): 0 when it holds
