@@ -4,7 +4,7 @@
 //! reply, the Redis state it leaves (hash fields, TTLs, replay keys) and whether it published on
 //! the lock's channel.
 
-use super::fixture::{self, ints, pairs, Lua};
+use super::fixture::{self, assert_within, ints, pairs, Lua};
 use super::fixture::{CLAIM_WINDOW_MS, LATCH_TTL_MS, ME, OTHER};
 use crate::common;
 
@@ -48,6 +48,57 @@ impl Fixture {
 
     async fn subscribe(&self) -> RawSubscriber {
         self.subscribe_to(&[&self.channel]).await
+    }
+
+    /// ME takes the lock and releases it (the request `latch`, sent as `sent`) while a
+    /// subscriber listens: checks that the release freed the lock, and returns the subscriber.
+    async fn take_and_free(&self, sent: Sent, latch: &str) -> RawSubscriber {
+        let sub = self.subscribe().await;
+        self.take(10_000, ME).await;
+        let reply = self.release(sent, latch, 20_000, ME).await.unwrap();
+        // 1 + the subscribed connections the wake-up reached: the one raw subscriber here.
+        assert_eq!(reply.as_i64(), Some(2), "{reply:?}");
+        assert!(!self.exists(&self.name), "the lock hash is gone");
+        sub
+    }
+
+    /// Sends the release `latch` again: checks that it replays `replayed` and leaves ME's one
+    /// hold as it is, publishing nothing.
+    async fn assert_retry_replays(&self, sub: &mut RawSubscriber, latch: &str, replayed: i64) {
+        let reply = self.release(Retry, latch, 20_000, ME).await.unwrap();
+        assert_eq!(reply.as_i64(), Some(replayed));
+        assert_eq!(self.hash(), pairs(&[(ME, "1")]));
+        self.assert_quiet(sub).await;
+    }
+
+    /// `holder` takes the lock for 30 s, and `claimant`, finding it busy, claims its next
+    /// hand-off (priority 1): checks the claim lasts the holder's lease.
+    async fn claimed_behind(&self, holder: &str, claimant: &str) {
+        self.take(30_000, holder).await;
+        self.acquire_claiming(30_000, claimant, 1).await.unwrap();
+        assert!(self.pttl(&self.claim) > 29_000);
+    }
+
+    /// ME acquires with `lease_ms`: checks that it took the lock, holds it `holds` times now,
+    /// and that the lease was set to `lease_ms`.
+    async fn take_and_hold(&self, lease_ms: u64, holds: &str) {
+        self.take(lease_ms, ME).await;
+        let lease = lease_ms as i64;
+        self.assert_held(&[(ME, holds)], lease - 1_000, lease, "pttl");
+    }
+
+    /// Checks the lock's `holds`, and its PTTL within [`low`, `high`] (`what` names it).
+    fn assert_held(&self, holds: &[(&str, &str)], low: i64, high: i64, what: &str) {
+        assert_eq!(self.hash(), pairs(holds));
+        assert_within(self.pttl(&self.name), low, high, what);
+    }
+
+    /// Waits (at most 2 s) for the claim to lapse; fails if it does not.
+    async fn claim_lapses(&self) {
+        let gone = common::eventually(Duration::from_secs(2), || async {
+            !self.exists(&self.claim)
+        });
+        assert!(gone.await, "the claim did not lapse");
     }
 
     /// Checks that nothing (more) was published on the lock's channel.
@@ -182,11 +233,7 @@ impl Fixture {
 #[tokio::test]
 async fn acquire_free_lock_takes_first_hold_with_lease() {
     let fx = Fixture::new("scripts-acquire-free").await;
-    let reply = fx.acquire(10_000, ME).await.unwrap();
-    assert_eq!(reply, Value::Null);
-    assert_eq!(fx.hash(), pairs(&[(ME, "1")]));
-    let pttl = fx.pttl(&fx.name);
-    assert!((9_000..=10_000).contains(&pttl), "pttl {pttl}");
+    fx.take_and_hold(10_000, "1").await;
 }
 
 #[tokio::test]
@@ -196,10 +243,7 @@ async fn acquire_reentry_counts_and_resets_lease() {
     // Let the lease "run down" to 1 s, then re-enter with a 20 s lease.
     fx.cmd(&["PEXPIRE", &fx.name, "1000"]);
     assert!(fx.pttl(&fx.name) <= 1_000);
-    fx.take(20_000, ME).await;
-    assert_eq!(fx.hash(), pairs(&[(ME, "2")]));
-    let pttl = fx.pttl(&fx.name);
-    assert!((19_000..=20_000).contains(&pttl), "pttl {pttl}");
+    fx.take_and_hold(20_000, "2").await;
 }
 
 #[tokio::test]
@@ -300,7 +344,7 @@ async fn a_claimed_free_lock_goes_only_to_its_claimant() {
     // A claim that lapsed promises nothing.
     fx.cmd(&["DEL", &fx.name]);
     fx.cmd(&["SET", &fx.claim, &format!("1:{ME}"), "PX", "1"]);
-    assert!(common::eventually(Duration::from_secs(2), || async { !fx.exists(&fx.claim) }).await);
+    fx.claim_lapses().await;
     fx.take(10_000, OTHER).await;
 }
 
@@ -310,9 +354,7 @@ async fn a_claim_on_a_lock_freed_without_a_release_is_cut_to_the_window() {
     // ME claimed the next hand-off of a lock with a 30 s lease. Then the lock went away without
     // a release to cut the claim (a DEL here; an eviction or another library's unlock alike),
     // and ME is gone: its claim would hold the free lock back for the rest of that lease.
-    fx.take(30_000, OTHER).await;
-    fx.acquire_claiming(30_000, ME, 1).await.unwrap();
-    assert!(fx.pttl(&fx.claim) > 29_000);
+    fx.claimed_behind(OTHER, ME).await;
     fx.cmd(&["DEL", &fx.name]);
 
     // The next acquire leaves the claimant the window from now on, and no more.
@@ -326,7 +368,7 @@ async fn a_claim_on_a_lock_freed_without_a_release_is_cut_to_the_window() {
     assert!(left > 0 && left <= CLAIM_WINDOW_MS, "claim PTTL {left}");
     assert_eq!(fx.claimant(), claim_of(1, ME), "the claim is still ME's");
     assert!(!fx.exists(&fx.name), "the refused acquire took nothing");
-    assert!(common::eventually(Duration::from_secs(2), || async { !fx.exists(&fx.claim) }).await);
+    fx.claim_lapses().await;
     fx.take(30_000, OTHER).await;
 }
 
@@ -355,9 +397,7 @@ async fn a_claim_relock_did_not_write_is_ignored() {
 #[tokio::test]
 async fn the_last_release_and_force_unlock_cut_a_claim_to_the_window() {
     let fx = Fixture::new("scripts-claim-window").await;
-    fx.take(30_000, OTHER).await;
-    fx.acquire_claiming(30_000, ME, 1).await.unwrap();
-    assert!(fx.pttl(&fx.claim) > 29_000);
+    fx.claimed_behind(OTHER, ME).await;
 
     // A release that leaves holds does not touch the claim.
     fx.take(30_000, OTHER).await;
@@ -375,9 +415,7 @@ async fn the_last_release_and_force_unlock_cut_a_claim_to_the_window() {
 
     // So does force-unlock.
     fx.cmd(&["DEL", &fx.claim]);
-    fx.take(30_000, ME).await;
-    fx.acquire_claiming(30_000, OTHER, 1).await.unwrap();
-    assert!(fx.pttl(&fx.claim) > 29_000);
+    fx.claimed_behind(ME, OTHER).await;
     assert_eq!(fx.force_release().await.unwrap().as_i64(), Some(1));
     let left = fx.pttl(&fx.claim);
     assert!(left > 0 && left <= CLAIM_WINDOW_MS, "claim PTTL {left}");
@@ -420,9 +458,7 @@ async fn release_with_replay_key_replays_its_value_and_changes_nothing() {
     assert_eq!(reply.as_i64(), Some(0), "replayed 0: {reply:?}");
 
     // Nothing applied: the count, the lease (not reset to 30 s) and the replay keys are as set.
-    assert_eq!(fx.hash(), pairs(&[(ME, "3")]));
-    let pttl = fx.pttl(&fx.name);
-    assert!(pttl > 0 && pttl <= 10_000, "pttl {pttl}");
+    fx.assert_held(&[(ME, "3")], 1, 10_000, "pttl");
     assert_eq!(fx.get(&latch_one).as_deref(), Some("1"));
     let latch_pttl = fx.pttl(&latch_one);
     assert!(latch_pttl > 0 && latch_pttl <= 5_000, "{latch_pttl}");
@@ -469,9 +505,7 @@ async fn release_by_a_non_holder_returns_nil_and_writes_nothing() {
         fx.release(First, &latch, 30_000, ME).await.unwrap(),
         Value::Null
     );
-    assert_eq!(fx.hash(), pairs(&[(OTHER, "2")]));
-    let pttl = fx.pttl(&fx.name);
-    assert!(pttl > 0 && pttl <= 10_000, "lease untouched: {pttl}");
+    fx.assert_held(&[(OTHER, "2")], 1, 10_000, "lease untouched");
     assert!(!fx.exists(&latch), "no replay key for a no-op");
     fx.assert_quiet(&mut sub).await;
 }
@@ -487,17 +521,12 @@ async fn release_with_holds_remaining_returns_zero_and_renews_lease() {
     let latch = fx.latch("req-1");
     let reply = fx.release(First, &latch, 20_000, ME).await.unwrap();
     assert_eq!(reply.as_i64(), Some(0), "{reply:?}");
-    assert_eq!(fx.hash(), pairs(&[(ME, "1")]));
-    let pttl = fx.pttl(&fx.name);
-    assert!((19_000..=20_000).contains(&pttl), "lease set again: {pttl}");
+    fx.assert_held(&[(ME, "1")], 19_000, 20_000, "lease set again");
     fx.assert_replay_key(&latch, "0");
     fx.assert_quiet(&mut sub).await;
 
     // A retry of the same request counts once: replayed, the hold is still there.
-    let reply = fx.release(Retry, &latch, 20_000, ME).await.unwrap();
-    assert_eq!(reply.as_i64(), Some(0));
-    assert_eq!(fx.hash(), pairs(&[(ME, "1")]));
-    fx.assert_quiet(&mut sub).await;
+    fx.assert_retry_replays(&mut sub, &latch, 0).await;
 }
 
 #[tokio::test]
@@ -512,13 +541,8 @@ async fn release_of_last_hold_deletes_publishes_and_writes_no_replay_key() {
     assert_eq!(reply.as_i64(), Some(1), "{reply:?}");
 
     let fx = Fixture::new("scripts-release-last").await;
-    let mut sub = fx.subscribe().await;
-    fx.take(10_000, ME).await;
     let latch = fx.latch("req-2");
-    let reply = fx.release(First, &latch, 20_000, ME).await.unwrap();
-    // 1 + the subscribed connections the wake-up reached: the one raw subscriber here.
-    assert_eq!(reply.as_i64(), Some(2), "{reply:?}");
-    assert!(!fx.exists(&fx.name), "the lock hash is gone");
+    let mut sub = fx.take_and_free(First, &latch).await;
     fx.assert_freed(&mut sub, "the release published 0 on the lock channel")
         .await;
     // The last release writes no replay key: the client holds back the owner's own acquires
@@ -536,25 +560,15 @@ async fn release_of_last_hold_deletes_publishes_and_writes_no_replay_key() {
 #[tokio::test]
 async fn release_of_last_hold_asked_to_replay_writes_one_and_replays_it() {
     let fx = Fixture::new("scripts-release-last-replay").await;
-    let mut sub = fx.subscribe().await;
-    fx.take(10_000, ME).await;
     let latch = fx.latch("req-4");
-    let reply = fx
-        .release(FirstReplayingLast, &latch, 20_000, ME)
-        .await
-        .unwrap();
-    assert_eq!(reply.as_i64(), Some(2), "{reply:?}");
-    assert!(!fx.exists(&fx.name), "the lock hash is gone");
+    let mut sub = fx.take_and_free(FirstReplayingLast, &latch).await;
     fx.assert_freed(&mut sub, "0 on the lock channel").await;
     fx.assert_replay_key(&latch, "1");
 
     // The owner took the lock again before the retry arrived: the retry replays "freed" and
     // leaves the new hold alone.
     fx.take(10_000, ME).await;
-    let reply = fx.release(Retry, &latch, 20_000, ME).await.unwrap();
-    assert_eq!(reply.as_i64(), Some(1));
-    assert_eq!(fx.hash(), pairs(&[(ME, "1")]));
-    fx.assert_quiet(&mut sub).await;
+    fx.assert_retry_replays(&mut sub, &latch, 1).await;
 }
 
 #[tokio::test]
