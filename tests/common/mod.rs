@@ -376,33 +376,30 @@ pub fn raw_noscript_replies(server: &RedisServer) -> u64 {
         .map_or(0, |n| n.trim().parse().unwrap())
 }
 
+/// `name` as Redisson puts it in a key: in braces, unless it already holds a hash tag.
+pub fn tagged(name: &str) -> String {
+    if name.contains('{') {
+        name.to_string()
+    } else {
+        format!("{{{name}}}")
+    }
+}
+
 /// The wake-up channel of the lock `name`, as Redisson names it: `name` in braces, unless it
 /// already holds a hash tag.
 pub fn lock_channel(name: &str) -> String {
-    if name.contains('{') {
-        format!("redisson_lock__channel:{name}")
-    } else {
-        format!("redisson_lock__channel:{{{name}}}")
-    }
+    braced("redisson_lock__channel", name)
 }
 
 /// The hand-off claim key of lock `name` (plain names; a `{tag}` name is used as it is).
 pub fn claim_key(name: &str) -> String {
-    if name.contains('{') {
-        format!("relock_claim:{name}")
-    } else {
-        format!("relock_claim:{{{name}}}")
-    }
+    braced("relock_claim", name)
 }
 
 /// A Redisson name for lock `name`'s key with `prefix`: `<prefix>:{<name>}`, or `<prefix>:<name>`
 /// when `name` already holds a hash tag.
 pub fn braced(prefix: &str, name: &str) -> String {
-    if name.contains('{') {
-        format!("{prefix}:{name}")
-    } else {
-        format!("{prefix}:{{{name}}}")
-    }
+    format!("{prefix}:{}", tagged(name))
 }
 
 /// The fair lock queue of lock `name` (`redisson_lock_queue:{<name>}`: LIST of waiting fields).
@@ -537,11 +534,7 @@ pub fn latch_channel(name: &str) -> String {
 
 /// The permit semaphore leases key of `name` (`{<name>}:timeout`), as Redisson names it.
 pub fn leases_key(name: &str) -> String {
-    if name.contains('{') {
-        format!("{name}:timeout")
-    } else {
-        format!("{{{name}}}:timeout")
-    }
+    format!("{}:timeout", tagged(name))
 }
 
 /// The members of the sorted set `key` as (member as hex, score), by score (`ZRANGE ... WITHSCORES`).

@@ -163,26 +163,36 @@ impl RedissonFair {
         format!("{}:{}", lock_channel(&self.name), self.field)
     }
 
+    /// Runs one of Redisson's fair lock scripts with `keys` and `args`; `what` names it in a
+    /// panic.
+    async fn eval(&self, script: &str, keys: Vec<String>, args: Vec<String>, what: &str) -> Value {
+        self.redis
+            .eval(script, keys, args)
+            .await
+            .unwrap_or_else(|e| panic!("{what}: {e:?}"))
+    }
+
+    /// The lock's KEYS the acquire and the unlock begin with: `[name, queue, deadlines]`.
+    fn lock_keys(&self) -> Vec<String> {
+        vec![
+            self.name.clone(),
+            self.queue.clone(),
+            self.deadlines.clone(),
+        ]
+    }
+
     /// One attempt: `None` when taken, else the ms Redisson would wait.
     pub async fn attempt(&self) -> Option<i64> {
-        let reply: Value = self
-            .redis
-            .eval(
-                acquire_script(),
-                vec![
-                    self.name.clone(),
-                    self.queue.clone(),
-                    self.deadlines.clone(),
-                ],
-                vec![
-                    self.lease_ms.to_string(),
-                    self.field.clone(),
-                    self.wait_ms.to_string(),
-                    java_now().to_string(),
-                ],
-            )
-            .await
-            .expect("Redisson's fair acquire");
+        let args = vec![
+            self.lease_ms.to_string(),
+            self.field.clone(),
+            self.wait_ms.to_string(),
+            java_now().to_string(),
+        ];
+        let keys = self.lock_keys();
+        let reply = self
+            .eval(&acquire_script(), keys, args, "Redisson's fair acquire")
+            .await;
         match reply {
             Value::Null => None,
             Value::Integer(ms) => Some(ms),
@@ -211,39 +221,24 @@ impl RedissonFair {
     /// `unlock()`: true when the lock was freed (or already gone).
     pub async fn unlock(&self) -> Value {
         let latch = format!("redisson_unlock_latch:{{{}}}:{}", self.name, java_now());
-        self.redis
-            .eval(
-                unlock_script(),
-                vec![
-                    self.name.clone(),
-                    self.queue.clone(),
-                    self.deadlines.clone(),
-                    lock_channel(&self.name),
-                    latch,
-                ],
-                vec![
-                    "0".to_owned(),
-                    self.lease_ms.to_string(),
-                    self.field.clone(),
-                    java_now().to_string(),
-                    "PUBLISH".to_owned(),
-                    "8000".to_owned(),
-                ],
-            )
+        let keys = [self.lock_keys(), vec![lock_channel(&self.name), latch]].concat();
+        let args = vec![
+            "0".to_owned(),
+            self.lease_ms.to_string(),
+            self.field.clone(),
+            java_now().to_string(),
+            "PUBLISH".to_owned(),
+            "8000".to_owned(),
+        ];
+        self.eval(&unlock_script(), keys, args, "Redisson's fair unlock")
             .await
-            .expect("Redisson's fair unlock")
     }
 
     /// `acquireFailed`: the thread gives up its place.
     pub async fn give_up(&self) {
-        let _: Value = self
-            .redis
-            .eval(
-                ACQUIRE_FAILED,
-                vec![self.queue.clone(), self.deadlines.clone()],
-                vec![self.field.clone(), self.wait_ms.to_string()],
-            )
-            .await
-            .expect("Redisson's acquireFailed");
+        let keys = vec![self.queue.clone(), self.deadlines.clone()];
+        let args = vec![self.field.clone(), self.wait_ms.to_string()];
+        self.eval(ACQUIRE_FAILED, keys, args, "Redisson's acquireFailed")
+            .await;
     }
 }

@@ -56,36 +56,11 @@ pub const LATCH_NEW_COUNT: &str = "1";
 
 // ---- Names ----
 
-/// Redisson's `prefixName(prefix, name)`: `<prefix>:{<name>}`, or `<prefix>:<name>` when the
-/// name already holds a `{`.
-fn prefix_name(prefix: &str, name: &str) -> String {
-    if name.contains('{') {
-        format!("{prefix}:{name}")
-    } else {
-        format!("{prefix}:{{{name}}}")
-    }
-}
-
-/// The channel of both semaphores named `name`: `redisson_sc:{<name>}`.
-pub fn semaphore_channel(name: &str) -> String {
-    prefix_name("redisson_sc", name)
-}
-
-/// The lease set of the permit semaphore `name` (Redisson's `suffixName(name, "timeout")`):
-/// `{<name>}:timeout`, or `<name>:timeout` when the name already holds a `{`.
-pub fn timeout_key(name: &str) -> String {
-    if name.contains('{') {
-        format!("{name}:timeout")
-    } else {
-        format!("{{{name}}}:timeout")
-    }
-}
-
-/// The channel of the latch `name`: `redisson_countdownlatch__channel__{<name>}`, braces
-/// always added.
-pub fn latch_channel(name: &str) -> String {
-    format!("redisson_countdownlatch__channel__{{{name}}}")
-}
+/// The channel of both semaphores named `name` (`redisson_sc:{<name>}`), the lease set of the
+/// permit semaphore `name` (Redisson's `suffixName(name, "timeout")`: `{<name>}:timeout`) and the
+/// channel of the latch `name` (`redisson_countdownlatch__channel__{<name>}`), as the tests'
+/// common name rules spell them.
+pub use super::{latch_channel, leases_key as timeout_key, semaphore_channel};
 
 // ---- Clock and permit ids ----
 
@@ -629,31 +604,31 @@ impl Redisson {
     /// An `RSemaphore` named `name` (`getSemaphore(name)`).
     pub fn semaphore(&self, name: impl Into<String>) -> JavaSemaphore {
         let name = name.into();
-        JavaSemaphore {
-            process: self.clone(),
-            channel: semaphore_channel(&name),
-            name,
-        }
+        self.counted(semaphore_channel(&name), name, SemaphoreKind)
     }
 
     /// An `RPermitExpirableSemaphore` named `name` (`getPermitExpirableSemaphore(name)`).
     pub fn permit_semaphore(&self, name: impl Into<String>) -> JavaPermitSemaphore {
         let name = name.into();
-        JavaPermitSemaphore {
-            process: self.clone(),
-            channel: semaphore_channel(&name),
+        let kind = PermitKind {
             timeout_key: timeout_key(&name),
-            name,
-        }
+        };
+        self.counted(semaphore_channel(&name), name, kind)
     }
 
     /// An `RCountDownLatch` named `name` (`getCountDownLatch(name)`).
     pub fn count_down_latch(&self, name: impl Into<String>) -> JavaLatch {
         let name = name.into();
-        JavaLatch {
+        self.counted(latch_channel(&name), name, LatchKind)
+    }
+
+    /// The count `name` with its `channel`, an object of `kind`, on this process.
+    fn counted<Kind>(&self, channel: String, name: String, kind: Kind) -> Counted<Kind> {
+        Counted {
             process: self.clone(),
-            channel: latch_channel(&name),
             name,
+            channel,
+            kind,
         }
     }
 
@@ -809,68 +784,115 @@ fn left_ms(total: Duration, start: Instant) -> i64 {
     total.as_millis() as i64 - start.elapsed().as_millis() as i64
 }
 
-// ---- RSemaphore ----
+// ---- What the semaphores and the latch share ----
 
-/// Redisson's `RSemaphore` on one process: key `<name>` (STRING count), channel
-/// `redisson_sc:{<name>}`.
+/// Redisson's `RSemaphore`, `RPermitExpirableSemaphore` or `RCountDownLatch` (by `Kind`) on
+/// one process: the count key `<name>` (STRING) and the object's channel they all have, and
+/// what its kind adds.
 #[derive(Clone)]
-pub struct JavaSemaphore {
+pub struct Counted<Kind> {
     process: Redisson,
     name: String,
     channel: String,
+    kind: Kind,
 }
 
-impl JavaSemaphore {
-    /// The semaphore's name (its count key).
+/// `RSemaphore`: nothing beyond the count.
+#[derive(Clone)]
+pub struct SemaphoreKind;
+
+/// `RPermitExpirableSemaphore`: the count and a lease set.
+#[derive(Clone)]
+pub struct PermitKind {
+    timeout_key: String,
+}
+
+/// `RCountDownLatch`: nothing beyond the count.
+#[derive(Clone)]
+pub struct LatchKind;
+
+/// Redisson's `RSemaphore` on one process: key `<name>` (STRING count), channel
+/// `redisson_sc:{<name>}`.
+pub type JavaSemaphore = Counted<SemaphoreKind>;
+
+/// Redisson's `RPermitExpirableSemaphore` on one process: key `<name>` (STRING free count),
+/// `{<name>}:timeout` (ZSET raw id → lease end in epoch ms, [`NO_LEASE`] without a lease),
+/// channel `redisson_sc:{<name>}`.
+pub type JavaPermitSemaphore = Counted<PermitKind>;
+
+/// Redisson's `RCountDownLatch` on one process: key `<name>` (STRING count, deleted at 0),
+/// channel `redisson_countdownlatch__channel__{<name>}`.
+pub type JavaLatch = Counted<LatchKind>;
+
+impl<Kind> Counted<Kind> {
+    /// The object's name (its count key).
     pub fn name(&self) -> &str {
         &self.name
     }
 
-    /// Its channel, `redisson_sc:{<name>}`.
+    /// Its channel.
     pub fn channel(&self) -> &str {
         &self.channel
     }
 
-    /// `trySetPermits(n)`: sets the count only when there is none (no TTL) and publishes `n`.
-    pub async fn try_set_permits(&self, permits: i64) -> bool {
+    /// Runs `script` with KEYS `[count, channel]` and `args`.
+    async fn eval_on_channel(&self, script: &str, args: Vec<Value>) -> Value {
         let keys = vec![self.name.clone(), self.channel.clone()];
-        let args = vec![permits.into(), PUBLISH.into()];
-        int(
-            self.process.eval(TRY_SET_PERMITS, keys, args).await,
-            "trySetPermits",
-        ) == 1
+        self.process.eval(script, keys, args).await
     }
 
-    /// `trySetPermits(n, ttl)`: as [`try_set_permits`](Self::try_set_permits), the count created
-    /// with a TTL of `ttl` (ms).
-    pub async fn try_set_permits_with_ttl(&self, permits: i64, ttl: Duration) -> bool {
-        let keys = vec![self.name.clone(), self.channel.clone()];
-        let args = vec![
-            permits.into(),
-            PUBLISH.into(),
-            (ttl.as_millis() as i64).into(),
-        ];
-        let reply = self.process.eval(SEM_TRY_SET_PERMITS_TTL, keys, args).await;
-        int(reply, "trySetPermits(ttl)") == 1
-    }
-
-    /// `addPermits(delta)`: SETs count + delta (dropping any TTL) and publishes the new total,
-    /// negative included.
-    pub async fn add_permits(&self, delta: i64) {
-        let keys = vec![self.name.clone(), self.channel.clone()];
-        let args = vec![delta.into(), PUBLISH.into()];
-        self.process.eval(SEM_ADD_PERMITS, keys, args).await;
-    }
-
-    /// `availablePermits()`: `GET <name>`, 0 when missing.
-    pub async fn available_permits(&self) -> i64 {
+    /// `GET <name>`, 0 when missing; `what` is the Redisson call, for a panic.
+    async fn read_count(&self, what: &str) -> i64 {
         let reply = self
             .process
             .redis
             .get::<Value, _>(self.name.as_str())
             .await
             .expect("GET");
-        int(reply, "availablePermits")
+        int(reply, what)
+    }
+}
+
+/// The kinds with permits: both semaphores.
+pub trait Permits {}
+impl Permits for SemaphoreKind {}
+impl Permits for PermitKind {}
+
+impl<Kind: Permits> Counted<Kind> {
+    /// Both semaphores' `trySetPermits(n)`: sets the count only when there is none (no TTL)
+    /// and publishes `n`.
+    pub async fn try_set_permits(&self, permits: i64) -> bool {
+        let args = vec![permits.into(), PUBLISH.into()];
+        let reply = self.eval_on_channel(TRY_SET_PERMITS, args).await;
+        int(reply, "trySetPermits") == 1
+    }
+}
+
+// ---- RSemaphore ----
+
+impl JavaSemaphore {
+    /// `trySetPermits(n, ttl)`: as [`try_set_permits`](Self::try_set_permits), the count created
+    /// with a TTL of `ttl` (ms).
+    pub async fn try_set_permits_with_ttl(&self, permits: i64, ttl: Duration) -> bool {
+        let args = vec![
+            permits.into(),
+            PUBLISH.into(),
+            (ttl.as_millis() as i64).into(),
+        ];
+        let reply = self.eval_on_channel(SEM_TRY_SET_PERMITS_TTL, args).await;
+        int(reply, "trySetPermits(ttl)") == 1
+    }
+
+    /// `addPermits(delta)`: SETs count + delta (dropping any TTL) and publishes the new total,
+    /// negative included.
+    pub async fn add_permits(&self, delta: i64) {
+        let args = vec![delta.into(), PUBLISH.into()];
+        self.eval_on_channel(SEM_ADD_PERMITS, args).await;
+    }
+
+    /// `availablePermits()`: `GET <name>`, 0 when missing.
+    pub async fn available_permits(&self) -> i64 {
+        self.read_count("availablePermits").await
     }
 
     /// `drainPermits()`: sets the count to 0 and returns what it was (0 when missing, without a
@@ -954,9 +976,8 @@ impl JavaSemaphore {
         if permits == 0 {
             return;
         }
-        let keys = vec![self.name.clone(), self.channel.clone()];
         let args = vec![i64::from(permits).into(), PUBLISH.into()];
-        self.process.eval(SEM_RELEASE, keys, args).await;
+        self.eval_on_channel(SEM_RELEASE, args).await;
     }
 
     /// `releaseIfExists(n)`: [`release`](Self::release) on an existing count only; `false` (and
@@ -965,9 +986,8 @@ impl JavaSemaphore {
         if permits == 0 {
             return false;
         }
-        let keys = vec![self.name.clone(), self.channel.clone()];
         let args = vec![i64::from(permits).into(), PUBLISH.into()];
-        let reply = self.process.eval(SEM_RELEASE_IF_EXISTS, keys, args).await;
+        let reply = self.eval_on_channel(SEM_RELEASE_IF_EXISTS, args).await;
         int(reply, "releaseIfExists") == 1
     }
 
@@ -996,38 +1016,17 @@ pub enum Attempt {
     NoExpiry,
 }
 
-/// Redisson's `RPermitExpirableSemaphore` on one process: keys `<name>` (STRING count) and
-/// `{<name>}:timeout` (ZSET raw id → lease end in epoch ms, [`NO_LEASE`] without a lease),
-/// channel `redisson_sc:{<name>}`.
-#[derive(Clone)]
-pub struct JavaPermitSemaphore {
-    process: Redisson,
-    name: String,
-    timeout_key: String,
-    channel: String,
-}
-
 impl JavaPermitSemaphore {
-    /// The semaphore's name (its count key).
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
     /// Its lease set, `{<name>}:timeout`.
     pub fn timeout_key(&self) -> &str {
-        &self.timeout_key
-    }
-
-    /// Its channel, `redisson_sc:{<name>}`.
-    pub fn channel(&self) -> &str {
-        &self.channel
+        &self.kind.timeout_key
     }
 
     /// KEYS `[count, leases, channel]`.
     fn keys_count_leases_channel(&self) -> Vec<String> {
         vec![
             self.name.clone(),
-            self.timeout_key.clone(),
+            self.kind.timeout_key.clone(),
             self.channel.clone(),
         ]
     }
@@ -1037,18 +1036,8 @@ impl JavaPermitSemaphore {
         vec![
             self.name.clone(),
             self.channel.clone(),
-            self.timeout_key.clone(),
+            self.kind.timeout_key.clone(),
         ]
-    }
-
-    /// `trySetPermits(n)`: sets the count only when there is none and publishes `n`.
-    pub async fn try_set_permits(&self, permits: i64) -> bool {
-        let keys = vec![self.name.clone(), self.channel.clone()];
-        let args = vec![permits.into(), PUBLISH.into()];
-        int(
-            self.process.eval(TRY_SET_PERMITS, keys, args).await,
-            "trySetPermits",
-        ) == 1
     }
 
     /// `setPermits(max)`: makes count + held = `max`, publishing `max` when it changed anything.
@@ -1061,9 +1050,8 @@ impl JavaPermitSemaphore {
     /// `addPermits(delta)`: SETs count + delta (dropping any TTL); publishes the delta only when
     /// positive.
     pub async fn add_permits(&self, delta: i64) {
-        let keys = vec![self.name.clone(), self.channel.clone()];
         let args = vec![delta.into(), PUBLISH.into()];
-        self.process.eval(PES_ADD_PERMITS, keys, args).await;
+        self.eval_on_channel(PES_ADD_PERMITS, args).await;
     }
 
     /// Runs a read script (KEYS `[count, leases, channel]`, ARGV `[now, publish]`).
@@ -1212,17 +1200,25 @@ impl JavaPermitSemaphore {
     /// `tryRelease(id)`: a held id goes back (publishing the new count), even when its lease had
     /// lapsed; `true` only when it had not. `release(id)` throws where this is `false`.
     pub async fn release(&self, id: &str) -> bool {
-        let args = vec![
-            Value::Bytes(Bytes::from(id_bytes(id))),
-            1.into(),
-            now_ms().into(),
-            PUBLISH.into(),
-        ];
         let keys = self.keys_count_channel_leases();
-        int(
-            self.process.eval(PES_RELEASE, keys, args).await,
-            "tryRelease",
-        ) == 1
+        let released = self.eval_on_id(PES_RELEASE, keys, id, 1.into(), now_ms(), "tryRelease");
+        released.await == 1
+    }
+
+    /// Runs a script on the permit `id`: KEYS `keys`, ARGV `[raw id, arg, now, publish
+    /// command]`; its integer reply (`what`: the Redisson call, for a panic).
+    async fn eval_on_id(
+        &self,
+        script: &str,
+        keys: Vec<String>,
+        id: &str,
+        arg: Value,
+        now: i64,
+        what: &str,
+    ) -> i64 {
+        let id = Value::Bytes(Bytes::from(id_bytes(id)));
+        let args = vec![id, arg, now.into(), PUBLISH.into()];
+        int(self.process.eval(script, keys, args).await, what)
     }
 
     /// `tryRelease(ids)`: all or nothing; returns (and publishes) how many it released, 0 when
@@ -1242,33 +1238,19 @@ impl JavaPermitSemaphore {
     /// still held after reclaiming; `false` otherwise.
     pub async fn update_lease_time(&self, id: &str, lease: Option<Duration>) -> bool {
         let now = now_ms();
-        let args = vec![
-            Value::Bytes(Bytes::from(id_bytes(id))),
-            timeout_date(now, lease).into(),
-            now.into(),
-            PUBLISH.into(),
-        ];
+        let lease = timeout_date(now, lease).into();
         let keys = self.keys_count_leases_channel();
-        int(
-            self.process.eval(PES_UPDATE_LEASE, keys, args).await,
-            "updateLeaseTime",
-        ) == 1
+        let updated = self.eval_on_id(PES_UPDATE_LEASE, keys, id, lease, now, "updateLeaseTime");
+        updated.await == 1
     }
 
     /// `getLeaseTime(id)`'s script reply: the ms left, -1 without a lease, 0 when not held
     /// (where Redisson throws).
     pub async fn lease_time(&self, id: &str) -> i64 {
-        let args = vec![
-            Value::Bytes(Bytes::from(id_bytes(id))),
-            NO_LEASE.into(),
-            now_ms().into(),
-            PUBLISH.into(),
-        ];
         let keys = self.keys_count_leases_channel();
-        int(
-            self.process.eval(PES_LEASE_TIME, keys, args).await,
-            "getLeaseTime",
-        )
+        let (no_lease, now) = (NO_LEASE.into(), now_ms());
+        self.eval_on_id(PES_LEASE_TIME, keys, id, no_lease, now, "getLeaseTime")
+            .await
     }
 
     /// `delete()`: `DEL <name> {<name>}:timeout`; `true` when it deleted either. Publishes
@@ -1277,7 +1259,7 @@ impl JavaPermitSemaphore {
         let deleted: i64 = self
             .process
             .redis
-            .del(vec![self.name.clone(), self.timeout_key.clone()])
+            .del(vec![self.name.clone(), self.kind.timeout_key.clone()])
             .await
             .expect("DEL");
         deleted > 0
@@ -1286,52 +1268,23 @@ impl JavaPermitSemaphore {
 
 // ---- RCountDownLatch ----
 
-/// Redisson's `RCountDownLatch` on one process: key `<name>` (STRING count, deleted at 0),
-/// channel `redisson_countdownlatch__channel__{<name>}`.
-#[derive(Clone)]
-pub struct JavaLatch {
-    process: Redisson,
-    name: String,
-    channel: String,
-}
-
 impl JavaLatch {
-    /// The latch's name (its count key).
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// Its channel, `redisson_countdownlatch__channel__{<name>}`.
-    pub fn channel(&self) -> &str {
-        &self.channel
-    }
-
     /// `trySetCount(n)`: sets the count only when there is none (no TTL) and publishes `1`.
     pub async fn try_set_count(&self, count: i64) -> bool {
-        let keys = vec![self.name.clone(), self.channel.clone()];
         let args = vec![LATCH_NEW_COUNT.into(), count.into(), PUBLISH.into()];
-        int(
-            self.process.eval(LATCH_TRY_SET_COUNT, keys, args).await,
-            "trySetCount",
-        ) == 1
+        let reply = self.eval_on_channel(LATCH_TRY_SET_COUNT, args).await;
+        int(reply, "trySetCount") == 1
     }
 
     /// `countDown()`: DECR; at 0 or below the count is deleted; exactly at 0 `0` is published.
     pub async fn count_down(&self) {
-        let keys = vec![self.name.clone(), self.channel.clone()];
         let args = vec![LATCH_ZERO.into(), PUBLISH.into()];
-        self.process.eval(LATCH_COUNT_DOWN, keys, args).await;
+        self.eval_on_channel(LATCH_COUNT_DOWN, args).await;
     }
 
     /// `getCount()`: `GET <name>`, 0 when missing.
     pub async fn count(&self) -> i64 {
-        let reply = self
-            .process
-            .redis
-            .get::<Value, _>(self.name.as_str())
-            .await
-            .expect("GET");
-        int(reply, "getCount")
+        self.read_count("getCount").await
     }
 
     /// `await()`: returns at once at count 0; otherwise subscribes and loops {re-read the count;
@@ -1376,8 +1329,7 @@ impl JavaLatch {
     /// `delete()`: deletes the count and, if there was one, publishes `1` (which closes latches;
     /// it wakes nobody).
     pub async fn delete(&self) -> bool {
-        let keys = vec![self.name.clone(), self.channel.clone()];
         let args = vec![LATCH_NEW_COUNT.into(), PUBLISH.into()];
-        int(self.process.eval(LATCH_DELETE, keys, args).await, "delete") == 1
+        int(self.eval_on_channel(LATCH_DELETE, args).await, "delete") == 1
     }
 }

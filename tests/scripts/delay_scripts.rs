@@ -3,7 +3,7 @@
 //! partial releases to outlive the lock by the delay, deleted by the last release, a shutdown's
 //! release and a force-unlock; and a free lock whose shadow lives answered as delayed.
 
-use super::fixture::{self, Lua};
+use super::fixture::{self, Lua, ME, OTHER};
 use crate::common;
 
 use common::{raw_exists, resp, resp_int, Resp};
@@ -13,38 +13,21 @@ use relock::testing::scripts::{
     LOCK_FORCE_RELEASE, LOCK_RELEASE, LOCK_RENEW_DELAYED,
 };
 
-const ME: &str = "11111111-2222-3333-4444-555555555555:task-1";
-const OTHER: &str = "99999999-8888-7777-6666-555555555555:task-2";
 const LEASE: i64 = 10_000;
 const DELAY: i64 = 5_000;
 
-struct Fixture {
-    lua: Lua,
-    name: String,
-    channel: String,
-    claim: String,
-    shadow: String,
-    queue: String,
-    timeouts: String,
+fixture::lua_fixture! {
+    /// A server, a raw fred connection and the keys of one lock, its shadow lease and its fair
+    /// queue.
+    struct Fixture for lua {
+        channel: String = common::lock_channel(&lua.name),
+        shadow: String = common::braced("relock_lease", &lua.name),
+        queue: String = common::fair_queue_key(&lua.name),
+        timeouts: String = common::fair_timeout_key(&lua.name),
+    }
 }
 
-fixture::derefs_to_lua!(Fixture);
-
 impl Fixture {
-    async fn new(test: &str) -> Fixture {
-        let lua = Lua::start().await;
-        let name = common::prefix(test);
-        Fixture {
-            channel: common::lock_channel(&name),
-            claim: common::claim_key(&name),
-            shadow: format!("relock_lease:{{{name}}}"),
-            queue: format!("redisson_lock_queue:{{{name}}}"),
-            timeouts: format!("redisson_lock_timeout:{{{name}}}"),
-            lua,
-            name,
-        }
-    }
-
     /// A script that must not fail.
     async fn eval(&self, lua: &str, keys: &[&str], args: &[&str]) -> Value {
         self.try_eval(lua, keys, args).await.expect("script")

@@ -17,6 +17,20 @@ fn java_field(i: usize) -> String {
     format!("5b6c2a1e-9d3f-4e7a-8c1b-2f0e4d6a8b9c:{i}")
 }
 
+/// A server of the test's own (shared with spawned Redisson waiters) and its fair lock named
+/// after `test`, taken by a relock client with `watchdog`: the server, the name, the client and
+/// the hold.
+async fn held(
+    test: &str,
+    watchdog: Duration,
+) -> (Arc<RedisServer>, String, relock::Client, relock::LockGuard) {
+    let server = Arc::new(RedisServer::start());
+    let name = common::prefix(test);
+    let client = common::client(&server, watchdog).await;
+    let hold = client.fair_lock(name.clone()).lock().await.unwrap();
+    (server, name, client, hold)
+}
+
 fn queue_len(server: &RedisServer, name: &str) -> usize {
     common::raw_lrange(server, &common::fair_queue_key(name)).len()
 }
@@ -28,10 +42,8 @@ const TURN_BOUND: Duration = Duration::from_secs(3);
 #[tokio::test]
 async fn a_queue_shared_with_redisson_at_its_default_wait_is_served_in_arrival_order() {
     const WAITERS: usize = 8;
-    let server = Arc::new(RedisServer::start());
-    let name = common::prefix("fair-mixed-default");
-    let holder_client = common::client(&server, Duration::from_secs(30)).await;
-    let holder = holder_client.fair_lock(name.clone()).lock().await.unwrap();
+    let (server, name, _holder_client, holder) =
+        held("fair-mixed-default", Duration::from_secs(30)).await;
 
     let served: Arc<Mutex<Vec<(usize, Instant)>>> = Arc::default();
     let mut clients = Vec::new();
@@ -177,10 +189,8 @@ async fn a_dead_relock_waiter_among_redisson_waiters_goes_within_relocks_waiter_
 async fn a_dead_redisson_waiter_goes_when_its_redisson_deadline_passes() {
     // A `tryLock(1.5 s)` thread queues with wait 1.5 s, then dies.
     const JAVA_WAIT_MS: i64 = 1_500;
-    let server = Arc::new(RedisServer::start());
-    let name = common::prefix("fair-mixed-dead-java");
-    let holder_client = common::client(&server, Duration::from_secs(2)).await;
-    let holder = holder_client.fair_lock(name.clone()).lock().await.unwrap();
+    let (server, name, _holder_client, holder) =
+        held("fair-mixed-dead-java", Duration::from_secs(2)).await;
 
     let java = RedissonFair::new(&server, &name, &java_field(1), JAVA_WAIT_MS).await;
     assert!(java.attempt().await.is_some());

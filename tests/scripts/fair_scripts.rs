@@ -4,7 +4,7 @@
 //! deadlines against the server's clock, replay keys) and who was woken on which waiter's channel.
 //! The last tests interleave Redisson's own fair lock scripts with relock's on one name.
 
-use super::fixture::{self, Lua};
+use super::fixture::{self, assert_within, assert_wrongtype, int, pairs, Lua, LEASE_MS};
 use crate::common;
 
 use std::time::Duration;
@@ -24,43 +24,29 @@ const C: &str = "3c3c3c3c-3333-4333-8333-33333333333c:3";
 /// A waiter that died in the queue.
 const DEAD: &str = "dddddddd-dddd-4ddd-8ddd-dddddddddddd:dead";
 
-const LEASE_MS: i64 = 10_000;
 /// W: a waiter that has not run the acquire script for this long is dead.
 const WAITER_TIMEOUT_MS: i64 = 10_000;
 const REPLAY_TTL_MS: i64 = 8_000;
 
-/// A server, a raw fred connection and one fair lock's keys.
-struct Fixture {
-    lua: Lua,
-    name: String,
-    queue: String,
-    deadlines: String,
-    channels: String,
-    /// relock's liveness record of its waiters.
-    alive: String,
-    /// Q, the Redisson per-waiter wait the scripts are given (0 in the tests of relock's own
-    /// rules: deadlines are then the liveness deadlines, now + W).
-    wait_q: i64,
+fixture::lua_fixture! {
+    /// A server, a raw fred connection and one fair lock's keys.
+    struct Fixture for lua {
+        queue: String = common::fair_queue_key(&lua.name),
+        deadlines: String = common::fair_timeout_key(&lua.name),
+        channels: String = common::lock_channel(&lua.name),
+        /// relock's liveness record of its waiters.
+        alive: String = common::fair_alive_key(&lua.name),
+        /// Q, the Redisson per-waiter wait the scripts are given (0 in the tests of relock's own
+        /// rules: deadlines are then the liveness deadlines, now + W).
+        wait_q: i64 = 0,
+    }
 }
 
-fixture::derefs_to_lua!(Fixture);
-
 impl Fixture {
-    async fn new(test: &str) -> Fixture {
-        Fixture::with_wait(test, 0).await
-    }
-
     async fn with_wait(test: &str, wait_q: i64) -> Fixture {
-        let lua = Lua::start().await;
-        let name = common::prefix(test);
         Fixture {
-            queue: common::fair_queue_key(&name),
-            deadlines: common::fair_timeout_key(&name),
-            channels: common::lock_channel(&name),
-            alive: common::fair_alive_key(&name),
             wait_q,
-            lua,
-            name,
+            ..Fixture::new(test).await
         }
     }
 
@@ -213,6 +199,63 @@ impl Fixture {
         common::fair_waiter_channel(&self.name, field)
     }
 
+    /// `lock()` by `field`, checking that it took the lock.
+    async fn take(&self, field: &str) {
+        let reply = self.wait(field).await.unwrap();
+        assert_eq!(reply, Value::Null, "{field} did not take the lock");
+    }
+
+    /// `lock()` by `field`, checking that it was told to wait (it queues).
+    async fn queue_up(&self, field: &str) {
+        let reply = self.wait(field).await.unwrap();
+        assert!(int(reply) > 0, "{field} was not told to wait");
+    }
+
+    /// Puts `field` at the tail of the queue by hand, with a live deadline (now + W).
+    fn enqueue_live(&self, field: &str) {
+        self.enqueue_raw(field, Some(self.now() + WAITER_TIMEOUT_MS));
+    }
+
+    /// Checks the lock's `holds` and who is queued, head first.
+    fn assert_state(&self, holds: &[(&str, &str)], queued: &[&str]) {
+        assert_eq!(self.hash(), pairs(holds), "the lock's holds");
+        assert_eq!(self.queued(), fields(queued), "the queue");
+    }
+
+    /// X takes the lock and `waiters` queue behind it, in that order.
+    async fn held_with_queue(&self, waiters: &[&str]) {
+        self.take(X).await;
+        for waiter in waiters {
+            self.queue_up(waiter).await;
+        }
+    }
+
+    /// Checks that the next message on `sub` (within 5 s) is `0` on `field`'s channel: it was
+    /// woken.
+    async fn assert_woken(&self, sub: &mut RawSubscriber, field: &str) {
+        assert_eq!(
+            sub.next_message(Duration::from_secs(5)).await,
+            Some((self.channel(field), "0".to_owned()))
+        );
+    }
+
+    /// Checks that nothing (more) reached `sub`, listening on `field`'s channel among others.
+    async fn assert_quiet(&self, sub: &mut RawSubscriber, field: &str) {
+        sub.assert_quiet(&self.server, &self.channel(field)).await;
+    }
+
+    /// Checks that release `request`'s replay key records `value`, written just now for
+    /// [`REPLAY_TTL_MS`].
+    fn assert_replay_key(&self, request: &str, value: &str) {
+        assert_eq!(self.replayed(request), Resp::Bulk(Some(value.into())));
+        assert_within(
+            self.pttl(&self.replay_key(request)),
+            REPLAY_TTL_MS - 1_000,
+            REPLAY_TTL_MS,
+            "replay key TTL",
+        );
+    }
+
     /// A raw subscriber on the wake-up channels of `fields`.
     async fn subscribe(&self, fields: &[&str]) -> RawSubscriber {
         let channels: Vec<String> = fields.iter().map(|f| self.channel(f)).collect();
@@ -230,46 +273,16 @@ impl Fixture {
 
     /// Gives the lock to `field` by hand: `holds` holds, the usual lease.
     fn hold_raw(&self, field: &str, holds: u32) {
-        self.cmd(&["HSET", &self.name, field, &holds.to_string()]);
-        self.cmd(&["PEXPIRE", &self.name, &LEASE_MS.to_string()]);
+        self.plant(
+            &self.name,
+            &[(field, &holds.to_string())],
+            &LEASE_MS.to_string(),
+        );
     }
-}
-
-fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
-    let mut pairs: Vec<(String, String)> = items
-        .iter()
-        .map(|(f, v)| (f.to_string(), v.to_string()))
-        .collect();
-    pairs.sort();
-    pairs
 }
 
 fn fields(items: &[&str]) -> Vec<String> {
     items.iter().map(|f| f.to_string()).collect()
-}
-
-/// The integer of a reply that must be one (a retry hint, a count).
-fn int(reply: Value) -> i64 {
-    reply
-        .as_i64()
-        .unwrap_or_else(|| panic!("expected an integer reply, got {reply:?}"))
-}
-
-fn assert_within(value: i64, low: i64, high: i64, what: &str) {
-    assert!(
-        (low..=high).contains(&value),
-        "{what}: {value} not in [{low}, {high}]"
-    );
-}
-
-fn assert_wrongtype(result: Result<Value, fred::error::Error>) {
-    match result {
-        Err(e) => assert!(
-            e.details().contains("WRONGTYPE") || e.to_string().contains("WRONGTYPE"),
-            "expected WRONGTYPE, got {e:?}"
-        ),
-        Ok(v) => panic!("expected a WRONGTYPE error, got {v:?}"),
-    }
 }
 
 /// Runs `script` between two reads of the server clock: its reply and the clock's bounds.
@@ -299,7 +312,7 @@ async fn acquire_of_a_free_lock_takes_it_in_both_modes_and_queues_nothing() {
 #[tokio::test]
 async fn a_busy_wait_queues_at_the_tail_with_a_deadline_on_the_server_clock() {
     let fx = Fixture::new("fair-acquire-enqueue").await;
-    assert_eq!(fx.wait(X).await.unwrap(), Value::Null);
+    fx.take(X).await;
 
     // The head's hint is the lock's PTTL.
     let (reply, before, after) = timed(&fx, || fx.wait(A)).await;
@@ -331,7 +344,7 @@ async fn a_busy_wait_queues_at_the_tail_with_a_deadline_on_the_server_clock() {
 #[tokio::test]
 async fn heartbeats_keep_a_deadline_within_w_of_now_and_never_accumulate() {
     let fx = Fixture::new("fair-acquire-heartbeat").await;
-    assert_eq!(fx.wait(X).await.unwrap(), Value::Null);
+    fx.take(X).await;
     let mut last = 0;
     for _ in 0..50 {
         let (reply, before, after) = timed(&fx, || fx.wait(A)).await;
@@ -352,7 +365,7 @@ async fn heartbeats_keep_a_deadline_within_w_of_now_and_never_accumulate() {
     // A deadline further out (a patient Redisson waiter's) is kept, never lowered.
     let far = fx.now() + 10 * WAITER_TIMEOUT_MS;
     fx.cmd(&["ZADD", &fx.deadlines, &far.to_string(), A]);
-    assert!(int(fx.wait(A).await.unwrap()) > 0);
+    fx.queue_up(A).await;
     assert_eq!(fx.deadline(A), Some(far));
 }
 
@@ -374,7 +387,7 @@ async fn a_queued_waiter_whose_list_entry_is_gone_queues_again() {
 
     // On a free lock, the same debris does not stop it from taking the lock.
     fx.cmd(&["DEL", &fx.name, &fx.queue]);
-    assert_eq!(fx.wait(A).await.unwrap(), Value::Null);
+    fx.take(A).await;
     assert_eq!(fx.hash(), pairs(&[(A, "1")]));
     assert_eq!(fx.deadline(A), None);
 }
@@ -386,14 +399,14 @@ async fn a_busy_lock_without_ttl_gives_its_head_minus_one() {
     assert_eq!(int(fx.wait(A).await.unwrap()), -1);
     assert_eq!(int(fx.attempt(A).await.unwrap()), -1);
     // Behind A: A's deadline, not -1.
-    assert!(int(fx.wait(B).await.unwrap()) > 0);
+    fx.queue_up(B).await;
     assert_eq!(fx.pttl(&fx.name), -1, "no TTL was added");
 }
 
 #[tokio::test]
 async fn try_mode_never_queues_and_leaves_an_entry_as_it_is() {
     let fx = Fixture::new("fair-acquire-try").await;
-    assert_eq!(fx.wait(X).await.unwrap(), Value::Null);
+    fx.take(X).await;
 
     // Busy, nobody queued: the lock's PTTL, and no trace.
     let hint = int(fx.attempt(A).await.unwrap());
@@ -401,7 +414,7 @@ async fn try_mode_never_queues_and_leaves_an_entry_as_it_is() {
     assert!(!fx.exists(&fx.queue) && !fx.exists(&fx.deadlines));
 
     // A queued waiter's try neither heartbeats nor moves it.
-    assert!(int(fx.wait(A).await.unwrap()) > 0);
+    fx.queue_up(A).await;
     let short = fx.now() + 3_000;
     fx.cmd(&["ZADD", &fx.deadlines, &short.to_string(), A]);
     assert!(int(fx.attempt(A).await.unwrap()) > 0);
@@ -426,9 +439,9 @@ async fn try_mode_never_queues_and_leaves_an_entry_as_it_is() {
 #[tokio::test]
 async fn reentry_counts_and_never_shortens_the_ttl() {
     let fx = Fixture::new("fair-acquire-reentry").await;
-    assert_eq!(fx.wait(A).await.unwrap(), Value::Null);
+    fx.take(A).await;
     // Others queue meanwhile: a re-entry does not wait behind them.
-    assert!(int(fx.wait(B).await.unwrap()) > 0);
+    fx.queue_up(B).await;
 
     assert_eq!(fx.acquire(1_000, A, "wait").await.unwrap(), Value::Null);
     assert_eq!(fx.hash(), pairs(&[(A, "2")]));
@@ -454,22 +467,15 @@ async fn acquire_on_a_string_key_is_wrongtype_and_queues_nothing() {
     for mode in ["wait", "try"] {
         assert_wrongtype(fx.acquire(LEASE_MS, A, mode).await);
     }
-    assert_eq!(
-        resp(&fx.cmd(&["GET", &fx.name])),
-        Resp::Bulk(Some("user-data".into()))
-    );
+    assert_eq!(fx.get(&fx.name).as_deref(), Some("user-data"));
     assert_eq!(fx.pttl(&fx.name), -1);
     assert!(!fx.exists(&fx.queue) && !fx.exists(&fx.deadlines));
 
     // A queue key of another type is an error too.
     fx.cmd(&["DEL", &fx.name]);
-    fx.cmd(&["SET", &fx.queue, "user-data"]);
-    assert_wrongtype(fx.wait(A).await);
+    fx.assert_wrongtype_on_string(&fx.queue, || fx.wait(A))
+        .await;
     assert!(!fx.exists(&fx.name), "nothing was taken");
-    assert_eq!(
-        resp(&fx.cmd(&["GET", &fx.queue])),
-        Resp::Bulk(Some("user-data".into()))
-    );
 }
 
 // ---------------------------------------------------------------- FIFO and wake-ups
@@ -478,20 +484,14 @@ async fn acquire_on_a_string_key_is_wrongtype_and_queues_nothing() {
 async fn waiters_are_served_in_fifo_order_and_only_the_head_is_woken() {
     let fx = Fixture::new("fair-fifo").await;
     let mut sub = fx.subscribe(&[A, B, C]).await;
-    assert_eq!(fx.wait(X).await.unwrap(), Value::Null);
-    for waiter in [A, B, C] {
-        assert!(int(fx.wait(waiter).await.unwrap()) > 0);
-    }
+    fx.held_with_queue(&[A, B, C]).await;
     assert_eq!(fx.queued(), fields(&[A, B, C]));
 
     // X releases: the lock is free, and only A, the head, hears of it.
     assert_eq!(int(fx.release(X, "x1").await.unwrap()), 2);
     assert!(!fx.exists(&fx.name));
-    assert_eq!(
-        sub.next_message(Duration::from_secs(5)).await,
-        Some((fx.channel(A), "0".to_owned()))
-    );
-    sub.assert_quiet(&fx.server, &fx.channel(B)).await;
+    fx.assert_woken(&mut sub, A).await;
+    fx.assert_quiet(&mut sub, B).await;
 
     // B runs first: A heads, so B waits (for A's deadline, not 0), in both modes.
     for mode in ["wait", "try"] {
@@ -503,9 +503,8 @@ async fn waiters_are_served_in_fifo_order_and_only_the_head_is_woken() {
     assert_eq!(fx.queued(), fields(&[A, B, C]));
 
     // A takes it and leaves the queue; B heads it now.
-    assert_eq!(fx.wait(A).await.unwrap(), Value::Null);
-    assert_eq!(fx.hash(), pairs(&[(A, "1")]));
-    assert_eq!(fx.queued(), fields(&[B, C]));
+    fx.take(A).await;
+    fx.assert_state(&[(A, "1")], &[B, C]);
     assert_eq!(fx.deadline(A), None);
     let hint = int(fx.wait(B).await.unwrap());
     assert_within(hint, fx.pttl(&fx.name), LEASE_MS, "B's hint is A's PTTL");
@@ -515,21 +514,15 @@ async fn waiters_are_served_in_fifo_order_and_only_the_head_is_woken() {
 
     // A releases: B is woken, then B takes it, then C.
     assert_eq!(int(fx.release(A, "a1").await.unwrap()), 2);
-    assert_eq!(
-        sub.next_message(Duration::from_secs(5)).await,
-        Some((fx.channel(B), "0".to_owned()))
-    );
+    fx.assert_woken(&mut sub, B).await;
     assert!(int(fx.wait(C).await.unwrap()) > 0, "C is behind B");
-    assert_eq!(fx.wait(B).await.unwrap(), Value::Null);
+    fx.take(B).await;
     assert_eq!(int(fx.release(B, "b1").await.unwrap()), 2);
-    assert_eq!(
-        sub.next_message(Duration::from_secs(5)).await,
-        Some((fx.channel(C), "0".to_owned()))
-    );
-    assert_eq!(fx.wait(C).await.unwrap(), Value::Null);
+    fx.assert_woken(&mut sub, C).await;
+    fx.take(C).await;
     assert!(fx.queued().is_empty());
     assert_eq!(fx.deadline_count(), 0);
-    sub.assert_quiet(&fx.server, &fx.channel(A)).await;
+    fx.assert_quiet(&mut sub, A).await;
 }
 
 // ---------------------------------------------------------------- dead heads
@@ -592,8 +585,7 @@ async fn dead_heads_in_a_row_all_go_in_one_run() {
 #[tokio::test]
 async fn a_waiter_behind_a_live_head_of_a_free_lock_is_told_the_heads_deadline_never_zero() {
     let fx = Fixture::new("fair-hint-free").await;
-    assert_eq!(fx.wait(X).await.unwrap(), Value::Null);
-    assert!(int(fx.wait(A).await.unwrap()) > 0);
+    fx.held_with_queue(&[A]).await;
     // X's lease ran out: free, with a queue (Redisson answers 0 here, and its waiters spin).
     fx.cmd(&["DEL", &fx.name]);
     for _ in 0..3 {
@@ -608,7 +600,7 @@ async fn a_waiter_behind_a_live_head_of_a_free_lock_is_told_the_heads_deadline_n
 
     // Once A's deadline passes (A is dead), B's run drops A and takes the lock.
     fx.cmd(&["ZADD", &fx.deadlines, &(fx.now() - 1).to_string(), A]);
-    assert_eq!(fx.wait(B).await.unwrap(), Value::Null);
+    fx.take(B).await;
     assert_eq!(fx.hash(), pairs(&[(B, "1")]));
     assert!(fx.queued().is_empty());
 }
@@ -634,9 +626,9 @@ async fn a_head_past_its_deadline_keeps_its_place_when_it_runs_first() {
 
     // Had anyone else run first, A would have been dropped, and would queue again at the tail.
     fx.cmd(&["ZADD", &fx.deadlines, &(fx.now() - 1).to_string(), A]);
-    assert!(int(fx.wait(B).await.unwrap()) > 0);
+    fx.queue_up(B).await;
     assert_eq!(fx.queued(), fields(&[B]));
-    assert!(int(fx.wait(A).await.unwrap()) > 0);
+    fx.queue_up(A).await;
     assert_eq!(fx.queued(), fields(&[B, A]));
 }
 
@@ -648,93 +640,69 @@ async fn a_partial_release_keeps_the_lock_and_replays_zero() {
     let mut sub = fx.subscribe(&[A]).await;
     fx.hold_raw(X, 2);
     fx.cmd(&["PEXPIRE", &fx.name, "1000"]);
-    assert!(int(fx.wait(A).await.unwrap()) > 0);
+    fx.queue_up(A).await;
 
     assert_eq!(int(fx.release(X, "r1").await.unwrap()), 0);
     assert_eq!(fx.hash(), pairs(&[(X, "1")]));
     assert_within(fx.pttl(&fx.name), LEASE_MS - 1_000, LEASE_MS, "keep TTL");
-    assert_eq!(fx.replayed("r1"), Resp::Bulk(Some("0".into())));
-    assert_within(
-        fx.pttl(&fx.replay_key("r1")),
-        REPLAY_TTL_MS - 1_000,
-        REPLAY_TTL_MS,
-        "replay key TTL",
-    );
+    fx.assert_replay_key("r1", "0");
 
     // Its retry replays 0 and counts nothing.
     assert_eq!(int(fx.retry_release(X, "r1").await.unwrap()), 0);
-    assert_eq!(fx.hash(), pairs(&[(X, "1")]));
-    assert_eq!(fx.queued(), fields(&[A]));
-    sub.assert_quiet(&fx.server, &fx.channel(A)).await;
+    fx.assert_state(&[(X, "1")], &[A]);
+    fx.assert_quiet(&mut sub, A).await;
 }
 
 #[tokio::test]
 async fn the_last_release_frees_wakes_the_head_and_replays_one() {
     let fx = Fixture::new("fair-release-last").await;
     let mut sub = fx.subscribe(&[A, B]).await;
-    assert_eq!(fx.wait(X).await.unwrap(), Value::Null);
-    assert!(int(fx.wait(A).await.unwrap()) > 0);
-    assert!(int(fx.wait(B).await.unwrap()) > 0);
+    fx.held_with_queue(&[A, B]).await;
 
     assert_eq!(int(fx.release(X, "r1").await.unwrap()), 2);
     assert!(!fx.exists(&fx.name));
-    assert_eq!(fx.replayed("r1"), Resp::Bulk(Some("1".into())));
-    assert_within(
-        fx.pttl(&fx.replay_key("r1")),
-        REPLAY_TTL_MS - 1_000,
-        REPLAY_TTL_MS,
-        "replay key TTL",
-    );
-    assert_eq!(
-        sub.next_message(Duration::from_secs(5)).await,
-        Some((fx.channel(A), "0".to_owned()))
-    );
+    fx.assert_replay_key("r1", "1");
+    fx.assert_woken(&mut sub, A).await;
     assert_eq!(fx.queued(), fields(&[A, B]), "the head stays queued");
 
     // X takes the lock again before its retry arrives (say A died): the retry replays 1 and
     // leaves the new hold and the queue alone, and wakes nobody.
     fx.cmd(&["DEL", &fx.queue, &fx.deadlines]);
-    assert_eq!(fx.wait(X).await.unwrap(), Value::Null);
-    fx.enqueue_raw(B, Some(fx.now() + WAITER_TIMEOUT_MS));
+    fx.take(X).await;
+    fx.enqueue_live(B);
     assert_eq!(int(fx.retry_release(X, "r1").await.unwrap()), 1);
-    assert_eq!(fx.hash(), pairs(&[(X, "1")]));
-    assert_eq!(fx.queued(), fields(&[B]));
-    sub.assert_quiet(&fx.server, &fx.channel(B)).await;
+    fx.assert_state(&[(X, "1")], &[B]);
+    fx.assert_quiet(&mut sub, B).await;
 }
 
 #[tokio::test]
 async fn a_last_release_not_asked_to_record_writes_no_replay_key_and_its_retry_changes_nothing() {
     let fx = Fixture::new("fair-release-unrecorded").await;
     let mut sub = fx.subscribe(&[A]).await;
-    assert_eq!(fx.wait(X).await.unwrap(), Value::Null);
-    assert!(int(fx.wait(A).await.unwrap()) > 0);
+    fx.held_with_queue(&[A]).await;
 
     assert_eq!(int(fx.release_unrecorded(X, "r1", "0").await.unwrap()), 2);
     assert!(!fx.exists(&fx.name));
     assert!(!fx.exists(&fx.replay_key("r1")), "no replay key");
-    assert_eq!(
-        sub.next_message(Duration::from_secs(5)).await,
-        Some((fx.channel(A), "0".to_owned()))
-    );
+    fx.assert_woken(&mut sub, A).await;
     // A takes the lock before X's retry arrives: the retry finds X's field gone (nil, "freed by
     // the first send") and leaves A's hold and the queue alone, waking nobody.
-    assert_eq!(fx.wait(A).await.unwrap(), Value::Null);
-    fx.enqueue_raw(B, Some(fx.now() + WAITER_TIMEOUT_MS));
+    fx.take(A).await;
+    fx.enqueue_live(B);
     let mut sub_b = fx.subscribe(&[B]).await;
     assert_eq!(
         fx.release_unrecorded(X, "r1", "1").await.unwrap(),
         Value::Null
     );
-    assert_eq!(fx.hash(), pairs(&[(A, "1")]));
-    assert_eq!(fx.queued(), fields(&[B]));
-    sub_b.assert_quiet(&fx.server, &fx.channel(B)).await;
+    fx.assert_state(&[(A, "1")], &[B]);
+    fx.assert_quiet(&mut sub_b, B).await;
 }
 
 #[tokio::test]
 async fn an_uncontended_pair_writes_the_lock_alone() {
     let fx = Fixture::new("fair-uncontended").await;
     let calls = |command| common::raw_command_calls(&fx.server, command);
-    assert_eq!(fx.wait(X).await.unwrap(), Value::Null);
+    fx.take(X).await;
     assert_eq!(int(fx.release_unrecorded(X, "r1", "0").await.unwrap()), 1);
     assert!(!fx.exists(&fx.name));
     // Nobody queued, so nothing to take out of the queue or its deadlines, and no deadline to
@@ -754,11 +722,11 @@ async fn an_uncontended_pair_writes_the_lock_alone() {
 async fn the_last_release_without_a_queue_publishes_nothing() {
     let fx = Fixture::new("fair-release-alone").await;
     let mut sub = fx.subscribe(&[A]).await;
-    assert_eq!(fx.wait(X).await.unwrap(), Value::Null);
+    fx.take(X).await;
     assert_eq!(int(fx.release(X, "r1").await.unwrap()), 1);
     assert!(!fx.exists(&fx.name));
     assert_eq!(fx.replayed("r1"), Resp::Bulk(Some("1".into())));
-    sub.assert_quiet(&fx.server, &fx.channel(A)).await;
+    fx.assert_quiet(&mut sub, A).await;
 }
 
 #[tokio::test]
@@ -770,12 +738,9 @@ async fn the_last_release_wakes_the_first_live_waiter_past_dead_ones() {
     fx.enqueue_raw(DEAD, Some(now - 1_000));
     fx.enqueue_raw(A, Some(now + WAITER_TIMEOUT_MS));
     assert_eq!(int(fx.release(X, "r1").await.unwrap()), 2);
-    assert_eq!(
-        sub.next_message(Duration::from_secs(5)).await,
-        Some((fx.channel(A), "0".to_owned()))
-    );
+    fx.assert_woken(&mut sub, A).await;
     assert_eq!(fx.queued(), fields(&[A]));
-    sub.assert_quiet(&fx.server, &fx.channel(DEAD)).await;
+    fx.assert_quiet(&mut sub, DEAD).await;
 }
 
 #[tokio::test]
@@ -791,22 +756,20 @@ async fn a_release_by_a_non_holder_returns_nil_and_writes_nothing() {
 
     // Someone else's lock, with a queue: nothing changes, nobody is woken.
     fx.hold_raw(B, 2);
-    assert!(int(fx.wait(A).await.unwrap()) > 0);
+    fx.queue_up(A).await;
     assert_eq!(fx.release(X, "r3").await.unwrap(), Value::Null);
     assert_eq!(fx.hash(), pairs(&[(B, "2")]));
     assert_within(fx.pttl(&fx.name), 1, LEASE_MS, "lease untouched");
     assert!(!fx.exists(&fx.replay_key("r3")));
     assert_eq!(fx.queued(), fields(&[A]));
-    sub.assert_quiet(&fx.server, &fx.channel(A)).await;
+    fx.assert_quiet(&mut sub, A).await;
 }
 
 #[tokio::test]
 async fn a_release_of_an_expired_lock_wakes_the_head() {
     let fx = Fixture::new("fair-release-expired").await;
     let mut sub = fx.subscribe(&[A, B]).await;
-    assert_eq!(fx.wait(X).await.unwrap(), Value::Null);
-    assert!(int(fx.wait(A).await.unwrap()) > 0);
-    assert!(int(fx.wait(B).await.unwrap()) > 0);
+    fx.held_with_queue(&[A, B]).await;
     fx.cmd(&["PEXPIRE", &fx.name, "20"]);
     assert!(
         common::eventually(Duration::from_secs(5), || async { !fx.exists(&fx.name) }).await,
@@ -815,39 +778,29 @@ async fn a_release_of_an_expired_lock_wakes_the_head() {
 
     // The late release is not X's to make (nil), but the head may take the lock now.
     assert_eq!(fx.release(X, "r1").await.unwrap(), Value::Null);
-    assert_eq!(
-        sub.next_message(Duration::from_secs(5)).await,
-        Some((fx.channel(A), "0".to_owned()))
-    );
+    fx.assert_woken(&mut sub, A).await;
     assert!(!fx.exists(&fx.replay_key("r1")));
     assert_eq!(fx.queued(), fields(&[A, B]));
     // The same from a retry whose first send never arrived.
     assert_eq!(fx.retry_release(X, "r2").await.unwrap(), Value::Null);
-    assert_eq!(
-        sub.next_message(Duration::from_secs(5)).await,
-        Some((fx.channel(A), "0".to_owned()))
-    );
-    sub.assert_quiet(&fx.server, &fx.channel(B)).await;
+    fx.assert_woken(&mut sub, A).await;
+    fx.assert_quiet(&mut sub, B).await;
 }
 
 #[tokio::test]
 async fn release_on_a_string_key_is_wrongtype_and_leaves_it() {
     let fx = Fixture::new("fair-release-wrongtype").await;
     let mut sub = fx.subscribe(&[A]).await;
-    fx.enqueue_raw(A, Some(fx.now() + WAITER_TIMEOUT_MS));
-    fx.cmd(&["SET", &fx.name, "user-data"]);
-    assert_wrongtype(fx.release(X, "r1").await);
-    assert_eq!(
-        resp(&fx.cmd(&["GET", &fx.name])),
-        Resp::Bulk(Some("user-data".into()))
-    );
+    fx.enqueue_live(A);
+    fx.assert_wrongtype_on_string(&fx.name, || fx.release(X, "r1"))
+        .await;
     assert_eq!(fx.pttl(&fx.name), -1);
     assert!(
         !fx.exists(&fx.replay_key("r1")),
         "no replay key after an error"
     );
     assert_eq!(fx.queued(), fields(&[A]));
-    sub.assert_quiet(&fx.server, &fx.channel(A)).await;
+    fx.assert_quiet(&mut sub, A).await;
 }
 
 // ---------------------------------------------------------------- force_release
@@ -858,47 +811,40 @@ async fn force_release_deletes_any_holders_lock_and_wakes_the_head() {
     let mut sub = fx.subscribe(&[A, B]).await;
     fx.hold_raw(X, 2);
     fx.cmd(&["HSET", &fx.name, C, "1"]);
-    assert!(int(fx.wait(A).await.unwrap()) > 0);
-    assert!(int(fx.wait(B).await.unwrap()) > 0);
+    fx.queue_up(A).await;
+    fx.queue_up(B).await;
 
     assert_eq!(int(fx.force_release().await.unwrap()), 1);
     assert!(!fx.exists(&fx.name));
-    assert_eq!(
-        sub.next_message(Duration::from_secs(5)).await,
-        Some((fx.channel(A), "0".to_owned()))
-    );
+    fx.assert_woken(&mut sub, A).await;
     assert_eq!(
         fx.queued(),
         fields(&[A, B]),
         "the waiters keep their places"
     );
-    sub.assert_quiet(&fx.server, &fx.channel(B)).await;
+    fx.assert_quiet(&mut sub, B).await;
 
     // Nothing to delete: 0, and nobody is woken.
     assert_eq!(int(fx.force_release().await.unwrap()), 0);
-    sub.assert_quiet(&fx.server, &fx.channel(A)).await;
+    fx.assert_quiet(&mut sub, A).await;
 
     // A lock without a queue: deleted, no message.
     fx.cmd(&["DEL", &fx.queue, &fx.deadlines]);
     fx.hold_raw(X, 1);
     assert_eq!(int(fx.force_release().await.unwrap()), 1);
     assert!(!fx.exists(&fx.name));
-    sub.assert_quiet(&fx.server, &fx.channel(A)).await;
+    fx.assert_quiet(&mut sub, A).await;
 }
 
 #[tokio::test]
 async fn force_release_on_a_string_is_wrongtype_and_keeps_it() {
     let fx = Fixture::new("fair-force-wrongtype").await;
     let mut sub = fx.subscribe(&[A]).await;
-    fx.enqueue_raw(A, Some(fx.now() + WAITER_TIMEOUT_MS));
-    fx.cmd(&["SET", &fx.name, "user-data"]);
-    assert_wrongtype(fx.force_release().await);
-    assert_eq!(
-        resp(&fx.cmd(&["GET", &fx.name])),
-        Resp::Bulk(Some("user-data".into()))
-    );
+    fx.enqueue_live(A);
+    fx.assert_wrongtype_on_string(&fx.name, || fx.force_release())
+        .await;
     assert_eq!(fx.queued(), fields(&[A]));
-    sub.assert_quiet(&fx.server, &fx.channel(A)).await;
+    fx.assert_quiet(&mut sub, A).await;
 }
 
 // ---------------------------------------------------------------- leave
@@ -908,61 +854,49 @@ async fn leave_when_not_queued_returns_zero_and_changes_nothing() {
     let fx = Fixture::new("fair-leave-none").await;
     let mut sub = fx.subscribe(&[A]).await;
     assert_eq!(int(fx.leave(B).await.unwrap()), 0);
-    fx.enqueue_raw(A, Some(fx.now() + WAITER_TIMEOUT_MS));
+    fx.enqueue_live(A);
     assert_eq!(int(fx.leave(B).await.unwrap()), 0);
     assert_eq!(fx.queued(), fields(&[A]));
     assert!(!fx.exists(&fx.name));
-    sub.assert_quiet(&fx.server, &fx.channel(A)).await;
+    fx.assert_quiet(&mut sub, A).await;
 }
 
 #[tokio::test]
 async fn a_head_leaving_a_free_lock_wakes_the_next_head() {
     let fx = Fixture::new("fair-leave-head-free").await;
     let mut sub = fx.subscribe(&[A, B, C]).await;
-    assert_eq!(fx.wait(X).await.unwrap(), Value::Null);
-    for waiter in [A, B, C] {
-        assert!(int(fx.wait(waiter).await.unwrap()) > 0);
-    }
+    fx.held_with_queue(&[A, B, C]).await;
     let b_deadline = fx.deadline(B);
     assert_eq!(int(fx.release(X, "x1").await.unwrap()), 2);
-    assert_eq!(
-        sub.next_message(Duration::from_secs(5)).await,
-        Some((fx.channel(A), "0".to_owned()))
-    );
+    fx.assert_woken(&mut sub, A).await;
 
     // A gives up before it took the lock: B is head now, and may take it at once.
     assert_eq!(int(fx.leave(A).await.unwrap()), 1);
     assert_eq!(fx.queued(), fields(&[B, C]));
     assert_eq!(fx.deadline(A), None);
     assert_eq!(fx.deadline(B), b_deadline, "deadlines are not shifted");
-    assert_eq!(
-        sub.next_message(Duration::from_secs(5)).await,
-        Some((fx.channel(B), "0".to_owned()))
-    );
-    sub.assert_quiet(&fx.server, &fx.channel(C)).await;
-    assert_eq!(fx.wait(B).await.unwrap(), Value::Null);
+    fx.assert_woken(&mut sub, B).await;
+    fx.assert_quiet(&mut sub, C).await;
+    fx.take(B).await;
 }
 
 #[tokio::test]
 async fn leave_wakes_nobody_unless_a_head_leaves_a_free_lock() {
     let fx = Fixture::new("fair-leave-quiet").await;
     let mut sub = fx.subscribe(&[A, B, C]).await;
-    assert_eq!(fx.wait(X).await.unwrap(), Value::Null);
-    for waiter in [A, B, C] {
-        assert!(int(fx.wait(waiter).await.unwrap()) > 0);
-    }
+    fx.held_with_queue(&[A, B, C]).await;
 
     // The head leaves a held lock: the next head has nothing to take yet.
     assert_eq!(int(fx.leave(A).await.unwrap()), 1);
     assert_eq!(fx.queued(), fields(&[B, C]));
-    sub.assert_quiet(&fx.server, &fx.channel(B)).await;
+    fx.assert_quiet(&mut sub, B).await;
 
     // A waiter behind the head leaves a free lock: the head was told already.
     fx.cmd(&["DEL", &fx.name]);
     assert_eq!(int(fx.leave(C).await.unwrap()), 1);
     assert_eq!(fx.queued(), fields(&[B]));
     assert_eq!(fx.deadline(C), None);
-    sub.assert_quiet(&fx.server, &fx.channel(B)).await;
+    fx.assert_quiet(&mut sub, B).await;
 
     // An entry in the deadlines alone still counts as queued.
     fx.cmd(&["ZADD", &fx.deadlines, &(fx.now() + 5_000).to_string(), C]);
@@ -981,11 +915,8 @@ async fn a_head_leaving_wakes_the_first_live_waiter_past_dead_ones() {
     assert_eq!(int(fx.leave(A).await.unwrap()), 1);
     assert_eq!(fx.queued(), fields(&[B]));
     assert_eq!(fx.deadline_count(), 1);
-    assert_eq!(
-        sub.next_message(Duration::from_secs(5)).await,
-        Some((fx.channel(B), "0".to_owned()))
-    );
-    sub.assert_quiet(&fx.server, &fx.channel(DEAD)).await;
+    fx.assert_woken(&mut sub, B).await;
+    fx.assert_quiet(&mut sub, DEAD).await;
 }
 
 // ---------------------------------------------------------------- Redisson compatibility
@@ -1048,7 +979,7 @@ async fn redisson_and_relock_waiters_share_one_fifo_queue_and_wake_each_other() 
     let mut sub = fx.subscribe(&[JAVA_1, A, JAVA_2]).await;
 
     // relock's X holds; Java 1, relock A and Java 2 queue up, in that order.
-    assert_eq!(fx.wait(X).await.unwrap(), Value::Null);
+    fx.take(X).await;
     assert!(int(fx.java_acquire(JAVA_1, JAVA_WAIT_MS).await) > 0);
     let (reply, before, after) = timed(&fx, || fx.wait(A)).await;
     let java_1 = fx.deadline(JAVA_1).unwrap();
@@ -1068,21 +999,17 @@ async fn redisson_and_relock_waiters_share_one_fifo_queue_and_wake_each_other() 
 
     // relock's release wakes the Java head on its own channel.
     assert_eq!(int(fx.release(X, "x1").await.unwrap()), 2);
-    assert_eq!(
-        sub.next_message(Duration::from_secs(5)).await,
-        Some((fx.channel(JAVA_1), "0".to_owned()))
-    );
-    sub.assert_quiet(&fx.server, &fx.channel(A)).await;
+    fx.assert_woken(&mut sub, JAVA_1).await;
+    fx.assert_quiet(&mut sub, A).await;
     // Neither A nor Java 2 jumps ahead of Java 1 (Redisson answers 0 here; relock does not).
-    assert!(int(fx.wait(A).await.unwrap()) > 0);
+    fx.queue_up(A).await;
     assert_eq!(int(fx.java_acquire(JAVA_2, JAVA_WAIT_MS).await), 0);
     assert!(!fx.exists(&fx.name));
 
     // Java 1 takes it, shifting the others' deadlines down by its wait.
     let a_before = fx.deadline(A).unwrap();
     assert_eq!(fx.java_acquire(JAVA_1, JAVA_WAIT_MS).await, Value::Null);
-    assert_eq!(fx.hash(), pairs(&[(JAVA_1, "1")]));
-    assert_eq!(fx.queued(), fields(&[A, JAVA_2]));
+    fx.assert_state(&[(JAVA_1, "1")], &[A, JAVA_2]);
     assert_eq!(fx.deadline(A).unwrap(), a_before - JAVA_WAIT_MS);
     // A's heartbeat puts its deadline back to now + W; A is excluded meanwhile.
     let (reply, before, after) = timed(&fx, || fx.wait(A)).await;
@@ -1104,23 +1031,17 @@ async fn redisson_and_relock_waiters_share_one_fifo_queue_and_wake_each_other() 
 
     // Java 1's unlock wakes relock's A on A's own channel; Java 2 cannot jump ahead.
     assert_eq!(int(fx.java_unlock(JAVA_1, "j1").await), 1);
-    assert_eq!(
-        sub.next_message(Duration::from_secs(5)).await,
-        Some((fx.channel(A), "0".to_owned()))
-    );
+    fx.assert_woken(&mut sub, A).await;
     assert_eq!(int(fx.java_acquire(JAVA_2, JAVA_WAIT_MS).await), 0);
     assert!(!fx.exists(&fx.name));
-    assert_eq!(fx.wait(A).await.unwrap(), Value::Null);
+    fx.take(A).await;
     assert_eq!(fx.queued(), fields(&[JAVA_2]));
 
     // A holds: Java 2 is refused; A's release wakes Java 2, which takes it.
     assert!(int(fx.java_acquire(JAVA_2, JAVA_WAIT_MS).await) > 0);
     assert_eq!(fx.hash(), pairs(&[(A, "1")]));
     assert_eq!(int(fx.release(A, "a1").await.unwrap()), 2);
-    assert_eq!(
-        sub.next_message(Duration::from_secs(5)).await,
-        Some((fx.channel(JAVA_2), "0".to_owned()))
-    );
+    fx.assert_woken(&mut sub, JAVA_2).await;
     assert_eq!(fx.java_acquire(JAVA_2, JAVA_WAIT_MS).await, Value::Null);
     assert!(fx.queued().is_empty());
     assert_eq!(fx.deadline_count(), 0);
@@ -1131,7 +1052,7 @@ async fn redisson_and_relock_waiters_share_one_fifo_queue_and_wake_each_other() 
     assert_eq!(int(fx.java_unlock(JAVA_2, "j2").await), 1);
     assert_eq!(fx.attempt(A).await.unwrap(), Value::Null);
     assert_eq!(fx.hash(), pairs(&[(A, "1")]));
-    sub.assert_quiet(&fx.server, &fx.channel(JAVA_1)).await;
+    fx.assert_quiet(&mut sub, JAVA_1).await;
 }
 
 /// Redisson's default per-waiter wait (`fairLockWaitTimeout`), which relock's scripts are given.
@@ -1150,12 +1071,12 @@ async fn relock_deadlines_follow_redissons_arithmetic_so_redisson_takers_drop_no
 
     // relock's X holds; Java 1, relock's A, Java 2 and relock's B queue in turn: each deadline
     // is the one before's + Q, whoever wrote it.
-    assert_eq!(fx.wait(X).await.unwrap(), Value::Null);
+    fx.take(X).await;
     assert!(int(fx.java_acquire(JAVA_1, q).await) > 0);
     let (reply, before, after) = timed(&fx, || fx.wait(A)).await;
     assert!(int(reply.unwrap()) > 0);
     assert!(int(fx.java_acquire(JAVA_2, q).await) > 0);
-    assert!(int(fx.wait(B).await.unwrap()) > 0);
+    fx.queue_up(B).await;
     assert_eq!(fx.queued(), fields(&[JAVA_1, A, JAVA_2, B]));
     let java_1 = fx.deadline(JAVA_1).unwrap();
     assert_eq!(fx.deadline(A), Some(java_1 + q));
@@ -1177,18 +1098,15 @@ async fn relock_deadlines_follow_redissons_arithmetic_so_redisson_takers_drop_no
     assert_eq!(fx.deadline(JAVA_2), Some(java_1 + q));
     assert_eq!(fx.deadline(B), Some(java_1 + 2 * q));
     // A's heartbeat renews its liveness and leaves a deadline so far out as it is.
-    assert!(int(fx.wait(A).await.unwrap()) > 0);
+    fx.queue_up(A).await;
     assert_eq!(fx.deadline(A), Some(java_1));
 
     // Java 1's unlock (its purge drops nobody) wakes A, which takes it: the rest move up again.
     let mut sub = fx.subscribe(&[A]).await;
     assert_eq!(int(fx.java_unlock(JAVA_1, "j1").await), 1);
-    assert_eq!(
-        sub.next_message(Duration::from_secs(5)).await,
-        Some((fx.channel(A), "0".to_owned()))
-    );
+    fx.assert_woken(&mut sub, A).await;
     assert_eq!(fx.queued(), fields(&[A, JAVA_2, B]));
-    assert_eq!(fx.wait(A).await.unwrap(), Value::Null);
+    fx.take(A).await;
     assert_eq!(fx.queued(), fields(&[JAVA_2, B]));
     assert_eq!(fx.deadline(JAVA_2), Some(java_1));
     assert_eq!(fx.deadline(B), Some(java_1 + q));
@@ -1203,7 +1121,7 @@ async fn relock_deadlines_follow_redissons_arithmetic_so_redisson_takers_drop_no
     assert_eq!(fx.deadline(B), Some(java_1));
     assert_eq!(fx.queued(), fields(&[B]));
     assert_eq!(int(fx.java_unlock(JAVA_2, "j2").await), 1);
-    assert_eq!(fx.wait(B).await.unwrap(), Value::Null);
+    fx.take(B).await;
     assert!(fx.queued().is_empty());
     assert!(!fx.exists(&fx.deadlines) && !fx.exists(&fx.alive));
 }
@@ -1212,10 +1130,7 @@ async fn relock_deadlines_follow_redissons_arithmetic_so_redisson_takers_drop_no
 async fn a_relock_waiter_dies_by_its_liveness_record_and_a_leaver_moves_the_rest_up() {
     let fx = Fixture::with_wait("fair-redisson-liveness", REDISSON_WAIT_MS).await;
     let q = REDISSON_WAIT_MS;
-    assert_eq!(fx.wait(X).await.unwrap(), Value::Null);
-    for waiter in [A, B, C] {
-        assert!(int(fx.wait(waiter).await.unwrap()) > 0);
-    }
+    fx.held_with_queue(&[A, B, C]).await;
     let a = fx.deadline(A).unwrap();
     assert_eq!(fx.deadline(B), Some(a + q));
     assert_eq!(fx.deadline(C), Some(a + 2 * q));

@@ -2,19 +2,14 @@
 //! as the client composes them (`relock::testing::scripts`), run directly with `EVAL` on a real server: the reply, the state each part is left in (hash
 //! fields, TTLs, claims, replay keys) and what was published on each part's channel.
 
-use super::fixture::{self, Lua};
+use super::fixture::{self, assert_within, Lua, CLAIM_WINDOW_MS, LATCH_TTL_MS, ME, OTHER};
 use crate::common;
 
 use std::time::Duration;
 
-use common::{resp, RawSubscriber, Resp};
+use common::RawSubscriber;
 use fred::types::Value;
 use relock::testing::scripts::{MULTI_ACQUIRE, MULTI_RELEASE};
-
-const ME: &str = "11111111-2222-3333-4444-555555555555:task-1";
-const OTHER: &str = "99999999-8888-7777-6666-555555555555:task-2";
-const LATCH_TTL_MS: i64 = 8_000;
-const CLAIM_WINDOW_MS: i64 = 500;
 
 /// A server, a raw fred connection and the keys of `k` locks (their names share a hash tag, as
 /// a batch's do on a cluster).
@@ -27,9 +22,10 @@ fixture::derefs_to_lua!(Fixture);
 
 impl Fixture {
     async fn new(test: &str, k: usize) -> Fixture {
-        let lua = Lua::start().await;
-        let tag = common::prefix(test);
-        let names = (1..=k).map(|i| format!("{{{tag}}}:part-{i}")).collect();
+        let lua = Lua::start(test).await;
+        let names = (1..=k)
+            .map(|i| format!("{{{}}}:part-{i}", lua.name))
+            .collect();
         Fixture { lua, names }
     }
 
@@ -154,13 +150,6 @@ fn assert_wrongtype_of_part(result: Result<Value, fred::error::Error>, part: usi
     }
 }
 
-fn in_range(value: i64, low: i64, high: i64, what: &str) {
-    assert!(
-        (low..=high).contains(&value),
-        "{what}: {value} not in {low}..={high}"
-    );
-}
-
 // ---------------------------------------------------------------- acquire
 
 #[tokio::test]
@@ -169,18 +158,17 @@ async fn all_free_parts_are_taken_with_the_lease() {
     assert_eq!(fx.acquire(10_000, ME).await.unwrap(), Value::Null);
     for i in 0..3 {
         assert_eq!(fx.hash(i), held_by(ME, 1), "part {i}");
-        in_range(fx.pttl(fx.name(i)), 9_000, 10_000, "part TTL");
+        assert_within(fx.pttl(fx.name(i)), 9_000, 10_000, "part TTL");
     }
 }
 
 #[tokio::test]
 async fn one_busy_part_takes_nothing_and_names_itself() {
     let fx = Fixture::new("multi-acquire-busy", 3).await;
-    fx.cmd(&["HSET", fx.name(1), OTHER, "1"]);
-    fx.cmd(&["PEXPIRE", fx.name(1), "10000"]);
+    fx.plant(fx.name(1), &[(OTHER, "1")], "10000");
     let (index, ttl) = busy(fx.acquire(60_000, ME).await.unwrap());
     assert_eq!(index, 2, "the busy part, 1-based");
-    in_range(ttl, 1, 10_000, "the holder's PTTL");
+    assert_within(ttl, 1, 10_000, "the holder's PTTL");
     assert!(
         !fx.exists(fx.name(0)),
         "a part before the busy one was taken"
@@ -190,7 +178,7 @@ async fn one_busy_part_takes_nothing_and_names_itself() {
         "a part after the busy one was taken"
     );
     assert_eq!(fx.hash(1), held_by(OTHER, 1), "the holder is untouched");
-    in_range(
+    assert_within(
         fx.pttl(fx.name(1)),
         1,
         ttl,
@@ -202,8 +190,7 @@ async fn one_busy_part_takes_nothing_and_names_itself() {
 async fn the_first_busy_part_is_named() {
     let fx = Fixture::new("multi-acquire-first-busy", 4).await;
     for i in [1, 3] {
-        fx.cmd(&["HSET", fx.name(i), OTHER, "1"]);
-        fx.cmd(&["PEXPIRE", fx.name(i), "10000"]);
+        fx.plant(fx.name(i), &[(OTHER, "1")], "10000");
     }
     let (index, _) = busy(fx.acquire(10_000, ME).await.unwrap());
     assert_eq!(index, 2);
@@ -228,11 +215,11 @@ async fn a_free_part_claimed_by_another_field_is_busy_and_its_claim_cut_to_the_w
     fx.cmd(&["SET", &claim, &format!("1:{OTHER}"), "PX", "30000"]);
     let (index, wait) = busy(fx.acquire(10_000, ME).await.unwrap());
     assert_eq!(index, 2);
-    in_range(wait, 1, CLAIM_WINDOW_MS, "told to wait");
-    in_range(fx.pttl(&claim), 1, CLAIM_WINDOW_MS, "the claim's PTTL");
+    assert_within(wait, 1, CLAIM_WINDOW_MS, "told to wait");
+    assert_within(fx.pttl(&claim), 1, CLAIM_WINDOW_MS, "the claim's PTTL");
     assert_eq!(
-        resp(&fx.cmd(&["GET", &claim])),
-        Resp::Bulk(Some(format!("1:{OTHER}"))),
+        fx.get(&claim).as_deref(),
+        Some(&*format!("1:{OTHER}")),
         "the claim is still the other field's"
     );
     for i in 0..3 {
@@ -262,32 +249,28 @@ async fn a_part_claimed_by_this_field_is_taken_and_the_claim_spent() {
 async fn re_entries_and_fresh_parts_are_taken_together() {
     let fx = Fixture::new("multi-acquire-reentry", 4).await;
     // Part 0: held by ME, lease run down to 1 s: the re-entry extends it to the lease.
-    fx.cmd(&["HSET", fx.name(0), ME, "1"]);
-    fx.cmd(&["PEXPIRE", fx.name(0), "1000"]);
+    fx.plant(fx.name(0), &[(ME, "1")], "1000");
     // Part 1: held by ME for 60 s: the re-entry does not shorten it.
-    fx.cmd(&["HSET", fx.name(1), ME, "2"]);
-    fx.cmd(&["PEXPIRE", fx.name(1), "60000"]);
+    fx.plant(fx.name(1), &[(ME, "2")], "60000");
     // Part 2: held by ME without expiry: the re-entry gives it the lease.
     fx.cmd(&["HSET", fx.name(2), ME, "1"]);
     // Part 3: free.
     assert_eq!(fx.acquire(20_000, ME).await.unwrap(), Value::Null);
     assert_eq!(fx.hash(0), held_by(ME, 2));
-    in_range(fx.pttl(fx.name(0)), 19_000, 20_000, "part 0 TTL");
+    assert_within(fx.pttl(fx.name(0)), 19_000, 20_000, "part 0 TTL");
     assert_eq!(fx.hash(1), held_by(ME, 3));
-    in_range(fx.pttl(fx.name(1)), 59_000, 60_000, "part 1 TTL");
+    assert_within(fx.pttl(fx.name(1)), 59_000, 60_000, "part 1 TTL");
     assert_eq!(fx.hash(2), held_by(ME, 2));
-    in_range(fx.pttl(fx.name(2)), 19_000, 20_000, "part 2 TTL");
+    assert_within(fx.pttl(fx.name(2)), 19_000, 20_000, "part 2 TTL");
     assert_eq!(fx.hash(3), held_by(ME, 1));
-    in_range(fx.pttl(fx.name(3)), 19_000, 20_000, "part 3 TTL");
+    assert_within(fx.pttl(fx.name(3)), 19_000, 20_000, "part 3 TTL");
 }
 
 #[tokio::test]
 async fn a_re_entry_beside_a_busy_part_takes_nothing() {
     let fx = Fixture::new("multi-acquire-reentry-busy", 2).await;
-    fx.cmd(&["HSET", fx.name(0), ME, "1"]);
-    fx.cmd(&["PEXPIRE", fx.name(0), "1000"]);
-    fx.cmd(&["HSET", fx.name(1), OTHER, "1"]);
-    fx.cmd(&["PEXPIRE", fx.name(1), "10000"]);
+    fx.plant(fx.name(0), &[(ME, "1")], "1000");
+    fx.plant(fx.name(1), &[(OTHER, "1")], "10000");
     let (index, _) = busy(fx.acquire(20_000, ME).await.unwrap());
     assert_eq!(index, 2);
     assert_eq!(fx.hash(0), held_by(ME, 1), "the re-entry was counted");
@@ -303,10 +286,7 @@ async fn a_part_that_is_not_a_hash_is_wrongtype_and_takes_nothing() {
     fx.cmd(&["SET", fx.name(1), "user-data"]);
     assert_wrongtype_of_part(fx.acquire(10_000, ME).await, 2);
     assert!(!fx.exists(fx.name(0)) && !fx.exists(fx.name(2)));
-    assert_eq!(
-        resp(&fx.cmd(&["GET", fx.name(1)])),
-        Resp::Bulk(Some("user-data".into()))
-    );
+    assert_eq!(fx.get(fx.name(1)).as_deref(), Some("user-data"));
 }
 
 // ---------------------------------------------------------------- release
@@ -331,16 +311,13 @@ async fn last_releases_free_every_part_and_publish_once_on_each_channel() {
         assert_eq!(message, Some((fx.channel(i), "0".to_owned())), "part {i}");
         // The replay key says "freed" for a retry.
         let latch = fx.latch(i, "r1");
-        assert_eq!(
-            resp(&fx.cmd(&["GET", &latch])),
-            Resp::Bulk(Some("1".into()))
-        );
-        in_range(fx.pttl(&latch), 1, LATCH_TTL_MS, "replay key TTL");
+        assert_eq!(fx.get(&latch).as_deref(), Some("1"));
+        assert_within(fx.pttl(&latch), 1, LATCH_TTL_MS, "replay key TTL");
     }
     for i in 0..3 {
         sub.assert_quiet(&fx.server, &fx.channel(i)).await;
     }
-    in_range(fx.pttl(&claim), 1, CLAIM_WINDOW_MS, "the claim's PTTL");
+    assert_within(fx.pttl(&claim), 1, CLAIM_WINDOW_MS, "the claim's PTTL");
 }
 
 #[tokio::test]
@@ -368,15 +345,12 @@ async fn releases_that_leave_holds_set_each_parts_ttl_and_replay_key() {
     assert_eq!(results(reply), vec![Some(0), Some(0)]);
     assert_eq!(fx.hash(0), held_by(ME, 1));
     assert_eq!(fx.hash(1), held_by(ME, 1));
-    in_range(fx.pttl(fx.name(0)), 4_000, 5_000, "part 0 keeps its TTL");
-    in_range(fx.pttl(fx.name(1)), 8_000, 9_000, "part 1 keeps its TTL");
+    assert_within(fx.pttl(fx.name(0)), 4_000, 5_000, "part 0 keeps its TTL");
+    assert_within(fx.pttl(fx.name(1)), 8_000, 9_000, "part 1 keeps its TTL");
     for i in 0..2 {
         let latch = fx.latch(i, "r1");
-        assert_eq!(
-            resp(&fx.cmd(&["GET", &latch])),
-            Resp::Bulk(Some("0".into()))
-        );
-        in_range(fx.pttl(&latch), 1, LATCH_TTL_MS, "replay key TTL");
+        assert_eq!(fx.get(&latch).as_deref(), Some("0"));
+        assert_within(fx.pttl(&latch), 1, LATCH_TTL_MS, "replay key TTL");
         sub.assert_quiet(&fx.server, &fx.channel(i)).await;
     }
 }
@@ -434,8 +408,7 @@ async fn a_part_the_field_does_not_hold_answers_nil_and_the_others_are_released(
     assert_eq!(fx.acquire(30_000, ME).await.unwrap(), Value::Null);
     // Part 1 was force-unlocked and taken by another owner meanwhile.
     fx.cmd(&["DEL", fx.name(1)]);
-    fx.cmd(&["HSET", fx.name(1), OTHER, "1"]);
-    fx.cmd(&["PEXPIRE", fx.name(1), "10000"]);
+    fx.plant(fx.name(1), &[(OTHER, "1")], "10000");
     let mut sub = fx.subscribe().await;
     let reply = fx
         .release("r1", ME, &[30_000; 3], false, true)
@@ -447,7 +420,7 @@ async fn a_part_the_field_does_not_hold_answers_nil_and_the_others_are_released(
         held_by(OTHER, 1),
         "another owner's hold was touched"
     );
-    in_range(fx.pttl(fx.name(1)), 1, 10_000, "its TTL");
+    assert_within(fx.pttl(fx.name(1)), 1, 10_000, "its TTL");
     assert!(
         !fx.exists(&fx.latch(1, "r1")),
         "a part not held wrote a replay key"

@@ -5,7 +5,8 @@
 //! lock's channel. The last tests interleave Redisson's own read-write scripts with relock's on
 //! one lock.
 
-use super::fixture::{self, Lua};
+use super::fixture::{self, assert_error, assert_within, int, ints, pairs, Lua};
+use super::fixture::{CLAIM_WINDOW_MS, LATCH_TTL_MS, LEASE_MS};
 use crate::common;
 
 use std::time::Duration;
@@ -18,44 +19,34 @@ use relock::testing::scripts::{
     RW_WRITE_ACQUIRE as WRITE_ACQUIRE, RW_WRITE_RELEASE as WRITE_RELEASE, UNCLAIM,
 };
 
-/// Three owners of relock clients: each one's reader field and writer field.
-const A: &str = "aaaaaaaa-0000-4000-8000-00000000000a:1";
-const A_W: &str = "aaaaaaaa-0000-4000-8000-00000000000a:1:write";
-const B: &str = "bbbbbbbb-0000-4000-8000-00000000000b:2";
-const B_W: &str = "bbbbbbbb-0000-4000-8000-00000000000b:2:write";
-const C: &str = "cccccccc-0000-4000-8000-00000000000c:3";
-const C_W: &str = "cccccccc-0000-4000-8000-00000000000c:3:write";
+/// Declares an owner's reader field `$reader` and its writer field `$writer` (the reader's with
+/// `:write`).
+macro_rules! owner {
+    ($reader:ident, $writer:ident = $field:literal) => {
+        const $reader: &str = $field;
+        const $writer: &str = concat!($field, ":write");
+    };
+}
 
-const LEASE_MS: i64 = 10_000;
-const LATCH_TTL_MS: i64 = 8_000;
-const CLAIM_WINDOW_MS: i64 = 500;
+// Three owners of relock clients: each one's reader field and writer field.
+owner!(A, A_W = "aaaaaaaa-0000-4000-8000-00000000000a:1");
+owner!(B, B_W = "bbbbbbbb-0000-4000-8000-00000000000b:2");
+owner!(C, C_W = "cccccccc-0000-4000-8000-00000000000c:3");
+
 /// What a PTTL may have lost between a script setting it and the test reading it, on a busy
 /// machine.
 const SLACK_MS: i64 = 1_500;
 
-/// A server, a raw fred connection and one read-write lock's keys.
-struct Fixture {
-    lua: Lua,
-    name: String,
-    channel: String,
-    claim: String,
+fixture::lua_fixture! {
+    /// A server, a raw fred connection and one read-write lock's keys.
+    struct Fixture for lua {
+        channel: String = rw_channel(&lua.name),
+    }
 }
 
-fixture::derefs_to_lua!(Fixture);
-
 impl Fixture {
-    async fn new(test: &str) -> Fixture {
-        Fixture::named(common::prefix(test)).await
-    }
-
     async fn named(name: String) -> Fixture {
-        let lua = Lua::start().await;
-        Fixture {
-            channel: rw_channel(&name),
-            claim: common::claim_key(&name),
-            lua,
-            name,
-        }
+        Fixture::on(Lua::named(name).await)
     }
 
     fn hash(&self) -> Vec<(String, String)> {
@@ -269,47 +260,13 @@ impl Fixture {
 
 /// The read-write lock's channel: `redisson_rwlock:{<name>}`.
 fn rw_channel(name: &str) -> String {
-    if name.contains('{') {
-        format!("redisson_rwlock:{name}")
-    } else {
-        format!("redisson_rwlock:{{{name}}}")
-    }
-}
-
-fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
-    let mut pairs: Vec<(String, String)> = items
-        .iter()
-        .map(|(f, v)| (f.to_string(), v.to_string()))
-        .collect();
-    pairs.sort();
-    pairs
+    common::braced("redisson_rwlock", name)
 }
 
 fn sorted(keys: &[String]) -> Vec<String> {
     let mut keys = keys.to_vec();
     keys.sort();
     keys
-}
-
-/// The integer of a reply that must be one.
-fn int(reply: Value) -> i64 {
-    reply
-        .as_i64()
-        .unwrap_or_else(|| panic!("expected an integer reply, got {reply:?}"))
-}
-
-fn ints(value: Value) -> Vec<i64> {
-    match value {
-        Value::Array(items) => items.into_iter().map(int).collect(),
-        other => panic!("expected an array, got {other:?}"),
-    }
-}
-
-fn assert_within(value: i64, low: i64, high: i64, what: &str) {
-    assert!(
-        (low..=high).contains(&value),
-        "{what}: {value} not in [{low}, {high}]"
-    );
 }
 
 /// A PTTL that a script set to `ms` a moment ago.
@@ -323,16 +280,6 @@ fn assert_follows(lock_ttl: i64, key_ttl: i64, what: &str) {
     assert_within(lock_ttl, key_ttl - SLACK_MS, key_ttl + 1, what);
 }
 
-fn assert_error(result: Result<Value, fred::error::Error>, code: &str) {
-    match result {
-        Err(e) => assert!(
-            e.details().contains(code) || e.to_string().contains(code),
-            "expected {code}, got {e:?}"
-        ),
-        Ok(v) => panic!("expected a {code} error, got {v:?}"),
-    }
-}
-
 const TAKEN: Value = Value::Null;
 
 // ---------------------------------------------------------------- read acquire
@@ -343,10 +290,7 @@ async fn a_read_of_a_free_lock_sets_read_mode_one_hold_and_its_timeout_key() {
     assert_eq!(fx.read(LEASE_MS, A).await.unwrap(), TAKEN);
     assert_eq!(fx.hash(), pairs(&[("mode", "read"), (A, "1")]));
     assert_eq!(fx.timeouts(), [fx.timeout(A, 1)]);
-    assert_eq!(
-        resp(&fx.cmd(&["GET", &fx.timeout(A, 1)])),
-        Resp::Bulk(Some("1".into()))
-    );
+    assert_eq!(fx.get(&fx.timeout(A, 1)).as_deref(), Some("1"));
     assert_about(
         fx.pttl(&fx.timeout(A, 1)),
         LEASE_MS,
@@ -420,8 +364,7 @@ async fn a_read_of_a_write_locked_lock_is_busy_unless_the_reader_is_the_writer()
 #[tokio::test]
 async fn a_read_of_another_types_hash_is_busy_and_of_a_string_wrongtype() {
     let fx = Fixture::new("rws-read-foreign").await;
-    fx.cmd(&["HSET", &fx.name, C, "1"]);
-    fx.cmd(&["PEXPIRE", &fx.name, &LEASE_MS.to_string()]);
+    fx.plant(&fx.name, &[(C, "1")], &LEASE_MS.to_string());
     let ttl = int(fx.read(LEASE_MS, A).await.unwrap());
     assert_within(ttl, LEASE_MS - SLACK_MS, LEASE_MS, "a plain lock's lease");
     assert_eq!(fx.hash(), pairs(&[(C, "1")]));
@@ -430,10 +373,7 @@ async fn a_read_of_another_types_hash_is_busy_and_of_a_string_wrongtype() {
     fx.cmd(&["DEL", &fx.name]);
     fx.cmd(&["SET", &fx.name, "x"]);
     assert_error(fx.read(LEASE_MS, A).await, "WRONGTYPE");
-    assert_eq!(
-        resp(&fx.cmd(&["GET", &fx.name])),
-        Resp::Bulk(Some("x".into()))
-    );
+    assert_eq!(fx.get(&fx.name).as_deref(), Some("x"));
     assert!(fx.timeouts().is_empty());
 }
 
@@ -640,8 +580,7 @@ async fn a_claimed_free_lock_goes_only_to_its_writer_which_spends_the_claim() {
 #[tokio::test]
 async fn a_write_of_another_types_hash_is_busy_and_of_a_string_wrongtype() {
     let fx = Fixture::new("rws-write-foreign").await;
-    fx.cmd(&["HSET", &fx.name, C, "1"]);
-    fx.cmd(&["PEXPIRE", &fx.name, &LEASE_MS.to_string()]);
+    fx.plant(&fx.name, &[(C, "1")], &LEASE_MS.to_string());
     assert!(int(fx.write(LEASE_MS, A_W, 1).await.unwrap()) > 0);
     assert_eq!(fx.hash(), pairs(&[(C, "1")]));
     assert!(!fx.exists(&fx.claim));
@@ -852,10 +791,7 @@ async fn a_read_release_on_a_string_is_wrongtype_and_leaves_it() {
     let fx = Fixture::new("rws-read-release-string").await;
     fx.cmd(&["SET", &fx.name, "x"]);
     assert_error(fx.read_release(A, 1, "r1", false).await, "WRONGTYPE");
-    assert_eq!(
-        resp(&fx.cmd(&["GET", &fx.name])),
-        Resp::Bulk(Some("x".into()))
-    );
+    assert_eq!(fx.get(&fx.name).as_deref(), Some("x"));
     assert_error(fx.write_release(A_W, 1, "w1", false).await, "WRONGTYPE");
 }
 
@@ -1076,10 +1012,7 @@ async fn renewal_of_readers_that_hold_nothing_answers_zero_and_creates_nothing()
     assert_eq!(ints(renewed), [1, 0, 0, 0, 0]);
     assert!(!fx.exists(&other));
     assert!(!fx.exists(&fx.timeout(C, 1)) && !fx.exists(&fx.timeout(B, 1)));
-    assert_eq!(
-        resp(&fx.cmd(&["GET", &string])),
-        Resp::Bulk(Some("x".into()))
-    );
+    assert_eq!(fx.get(&string).as_deref(), Some("x"));
     assert_about(fx.pttl(&fx.timeout(A, 1)), 30_000, "the live reader");
 }
 
@@ -1325,9 +1258,9 @@ end
 return nil
 "#;
 
-/// Two threads of one Java client: their reader and writer fields.
-const JAVA_1: &str = "5b6c2a1e-9d3f-4e7a-8c1b-2f0e4d6a8b9c:1";
-const JAVA_1_W: &str = "5b6c2a1e-9d3f-4e7a-8c1b-2f0e4d6a8b9c:1:write";
+// Two threads of one Java client: their reader and writer fields.
+owner!(JAVA_1, JAVA_1_W = "5b6c2a1e-9d3f-4e7a-8c1b-2f0e4d6a8b9c:1");
+/// The second thread's reader field.
 const JAVA_2: &str = "5b6c2a1e-9d3f-4e7a-8c1b-2f0e4d6a8b9c:2";
 
 impl Fixture {

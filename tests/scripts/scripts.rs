@@ -4,7 +4,8 @@
 //! reply, the Redis state it leaves (hash fields, TTLs, replay keys) and whether it published on
 //! the lock's channel.
 
-use super::fixture::{self, Lua};
+use super::fixture::{self, assert_within, ints, pairs, Lua};
+use super::fixture::{CLAIM_WINDOW_MS, LATCH_TTL_MS, ME, OTHER};
 use crate::common;
 
 use std::time::Duration;
@@ -16,35 +17,27 @@ use relock::testing::scripts::{
     LOCK_RELEASE as RELEASE, LOCK_RENEW as RENEW, UNCLAIM,
 };
 
-const ME: &str = "11111111-2222-3333-4444-555555555555:task-1";
-const OTHER: &str = "99999999-8888-7777-6666-555555555555:task-2";
-const LATCH_TTL_MS: i64 = 8_000;
-const CLAIM_WINDOW_MS: i64 = 500;
+/// How a release request is sent.
+#[derive(Clone, Copy)]
+enum Sent {
+    /// Its first send, as relock sends it: its replay key is not read.
+    First,
+    /// Sent again (its reply was lost): its replay key is read first.
+    Retry,
+    /// A first send that asks for a replay key even on the last hold, as relock sends a release
+    /// that starts while an acquire by the same owner is in flight.
+    FirstReplayingLast,
+}
+use Sent::{First, FirstReplayingLast, Retry};
 
-/// A server, a raw fred connection and one lock's keys.
-struct Fixture {
-    lua: Lua,
-    name: String,
-    channel: String,
-    claim: String,
+fixture::lua_fixture! {
+    /// A server, a raw fred connection and one lock's keys.
+    struct Fixture for lua {
+        channel: String = common::lock_channel(&lua.name),
+    }
 }
 
-fixture::derefs_to_lua!(Fixture);
-
 impl Fixture {
-    async fn new(test: &str) -> Fixture {
-        let lua = Lua::start().await;
-        let name = common::prefix(test);
-        let channel = common::lock_channel(&name);
-        let claim = common::claim_key(&name);
-        Fixture {
-            lua,
-            name,
-            channel,
-            claim,
-        }
-    }
-
     fn hash(&self) -> Vec<(String, String)> {
         self.hash_of(&self.name)
     }
@@ -57,21 +50,100 @@ impl Fixture {
         self.subscribe_to(&[&self.channel]).await
     }
 
+    /// ME takes the lock and releases it (the request `latch`, sent as `sent`) while a
+    /// subscriber listens: checks that the release freed the lock, and returns the subscriber.
+    async fn take_and_free(&self, sent: Sent, latch: &str) -> RawSubscriber {
+        let sub = self.subscribe().await;
+        self.take(10_000, ME).await;
+        let reply = self.release(sent, latch, 20_000, ME).await.unwrap();
+        // 1 + the subscribed connections the wake-up reached: the one raw subscriber here.
+        assert_eq!(reply.as_i64(), Some(2), "{reply:?}");
+        assert!(!self.exists(&self.name), "the lock hash is gone");
+        sub
+    }
+
+    /// Sends the release `latch` again: checks that it replays `replayed` and leaves ME's one
+    /// hold as it is, publishing nothing.
+    async fn assert_retry_replays(&self, sub: &mut RawSubscriber, latch: &str, replayed: i64) {
+        let reply = self.release(Retry, latch, 20_000, ME).await.unwrap();
+        assert_eq!(reply.as_i64(), Some(replayed));
+        assert_eq!(self.hash(), pairs(&[(ME, "1")]));
+        self.assert_quiet(sub).await;
+    }
+
+    /// `holder` takes the lock for 30 s, and `claimant`, finding it busy, claims its next
+    /// hand-off (priority 1): checks the claim lasts the holder's lease.
+    async fn claimed_behind(&self, holder: &str, claimant: &str) {
+        self.take(30_000, holder).await;
+        self.acquire_claiming(30_000, claimant, 1).await.unwrap();
+        assert!(self.pttl(&self.claim) > 29_000);
+    }
+
+    /// ME acquires with `lease_ms`: checks that it took the lock, holds it `holds` times now,
+    /// and that the lease was set to `lease_ms`.
+    async fn take_and_hold(&self, lease_ms: u64, holds: &str) {
+        self.take(lease_ms, ME).await;
+        let lease = lease_ms as i64;
+        self.assert_held(&[(ME, holds)], lease - 1_000, lease, "pttl");
+    }
+
+    /// Checks the lock's `holds`, and its PTTL within [`low`, `high`] (`what` names it).
+    fn assert_held(&self, holds: &[(&str, &str)], low: i64, high: i64, what: &str) {
+        assert_eq!(self.hash(), pairs(holds));
+        assert_within(self.pttl(&self.name), low, high, what);
+    }
+
+    /// Waits (at most 2 s) for the claim to lapse; fails if it does not.
+    async fn claim_lapses(&self) {
+        let gone = common::eventually(Duration::from_secs(2), || async {
+            !self.exists(&self.claim)
+        });
+        assert!(gone.await, "the claim did not lapse");
+    }
+
+    /// Checks that nothing (more) was published on the lock's channel.
+    async fn assert_quiet(&self, sub: &mut RawSubscriber) {
+        sub.assert_quiet(&self.server, &self.channel).await;
+    }
+
+    /// Acquires for `field`, checking that it took the lock.
+    async fn take(&self, lease_ms: u64, field: &str) {
+        let reply = self.acquire(lease_ms, field).await.unwrap();
+        assert_eq!(reply, Value::Null, "{field} did not take the lock");
+    }
+
+    /// Checks that the next message on `sub` (within 5 s) is the lock channel's `0`: the lock
+    /// was freed.
+    async fn assert_freed(&self, sub: &mut RawSubscriber, what: &str) {
+        assert_eq!(
+            sub.next_message(Duration::from_secs(5)).await,
+            Some((self.channel.clone(), "0".to_owned())),
+            "{what}"
+        );
+    }
+
+    /// Checks that the replay key `latch` records `value`, written just now for
+    /// [`LATCH_TTL_MS`].
+    fn assert_replay_key(&self, latch: &str, value: &str) {
+        assert_eq!(
+            self.get(latch).as_deref(),
+            Some(value),
+            "replay key {latch}"
+        );
+        let latch_pttl = self.pttl(latch);
+        assert!(
+            latch_pttl > LATCH_TTL_MS - 1_000 && latch_pttl <= LATCH_TTL_MS,
+            "replay key PX: {latch_pttl}"
+        );
+    }
+
     async fn acquire(&self, lease_ms: u64, field: &str) -> Result<Value, fred::error::Error> {
-        self.acquire_as(lease_ms, field, 0).await
+        self.acquire_claiming(lease_ms, field, 0).await
     }
 
-    /// An acquire that, finding the lock busy, claims its next hand-off with `priority`.
+    /// An acquire that, finding the lock busy, claims its next hand-off with `priority` (0: no
+    /// claim).
     async fn acquire_claiming(
-        &self,
-        lease_ms: u64,
-        field: &str,
-        priority: u32,
-    ) -> Result<Value, fred::error::Error> {
-        self.acquire_as(lease_ms, field, priority).await
-    }
-
-    async fn acquire_as(
         &self,
         lease_ms: u64,
         field: &str,
@@ -108,45 +180,19 @@ impl Fixture {
         resp(&self.cmd(&["GET", &self.claim]))
     }
 
-    /// A release request's first send, as relock sends it: its replay key is not read.
+    /// A release request sent as `send` says (the replay key `latch`).
     async fn release(
         &self,
+        send: Sent,
         latch: &str,
         lease_ms: u64,
         field: &str,
     ) -> Result<Value, fred::error::Error> {
-        self.send_release(latch, lease_ms, field, "0", "0").await
-    }
-
-    /// A release request sent again (its reply was lost): its replay key is read first.
-    async fn retry_release(
-        &self,
-        latch: &str,
-        lease_ms: u64,
-        field: &str,
-    ) -> Result<Value, fred::error::Error> {
-        self.send_release(latch, lease_ms, field, "1", "0").await
-    }
-
-    /// A first send that asks for a replay key even on the last hold, as relock sends a release
-    /// that starts while an acquire by the same owner is in flight.
-    async fn release_replaying_last(
-        &self,
-        latch: &str,
-        lease_ms: u64,
-        field: &str,
-    ) -> Result<Value, fred::error::Error> {
-        self.send_release(latch, lease_ms, field, "0", "1").await
-    }
-
-    async fn send_release(
-        &self,
-        latch: &str,
-        lease_ms: u64,
-        field: &str,
-        sent_before: &str,
-        replay_last: &str,
-    ) -> Result<Value, fred::error::Error> {
+        let (sent_before, replay_last) = match send {
+            First => ("0", "0"),
+            Retry => ("1", "0"),
+            FirstReplayingLast => ("0", "1"),
+        };
         let lease = lease_ms.to_string();
         let latch_ttl = LATCH_TTL_MS.to_string();
         let window = CLAIM_WINDOW_MS.to_string();
@@ -182,67 +228,28 @@ impl Fixture {
     }
 }
 
-fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
-    let mut pairs: Vec<(String, String)> = items
-        .iter()
-        .map(|(f, v)| (f.to_string(), v.to_string()))
-        .collect();
-    pairs.sort();
-    pairs
-}
-
-fn ints(value: Value) -> Vec<i64> {
-    match value {
-        Value::Array(items) => items
-            .into_iter()
-            .map(|v| {
-                v.as_i64()
-                    .unwrap_or_else(|| panic!("not an integer: {v:?}"))
-            })
-            .collect(),
-        other => panic!("expected an array, got {other:?}"),
-    }
-}
-
-fn assert_wrongtype(result: Result<Value, fred::error::Error>) {
-    match result {
-        Err(e) => assert!(
-            e.details().contains("WRONGTYPE") || e.to_string().contains("WRONGTYPE"),
-            "expected WRONGTYPE, got {e:?}"
-        ),
-        Ok(v) => panic!("expected a WRONGTYPE error, got {v:?}"),
-    }
-}
-
 // ---------------------------------------------------------------- acquire
 
 #[tokio::test]
 async fn acquire_free_lock_takes_first_hold_with_lease() {
     let fx = Fixture::new("scripts-acquire-free").await;
-    let reply = fx.acquire(10_000, ME).await.unwrap();
-    assert_eq!(reply, Value::Null);
-    assert_eq!(fx.hash(), pairs(&[(ME, "1")]));
-    let pttl = fx.pttl(&fx.name);
-    assert!((9_000..=10_000).contains(&pttl), "pttl {pttl}");
+    fx.take_and_hold(10_000, "1").await;
 }
 
 #[tokio::test]
 async fn acquire_reentry_counts_and_resets_lease() {
     let fx = Fixture::new("scripts-acquire-reentry").await;
-    assert_eq!(fx.acquire(10_000, ME).await.unwrap(), Value::Null);
+    fx.take(10_000, ME).await;
     // Let the lease "run down" to 1 s, then re-enter with a 20 s lease.
     fx.cmd(&["PEXPIRE", &fx.name, "1000"]);
     assert!(fx.pttl(&fx.name) <= 1_000);
-    assert_eq!(fx.acquire(20_000, ME).await.unwrap(), Value::Null);
-    assert_eq!(fx.hash(), pairs(&[(ME, "2")]));
-    let pttl = fx.pttl(&fx.name);
-    assert!((19_000..=20_000).contains(&pttl), "pttl {pttl}");
+    fx.take_and_hold(20_000, "2").await;
 }
 
 #[tokio::test]
 async fn acquire_busy_returns_pttl_and_changes_nothing() {
     let fx = Fixture::new("scripts-acquire-busy").await;
-    assert_eq!(fx.acquire(10_000, OTHER).await.unwrap(), Value::Null);
+    fx.take(10_000, OTHER).await;
     let reply = fx.acquire(60_000, ME).await.unwrap();
     let pttl = reply.as_i64().expect("an integer PTTL");
     assert!(pttl > 0 && pttl <= 10_000, "busy reply {pttl}");
@@ -268,12 +275,8 @@ async fn acquire_busy_lock_without_ttl_returns_minus_one() {
 #[tokio::test]
 async fn acquire_on_a_string_key_is_wrongtype_and_leaves_it() {
     let fx = Fixture::new("scripts-acquire-wrongtype").await;
-    fx.cmd(&["SET", &fx.name, "user-data"]);
-    assert_wrongtype(fx.acquire(10_000, ME).await);
-    assert_eq!(
-        resp(&fx.cmd(&["GET", &fx.name])),
-        Resp::Bulk(Some("user-data".into()))
-    );
+    fx.assert_wrongtype_on_string(&fx.name, || fx.acquire(10_000, ME))
+        .await;
     assert_eq!(fx.pttl(&fx.name), -1);
 }
 
@@ -287,7 +290,7 @@ fn claim_of(priority: u32, field: &str) -> Resp {
 #[tokio::test]
 async fn a_busy_acquire_that_claims_promises_the_next_hand_off_to_its_field() {
     let fx = Fixture::new("scripts-claim-set").await;
-    assert_eq!(fx.acquire(10_000, OTHER).await.unwrap(), Value::Null);
+    fx.take(10_000, OTHER).await;
     // Without asking to claim: no claim.
     fx.acquire(10_000, ME).await.unwrap();
     assert!(!fx.exists(&fx.claim));
@@ -334,15 +337,15 @@ async fn a_claimed_free_lock_goes_only_to_its_claimant() {
     assert_eq!(fx.claimant(), claim_of(1, ME));
 
     // The claimant takes it, and the claim is used up.
-    assert_eq!(fx.acquire(10_000, ME).await.unwrap(), Value::Null);
+    fx.take(10_000, ME).await;
     assert_eq!(fx.hash(), pairs(&[(ME, "1")]));
     assert!(!fx.exists(&fx.claim), "the claim is spent");
 
     // A claim that lapsed promises nothing.
     fx.cmd(&["DEL", &fx.name]);
     fx.cmd(&["SET", &fx.claim, &format!("1:{ME}"), "PX", "1"]);
-    assert!(common::eventually(Duration::from_secs(2), || async { !fx.exists(&fx.claim) }).await);
-    assert_eq!(fx.acquire(10_000, OTHER).await.unwrap(), Value::Null);
+    fx.claim_lapses().await;
+    fx.take(10_000, OTHER).await;
 }
 
 #[tokio::test]
@@ -351,9 +354,7 @@ async fn a_claim_on_a_lock_freed_without_a_release_is_cut_to_the_window() {
     // ME claimed the next hand-off of a lock with a 30 s lease. Then the lock went away without
     // a release to cut the claim (a DEL here; an eviction or another library's unlock alike),
     // and ME is gone: its claim would hold the free lock back for the rest of that lease.
-    assert_eq!(fx.acquire(30_000, OTHER).await.unwrap(), Value::Null);
-    fx.acquire_claiming(30_000, ME, 1).await.unwrap();
-    assert!(fx.pttl(&fx.claim) > 29_000);
+    fx.claimed_behind(OTHER, ME).await;
     fx.cmd(&["DEL", &fx.name]);
 
     // The next acquire leaves the claimant the window from now on, and no more.
@@ -367,8 +368,8 @@ async fn a_claim_on_a_lock_freed_without_a_release_is_cut_to_the_window() {
     assert!(left > 0 && left <= CLAIM_WINDOW_MS, "claim PTTL {left}");
     assert_eq!(fx.claimant(), claim_of(1, ME), "the claim is still ME's");
     assert!(!fx.exists(&fx.name), "the refused acquire took nothing");
-    assert!(common::eventually(Duration::from_secs(2), || async { !fx.exists(&fx.claim) }).await);
-    assert_eq!(fx.acquire(30_000, OTHER).await.unwrap(), Value::Null);
+    fx.claim_lapses().await;
+    fx.take(30_000, OTHER).await;
 }
 
 #[tokio::test]
@@ -396,25 +397,25 @@ async fn a_claim_relock_did_not_write_is_ignored() {
 #[tokio::test]
 async fn the_last_release_and_force_unlock_cut_a_claim_to_the_window() {
     let fx = Fixture::new("scripts-claim-window").await;
-    assert_eq!(fx.acquire(30_000, OTHER).await.unwrap(), Value::Null);
-    fx.acquire_claiming(30_000, ME, 1).await.unwrap();
-    assert!(fx.pttl(&fx.claim) > 29_000);
+    fx.claimed_behind(OTHER, ME).await;
 
     // A release that leaves holds does not touch the claim.
-    assert_eq!(fx.acquire(30_000, OTHER).await.unwrap(), Value::Null);
-    fx.release(&fx.latch("r1"), 30_000, OTHER).await.unwrap();
+    fx.take(30_000, OTHER).await;
+    fx.release(First, &fx.latch("r1"), 30_000, OTHER)
+        .await
+        .unwrap();
     assert!(fx.pttl(&fx.claim) > 29_000);
 
     // The last release cuts it to the window: a claimant that died delays others no longer.
-    fx.release(&fx.latch("r2"), 30_000, OTHER).await.unwrap();
+    fx.release(First, &fx.latch("r2"), 30_000, OTHER)
+        .await
+        .unwrap();
     let left = fx.pttl(&fx.claim);
     assert!(left > 0 && left <= CLAIM_WINDOW_MS, "claim PTTL {left}");
 
     // So does force-unlock.
     fx.cmd(&["DEL", &fx.claim]);
-    assert_eq!(fx.acquire(30_000, ME).await.unwrap(), Value::Null);
-    fx.acquire_claiming(30_000, OTHER, 1).await.unwrap();
-    assert!(fx.pttl(&fx.claim) > 29_000);
+    fx.claimed_behind(ME, OTHER).await;
     assert_eq!(fx.force_release().await.unwrap().as_i64(), Some(1));
     let left = fx.pttl(&fx.claim);
     assert!(left > 0 && left <= CLAIM_WINDOW_MS, "claim PTTL {left}");
@@ -422,7 +423,9 @@ async fn the_last_release_and_force_unlock_cut_a_claim_to_the_window() {
     // A claim already shorter than the window keeps its own end.
     fx.cmd(&["SET", &fx.claim, &format!("1:{OTHER}"), "PX", "50"]);
     fx.cmd(&["HSET", &fx.name, ME, "1"]);
-    fx.release(&fx.latch("r3"), 30_000, ME).await.unwrap();
+    fx.release(First, &fx.latch("r3"), 30_000, ME)
+        .await
+        .unwrap();
     assert!(fx.pttl(&fx.claim) <= 50);
 }
 
@@ -443,47 +446,40 @@ async fn unclaim_withdraws_only_its_own_claim() {
 async fn release_with_replay_key_replays_its_value_and_changes_nothing() {
     let fx = Fixture::new("scripts-release-replay").await;
     let mut sub = fx.subscribe().await;
-    fx.cmd(&["HSET", &fx.name, ME, "3"]);
-    fx.cmd(&["PEXPIRE", &fx.name, "10000"]);
+    fx.plant(&fx.name, &[(ME, "3")], "10000");
     let latch_one = fx.latch("one");
     let latch_zero = fx.latch("zero");
     fx.cmd(&["SET", &latch_one, "1", "PX", "5000"]);
     fx.cmd(&["SET", &latch_zero, "0", "PX", "5000"]);
 
-    let reply = fx.retry_release(&latch_one, 30_000, ME).await.unwrap();
+    let reply = fx.release(Retry, &latch_one, 30_000, ME).await.unwrap();
     assert_eq!(reply.as_i64(), Some(1), "replayed 1: {reply:?}");
-    let reply = fx.retry_release(&latch_zero, 30_000, ME).await.unwrap();
+    let reply = fx.release(Retry, &latch_zero, 30_000, ME).await.unwrap();
     assert_eq!(reply.as_i64(), Some(0), "replayed 0: {reply:?}");
 
     // Nothing applied: the count, the lease (not reset to 30 s) and the replay keys are as set.
-    assert_eq!(fx.hash(), pairs(&[(ME, "3")]));
-    let pttl = fx.pttl(&fx.name);
-    assert!(pttl > 0 && pttl <= 10_000, "pttl {pttl}");
-    assert_eq!(
-        resp(&fx.cmd(&["GET", &latch_one])),
-        Resp::Bulk(Some("1".into()))
-    );
+    fx.assert_held(&[(ME, "3")], 1, 10_000, "pttl");
+    assert_eq!(fx.get(&latch_one).as_deref(), Some("1"));
     let latch_pttl = fx.pttl(&latch_one);
     assert!(latch_pttl > 0 && latch_pttl <= 5_000, "{latch_pttl}");
-    sub.assert_quiet(&fx.server, &fx.channel).await;
+    fx.assert_quiet(&mut sub).await;
 }
 
 #[tokio::test]
 async fn release_on_first_send_does_not_read_a_replay_key() {
     let fx = Fixture::new("scripts-release-first-send").await;
-    fx.cmd(&["HSET", &fx.name, ME, "3"]);
-    fx.cmd(&["PEXPIRE", &fx.name, "10000"]);
+    fx.plant(&fx.name, &[(ME, "3")], "10000");
     // A first send's request id is fresh, so relock never sends one whose replay key exists;
     // planted here, it shows the script did not read it.
     let latch = fx.latch("fresh");
     fx.cmd(&["SET", &latch, "1", "PX", "5000"]);
 
-    let reply = fx.release(&latch, 30_000, ME).await.unwrap();
+    let reply = fx.release(First, &latch, 30_000, ME).await.unwrap();
     assert_eq!(reply.as_i64(), Some(0), "applied, holds remain: {reply:?}");
     assert_eq!(fx.hash(), pairs(&[(ME, "2")]));
     assert_eq!(
-        resp(&fx.cmd(&["GET", &latch])),
-        Resp::Bulk(Some("0".into())),
+        fx.get(&latch).as_deref(),
+        Some("0"),
         "the replay key now records this release"
     );
 }
@@ -495,136 +491,96 @@ async fn release_by_a_non_holder_returns_nil_and_writes_nothing() {
 
     // No lock at all.
     let latch = fx.latch("a");
-    assert_eq!(fx.release(&latch, 30_000, ME).await.unwrap(), Value::Null);
+    assert_eq!(
+        fx.release(First, &latch, 30_000, ME).await.unwrap(),
+        Value::Null
+    );
     assert!(!fx.exists(&fx.name), "the lock was not created");
     assert!(!fx.exists(&latch), "no replay key for a no-op");
 
     // Someone else's lock.
-    fx.cmd(&["HSET", &fx.name, OTHER, "2"]);
-    fx.cmd(&["PEXPIRE", &fx.name, "10000"]);
+    fx.plant(&fx.name, &[(OTHER, "2")], "10000");
     let latch = fx.latch("b");
-    assert_eq!(fx.release(&latch, 30_000, ME).await.unwrap(), Value::Null);
-    assert_eq!(fx.hash(), pairs(&[(OTHER, "2")]));
-    let pttl = fx.pttl(&fx.name);
-    assert!(pttl > 0 && pttl <= 10_000, "lease untouched: {pttl}");
+    assert_eq!(
+        fx.release(First, &latch, 30_000, ME).await.unwrap(),
+        Value::Null
+    );
+    fx.assert_held(&[(OTHER, "2")], 1, 10_000, "lease untouched");
     assert!(!fx.exists(&latch), "no replay key for a no-op");
-    sub.assert_quiet(&fx.server, &fx.channel).await;
+    fx.assert_quiet(&mut sub).await;
 }
 
 #[tokio::test]
 async fn release_with_holds_remaining_returns_zero_and_renews_lease() {
     let fx = Fixture::new("scripts-release-still-held").await;
     let mut sub = fx.subscribe().await;
-    assert_eq!(fx.acquire(10_000, ME).await.unwrap(), Value::Null);
-    assert_eq!(fx.acquire(10_000, ME).await.unwrap(), Value::Null);
+    fx.take(10_000, ME).await;
+    fx.take(10_000, ME).await;
     fx.cmd(&["PEXPIRE", &fx.name, "1000"]);
 
     let latch = fx.latch("req-1");
-    let reply = fx.release(&latch, 20_000, ME).await.unwrap();
+    let reply = fx.release(First, &latch, 20_000, ME).await.unwrap();
     assert_eq!(reply.as_i64(), Some(0), "{reply:?}");
-    assert_eq!(fx.hash(), pairs(&[(ME, "1")]));
-    let pttl = fx.pttl(&fx.name);
-    assert!((19_000..=20_000).contains(&pttl), "lease set again: {pttl}");
-    assert_eq!(
-        resp(&fx.cmd(&["GET", &latch])),
-        Resp::Bulk(Some("0".into()))
-    );
-    let latch_pttl = fx.pttl(&latch);
-    assert!(
-        latch_pttl > LATCH_TTL_MS - 1_000 && latch_pttl <= LATCH_TTL_MS,
-        "replay key PX: {latch_pttl}"
-    );
-    sub.assert_quiet(&fx.server, &fx.channel).await;
+    fx.assert_held(&[(ME, "1")], 19_000, 20_000, "lease set again");
+    fx.assert_replay_key(&latch, "0");
+    fx.assert_quiet(&mut sub).await;
 
     // A retry of the same request counts once: replayed, the hold is still there.
-    let reply = fx.retry_release(&latch, 20_000, ME).await.unwrap();
-    assert_eq!(reply.as_i64(), Some(0));
-    assert_eq!(fx.hash(), pairs(&[(ME, "1")]));
-    sub.assert_quiet(&fx.server, &fx.channel).await;
+    fx.assert_retry_replays(&mut sub, &latch, 0).await;
 }
 
 #[tokio::test]
 async fn release_of_last_hold_deletes_publishes_and_writes_no_replay_key() {
     // Nobody listening: the reply is 1 (freed, the wake-up reached no one).
     let quiet = Fixture::new("scripts-release-last-quiet").await;
-    assert_eq!(quiet.acquire(10_000, ME).await.unwrap(), Value::Null);
+    quiet.take(10_000, ME).await;
     let reply = quiet
-        .release(&quiet.latch("req-q"), 20_000, ME)
+        .release(First, &quiet.latch("req-q"), 20_000, ME)
         .await
         .unwrap();
     assert_eq!(reply.as_i64(), Some(1), "{reply:?}");
 
     let fx = Fixture::new("scripts-release-last").await;
-    let mut sub = fx.subscribe().await;
-    assert_eq!(fx.acquire(10_000, ME).await.unwrap(), Value::Null);
     let latch = fx.latch("req-2");
-    let reply = fx.release(&latch, 20_000, ME).await.unwrap();
-    // 1 + the subscribed connections the wake-up reached: the one raw subscriber here.
-    assert_eq!(reply.as_i64(), Some(2), "{reply:?}");
-    assert!(!fx.exists(&fx.name), "the lock hash is gone");
-    assert_eq!(
-        sub.next_message(Duration::from_secs(5)).await,
-        Some((fx.channel.clone(), "0".to_owned())),
-        "the release published 0 on the lock channel"
-    );
+    let mut sub = fx.take_and_free(First, &latch).await;
+    fx.assert_freed(&mut sub, "the release published 0 on the lock channel")
+        .await;
     // The last release writes no replay key: the client holds back the owner's own acquires
     // until it has the reply, so a retry that finds the field gone knows its first send freed it.
     assert!(!fx.exists(&latch), "the last release wrote a replay key");
 
     // A retry finds the field gone: nil, nothing published, the lock not re-created.
-    let reply = fx.retry_release(&latch, 20_000, ME).await.unwrap();
+    let reply = fx.release(Retry, &latch, 20_000, ME).await.unwrap();
     assert_eq!(reply, Value::Null);
     assert!(!fx.exists(&fx.name));
     assert!(!fx.exists(&latch));
-    sub.assert_quiet(&fx.server, &fx.channel).await;
+    fx.assert_quiet(&mut sub).await;
 }
 
 #[tokio::test]
 async fn release_of_last_hold_asked_to_replay_writes_one_and_replays_it() {
     let fx = Fixture::new("scripts-release-last-replay").await;
-    let mut sub = fx.subscribe().await;
-    assert_eq!(fx.acquire(10_000, ME).await.unwrap(), Value::Null);
     let latch = fx.latch("req-4");
-    let reply = fx.release_replaying_last(&latch, 20_000, ME).await.unwrap();
-    assert_eq!(reply.as_i64(), Some(2), "{reply:?}");
-    assert!(!fx.exists(&fx.name), "the lock hash is gone");
-    assert_eq!(
-        sub.next_message(Duration::from_secs(5)).await,
-        Some((fx.channel.clone(), "0".to_owned()))
-    );
-    assert_eq!(
-        resp(&fx.cmd(&["GET", &latch])),
-        Resp::Bulk(Some("1".into()))
-    );
-    let latch_pttl = fx.pttl(&latch);
-    assert!(
-        latch_pttl > LATCH_TTL_MS - 1_000 && latch_pttl <= LATCH_TTL_MS,
-        "replay key PX: {latch_pttl}"
-    );
+    let mut sub = fx.take_and_free(FirstReplayingLast, &latch).await;
+    fx.assert_freed(&mut sub, "0 on the lock channel").await;
+    fx.assert_replay_key(&latch, "1");
 
     // The owner took the lock again before the retry arrived: the retry replays "freed" and
     // leaves the new hold alone.
-    assert_eq!(fx.acquire(10_000, ME).await.unwrap(), Value::Null);
-    let reply = fx.retry_release(&latch, 20_000, ME).await.unwrap();
-    assert_eq!(reply.as_i64(), Some(1));
-    assert_eq!(fx.hash(), pairs(&[(ME, "1")]));
-    sub.assert_quiet(&fx.server, &fx.channel).await;
+    fx.take(10_000, ME).await;
+    fx.assert_retry_replays(&mut sub, &latch, 1).await;
 }
 
 #[tokio::test]
 async fn release_on_a_string_key_is_wrongtype_and_leaves_it() {
     let fx = Fixture::new("scripts-release-wrongtype").await;
     let mut sub = fx.subscribe().await;
-    fx.cmd(&["SET", &fx.name, "user-data"]);
     let latch = fx.latch("req-3");
-    assert_wrongtype(fx.release(&latch, 20_000, ME).await);
-    assert_eq!(
-        resp(&fx.cmd(&["GET", &fx.name])),
-        Resp::Bulk(Some("user-data".into()))
-    );
+    fx.assert_wrongtype_on_string(&fx.name, || fx.release(First, &latch, 20_000, ME))
+        .await;
     assert_eq!(fx.pttl(&fx.name), -1);
     assert!(!fx.exists(&latch), "no replay key after an error");
-    sub.assert_quiet(&fx.server, &fx.channel).await;
+    fx.assert_quiet(&mut sub).await;
 }
 
 // ---------------------------------------------------------------- renew
@@ -639,11 +595,9 @@ async fn renew_extends_only_held_locks_and_creates_none() {
     let foreign = format!("{{{tag}}}:foreign");
     let missing = format!("{{{tag}}}:missing");
     let string = format!("{{{tag}}}:string");
-    fx.cmd(&["HSET", &held, ME, "1"]);
-    fx.cmd(&["PEXPIRE", &held, "1000"]);
+    fx.plant(&held, &[(ME, "1")], "1000");
     fx.cmd(&["HSET", &held_no_ttl, ME, "2"]);
-    fx.cmd(&["HSET", &foreign, OTHER, "1"]);
-    fx.cmd(&["PEXPIRE", &foreign, "1000"]);
+    fx.plant(&foreign, &[(OTHER, "1")], "1000");
     fx.cmd(&["SET", &string, "user-data"]);
 
     let keys = [
@@ -667,10 +621,7 @@ async fn renew_extends_only_held_locks_and_creates_none() {
     assert!(pttl > 0 && pttl <= 1_000, "foreign lock untouched: {pttl}");
     assert_eq!(fx.hash_of(&foreign), pairs(&[(OTHER, "1")]));
     assert!(!fx.exists(&missing), "a missing lock is not created");
-    assert_eq!(
-        resp(&fx.cmd(&["GET", &string])),
-        Resp::Bulk(Some("user-data".into()))
-    );
+    assert_eq!(fx.get(&string).as_deref(), Some("user-data"));
     assert_eq!(fx.pttl(&string), -1, "the string got no TTL");
     // Counts are untouched by a renewal.
     assert_eq!(fx.hash_of(&held), pairs(&[(ME, "1")]));
@@ -687,36 +638,28 @@ async fn force_release_without_lock_returns_zero_silently() {
     assert_eq!(reply.as_i64(), Some(0), "{reply:?}");
     assert!(!fx.exists(&fx.name));
     assert_eq!(resp_int(&fx.cmd(&["DBSIZE"])), 0);
-    sub.assert_quiet(&fx.server, &fx.channel).await;
+    fx.assert_quiet(&mut sub).await;
 }
 
 #[tokio::test]
 async fn force_release_deletes_any_holders_lock_and_publishes() {
     let fx = Fixture::new("scripts-force-hash").await;
     let mut sub = fx.subscribe().await;
-    fx.cmd(&["HSET", &fx.name, OTHER, "2", ME, "1"]);
-    fx.cmd(&["PEXPIRE", &fx.name, "10000"]);
+    fx.plant(&fx.name, &[(OTHER, "2"), (ME, "1")], "10000");
     let reply = fx.force_release().await.unwrap();
     assert_eq!(reply.as_i64(), Some(1), "{reply:?}");
     assert!(!fx.exists(&fx.name));
-    assert_eq!(
-        sub.next_message(Duration::from_secs(5)).await,
-        Some((fx.channel.clone(), "0".to_owned()))
-    );
-    sub.assert_quiet(&fx.server, &fx.channel).await;
+    fx.assert_freed(&mut sub, "0 on the lock channel").await;
+    fx.assert_quiet(&mut sub).await;
 }
 
 #[tokio::test]
 async fn force_release_on_a_string_is_wrongtype_and_keeps_it() {
     let fx = Fixture::new("scripts-force-wrongtype").await;
     let mut sub = fx.subscribe().await;
-    fx.cmd(&["SET", &fx.name, "user-data"]);
-    assert_wrongtype(fx.force_release().await);
-    assert_eq!(
-        resp(&fx.cmd(&["GET", &fx.name])),
-        Resp::Bulk(Some("user-data".into()))
-    );
-    sub.assert_quiet(&fx.server, &fx.channel).await;
+    fx.assert_wrongtype_on_string(&fx.name, || fx.force_release())
+        .await;
+    fx.assert_quiet(&mut sub).await;
 }
 
 // ---------------------------------------------------------------- inspect
@@ -732,7 +675,7 @@ async fn inspect_reports_unlocked() {
 async fn inspect_reports_own_holds_and_lease() {
     let fx = Fixture::new("scripts-inspect-mine").await;
     for _ in 0..3 {
-        assert_eq!(fx.acquire(10_000, ME).await.unwrap(), Value::Null);
+        fx.take(10_000, ME).await;
     }
     let state = ints(fx.inspect(ME).await.unwrap());
     assert_eq!(state[0], 1);
@@ -744,7 +687,7 @@ async fn inspect_reports_own_holds_and_lease() {
 #[tokio::test]
 async fn inspect_reports_foreign_lock_with_zero_holds() {
     let fx = Fixture::new("scripts-inspect-foreign").await;
-    assert_eq!(fx.acquire(10_000, OTHER).await.unwrap(), Value::Null);
+    fx.take(10_000, OTHER).await;
     let state = ints(fx.inspect(ME).await.unwrap());
     assert_eq!(state[0], 1);
     assert!(state[1] > 9_000 && state[1] <= 10_000, "pttl {}", state[1]);
@@ -758,12 +701,8 @@ async fn inspect_reports_foreign_lock_with_zero_holds() {
 #[tokio::test]
 async fn inspect_on_a_string_is_wrongtype() {
     let fx = Fixture::new("scripts-inspect-wrongtype").await;
-    fx.cmd(&["SET", &fx.name, "user-data"]);
-    assert_wrongtype(fx.inspect(ME).await);
-    assert_eq!(
-        resp(&fx.cmd(&["GET", &fx.name])),
-        Resp::Bulk(Some("user-data".into()))
-    );
+    fx.assert_wrongtype_on_string(&fx.name, || fx.inspect(ME))
+        .await;
 }
 
 /// The shutdown release of every hold of one field (`lua/lock/abandon.lua`): 0 when it holds
@@ -783,11 +722,10 @@ async fn abandon_drops_every_hold_of_a_field_and_wakes_when_it_frees_the_lock() 
 
     // Two holds of ME and one of another field: ME's go at once, the lock stays, no message.
     let mut sub = RawSubscriber::subscribe(&fx.server, &[&fx.channel, &head]).await;
-    fx.cmd(&["HSET", &fx.name, ME, "2", "someone", "1"]);
-    fx.cmd(&["PEXPIRE", &fx.name, "30000"]);
+    fx.plant(&fx.name, &[(ME, "2"), ("someone", "1")], "30000");
     assert_eq!(fx.abandon(ME).await.unwrap().as_i64(), Some(1));
     assert_eq!(fx.hash(), vec![("someone".to_owned(), "1".to_owned())]);
-    sub.assert_quiet(&fx.server, &fx.channel).await;
+    fx.assert_quiet(&mut sub).await;
 
     // The last field: the lock is freed, a long claim is cut to the window, and both the lock's
     // channel and the fair queue's first waiter hear `0`.
@@ -829,8 +767,5 @@ async fn abandon_drops_every_hold_of_a_field_and_wakes_when_it_frees_the_lock() 
     fx.cmd(&["SET", &fx.name, "not a lock"]);
     let error = fx.abandon(ME).await.unwrap_err();
     assert!(error.details().starts_with("WRONGTYPE"), "{error:?}");
-    assert_eq!(
-        resp(&fx.cmd(&["GET", &fx.name])),
-        Resp::Bulk(Some("not a lock".into()))
-    );
+    assert_eq!(fx.get(&fx.name).as_deref(), Some("not a lock"));
 }

@@ -27,6 +27,40 @@ fn eval(server: &RedisServer, script: &str, keys: &[&str], args: &[&str]) -> Res
     resp(&server.cmd(&command))
 }
 
+/// A fresh server with the semaphore named after `test` set to `count`: the server, the name
+/// and its channel.
+fn semaphore(test: &str, count: &str) -> (RedisServer, String, String) {
+    let server = RedisServer::start();
+    let name = common::prefix(test);
+    server.cmd(&["SET", &name, count]);
+    let channel = semaphore_channel(&name);
+    (server, name, channel)
+}
+
+/// The replay key of client request `n` on `name`.
+fn request(name: &str, n: u32) -> String {
+    format!("relock_request:{{{name}}}:c:{n}")
+}
+
+/// Runs `script` as a first send and then as its retry (`args` and then the sent-before flag, 0
+/// and then 1): both integer replies.
+fn sent_and_retried(
+    server: &RedisServer,
+    script: &str,
+    keys: &[&str],
+    args: &[&str],
+) -> (i64, i64) {
+    let send = |sent_before| {
+        int(&eval(
+            server,
+            script,
+            keys,
+            &[args, &[sent_before]].concat(),
+        ))
+    };
+    (send("0"), send("1"))
+}
+
 fn int(reply: &Resp) -> i64 {
     match reply {
         Resp::Int(n) => *n,
@@ -36,55 +70,28 @@ fn int(reply: &Resp) -> i64 {
 
 #[tokio::test]
 async fn a_retried_release_and_count_down_replay_instead_of_counting_twice() {
-    let server = RedisServer::start();
-    let name = common::prefix("scripts-replay");
-    let channel = semaphore_channel(&name);
-    let request = format!("relock_request:{{{name}}}:c:1");
-    server.cmd(&["SET", &name, "1"]);
-
-    let first = eval(
+    let (server, name, channel) = semaphore("scripts-replay", "1");
+    let request = request(&name, 1);
+    let (first, retry) = sent_and_retried(
         &server,
         SEMAPHORE_RELEASE,
         &[&name, &channel, &request],
-        &["2", "PUBLISH", "8000", "0"],
+        &["2", "PUBLISH", "8000"],
     );
-    assert_eq!(int(&first), 3);
+    assert_eq!(first, 3);
     // The reply was lost: the retry (sent before = 1) replays 3 and adds nothing.
-    let retry = eval(
-        &server,
-        SEMAPHORE_RELEASE,
-        &[&name, &channel, &request],
-        &["2", "PUBLISH", "8000", "1"],
-    );
-    assert_eq!(int(&retry), 3);
+    assert_eq!(retry, 3);
     assert_eq!(raw_count(&server, &name), Some(3));
     let ttl = common::raw_pttl(&server, &request);
     assert!(ttl > 0 && ttl <= 8000, "the replay key lives {ttl} ms");
 
     let latch = common::prefix("scripts-latch");
     let latch_channel = common::latch_channel(&latch);
-    let request = format!("relock_request:{{{latch}}}:c:2");
+    let latch_request = self::request(&latch, 2);
     server.cmd(&["SET", &latch, "2"]);
-    let args = ["PUBLISH", "8000", "0"];
-    assert_eq!(
-        int(&eval(
-            &server,
-            LATCH_COUNT_DOWN,
-            &[&latch, &latch_channel, &request],
-            &args
-        )),
-        1
-    );
-    let args = ["PUBLISH", "8000", "1"];
-    assert_eq!(
-        int(&eval(
-            &server,
-            LATCH_COUNT_DOWN,
-            &[&latch, &latch_channel, &request],
-            &args
-        )),
-        1
-    );
+    let keys = [&*latch, &*latch_channel, &*latch_request];
+    let replies = sent_and_retried(&server, LATCH_COUNT_DOWN, &keys, &["PUBLISH", "8000"]);
+    assert_eq!(replies, (1, 1));
     assert_eq!(
         raw_count(&server, &latch),
         Some(1),
@@ -94,11 +101,13 @@ async fn a_retried_release_and_count_down_replay_instead_of_counting_twice() {
 
 #[tokio::test]
 async fn a_cancelled_acquire_is_undone_once_and_one_that_took_nothing_not_at_all() {
-    let server = RedisServer::start();
-    let name = common::prefix("scripts-undo");
-    let channel = semaphore_channel(&name);
-    let request = format!("relock_request:{{{name}}}:c:1");
-    server.cmd(&["SET", &name, "3"]);
+    let (server, name, channel) = semaphore("scripts-undo", "3");
+    let request = request(&name, 1);
+    // The undo of `request`'s acquire: the permits it gave back.
+    let undo = |request: &str| {
+        let keys = [&*name, &*channel, request];
+        int(&eval(&server, SEMAPHORE_UNDO, &keys, &["PUBLISH"]))
+    };
     let mut messages = RawSubscriber::subscribe(&server, &[&channel]).await;
 
     let taken = eval(
@@ -112,15 +121,7 @@ async fn a_cancelled_acquire_is_undone_once_and_one_that_took_nothing_not_at_all
         resp(&server.cmd(&["GET", &request])),
         Resp::Bulk(Some("2".into()))
     );
-    assert_eq!(
-        int(&eval(
-            &server,
-            SEMAPHORE_UNDO,
-            &[&name, &channel, &request],
-            &["PUBLISH"]
-        )),
-        2
-    );
+    assert_eq!(undo(&request), 2);
     assert_eq!(raw_count(&server, &name), Some(3));
     assert_eq!(
         messages
@@ -128,31 +129,15 @@ async fn a_cancelled_acquire_is_undone_once_and_one_that_took_nothing_not_at_all
             .await,
         Some((channel.clone(), "3".into()))
     );
-    assert_eq!(
-        int(&eval(
-            &server,
-            SEMAPHORE_UNDO,
-            &[&name, &channel, &request],
-            &["PUBLISH"]
-        )),
-        0
-    );
+    assert_eq!(undo(&request), 0);
     assert_eq!(raw_count(&server, &name), Some(3), "undone twice");
 
     // Not enough: nothing written, so nothing to undo.
-    let other = format!("relock_request:{{{name}}}:c:2");
+    let other = self::request(&name, 2);
     let busy = eval(&server, SEMAPHORE_ACQUIRE, &[&name, &other], &["4", "8000"]);
     assert_eq!(busy, Resp::Array(Some(vec![Resp::Int(0), Resp::Int(3)])));
     assert!(!raw_exists(&server, &other));
-    assert_eq!(
-        int(&eval(
-            &server,
-            SEMAPHORE_UNDO,
-            &[&name, &channel, &other],
-            &["PUBLISH"]
-        )),
-        0
-    );
+    assert_eq!(undo(&other), 0);
     messages.assert_quiet(&server, &channel).await;
     // A semaphore nobody set answers nil.
     let missing = common::prefix("scripts-missing");
@@ -169,10 +154,8 @@ async fn a_cancelled_acquire_is_undone_once_and_one_that_took_nothing_not_at_all
 
 #[tokio::test]
 async fn ended_leases_are_reclaimed_published_and_never_renewed() {
-    let server = RedisServer::start();
-    let name = common::prefix("scripts-leases");
-    let (channel, leases) = (semaphore_channel(&name), leases_key(&name));
-    server.cmd(&["SET", &name, "0"]);
+    let (server, name, channel) = semaphore("scripts-leases", "0");
+    let leases = leases_key(&name);
     // A's lease ended a second ago; B is Redisson's permit without a lease.
     let ended = (common::raw_time_ms(&server) - 1000).to_string();
     server.cmd(&["ZADD", &leases, &ended, ID_A, NO_LEASE, ID_B]);
@@ -221,30 +204,25 @@ async fn ended_leases_are_reclaimed_published_and_never_renewed() {
     // A release of an id whose lease ended gives it back and says it had lapsed (2).
     let lapsed = (common::raw_time_ms(&server) - 1).to_string();
     server.cmd(&["ZADD", &leases, "XX", &lapsed, "cccccccccccccccc"]);
-    let released = eval(
-        &server,
-        PERMIT_RELEASE,
-        &[&name, &channel, &leases],
-        &["cccccccccccccccc", "PUBLISH"],
-    );
-    assert_eq!(int(&released), 2);
-    let again = eval(
-        &server,
-        PERMIT_RELEASE,
-        &[&name, &channel, &leases],
-        &["cccccccccccccccc", "PUBLISH"],
-    );
-    assert_eq!(int(&again), 0, "given back twice");
+    let release = || {
+        let keys = [&*name, &*channel, &*leases];
+        int(&eval(
+            &server,
+            PERMIT_RELEASE,
+            &keys,
+            &["cccccccccccccccc", "PUBLISH"],
+        ))
+    };
+    assert_eq!(release(), 2);
+    assert_eq!(release(), 0, "given back twice");
     assert_eq!(raw_count(&server, &name), Some(1));
 }
 
 #[tokio::test]
 async fn a_key_of_another_type_fails_every_script_before_it_writes() {
-    let server = RedisServer::start();
-    let name = common::prefix("scripts-types");
-    let (channel, leases) = (semaphore_channel(&name), leases_key(&name));
-    let request = format!("relock_request:{{{name}}}:c:1");
-    server.cmd(&["SET", &name, "5"]);
+    let (server, name, channel) = semaphore("scripts-types", "5");
+    let leases = leases_key(&name);
+    let request = request(&name, 1);
     server.cmd(&["HSET", &leases, "f", "v"]);
     let failing = [
         (
