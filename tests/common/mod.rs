@@ -8,6 +8,7 @@ pub mod faults;
 pub mod proxy;
 pub mod redisson_fair;
 pub mod redisson_sync;
+pub mod rw;
 pub mod server;
 pub mod tls;
 pub mod topology;
