@@ -581,19 +581,17 @@ async fn readers_and_writers_of_several_processes_exclude_each_other() {
     const ROUNDS: usize = 8;
     let server = RedisServer::start();
     let name = common::prefix("rw-procs");
+    // Every child alike.
+    let settings = [
+        ("REDIS_URL", server.url()),
+        ("LOCK_NAME", name.clone()),
+        ("READERS", "2".to_owned()),
+        ("WRITERS", "1".to_owned()),
+        ("ROUNDS", ROUNDS.to_string()),
+    ];
+    let path = concat!(module_path!(), "::child_rw_rounds");
     let children: Vec<_> = (0..PROCS)
-        .map(|_| {
-            child::Child::spawn(
-                concat!(module_path!(), "::child_rw_rounds"),
-                &[
-                    ("REDIS_URL", server.url()),
-                    ("LOCK_NAME", name.clone()),
-                    ("READERS", "2".to_owned()),
-                    ("WRITERS", "1".to_owned()),
-                    ("ROUNDS", ROUNDS.to_string()),
-                ],
-            )
-        })
+        .map(|_| child::Child::spawn(path, &settings))
         .collect();
     let ready = format!("{name}:ready");
     assert!(
