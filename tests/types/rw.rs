@@ -7,14 +7,14 @@ use common::child;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use common::family::raw_keys;
 use common::rw::{dropped_attempts, read_hold, side};
-use common::{resp, RedisServer, Resp, HANG, PROMPT};
+use common::{woken_promptly as served_promptly, RedisServer, HANG, PROMPT};
 use fred::interfaces::{KeysInterface, ListInterface};
 use rand::Rng;
 use relock::{Client, LockGuard, Owner, RemainingLease, RwLock};
-use tokio::time::Instant;
 
 const WATCHDOG: Duration = Duration::from_secs(5);
 /// A watchdog lease far above [`PROMPT`]: a waiter served within `PROMPT` of a release was
@@ -93,7 +93,7 @@ async fn a_reader_asking_for_the_write_lock_gets_an_error_not_a_deadlock() {
     assert!(error.is_upgrade_would_deadlock(), "{error}");
     // Nothing changed: the read hold stands, and no claim keeps readers out.
     assert_eq!(hget(&server, &name, "mode").as_deref(), Some("read"));
-    assert!(!common::raw_exists(&server, &common::claim_key(&name)));
+    assert!(!claimed(&server, &name));
     read.unlock().await.unwrap();
     rw.write().lock().await.unwrap().unlock().await.unwrap();
 }
@@ -134,12 +134,7 @@ async fn each_readers_lease_is_its_own() {
         "the lock kept the leaving reader's lease: {ttl} ms"
     );
     // The short one lapses: the lock is gone with it.
-    assert!(
-        common::eventually(Duration::from_secs(5), || async {
-            !common::raw_exists(&server, &name)
-        })
-        .await
-    );
+    assert!(until_gone(&server, &name).await);
     assert!(short.unlock().await.unwrap_err().is_lease_lost());
     // A lapsed reader among live ones keeps nothing alive.
     let long = read_hold(&b, &name, Some(ms(20_000))).await;
@@ -222,17 +217,7 @@ fn rw_channel(name: &str) -> String {
 
 /// Every readers' timeout key of lock `name` on the server, sorted.
 fn timeouts(server: &RedisServer, name: &str) -> Vec<String> {
-    let pattern = format!("{{{name}}}:*:rwlock_timeout:*");
-    let Resp::Array(Some(items)) = resp(&server.cmd(&["KEYS", &pattern])) else {
-        panic!("KEYS did not return an array");
-    };
-    let mut keys: Vec<String> = items
-        .into_iter()
-        .map(|item| match item {
-            Resp::Bulk(Some(key)) => key,
-            other => panic!("bad KEYS item {other:?}"),
-        })
-        .collect();
+    let mut keys = raw_keys(server, &format!("{{{name}}}:*:rwlock_timeout:*"));
     keys.sort();
     keys
 }
@@ -426,24 +411,6 @@ fn spawn_writer(lock: relock::WriteLock) -> tokio::task::JoinHandle<(Instant, Lo
     spawn_taking("writer", async move { lock.lock().await })
 }
 
-/// The guard of `waiter`, checked to have got the lock within [`PROMPT`] of `released`.
-async fn served_promptly(
-    waiter: tokio::task::JoinHandle<(Instant, LockGuard)>,
-    released: Instant,
-    what: &str,
-) -> LockGuard {
-    let (acquired, guard) = tokio::time::timeout(HANG, waiter)
-        .await
-        .unwrap_or_else(|_| panic!("{what}: the waiter hung"))
-        .unwrap();
-    let waited = acquired.saturating_duration_since(released);
-    assert!(
-        waited < PROMPT,
-        "{what}: served {waited:?} after the release: no message woke it"
-    );
-    guard
-}
-
 /// The guards of every one of `waiters`, each checked by [`served_promptly`].
 async fn all_served_promptly(
     waiters: Vec<tokio::task::JoinHandle<(Instant, LockGuard)>>,
@@ -457,14 +424,65 @@ async fn all_served_promptly(
     guards
 }
 
+/// Waits (at most 5 s) until `key` is gone from `server`; whether it went.
+async fn until_gone(server: &RedisServer, key: &str) -> bool {
+    common::eventually(Duration::from_secs(5), || async {
+        !common::raw_exists(server, key)
+    })
+    .await
+}
+
+/// Whether a waiting writer's claim on lock `name` stands.
+fn claimed(server: &RedisServer, name: &str) -> bool {
+    common::raw_exists(server, &common::claim_key(name))
+}
+
 /// Waits (at most 5 s) until a waiting writer claimed lock `name`; fails with `what`.
 async fn until_claimed(server: &RedisServer, name: &str, what: impl std::fmt::Display) {
-    let claim = common::claim_key(name);
-    let claimed = common::eventually(Duration::from_secs(5), || async {
-        common::raw_exists(server, &claim)
-    })
-    .await;
-    assert!(claimed, "{what}");
+    let in_time =
+        common::eventually(Duration::from_secs(5), || async { claimed(server, name) }).await;
+    assert!(in_time, "{what}");
+}
+
+/// A new client with the [`LONG`] lease whose writer runs `wait` (its `lock()`, say) on lock
+/// `name` in a task of its own; returns once the writer claimed the lock (else fails, `label`
+/// telling which round): the client and the task.
+async fn claiming_writer<Fut>(
+    server: &RedisServer,
+    name: &str,
+    label: impl std::fmt::Display,
+    wait: impl FnOnce(relock::WriteLock) -> Fut,
+) -> (Client, tokio::task::JoinHandle<Fut::Output>)
+where
+    Fut: std::future::Future + Send + 'static,
+    Fut::Output: Send + 'static,
+{
+    let client = common::client(server, LONG).await;
+    let task = tokio::spawn(wait(client.rw_lock(name).write()));
+    until_claimed(server, name, format!("{label}: the writer never claimed")).await;
+    (client, task)
+}
+
+/// [`common::setup`] with the [`LONG`] lease, and a read hold of the lock by the calling task:
+/// a lock for writers to wait on and claim.
+async fn setup_read_held(test: &str) -> (RedisServer, Client, String, LockGuard) {
+    let (server, client, name) = common::setup(test, LONG).await;
+    let read = client.rw_lock(&name).read().lock().await.unwrap();
+    (server, client, name, read)
+}
+
+/// Releases each of `guards`, then waits until lock `name` is free and clean (see
+/// [`until_free`]).
+async fn release_and_clean(
+    guards: Vec<LockGuard>,
+    server: &RedisServer,
+    name: &str,
+    clients: &[&Client],
+) {
+    for guard in guards {
+        guard.unlock().await.unwrap();
+    }
+    until_free(server, name, clients).await;
 }
 
 /// Waits until `client` has `n` waiters parked.
@@ -850,7 +868,7 @@ async fn an_upgrade_fails_at_once_in_every_form_and_leaves_nothing_behind() {
     );
     assert_eq!(hash(&server, &name), state);
     assert_eq!(timeouts(&server, &name), keys);
-    assert!(!common::raw_exists(&server, &common::claim_key(&name)));
+    assert!(!claimed(&server, &name));
     assert_eq!(common::raw_numsub(&server, &rw_channel(&name)), 0);
 
     // With another owner's writer waiting (and claiming the lock).
@@ -916,12 +934,7 @@ async fn a_lapsed_reader_among_live_ones_is_lost_and_the_lock_follows_the_others
         .expect("the short reader never learned its lease ended");
     assert!(short.is_lost() && !long.is_lost() && !renewed.is_lost());
     let short_key = timeout_key(&name, &short_field, 1);
-    assert!(
-        common::eventually(Duration::from_secs(5), || async {
-            !common::raw_exists(&server, &short_key)
-        })
-        .await
-    );
+    assert!(until_gone(&server, &short_key).await);
     assert!(
         common::raw_pttl(&server, &name) > 50_000,
         "the long reader's lease"
@@ -976,10 +989,7 @@ async fn renewing_one_reader_never_extends_another_readers_timeout_key() {
         "the renewed reader's key was refreshed {refreshed} times"
     );
     assert!(
-        common::eventually(Duration::from_secs(5), || async {
-            !common::raw_exists(&server, &fixed_key)
-        })
-        .await,
+        until_gone(&server, &fixed_key).await,
         "the fixed reader's key never expired"
     );
     assert!(fixed.is_lost() && !renewed.is_lost());
@@ -1152,10 +1162,7 @@ async fn force_unlock_works_on_its_own_side_only_and_wakes_the_other() {
         let error = guard.unlock().await.unwrap_err();
         assert!(error.is_not_held(), "{error}");
     }
-    for guard in guards {
-        guard.unlock().await.unwrap();
-    }
-    until_free(&server, &name, &[&a, &b]).await;
+    release_and_clean(guards, &server, &name, &[&a, &b]).await;
 }
 
 // ---------------------------------------------------------------- shutdown
@@ -1198,10 +1205,7 @@ async fn shutdown_releases_a_writer_that_reads_and_wakes_the_waiting_readers() {
     assert_eq!(timeouts(&server, &name).len(), 3);
     assert!(write.unlock().await.unwrap_err().is_closed());
     assert!(read.unlock().await.unwrap_err().is_closed());
-    for guard in guards {
-        guard.unlock().await.unwrap();
-    }
-    until_free(&server, &name, &[&other]).await;
+    release_and_clean(guards, &server, &name, &[&other]).await;
 }
 
 /// Readers of a client that shuts down leave: with another client's reader still in, the lock
@@ -1257,25 +1261,21 @@ async fn shutdown_releases_readers_and_the_last_ones_out_wake_a_waiting_writer()
 /// waiter's own withdrawal wins the race with the closing connection most of the time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_withdraws_a_waiting_writers_claim() {
-    let (server, other, name) = common::setup("rw-shutdown-claim", LONG).await;
-    let claim = common::claim_key(&name);
-    let read = other.rw_lock(&name).read().lock().await.unwrap();
+    let (server, other, name, read) = setup_read_held("rw-shutdown-claim").await;
     for round in 0..10 {
-        let closing = common::client(&server, LONG).await;
-        let waiter = {
-            let lock = closing.rw_lock(&name).write();
-            tokio::spawn(async move { lock.lock().await })
-        };
-        until_claimed(
-            &server,
-            &name,
-            format!("round {round}: the writer never claimed"),
-        )
-        .await;
+        let label = format!("round {round}");
+        let (closing, waiter) =
+            claiming_writer(
+                &server,
+                &name,
+                &label,
+                |lock| async move { lock.lock().await },
+            )
+            .await;
         closing.shutdown().await.unwrap();
         assert!(
-            !common::raw_exists(&server, &claim),
-            "round {round}: the claim outlived its client"
+            !claimed(&server, &name),
+            "{label}: the claim outlived its client"
         );
         let error = waiter.await.unwrap().unwrap_err();
         assert!(error.is_closed(), "{error}");
@@ -1287,8 +1287,7 @@ async fn shutdown_withdraws_a_waiting_writers_claim() {
             .await
             .unwrap();
     }
-    read.unlock().await.unwrap();
-    until_free(&server, &name, &[&other]).await;
+    release_and_clean(vec![read], &server, &name, &[&other]).await;
 }
 
 /// A writer waiting on a read-locked lock claims it, and new readers wait. When the writer gives
@@ -1296,19 +1295,15 @@ async fn shutdown_withdraws_a_waiting_writers_claim() {
 /// kept out come in at once, not at the end of the readers' 30 s lease.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readers_kept_out_by_a_writer_that_gives_up_come_in_at_once() {
-    let (server, readers, name) = common::setup("rw-writer-gives-up", LONG).await;
-    let claim = common::claim_key(&name);
-    let read = readers.rw_lock(&name).read().lock().await.unwrap();
+    let (server, readers, name, read) = setup_read_held("rw-writer-gives-up").await;
     for how in ["wait runs out", "dropped", "shutdown"] {
-        let writers = common::client(&server, LONG).await;
-        let lock = writers.rw_lock(&name).write();
-        let writer = tokio::spawn(async move {
+        let (writers, writer) = claiming_writer(&server, &name, how, |lock| async move {
             match how {
                 "wait runs out" => lock.try_lock_for(ms(300), None).await.map(|g| g.is_none()),
                 _ => lock.lock().await.map(|_| false),
             }
-        });
-        until_claimed(&server, &name, format!("{how}: the writer never claimed")).await;
+        })
+        .await;
         let newcomer = spawn_reader(readers.rw_lock(&name).read().owned_by(Owner::new()));
         until_waiting(&readers, 1).await;
         match how {
@@ -1324,10 +1319,7 @@ async fn readers_kept_out_by_a_writer_that_gives_up_come_in_at_once() {
         }
         let gave_up = Instant::now();
         let guard = served_promptly(newcomer, gave_up, how).await;
-        assert!(
-            !common::raw_exists(&server, &claim),
-            "{how}: the claim stayed"
-        );
+        assert!(!claimed(&server, &name), "{how}: the claim stayed");
         guard.unlock().await.unwrap();
         if how != "shutdown" {
             until_clean(
@@ -1341,8 +1333,7 @@ async fn readers_kept_out_by_a_writer_that_gives_up_come_in_at_once() {
             .await;
         }
     }
-    read.unlock().await.unwrap();
-    until_free(&server, &name, &[&readers]).await;
+    release_and_clean(vec![read], &server, &name, &[&readers]).await;
 }
 
 // ---------------------------------------------------------------- wake-ups
@@ -1371,10 +1362,7 @@ async fn a_writers_release_wakes_every_waiting_reader_of_a_client_at_once() {
     let held = hash(&server, &name);
     assert_eq!(held.len(), READERS + 1, "all readers at once: {held:?}");
     assert_eq!(timeouts(&server, &name).len(), READERS);
-    for guard in guards {
-        guard.unlock().await.unwrap();
-    }
-    until_free(&server, &name, &[&writer_client, &readers_client]).await;
+    release_and_clean(guards, &server, &name, &[&writer_client, &readers_client]).await;
 }
 
 // ---------------------------------------------------------------- writer starvation
