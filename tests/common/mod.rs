@@ -9,6 +9,7 @@ pub mod faults;
 pub mod proxy;
 pub mod redisson_fair;
 pub mod redisson_sync;
+pub mod rw;
 pub mod server;
 pub mod sync_family;
 pub mod tls;

@@ -5,20 +5,53 @@ use crate::common;
 
 use std::time::Duration;
 
+use common::rw::{read_hold, write_hold};
 use common::RedisServer;
-use relock::inspect::Kind;
-use relock::Owner;
+use relock::inspect::{Inspection, Kind};
+use relock::{Client, Owner};
 
 const WATCHDOG: Duration = Duration::from_secs(5);
 
+/// Polls `client.inspect(name)` until `shows` holds on what it reads, for at most `within`;
+/// whether it came to hold.
+async fn until_shown(
+    client: &Client,
+    name: &str,
+    within: Duration,
+    shows: impl Fn(&Inspection) -> bool,
+) -> bool {
+    common::eventually(within, || async {
+        shows(&client.inspect(name).await.unwrap())
+    })
+    .await
+}
+
+/// Spawns `waiter` (one that waits on `name`) and checks that `client.inspect(name)` comes to
+/// show it (`shows` holds) within 5 s, failing with `what`; the waiter's task.
+async fn spawn_shown<T: Send + 'static>(
+    client: &Client,
+    name: &str,
+    waiter: impl std::future::Future<Output = T> + Send + 'static,
+    shows: impl Fn(&Inspection) -> bool,
+    what: &str,
+) -> tokio::task::JoinHandle<T> {
+    let waiter = tokio::spawn(waiter);
+    assert!(
+        until_shown(client, name, Duration::from_secs(5), shows).await,
+        "{what}"
+    );
+    waiter
+}
+
+/// Takes fenced lock `name` and gives it back: a free fenced lock, with its token counter left.
+async fn fenced_once(client: &Client, name: &str) {
+    let guard = client.fenced_lock(name).lock().await.unwrap();
+    guard.unlock().await.unwrap();
+}
+
 #[tokio::test]
 async fn a_holder_is_named_with_its_process_and_shows_as_gone_once_its_client_is() {
-    let server = RedisServer::start();
-    let name = common::prefix("inspect-holder");
-    let (holder, operator) = (
-        common::client(&server, WATCHDOG).await,
-        common::client(&server, WATCHDOG).await,
-    );
+    let (_server, holder, operator, name) = common::setup_two("inspect-holder", WATCHDOG).await;
     let lock = holder.lock(&name).owned_by(Owner::new());
     let first = lock.lock().await.unwrap();
     let second = lock.lock().await.unwrap();
@@ -51,8 +84,7 @@ async fn a_holder_is_named_with_its_process_and_shows_as_gone_once_its_client_is
     let lock = holder.lock(&name).owned_by(Owner::new());
     let _held = lock.lock().await.unwrap();
     holder.shutdown_keeping_locks().await.unwrap();
-    let gone = common::eventually(Duration::from_secs(5), || async {
-        let seen = operator.inspect(&name).await.unwrap();
+    let gone = until_shown(&operator, &name, Duration::from_secs(5), |seen| {
         seen.holders.len() == 1 && seen.holders[0].party.is_gone()
     })
     .await;
@@ -115,25 +147,19 @@ async fn a_redisson_holder_and_keys_that_are_no_locks_are_told_apart() {
 
 #[tokio::test]
 async fn a_fair_queue_a_read_write_lock_and_a_fenced_token_are_shown() {
-    let server = RedisServer::start();
-    let base = common::prefix("inspect-family");
-    let (a, b) = (
-        common::client(&server, WATCHDOG).await,
-        common::client(&server, WATCHDOG).await,
-    );
+    let (_server, a, b, base) = common::setup_two("inspect-family", WATCHDOG).await;
 
     let fair = format!("{base}:fair");
     let held = a.fair_lock(&fair).lock().await.unwrap();
-    let waiter = tokio::spawn({
-        let lock = b.fair_lock(&fair);
-        async move { lock.lock().await.map(drop) }
-    });
-    let queued = common::eventually(Duration::from_secs(5), || async {
-        let seen = a.inspect(&fair).await.unwrap();
-        seen.queue.len() == 1 && seen.queue[0].subscribers > 0
-    })
+    let lock = b.fair_lock(&fair);
+    let waiter = spawn_shown(
+        &a,
+        &fair,
+        async move { lock.lock().await.map(drop) },
+        |seen| seen.queue.len() == 1 && seen.queue[0].subscribers > 0,
+        "the waiter shows in the queue, subscribed",
+    )
     .await;
-    assert!(queued, "the waiter shows in the queue, subscribed");
     let seen = a.inspect(&fair).await.unwrap();
     assert_eq!(seen.kind, Kind::FairLock);
     assert_eq!(seen.queue_len, 1);
@@ -158,25 +184,13 @@ async fn a_fair_queue_a_read_write_lock_and_a_fenced_token_are_shown() {
     assert!(seen.holders.iter().all(|h| h.live && !h.writer));
     r1.unlock().await.unwrap();
     r2.unlock().await.unwrap();
-    let _writer = b
-        .rw_lock(&rw)
-        .write()
-        .owned_by(Owner::new())
-        .lock()
-        .await
-        .unwrap();
+    let _writer = write_hold(&b, &rw, None).await;
     let seen = a.inspect(&rw).await.unwrap();
     assert_eq!(seen.mode.as_deref(), Some("write"));
     assert!(seen.holders[0].writer);
 
     let fenced = format!("{base}:fenced");
-    a.fenced_lock(&fenced)
-        .lock()
-        .await
-        .unwrap()
-        .unlock()
-        .await
-        .unwrap();
+    fenced_once(&a, &fenced).await;
     let guard = a
         .fenced_lock(&fenced)
         .owned_by(Owner::new())
@@ -209,45 +223,38 @@ async fn semaphores_and_latches_show_their_counts_and_waiters() {
         "no waiter: a count"
     );
     client.semaphore(&sem).acquire(2).await.unwrap();
-    let waiter = tokio::spawn({
-        let sem = client.semaphore(&sem);
-        async move { sem.acquire(1).await }
-    });
-    let waits = common::eventually(Duration::from_secs(5), || async {
-        client.inspect(&sem).await.unwrap().kind == Kind::Semaphore
-    })
+    let semaphore = client.semaphore(&sem);
+    let waiter = spawn_shown(
+        &client,
+        &sem,
+        async move { semaphore.acquire(1).await },
+        |seen| seen.kind == Kind::Semaphore,
+        "a waiter on the semaphore's channel tells it is one",
+    )
     .await;
-    assert!(waits, "a waiter on the semaphore's channel tells it is one");
     assert_eq!(client.inspect(&sem).await.unwrap().subscribers, 1);
     client.semaphore(&sem).release(1).await.unwrap();
     waiter.await.unwrap().unwrap();
 
     let latch = format!("{base}:latch");
-    assert!(client
-        .count_down_latch(&latch)
-        .try_set_count(3)
-        .await
-        .unwrap());
-    let waiter = tokio::spawn({
-        let latch = client.count_down_latch(&latch);
-        async move { latch.wait().await }
-    });
-    let waits = common::eventually(Duration::from_secs(5), || async {
-        let seen = client.inspect(&latch).await.unwrap();
-        seen.kind == Kind::CountDownLatch && seen.count == Some(3)
-    })
+    let count_down = client.count_down_latch(&latch);
+    assert!(count_down.try_set_count(3).await.unwrap());
+    let waiting = count_down.clone();
+    let waiter = spawn_shown(
+        &client,
+        &latch,
+        async move { waiting.wait().await },
+        |seen| seen.kind == Kind::CountDownLatch && seen.count == Some(3),
+        "a waiter on the latch shows it with its count",
+    )
     .await;
-    assert!(waits);
-    client.count_down_latch(&latch).delete().await.unwrap();
+    count_down.delete().await.unwrap();
     waiter.await.unwrap().unwrap();
 
     let permits = format!("{base}:permits");
-    assert!(client
-        .permit_semaphore(&permits)
-        .try_set_permits(3)
-        .await
-        .unwrap());
-    let permit = client.permit_semaphore(&permits).acquire().await.unwrap();
+    let permit_semaphore = client.permit_semaphore(&permits);
+    assert!(permit_semaphore.try_set_permits(3).await.unwrap());
+    let permit = permit_semaphore.acquire().await.unwrap();
     let seen = client.inspect(&permits).await.unwrap();
     assert_eq!(
         (seen.kind.clone(), seen.count, seen.leases_len),
@@ -267,14 +274,7 @@ async fn find_lists_the_locks_under_a_pattern_and_stops_at_its_limit() {
     }
     // A free fenced lock has only its token key; a user's keys are no locks.
     let fenced = format!("{base}:fenced");
-    client
-        .fenced_lock(&fenced)
-        .lock()
-        .await
-        .unwrap()
-        .unlock()
-        .await
-        .unwrap();
+    fenced_once(&client, &fenced).await;
     server.cmd(&["SET", &format!("{base}:user"), "hello"]);
     server.cmd(&["RPUSH", &format!("{base}:queue"), "job"]);
 
@@ -340,23 +340,10 @@ async fn a_lapsed_reader_a_lock_delay_and_a_lock_without_expiry_are_reported() {
 
     // Two readers; the one with a 150 ms lease lapses while the other keeps the lock.
     let rw = format!("{base}:rw");
-    let short = client
-        .rw_lock(&rw)
-        .read()
-        .owned_by(Owner::new())
-        .lock_with_lease(Duration::from_millis(150))
-        .await
-        .unwrap();
-    let _long = client
-        .rw_lock(&rw)
-        .read()
-        .owned_by(Owner::new())
-        .lock()
-        .await
-        .unwrap();
+    let short = read_hold(&client, &rw, Some(Duration::from_millis(150))).await;
+    let _long = read_hold(&client, &rw, None).await;
     let short_field = format!("{}:{}", client.id(), short.owner());
-    let lapsed = common::eventually(Duration::from_secs(3), || async {
-        let seen = client.inspect(&rw).await.unwrap();
+    let lapsed = until_shown(&client, &rw, Duration::from_secs(3), |seen| {
         seen.holders
             .iter()
             .any(|h| h.party.field == short_field && !h.live)
@@ -386,8 +373,7 @@ async fn a_lapsed_reader_a_lock_delay_and_a_lock_without_expiry_are_reported() {
     tokio::time::timeout(Duration::from_secs(5), guard.lost())
         .await
         .unwrap();
-    let in_delay = common::eventually(Duration::from_secs(3), || async {
-        let seen = client.inspect(&delayed).await.unwrap();
+    let in_delay = until_shown(&client, &delayed, Duration::from_secs(3), |seen| {
         seen.kind == Kind::Lock && seen.holders.is_empty() && seen.delay_ms.is_some()
     })
     .await;

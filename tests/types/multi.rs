@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::family::{self, raw_keys, raw_token};
+use common::family::{self, raw_keys, raw_token, Family};
 use common::faults::{self, Overlaps, Register};
 use common::topology::Cluster;
 use common::{
@@ -47,6 +47,23 @@ fn field_of(client: &Client, guard: &MultiGuard) -> String {
 /// `n` lock names under `prefix`: `<prefix>-0`, `<prefix>-1`, ... (sorted as listed for n ≤ 10).
 fn names(prefix: &str, n: usize) -> Vec<String> {
     (0..n).map(|i| format!("{prefix}-{i}")).collect()
+}
+
+/// Lock names `<prefix>-<key>`, one for each of `keys`.
+fn named<const N: usize>(prefix: &str, keys: [&str; N]) -> [String; N] {
+    keys.map(|key| format!("{prefix}-{key}"))
+}
+
+/// A server of the test's own, a name prefix of its own, and `N` clients on the server (see
+/// [`client`]).
+async fn setup<const N: usize>(test: &str) -> (RedisServer, String, [Client; N]) {
+    let server = RedisServer::start();
+    let mut clients = Vec::new();
+    for _ in 0..N {
+        clients.push(client(&server).await);
+    }
+    let clients = clients.try_into().unwrap_or_else(|_| unreachable!());
+    (server, common::prefix(test), clients)
 }
 
 /// Whether `client` tracks nothing: no hold, renewal, waiter or channel, and has nothing in
@@ -99,13 +116,86 @@ fn part<'g>(guard: &'g MultiGuard, name: &str) -> &'g relock::LockGuard {
         .unwrap_or_else(|| panic!("no part {name} in {guard:?}"))
 }
 
+/// Whether a one-shot `try_lock` of a `family` handle on `name` by `client` finds it taken.
+async fn kept_out(client: &Client, family: Family, name: &str) -> bool {
+    family
+        .lock(client, name)
+        .try_lock()
+        .await
+        .unwrap()
+        .is_none()
+}
+
+/// Checks that a multi-lock's read part `read` and write part `write` (each with the server it
+/// is on) are held by holder field `mine`, each as its side holds.
+fn assert_rw_parts_held(
+    (read_on, read): (&RedisServer, &str),
+    (write_on, write): (&RedisServer, &str),
+    mine: &str,
+) {
+    let read_hold = vec![(mine.to_owned(), "1".to_owned()), mode("read")];
+    assert_eq!(raw_hgetall(read_on, read), read_hold, "{read}");
+    let write_hold = vec![(format!("{mine}:write"), "1".to_owned()), mode("write")];
+    assert_eq!(raw_hgetall(write_on, write), write_hold, "{write}");
+}
+
+/// A read-write lock hash's `mode` field set to `mode`.
+fn mode(mode: &str) -> (String, String) {
+    ("mode".to_owned(), mode.to_owned())
+}
+
+/// Checks that `other` is kept out of a multi-lock's write part `write` (no reader, no writer)
+/// and read part `read` (no writer); returns the read hold of `read` it is admitted to beside
+/// the multi-lock's.
+async fn rw_parts_exclude(other: &Client, write: &str, read: &str) -> relock::LockGuard {
+    for (family, name) in [
+        (Family::Read, write),
+        (Family::Write, write),
+        (Family::Write, read),
+    ] {
+        assert!(kept_out(other, family, name).await, "{family:?} of {name}");
+    }
+    let reader = other.rw_lock(read).read().try_lock().await.unwrap();
+    reader.expect("a reader is admitted beside the multi-lock's read part")
+}
+
+/// Waits (at most 10 s) until the queue of fair lock `fair` holds one waiter of each of
+/// `clients`, in that order, and no other.
+async fn until_queued(server: &RedisServer, fair: &str, clients: &[&Client]) {
+    let queue = fair_queue_key(fair);
+    let queued = eventually(Duration::from_secs(10), || async {
+        let entries = raw_lrange(server, &queue);
+        entries.len() == clients.len()
+            && entries
+                .iter()
+                .zip(clients)
+                .all(|(e, c)| e.starts_with(c.id()))
+    })
+    .await;
+    assert!(queued, "queue {:?}", raw_lrange(server, &queue));
+}
+
+/// Checks that `guard` (taken on `clients[0]`) holds each of the plain locks `names` once,
+/// releases it, and checks that none of `clients` left anything of them.
+async fn release_checked(
+    server: &RedisServer,
+    guard: MultiGuard,
+    clients: &[&Client],
+    names: &[&str],
+) {
+    let mine = field_of(clients[0], &guard);
+    for name in names {
+        assert_eq!(raw_holds(server, name, &mine), 1, "{name}");
+    }
+    guard.unlock().await.unwrap();
+    Family::Lock.assert_no_leaks(server, clients, names).await;
+}
+
 // ---- 1. All or nothing ----
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn all_or_nothing_a_busy_part_leaves_the_free_ones_free() {
-    let server = RedisServer::start();
-    let prefix = common::prefix("multi-all");
-    let (a, b) = (client(&server).await, client(&server).await);
+    let (server, prefix, [a, b]) = setup("multi-all").await;
     // `-0` sorts before the others: a multi-lock over it and a held one takes it first.
     let all = names(&prefix, 4);
     let free = &all[0];
@@ -169,9 +259,7 @@ async fn all_or_nothing_a_busy_part_leaves_the_free_ones_free() {
     let all: Vec<&str> = std::iter::once(free.as_str())
         .chain(held.iter().map(String::as_str))
         .collect();
-    family::Family::Lock
-        .assert_no_leaks(&server, &[&a, &b], &all)
-        .await;
+    Family::Lock.assert_no_leaks(&server, &[&a, &b], &all).await;
     assert_eq!(
         dbsize(&server),
         0,
@@ -184,9 +272,7 @@ async fn all_or_nothing_a_busy_part_leaves_the_free_ones_free() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn any_listed_order_no_deadlock_no_overlap() {
-    let server = RedisServer::start();
-    let prefix = common::prefix("multi-order");
-    let clients = [client(&server).await, client(&server).await];
+    let (server, prefix, clients) = setup::<2>("multi-order").await;
     let [a, b, c] = [0, 1, 2].map(|i| format!("{prefix}-{i}"));
     let orders: Vec<Vec<String>> = vec![
         vec![a.clone(), b.clone(), c.clone()],
@@ -253,7 +339,7 @@ async fn any_listed_order_no_deadlock_no_overlap() {
         assert!(overlaps.len() > 0, "{name} was never taken");
     }
     let refs: Vec<&Client> = clients.iter().collect();
-    family::Family::Lock
+    Family::Lock
         .assert_no_leaks(&server, &refs, &[&a, &b, &c])
         .await;
 }
@@ -488,10 +574,7 @@ fn cancel_part(client: &Client, all: &[String], i: usize, read: bool) -> Part {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropped_acquires_leave_no_part_behind() {
-    let server = RedisServer::start();
-    let prefix = common::prefix("multi-cancel");
-    let holder = client(&server).await;
-    let canceller = client(&server).await;
+    let (server, prefix, [holder, canceller]) = setup("multi-cancel").await;
     let all = names(&prefix, 6);
     let mut acquired_total = 0;
     for round in 0..6 {
@@ -507,50 +590,25 @@ async fn dropped_acquires_leave_no_part_behind() {
             tokio::time::sleep(release_after).await;
             held.unlock().await.unwrap();
         });
-        let plans: Vec<(Vec<Part>, bool, Duration)> = {
+        // 30 multi-locks over random subsets (2 to 4 parts), each dropped after 0 to 60 ms.
+        let attempts = {
             let mut rng = rand::thread_rng();
             (0..30)
                 .map(|_| {
                     let mut subset: Vec<usize> = (0..all.len()).collect();
                     subset.shuffle(&mut rng);
                     subset.truncate(rng.gen_range(2..=4));
-                    let parts = subset
-                        .into_iter()
-                        .map(|i| cancel_part(&canceller, &all, i, rng.gen_bool(0.5)))
-                        .collect();
+                    let multi = MultiLock::new(
+                        subset
+                            .into_iter()
+                            .map(|i| cancel_part(&canceller, &all, i, rng.gen_bool(0.5))),
+                    );
                     let dropped_after = Duration::from_millis(rng.gen_range(0..=60));
-                    (parts, rng.gen_bool(0.5), dropped_after)
+                    (multi, rng.gen_bool(0.5), dropped_after)
                 })
                 .collect()
         };
-        let tasks: Vec<_> = plans
-            .into_iter()
-            .map(|(parts, plain, dropped_after)| {
-                let multi = MultiLock::new(parts);
-                tokio::spawn(async move {
-                    let attempt = async {
-                        if plain {
-                            multi.lock().await.map(Some)
-                        } else {
-                            multi.try_lock_for(Duration::from_secs(30), None).await
-                        }
-                    };
-                    match timeout(dropped_after, attempt).await {
-                        Ok(Ok(Some(guard))) => {
-                            guard.unlock().await.unwrap();
-                            1
-                        }
-                        Ok(Ok(None)) => panic!("a 30 s wait gave up within 60 ms"),
-                        Ok(Err(e)) => panic!("acquire failed: {e}"),
-                        Err(_) => 0,
-                    }
-                })
-            })
-            .collect();
-        let mut acquired = 0;
-        for task in tasks {
-            acquired += task.await.unwrap();
-        }
+        let acquired = common::rw::dropped_attempts(attempts).await;
         release.await.unwrap();
         acquired_total += acquired;
         eprintln!("round {round}: {acquired} of 30 acquired, the rest dropped");
@@ -596,7 +654,7 @@ async fn dropped_acquires_leave_no_part_behind() {
     }
     guard.unlock().await.unwrap();
     let refs: Vec<&str> = all.iter().map(String::as_str).collect();
-    family::Family::Lock
+    Family::Lock
         .assert_no_leaks(&server, &[&holder, &canceller, &fresh], &refs)
         .await;
 }
@@ -610,7 +668,7 @@ async fn mixed_types_each_held_as_its_type_holds() {
     let a = family::connect(&server.url(), WATCHDOG, Duration::from_secs(2)).await;
     let b = family::connect(&server.url(), WATCHDOG, Duration::from_secs(2)).await;
     let [lock, fair, spin, fenced, read, write] =
-        ["lock", "fair", "spin", "fenced", "read", "write"].map(|k| format!("{prefix}-{k}"));
+        named(&prefix, ["lock", "fair", "spin", "fenced", "read", "write"]);
     // Listed in no particular order.
     let multi = MultiLock::new([
         Part::from(a.rw_lock(&write).write()),
@@ -630,20 +688,7 @@ async fn mixed_types_each_held_as_its_type_holds() {
             "{name}"
         );
     }
-    assert_eq!(
-        raw_hgetall(&server, &read),
-        vec![
-            (mine.clone(), "1".to_owned()),
-            ("mode".to_owned(), "read".to_owned())
-        ]
-    );
-    assert_eq!(
-        raw_hgetall(&server, &write),
-        vec![
-            (format!("{mine}:write"), "1".to_owned()),
-            ("mode".to_owned(), "write".to_owned())
-        ]
-    );
+    assert_rw_parts_held((&server, &read), (&server, &write), &mine);
     let token = part(&guard, &fenced).fencing_token();
     assert!(token.is_some(), "the fenced part has a token");
     assert_eq!(token, raw_token(&server, &fenced), "the counter on Redis");
@@ -652,40 +697,20 @@ async fn mixed_types_each_held_as_its_type_holds() {
     }
 
     // Another client: excluded as each type excludes, a reader of the read part admitted.
-    assert!(b.lock(&lock).try_lock().await.unwrap().is_none());
-    assert!(b.spin_lock(&spin).try_lock().await.unwrap().is_none());
-    assert!(b.fenced_lock(&fenced).try_lock().await.unwrap().is_none());
-    assert!(b.rw_lock(&write).read().try_lock().await.unwrap().is_none());
-    assert!(b
-        .rw_lock(&write)
-        .write()
-        .try_lock()
-        .await
-        .unwrap()
-        .is_none());
-    assert!(b.rw_lock(&read).write().try_lock().await.unwrap().is_none());
-    let reader = b
-        .rw_lock(&read)
-        .read()
-        .try_lock()
-        .await
-        .unwrap()
-        .expect("a reader is admitted beside the multi-lock's read part");
+    for (family, name) in [
+        (Family::Lock, &lock),
+        (Family::Spin, &spin),
+        (Family::Fenced, &fenced),
+    ] {
+        assert!(kept_out(&b, family, name).await, "{name}");
+    }
+    let reader = rw_parts_exclude(&b, &write, &read).await;
     // A fair waiter queues behind the multi-lock's hold.
     let fair_waiter = tokio::spawn({
         let lock = b.fair_lock(&fair);
         async move { timeout(HANG, lock.lock()).await.expect("fair waiter hung") }
     });
-    let queued = eventually(Duration::from_secs(10), || async {
-        let queue = raw_lrange(&server, &fair_queue_key(&fair));
-        queue.len() == 1 && queue[0].starts_with(b.id())
-    })
-    .await;
-    assert!(
-        queued,
-        "queue {:?}",
-        raw_lrange(&server, &fair_queue_key(&fair))
-    );
+    until_queued(&server, &fair, &[&b]).await;
     assert_eq!(
         raw_hgetall(&server, &fair),
         vec![(mine.clone(), "1".into())]
@@ -693,7 +718,7 @@ async fn mixed_types_each_held_as_its_type_holds() {
 
     guard.unlock().await.unwrap();
     let fair_guard = fair_waiter.await.unwrap().unwrap();
-    let theirs = family::Family::Fair.field_of(&b, &fair_guard);
+    let theirs = Family::Fair.field_of(&b, &fair_guard);
     assert_eq!(
         raw_hgetall(&server, &fair),
         vec![(theirs.clone(), "1".into())]
@@ -711,7 +736,6 @@ async fn mixed_types_each_held_as_its_type_holds() {
     );
     reader.unlock().await.unwrap();
     fair_guard.unlock().await.unwrap();
-    use family::Family;
     for (family, name) in [
         (Family::Lock, &lock),
         (Family::Fair, &fair),
@@ -728,10 +752,8 @@ async fn mixed_types_each_held_as_its_type_holds() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reentrant_per_owner_released_in_any_order() {
-    let server = RedisServer::start();
-    let prefix = common::prefix("multi-reentry");
-    let a = client(&server).await;
-    let [plain, fair, write] = ["plain", "fair", "write"].map(|k| format!("{prefix}-{k}"));
+    let (server, prefix, [a]) = setup("multi-reentry").await;
+    let [plain, fair, write] = named(&prefix, ["plain", "fair", "write"]);
     let multi = MultiLock::new([
         Part::from(a.lock(&plain)),
         a.fair_lock(&fair).into(),
@@ -787,10 +809,8 @@ async fn reentrant_per_owner_released_in_any_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn duplicates_merged_conflicts_refused_and_nothing_written() {
-    let server = RedisServer::start();
-    let prefix = common::prefix("multi-dup");
-    let (a, a2) = (client(&server).await, client(&server).await);
-    let [x, y] = ["x", "y"].map(|k| format!("{prefix}-{k}"));
+    let (server, prefix, [a, a2]) = setup("multi-dup").await;
+    let [x, y] = named(&prefix, ["x", "y"]);
 
     // The same lock twice: one part, one hold.
     let guard = a.multi_lock([&x, &y, &x]).lock().await.unwrap();
@@ -884,10 +904,8 @@ async fn duplicates_merged_conflicts_refused_and_nothing_written() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_is_woken_by_the_release() {
-    let server = RedisServer::start();
-    let prefix = common::prefix("multi-wake");
-    let (a, b) = (client(&server).await, client(&server).await);
-    let [first, busy] = ["a", "b"].map(|k| format!("{prefix}-{k}"));
+    let (server, prefix, [a, b]) = setup("multi-wake").await;
+    let [first, busy] = named(&prefix, ["a", "b"]);
     let multi = a.multi_lock([&busy, &first]);
     // A floor: an uncontended acquire and release of the same multi-lock.
     let t = Instant::now();
@@ -945,13 +963,7 @@ async fn a_waiter_is_woken_by_the_release() {
         waited < bound,
         "the waiter took {waited:?} after the release: the message did not wake it"
     );
-    let mine = field_of(&a, &guard);
-    assert_eq!(raw_holds(&server, &busy, &mine), 1);
-    assert_eq!(raw_holds(&server, &first, &mine), 1);
-    guard.unlock().await.unwrap();
-    family::Family::Lock
-        .assert_no_leaks(&server, &[&a, &b], &[&first, &busy])
-        .await;
+    release_checked(&server, guard, &[&a, &b], &[&first, &busy]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -963,7 +975,7 @@ async fn a_fair_part_keeps_its_place_in_the_queue() {
     let a = family::connect(&url, WATCHDOG, timeout_cmd).await;
     let b = family::connect(&url, WATCHDOG, timeout_cmd).await;
     let c = family::connect(&url, WATCHDOG, timeout_cmd).await;
-    let [fair, plain] = ["a-fair", "b-plain"].map(|k| format!("{prefix}-{k}"));
+    let [fair, plain] = named(&prefix, ["a-fair", "b-plain"]);
     let queue = fair_queue_key(&fair);
     let held = b.fair_lock(&fair).lock().await.unwrap();
     // a's multi-lock queues on the fair part (taken first: it sorts first)...
@@ -972,15 +984,7 @@ async fn a_fair_part_keeps_its_place_in_the_queue() {
         let guard = timeout(HANG, multi.lock()).await.expect("hung").unwrap();
         (Instant::now(), guard)
     });
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            let q = raw_lrange(&server, &queue);
-            q.len() == 1 && q[0].starts_with(a.id())
-        })
-        .await,
-        "queue {:?}",
-        raw_lrange(&server, &queue)
-    );
+    until_queued(&server, &fair, &[&a]).await;
     // ... then c's plain waiter behind it.
     let c_waiter = tokio::spawn({
         let lock = c.fair_lock(&fair);
@@ -989,15 +993,7 @@ async fn a_fair_part_keeps_its_place_in_the_queue() {
             (Instant::now(), guard)
         }
     });
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            let q = raw_lrange(&server, &queue);
-            q.len() == 2 && q[0].starts_with(a.id()) && q[1].starts_with(c.id())
-        })
-        .await,
-        "queue {:?}",
-        raw_lrange(&server, &queue)
-    );
+    until_queued(&server, &fair, &[&a, &c]).await;
     held.unlock().await.unwrap();
     let (a_at, guard) = waiter.await.unwrap();
     let mine = field_of(&a, &guard);
@@ -1014,10 +1010,10 @@ async fn a_fair_part_keeps_its_place_in_the_queue() {
     let (c_at, c_guard) = c_waiter.await.unwrap();
     assert!(c_at > a_at, "served in queue order");
     c_guard.unlock().await.unwrap();
-    family::Family::Fair
+    Family::Fair
         .assert_no_leaks(&server, &[&a, &b, &c], &[&fair])
         .await;
-    family::Family::Lock
+    Family::Lock
         .assert_no_leaks(&server, &[&a, &b, &c], &[&plain])
         .await;
 }
@@ -1101,10 +1097,8 @@ async fn a_dead_server_fails_the_acquire_and_releases_the_other_parts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_type_fails_the_acquire_and_releases_the_other_parts() {
-    let server = RedisServer::start();
-    let prefix = common::prefix("multi-wrongtype");
-    let a = client(&server).await;
-    let [fair, plain, string, last] = ["a", "b", "c", "d"].map(|k| format!("{prefix}-{k}"));
+    let (server, prefix, [a]) = setup("multi-wrongtype").await;
+    let [fair, plain, string, last] = named(&prefix, ["a", "b", "c", "d"]);
     assert!(server
         .cmd(&["SET", &string, "not a lock"])
         .starts_with("+OK"));
@@ -1145,11 +1139,9 @@ async fn a_wrong_type_fails_the_acquire_and_releases_the_other_parts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_when_any_part_is_and_unlock_releases_the_rest() {
-    let server = RedisServer::start();
-    let prefix = common::prefix("multi-lost");
+    let (server, prefix, [b]) = setup("multi-lost").await;
     // A short watchdog timeout: renewals every ~⅓ s notice the force-unlock.
     let a = common::client(&server, Duration::from_secs(1)).await;
-    let b = client(&server).await;
     let all = names(&prefix, 3);
     let guard = a.multi_lock(&all).lock().await.unwrap();
     let lost = guard.lost();
@@ -1178,7 +1170,7 @@ async fn lost_when_any_part_is_and_unlock_releases_the_rest() {
             "{name} left held after unlock met the lost part"
         );
     }
-    family::Family::Lock
+    Family::Lock
         .assert_no_leaks(
             &server,
             &[&a, &b],
@@ -1191,10 +1183,8 @@ async fn lost_when_any_part_is_and_unlock_releases_the_rest() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fixed_lease_bounds_every_part() {
-    let server = RedisServer::start();
-    let prefix = common::prefix("multi-lease");
-    let a = client(&server).await;
-    let [plain, fair, write] = ["a", "b", "c"].map(|k| format!("{prefix}-{k}"));
+    let (server, prefix, [a]) = setup("multi-lease").await;
+    let [plain, fair, write] = named(&prefix, ["a", "b", "c"]);
     let lease = Duration::from_secs(5);
     let multi = MultiLock::new([
         Part::from(a.rw_lock(&write).write()),
@@ -1226,11 +1216,9 @@ async fn a_fixed_lease_bounds_every_part() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_early_part_that_expires_while_waiting_is_taken_again() {
-    let server = RedisServer::start();
-    let prefix = common::prefix("multi-restart");
-    let (a, b) = (client(&server).await, client(&server).await);
+    let (server, prefix, [a, b]) = setup("multi-restart").await;
     // `-a` is taken first, then `-b` is waited for.
-    let [early, late] = ["a", "b"].map(|k| format!("{prefix}-{k}"));
+    let [early, late] = named(&prefix, ["a", "b"]);
     let lease = Duration::from_millis(1500);
     let held = b.lock(&late).lock().await.unwrap();
     let multi = a.multi_lock([&late, &early]);
@@ -1256,19 +1244,14 @@ async fn an_early_part_that_expires_while_waiting_is_taken_again() {
         .expect("the acquire hung")
         .expect("the acquire failed");
     assert!(!guard.is_lost(), "the guard came back lost");
-    let mine = field_of(&a, &guard);
     for name in [&early, &late] {
         let pttl = raw_pttl(&server, name);
         assert!(
             pttl > 0 && pttl <= lease.as_millis() as i64,
             "{name}: PTTL {pttl}"
         );
-        assert_eq!(raw_holds(&server, name, &mine), 1, "{name}");
     }
-    guard.unlock().await.unwrap();
-    family::Family::Lock
-        .assert_no_leaks(&server, &[&a, &b], &[&early, &late])
-        .await;
+    release_checked(&server, guard, &[&a, &b], &[&early, &late]).await;
 }
 
 // ---- 12. Cluster ----
@@ -1319,18 +1302,10 @@ async fn on_a_cluster_across_masters_slots_and_rw_sides() {
             node.port()
         );
     }
-    let read_node = cluster.node_for_key(&read_name);
-    assert_eq!(
-        raw_hgetall(read_node, &read_name),
-        vec![(mine.clone(), "1".into()), ("mode".into(), "read".into())]
-    );
-    let write_node = cluster.node_for_key(&write_name);
-    assert_eq!(
-        raw_hgetall(write_node, &write_name),
-        vec![
-            (format!("{mine}:write"), "1".into()),
-            ("mode".into(), "write".into())
-        ]
+    assert_rw_parts_held(
+        (cluster.node_for_key(&read_name), &read_name),
+        (cluster.node_for_key(&write_name), &write_name),
+        &mine,
     );
     // Within a slot, by name: the tagged parts are taken one after the other.
     let order: Vec<&str> = guard.parts().iter().map(|p| p.name()).collect();
@@ -1349,29 +1324,9 @@ async fn on_a_cluster_across_masters_slots_and_rw_sides() {
             .chain([Part::from(b.rw_lock(&read_name).read())]),
     );
     for name in plain.iter().chain(&tagged) {
-        assert!(b.lock(name).try_lock().await.unwrap().is_none(), "{name}");
+        assert!(kept_out(&b, Family::Lock, name).await, "{name}");
     }
-    assert!(b
-        .rw_lock(&write_name)
-        .read()
-        .try_lock()
-        .await
-        .unwrap()
-        .is_none());
-    assert!(b
-        .rw_lock(&read_name)
-        .write()
-        .try_lock()
-        .await
-        .unwrap()
-        .is_none());
-    let reader = b
-        .rw_lock(&read_name)
-        .read()
-        .try_lock()
-        .await
-        .unwrap()
-        .expect("a reader is admitted");
+    let reader = rw_parts_exclude(&b, &write_name, &read_name).await;
     reader.unlock().await.unwrap();
     assert!(theirs.try_lock().await.unwrap().is_none());
     for name in &tagged {
@@ -1460,12 +1415,8 @@ async fn across_two_servers_opposite_listings_do_not_deadlock() {
     overlaps[0].assert_none();
     overlaps[1].assert_none();
     assert!(!raw_exists(&one, &x) && !raw_exists(&two, &y));
-    family::Family::Lock
-        .assert_no_leaks(&one, &[&c1], &[&x])
-        .await;
-    family::Family::Lock
-        .assert_no_leaks(&two, &[&c2], &[&y])
-        .await;
+    Family::Lock.assert_no_leaks(&one, &[&c1], &[&x]).await;
+    Family::Lock.assert_no_leaks(&two, &[&c2], &[&y]).await;
 }
 
 // ---- One server, two addresses ----

@@ -15,20 +15,21 @@ const WATCHDOG: Duration = Duration::from_secs(5);
 /// Generous for loopback on a busy 2-core machine; a stopped master costs a round this long.
 const VOTE: Duration = Duration::from_millis(500);
 
-/// N servers and a client on each.
+/// Independent servers and a client on each.
 struct Masters {
     servers: Vec<RedisServer>,
     clients: Vec<Client>,
 }
 
 impl Masters {
-    async fn start(n: usize, watchdog: Duration) -> Masters {
-        let servers: Vec<_> = (0..n).map(|_| RedisServer::start()).collect();
+    /// Five servers, a client with `watchdog` on each, and a lock name of the test's own.
+    async fn five(test: &str, watchdog: Duration) -> (Masters, String) {
+        let servers: Vec<_> = (0..5).map(|_| RedisServer::start()).collect();
         let mut clients = Vec::new();
         for server in &servers {
             clients.push(common::client(server, watchdog).await);
         }
-        Masters { servers, clients }
+        (Masters { servers, clients }, common::prefix(test))
     }
 
     /// A RedLock whose rounds wait for every vote (up to the vote timeout), so a guard holds
@@ -52,6 +53,14 @@ impl Masters {
     }
 }
 
+/// Takes the free `lock` and gives it back at once; how long that took.
+async fn free_round(lock: &RedLock) -> Duration {
+    let started = Instant::now();
+    let guard = lock.try_lock().await.unwrap().expect("a free lock");
+    guard.unlock().await.unwrap();
+    started.elapsed()
+}
+
 /// Resumes a stopped process when dropped, whatever the test did.
 struct Stopped(u32);
 
@@ -71,8 +80,7 @@ impl Drop for Stopped {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn holds_on_every_master_reenters_and_excludes_others() {
-    let m = Masters::start(5, WATCHDOG).await;
-    let name = common::prefix("redlock-all");
+    let (m, name) = Masters::five("redlock-all", WATCHDOG).await;
     let (a, b) = (Owner::new(), Owner::new());
     let lock = m.lock(&name, &a);
     assert_eq!((lock.masters(), lock.quorum()), (5, 3));
@@ -115,8 +123,7 @@ async fn holds_on_every_master_reenters_and_excludes_others() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_masters_down_still_leave_a_quorum() {
-    let mut m = Masters::start(5, WATCHDOG).await;
-    let name = common::prefix("redlock-two-down");
+    let (mut m, name) = Masters::five("redlock-two-down", WATCHDOG).await;
     let a = Owner::new();
     m.servers[3].kill();
     m.servers[4].kill();
@@ -130,8 +137,7 @@ async fn two_masters_down_still_leave_a_quorum() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_masters_down_is_no_quorum_and_leaves_nothing() {
-    let mut m = Masters::start(5, WATCHDOG).await;
-    let name = common::prefix("redlock-three-down");
+    let (mut m, name) = Masters::five("redlock-three-down", WATCHDOG).await;
     let a = Owner::new();
     for i in 2..5 {
         m.servers[i].kill();
@@ -165,18 +171,11 @@ async fn three_masters_down_is_no_quorum_and_leaves_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_master_costs_one_vote_timeout_when_every_vote_is_awaited() {
-    let m = Masters::start(5, WATCHDOG).await;
-    let name = common::prefix("redlock-stopped");
+    let (m, name) = Masters::five("redlock-stopped", WATCHDOG).await;
     let a = Owner::new();
     let lease = Duration::from_secs(10);
     let lock = m.lock(&name, &a);
-    lock.try_lock()
-        .await
-        .unwrap()
-        .unwrap()
-        .unlock()
-        .await
-        .unwrap(); // connections warm
+    free_round(&lock).await; // connections warm
     let stopped = Stopped::stop(&m.servers[4]);
     let started = Instant::now();
     let guard = lock
@@ -208,22 +207,13 @@ async fn a_stopped_master_costs_one_vote_timeout_when_every_vote_is_awaited() {
 /// stopped master's vote, dropped, leaves nothing behind once the master runs again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_master_costs_only_the_quorum_grace() {
-    let m = Masters::start(5, WATCHDOG).await;
-    let name = common::prefix("redlock-grace");
+    let (m, name) = Masters::five("redlock-grace", WATCHDOG).await;
     let a = Owner::new();
     let lock = RedLock::new(&m.clients, &name)
         .owned_by(a.clone())
         .with_vote_timeout(VOTE);
     // A round with every master up: how long a quorum takes here, the floor for what follows.
-    let warm = Instant::now();
-    lock.try_lock()
-        .await
-        .unwrap()
-        .unwrap()
-        .unlock()
-        .await
-        .unwrap();
-    let floor = warm.elapsed();
+    let floor = free_round(&lock).await;
     let stopped = Stopped::stop(&m.servers[4]);
     let started = Instant::now();
     let guard = lock.try_lock().await.unwrap().expect("4 of 5 are up");
@@ -260,8 +250,7 @@ async fn a_stopped_master_costs_only_the_quorum_grace() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn busy_on_a_quorum_waits_and_is_woken_by_the_release() {
-    let m = Masters::start(5, WATCHDOG).await;
-    let name = common::prefix("redlock-busy");
+    let (m, name) = Masters::five("redlock-busy", WATCHDOG).await;
     let (a, c) = (Owner::new(), Owner::new());
     // Another owner holds plain locks on masters 0..3.
     let mut held = Vec::new();
@@ -314,8 +303,7 @@ async fn busy_on_a_quorum_waits_and_is_woken_by_the_release() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_watchdog_keeps_a_quorum_and_losing_it_fires_lost() {
     let watchdog = Duration::from_secs(1);
-    let mut m = Masters::start(5, watchdog).await;
-    let name = common::prefix("redlock-watchdog");
+    let (mut m, name) = Masters::five("redlock-watchdog", watchdog).await;
     let a = Owner::new();
     let guard = m.lock(&name, &a).lock().await.unwrap();
     assert_eq!(guard.held_on(), 5);
@@ -343,8 +331,7 @@ async fn the_watchdog_keeps_a_quorum_and_losing_it_fires_lost() {
 /// and B wins a quorum (the restarted master and the two A never had) while A's lease runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_master_restarted_empty_lets_a_second_owner_in() {
-    let mut m = Masters::start(5, WATCHDOG).await;
-    let name = common::prefix("redlock-restart");
+    let (mut m, name) = Masters::five("redlock-restart", WATCHDOG).await;
     let (a, b, c) = (Owner::new(), Owner::new(), Owner::new());
     let mut third = Vec::new();
     for client in &m.clients[3..] {

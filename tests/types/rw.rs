@@ -7,13 +7,14 @@ use common::child;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use common::{resp, RedisServer, Resp, HANG, PROMPT};
+use common::family::raw_keys;
+use common::rw::{dropped_attempts, read_hold, side};
+use common::{woken_promptly as served_promptly, RedisServer, HANG, PROMPT};
 use fred::interfaces::{KeysInterface, ListInterface};
 use rand::Rng;
 use relock::{Client, LockGuard, Owner, RemainingLease, RwLock};
-use tokio::time::Instant;
 
 const WATCHDOG: Duration = Duration::from_secs(5);
 /// A watchdog lease far above [`PROMPT`]: a waiter served within `PROMPT` of a release was
@@ -42,12 +43,7 @@ fn hget(server: &RedisServer, key: &str, field: &str) -> Option<String> {
 
 #[tokio::test]
 async fn readers_share_and_a_writer_excludes_both() {
-    let server = RedisServer::start();
-    let name = common::prefix("rw-share");
-    let (a, b) = (
-        common::client(&server, WATCHDOG).await,
-        common::client(&server, WATCHDOG).await,
-    );
+    let (server, a, b, name) = common::setup_two("rw-share", WATCHDOG).await;
     let (ra, rb) = (a.rw_lock(&name), b.rw_lock(&name));
     let read_a = ra.read().lock().await.unwrap();
     let read_b = rb.read().lock().await.unwrap();
@@ -97,19 +93,14 @@ async fn a_reader_asking_for_the_write_lock_gets_an_error_not_a_deadlock() {
     assert!(error.is_upgrade_would_deadlock(), "{error}");
     // Nothing changed: the read hold stands, and no claim keeps readers out.
     assert_eq!(hget(&server, &name, "mode").as_deref(), Some("read"));
-    assert!(!common::raw_exists(&server, &common::claim_key(&name)));
+    assert!(!claimed(&server, &name));
     read.unlock().await.unwrap();
     rw.write().lock().await.unwrap().unlock().await.unwrap();
 }
 
 #[tokio::test]
 async fn the_writer_may_read_and_keeps_the_lock_as_a_reader() {
-    let server = RedisServer::start();
-    let name = common::prefix("rw-downgrade");
-    let (a, b) = (
-        common::client(&server, WATCHDOG).await,
-        common::client(&server, WATCHDOG).await,
-    );
+    let (server, a, b, name) = common::setup_two("rw-downgrade", WATCHDOG).await;
     let rw = a.rw_lock(&name);
     let write = rw.write().lock().await.unwrap();
     let read = rw.read().lock().await.unwrap();
@@ -128,24 +119,9 @@ async fn the_writer_may_read_and_keeps_the_lock_as_a_reader() {
 
 #[tokio::test]
 async fn each_readers_lease_is_its_own() {
-    let server = RedisServer::start();
-    let name = common::prefix("rw-leases");
-    let (a, b) = (
-        common::client(&server, WATCHDOG).await,
-        common::client(&server, WATCHDOG).await,
-    );
-    let short = a
-        .rw_lock(&name)
-        .read()
-        .lock_with_lease(ms(400))
-        .await
-        .unwrap();
-    let long = b
-        .rw_lock(&name)
-        .read()
-        .lock_with_lease(ms(20_000))
-        .await
-        .unwrap();
+    let (server, a, b, name) = common::setup_two("rw-leases", WATCHDOG).await;
+    let short = read_hold(&a, &name, Some(ms(400))).await;
+    let long = read_hold(&b, &name, Some(ms(20_000))).await;
     let short_field = field(&a, short.owner());
     let long_field = field(&b, long.owner());
     assert!(common::raw_pttl(&server, &timeout_key(&name, &short_field, 1)) <= 400);
@@ -158,26 +134,12 @@ async fn each_readers_lease_is_its_own() {
         "the lock kept the leaving reader's lease: {ttl} ms"
     );
     // The short one lapses: the lock is gone with it.
-    assert!(
-        common::eventually(Duration::from_secs(5), || async {
-            !common::raw_exists(&server, &name)
-        })
-        .await
-    );
+    assert!(until_gone(&server, &name).await);
     assert!(short.unlock().await.unwrap_err().is_lease_lost());
     // A lapsed reader among live ones keeps nothing alive.
-    let long = b
-        .rw_lock(&name)
-        .read()
-        .lock_with_lease(ms(20_000))
-        .await
-        .unwrap();
-    let short = a
-        .rw_lock(&name)
-        .read()
-        .lock_with_lease(ms(300))
-        .await
-        .unwrap();
+    let long = read_hold(&b, &name, Some(ms(20_000))).await;
+    let short = read_hold(&a, &name, Some(ms(300))).await;
+    let short_field = field(&a, short.owner());
     tokio::time::sleep(ms(600)).await;
     assert!(!common::raw_exists(
         &server,
@@ -202,12 +164,7 @@ async fn each_readers_lease_is_its_own() {
 
 #[tokio::test]
 async fn the_watchdog_renews_readers_and_a_waiting_writer_gets_the_lock_when_they_leave() {
-    let server = RedisServer::start();
-    let name = common::prefix("rw-watchdog");
-    let (a, b) = (
-        common::client(&server, ms(600)).await,
-        common::client(&server, ms(600)).await,
-    );
+    let (server, a, b, name) = common::setup_two("rw-watchdog", ms(600)).await;
     let read = a.rw_lock(&name).read().lock().await.unwrap();
     let read_field = field(&a, read.owner());
     let writer = {
@@ -245,6 +202,14 @@ async fn the_watchdog_renews_readers_and_a_waiting_writer_gets_the_lock_when_the
 
 // ---------------------------------------------------------------- helpers
 
+/// [`common::setup_two`] with the first client's watchdog lease [`LONG`] (its holds outlast any
+/// wake-up) and the second one's [`WATCHDOG`].
+async fn setup_long_and_short(test: &str) -> (RedisServer, Client, Client, String) {
+    let (server, long, name) = common::setup(test, LONG).await;
+    let short = common::client(&server, WATCHDOG).await;
+    (server, long, short, name)
+}
+
 /// The read-write lock's channel, as Redisson names it.
 fn rw_channel(name: &str) -> String {
     format!("redisson_rwlock:{{{name}}}")
@@ -252,17 +217,7 @@ fn rw_channel(name: &str) -> String {
 
 /// Every readers' timeout key of lock `name` on the server, sorted.
 fn timeouts(server: &RedisServer, name: &str) -> Vec<String> {
-    let pattern = format!("{{{name}}}:*:rwlock_timeout:*");
-    let Resp::Array(Some(items)) = resp(&server.cmd(&["KEYS", &pattern])) else {
-        panic!("KEYS did not return an array");
-    };
-    let mut keys: Vec<String> = items
-        .into_iter()
-        .map(|item| match item {
-            Resp::Bulk(Some(key)) => key,
-            other => panic!("bad KEYS item {other:?}"),
-        })
-        .collect();
+    let mut keys = raw_keys(server, &format!("{{{name}}}:*:rwlock_timeout:*"));
     keys.sort();
     keys
 }
@@ -351,6 +306,11 @@ async fn until_clean(
     }
 }
 
+/// [`until_clean`] of a lock left free: no hash, no timeout key.
+async fn until_free(server: &RedisServer, name: &str, clients: &[&Client]) {
+    until_clean(server, name, clients, &[], &[], "the end").await;
+}
+
 /// One hold, as its holder saw it: from `lock()` returning to just before `unlock()`.
 #[derive(Debug, Clone)]
 struct Span {
@@ -410,13 +370,9 @@ async fn take_turns(
 ) {
     let owner = Owner::new();
     let who = owner.id().to_owned();
+    let lock = side(&rw, write).owned_by(owner);
     for _ in 0..rounds {
-        let guard = if write {
-            rw.write().owned_by(owner.clone()).lock().await
-        } else {
-            rw.read().owned_by(owner.clone()).lock().await
-        }
-        .unwrap();
+        let guard = lock.lock().await.unwrap();
         let start = Instant::now();
         tokio::time::sleep(hold).await;
         let end = Instant::now();
@@ -430,44 +386,103 @@ async fn take_turns(
     }
 }
 
-/// A task that takes the read side of `lock` (at most [`HANG`]) and returns when it got it.
+/// A task that runs `acquire` (a `lock()` of the `who` side, at most [`HANG`]) and returns when
+/// it got the lock.
+fn spawn_taking(
+    who: &'static str,
+    acquire: impl std::future::Future<Output = relock::Result<LockGuard>> + Send + 'static,
+) -> tokio::task::JoinHandle<(Instant, LockGuard)> {
+    tokio::spawn(async move {
+        let guard = tokio::time::timeout(HANG, acquire)
+            .await
+            .unwrap_or_else(|_| panic!("the {who} never got the lock"))
+            .unwrap_or_else(|error| panic!("the {who}'s lock() failed: {error}"));
+        (Instant::now(), guard)
+    })
+}
+
+/// A task that takes the read side of `lock` (see [`spawn_taking`]).
 fn spawn_reader(lock: relock::ReadLock) -> tokio::task::JoinHandle<(Instant, LockGuard)> {
-    tokio::spawn(async move {
-        let guard = tokio::time::timeout(HANG, lock.lock())
-            .await
-            .expect("the reader never got the lock")
-            .expect("the reader's lock() failed");
-        (Instant::now(), guard)
-    })
+    spawn_taking("reader", async move { lock.lock().await })
 }
 
-/// A task that takes the write side of `lock` (at most [`HANG`]) and returns when it got it.
+/// A task that takes the write side of `lock` (see [`spawn_taking`]).
 fn spawn_writer(lock: relock::WriteLock) -> tokio::task::JoinHandle<(Instant, LockGuard)> {
-    tokio::spawn(async move {
-        let guard = tokio::time::timeout(HANG, lock.lock())
-            .await
-            .expect("the writer never got the lock")
-            .expect("the writer's lock() failed");
-        (Instant::now(), guard)
-    })
+    spawn_taking("writer", async move { lock.lock().await })
 }
 
-/// The guard of `waiter`, checked to have got the lock within [`PROMPT`] of `released`.
-async fn served_promptly(
-    waiter: tokio::task::JoinHandle<(Instant, LockGuard)>,
+/// The guards of every one of `waiters`, each checked by [`served_promptly`].
+async fn all_served_promptly(
+    waiters: Vec<tokio::task::JoinHandle<(Instant, LockGuard)>>,
     released: Instant,
     what: &str,
-) -> LockGuard {
-    let (acquired, guard) = tokio::time::timeout(HANG, waiter)
-        .await
-        .unwrap_or_else(|_| panic!("{what}: the waiter hung"))
-        .unwrap();
-    let waited = acquired.saturating_duration_since(released);
-    assert!(
-        waited < PROMPT,
-        "{what}: served {waited:?} after the release: no message woke it"
-    );
-    guard
+) -> Vec<LockGuard> {
+    let mut guards = Vec::new();
+    for waiter in waiters {
+        guards.push(served_promptly(waiter, released, what).await);
+    }
+    guards
+}
+
+/// Waits (at most 5 s) until `key` is gone from `server`; whether it went.
+async fn until_gone(server: &RedisServer, key: &str) -> bool {
+    common::eventually(Duration::from_secs(5), || async {
+        !common::raw_exists(server, key)
+    })
+    .await
+}
+
+/// Whether a waiting writer's claim on lock `name` stands.
+fn claimed(server: &RedisServer, name: &str) -> bool {
+    common::raw_exists(server, &common::claim_key(name))
+}
+
+/// Waits (at most 5 s) until a waiting writer claimed lock `name`; fails with `what`.
+async fn until_claimed(server: &RedisServer, name: &str, what: impl std::fmt::Display) {
+    let in_time =
+        common::eventually(Duration::from_secs(5), || async { claimed(server, name) }).await;
+    assert!(in_time, "{what}");
+}
+
+/// A new client with the [`LONG`] lease whose writer runs `wait` (its `lock()`, say) on lock
+/// `name` in a task of its own; returns once the writer claimed the lock (else fails, `label`
+/// telling which round): the client and the task.
+async fn claiming_writer<Fut>(
+    server: &RedisServer,
+    name: &str,
+    label: impl std::fmt::Display,
+    wait: impl FnOnce(relock::WriteLock) -> Fut,
+) -> (Client, tokio::task::JoinHandle<Fut::Output>)
+where
+    Fut: std::future::Future + Send + 'static,
+    Fut::Output: Send + 'static,
+{
+    let client = common::client(server, LONG).await;
+    let task = tokio::spawn(wait(client.rw_lock(name).write()));
+    until_claimed(server, name, format!("{label}: the writer never claimed")).await;
+    (client, task)
+}
+
+/// [`common::setup`] with the [`LONG`] lease, and a read hold of the lock by the calling task:
+/// a lock for writers to wait on and claim.
+async fn setup_read_held(test: &str) -> (RedisServer, Client, String, LockGuard) {
+    let (server, client, name) = common::setup(test, LONG).await;
+    let read = client.rw_lock(&name).read().lock().await.unwrap();
+    (server, client, name, read)
+}
+
+/// Releases each of `guards`, then waits until lock `name` is free and clean (see
+/// [`until_free`]).
+async fn release_and_clean(
+    guards: Vec<LockGuard>,
+    server: &RedisServer,
+    name: &str,
+    clients: &[&Client],
+) {
+    for guard in guards {
+        guard.unlock().await.unwrap();
+    }
+    until_free(server, name, clients).await;
 }
 
 /// Waits until `client` has `n` waiters parked.
@@ -488,16 +503,11 @@ async fn until_waiting(client: &Client, n: usize) {
 /// together (more than one at a time), and no write hold overlaps any other hold.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readers_overlap_in_time_while_a_writer_excludes_everyone() {
-    let server = RedisServer::start();
-    let name = common::prefix("rw-overlap");
-    let clients = [
-        common::client(&server, WATCHDOG).await,
-        common::client(&server, WATCHDOG).await,
-    ];
+    let (server, a, b, name) = common::setup_two("rw-overlap", WATCHDOG).await;
     let hold = ms(15);
     let spans = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
-    for client in &clients {
+    for client in [&a, &b] {
         for _ in 0..3 {
             let rw = client.rw_lock(&name);
             tasks.push(tokio::spawn(take_turns(rw, false, 12, hold, spans.clone())));
@@ -554,24 +564,19 @@ async fn child_rw_rounds() {
         tasks.push(tokio::spawn(async move {
             let owner = Owner::new();
             let me = field(&client, &owner);
-            let side = if write { "W" } else { "R" };
-            let rw = client.rw_lock(&name);
+            let tag = if write { "W" } else { "R" };
+            let lock = side(&client.rw_lock(&name), write).owned_by(owner);
             for _ in 0..rounds {
-                let guard = if write {
-                    rw.write().owned_by(owner.clone()).lock().await
-                } else {
-                    rw.read().owned_by(owner.clone()).lock().await
-                }
-                .unwrap();
+                let guard = lock.lock().await.unwrap();
                 let _: i64 = client
                     .redis()
-                    .rpush(&log, format!("{side} {me} in"))
+                    .rpush(&log, format!("{tag} {me} in"))
                     .await
                     .unwrap();
                 tokio::time::sleep(ms(5)).await;
                 let _: i64 = client
                     .redis()
-                    .rpush(&log, format!("{side} {me} out"))
+                    .rpush(&log, format!("{tag} {me} out"))
                     .await
                     .unwrap();
                 guard.unlock().await.unwrap();
@@ -594,19 +599,17 @@ async fn readers_and_writers_of_several_processes_exclude_each_other() {
     const ROUNDS: usize = 8;
     let server = RedisServer::start();
     let name = common::prefix("rw-procs");
+    // Every child alike.
+    let settings = [
+        ("REDIS_URL", server.url()),
+        ("LOCK_NAME", name.clone()),
+        ("READERS", "2".to_owned()),
+        ("WRITERS", "1".to_owned()),
+        ("ROUNDS", ROUNDS.to_string()),
+    ];
+    let path = concat!(module_path!(), "::child_rw_rounds");
     let children: Vec<_> = (0..PROCS)
-        .map(|_| {
-            child::Child::spawn(
-                concat!(module_path!(), "::child_rw_rounds"),
-                &[
-                    ("REDIS_URL", server.url()),
-                    ("LOCK_NAME", name.clone()),
-                    ("READERS", "2".to_owned()),
-                    ("WRITERS", "1".to_owned()),
-                    ("ROUNDS", ROUNDS.to_string()),
-                ],
-            )
-        })
+        .map(|_| child::Child::spawn(path, &settings))
         .collect();
     let ready = format!("{name}:ready");
     assert!(
@@ -777,12 +780,8 @@ async fn both_sides_reenter_count_their_holds_and_report_them() {
 /// and a writer stays out until all of them leave.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_downgrade_waiting_readers_come_in_beside_the_writers_read_hold() {
-    let server = RedisServer::start();
-    let name = common::prefix("rw-downgrade-wake");
-    let (writer_client, readers_client) = (
-        common::client(&server, LONG).await,
-        common::client(&server, WATCHDOG).await,
-    );
+    let (server, writer_client, readers_client, name) =
+        setup_long_and_short("rw-downgrade-wake").await;
     let rw = writer_client.rw_lock(&name);
     let write = rw.write().lock().await.unwrap();
     let waiting: Vec<_> = (0..3)
@@ -798,10 +797,7 @@ async fn after_a_downgrade_waiting_readers_come_in_beside_the_writers_read_hold(
     );
     let released = Instant::now();
     write.unlock().await.unwrap();
-    let mut guards = Vec::new();
-    for waiter in waiting {
-        guards.push(served_promptly(waiter, released, "a reader after the downgrade").await);
-    }
+    let guards = all_served_promptly(waiting, released, "a reader after the downgrade").await;
     let held = hash(&server, &name);
     assert_eq!(
         held.len(),
@@ -826,15 +822,7 @@ async fn after_a_downgrade_waiting_readers_come_in_beside_the_writers_read_hold(
         .unwrap()
         .expect("everyone left");
     write.unlock().await.unwrap();
-    until_clean(
-        &server,
-        &name,
-        &[&writer_client, &readers_client],
-        &[],
-        &[],
-        "the end",
-    )
-    .await;
+    until_free(&server, &name, &[&writer_client, &readers_client]).await;
 }
 
 /// Every way of asking for the write lock fails at once for a reader, and leaves nothing: no
@@ -842,12 +830,7 @@ async fn after_a_downgrade_waiting_readers_come_in_beside_the_writers_read_hold(
 /// lock when the reader leaves.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upgrade_fails_at_once_in_every_form_and_leaves_nothing_behind() {
-    let server = RedisServer::start();
-    let name = common::prefix("rw-upgrade-all");
-    let (client, other) = (
-        common::client(&server, LONG).await,
-        common::client(&server, WATCHDOG).await,
-    );
+    let (server, client, other, name) = setup_long_and_short("rw-upgrade-all").await;
     let rw = client.rw_lock(&name);
     let read = rw.read().lock().await.unwrap();
     let me = field(&client, read.owner());
@@ -885,19 +868,13 @@ async fn an_upgrade_fails_at_once_in_every_form_and_leaves_nothing_behind() {
     );
     assert_eq!(hash(&server, &name), state);
     assert_eq!(timeouts(&server, &name), keys);
-    assert!(!common::raw_exists(&server, &common::claim_key(&name)));
+    assert!(!claimed(&server, &name));
     assert_eq!(common::raw_numsub(&server, &rw_channel(&name)), 0);
 
     // With another owner's writer waiting (and claiming the lock).
     let writer = spawn_writer(other.rw_lock(&name).write());
     let claim = common::claim_key(&name);
-    assert!(
-        common::eventually(Duration::from_secs(5), || async {
-            common::raw_exists(&server, &claim)
-        })
-        .await,
-        "the waiting writer never claimed"
-    );
+    until_claimed(&server, &name, "the waiting writer never claimed").await;
     let claimed = server.cmd(&["GET", &claim]);
     tokio::time::timeout(Duration::from_secs(10), tries(rw.clone()))
         .await
@@ -913,7 +890,7 @@ async fn an_upgrade_fails_at_once_in_every_form_and_leaves_nothing_behind() {
     read.unlock().await.unwrap();
     let write = served_promptly(writer, released, "the writer after the reader").await;
     write.unlock().await.unwrap();
-    until_clean(&server, &name, &[&client, &other], &[], &[], "the end").await;
+    until_free(&server, &name, &[&client, &other]).await;
 }
 
 /// A one-shot `try_lock()` of the write side finds readers and gives up without claiming the
@@ -937,7 +914,7 @@ async fn a_one_shot_write_attempt_claims_nothing() {
         .unwrap();
     assert!(writer.try_lock_for(ms(50), None).await.unwrap().is_none());
     read.unlock().await.unwrap();
-    until_clean(&server, &name, &[&client], &[], &[], "the end").await;
+    until_free(&server, &name, &[&client]).await;
 }
 
 // ---------------------------------------------------------------- leases
@@ -947,43 +924,17 @@ async fn a_one_shot_write_attempt_claims_nothing() {
 /// the long one leaves, the lock's TTL follows the watchdog reader's lease alone.
 #[tokio::test]
 async fn a_lapsed_reader_among_live_ones_is_lost_and_the_lock_follows_the_others() {
-    let server = RedisServer::start();
-    let name = common::prefix("rw-lapse-one");
-    let (a, b) = (
-        common::client(&server, WATCHDOG).await,
-        common::client(&server, WATCHDOG).await,
-    );
-    let short = a
-        .rw_lock(&name)
-        .read()
-        .lock_with_lease(ms(500))
-        .await
-        .unwrap();
-    let long = b
-        .rw_lock(&name)
-        .read()
-        .lock_with_lease(Duration::from_secs(60))
-        .await
-        .unwrap();
-    let renewed = b
-        .rw_lock(&name)
-        .read()
-        .owned_by(Owner::new())
-        .lock()
-        .await
-        .unwrap();
+    let (server, a, b, name) = common::setup_two("rw-lapse-one", WATCHDOG).await;
+    let short = read_hold(&a, &name, Some(ms(500))).await;
+    let long = read_hold(&b, &name, Some(Duration::from_secs(60))).await;
+    let renewed = read_hold(&b, &name, None).await;
     let short_field = field(&a, short.owner());
     tokio::time::timeout(Duration::from_secs(10), short.lost())
         .await
         .expect("the short reader never learned its lease ended");
     assert!(short.is_lost() && !long.is_lost() && !renewed.is_lost());
     let short_key = timeout_key(&name, &short_field, 1);
-    assert!(
-        common::eventually(Duration::from_secs(5), || async {
-            !common::raw_exists(&server, &short_key)
-        })
-        .await
-    );
+    assert!(until_gone(&server, &short_key).await);
     assert!(
         common::raw_pttl(&server, &name) > 50_000,
         "the long reader's lease"
@@ -1001,7 +952,7 @@ async fn a_lapsed_reader_among_live_ones_is_lost_and_the_lock_follows_the_others
         "the lapsed reader's field stayed"
     );
     renewed.unlock().await.unwrap();
-    until_clean(&server, &name, &[&a, &b], &[], &[], "the end").await;
+    until_free(&server, &name, &[&a, &b]).await;
 }
 
 /// Two owners of one client read: one renewed by the watchdog, one with a fixed lease. The
@@ -1009,24 +960,10 @@ async fn a_lapsed_reader_among_live_ones_is_lost_and_the_lock_follows_the_others
 /// second one's, which runs down and expires; the lock then lives on the first one's lease.
 #[tokio::test]
 async fn renewing_one_reader_never_extends_another_readers_timeout_key() {
-    let server = RedisServer::start();
-    let name = common::prefix("rw-renew-own");
     let watchdog = ms(900);
-    let client = common::client(&server, watchdog).await;
-    let renewed = client
-        .rw_lock(&name)
-        .read()
-        .owned_by(Owner::new())
-        .lock()
-        .await
-        .unwrap();
-    let fixed = client
-        .rw_lock(&name)
-        .read()
-        .owned_by(Owner::new())
-        .lock_with_lease(ms(2_500))
-        .await
-        .unwrap();
+    let (server, client, name) = common::setup("rw-renew-own", watchdog).await;
+    let renewed = read_hold(&client, &name, None).await;
+    let fixed = read_hold(&client, &name, Some(ms(2_500))).await;
     let renewed_key = timeout_key(&name, &field(&client, renewed.owner()), 1);
     let fixed_key = timeout_key(&name, &field(&client, fixed.owner()), 1);
     let (mut refreshed, mut last_renewed, mut last_fixed) = (0, i64::MAX, i64::MAX);
@@ -1052,10 +989,7 @@ async fn renewing_one_reader_never_extends_another_readers_timeout_key() {
         "the renewed reader's key was refreshed {refreshed} times"
     );
     assert!(
-        common::eventually(Duration::from_secs(5), || async {
-            !common::raw_exists(&server, &fixed_key)
-        })
-        .await,
+        until_gone(&server, &fixed_key).await,
         "the fixed reader's key never expired"
     );
     assert!(fixed.is_lost() && !renewed.is_lost());
@@ -1063,7 +997,7 @@ async fn renewing_one_reader_never_extends_another_readers_timeout_key() {
     assert!(common::raw_pttl(&server, &name) <= watchdog.as_millis() as i64 * 2);
     assert!(fixed.unlock().await.unwrap_err().is_lease_lost());
     renewed.unlock().await.unwrap();
-    until_clean(&server, &name, &[&client], &[], &[], "the end").await;
+    until_free(&server, &name, &[&client]).await;
 }
 
 // ---------------------------------------------------------------- cancellation
@@ -1072,55 +1006,16 @@ async fn renewing_one_reader_never_extends_another_readers_timeout_key() {
 /// probability `writes`), by `lock()` or `try_lock_for(30 s)`, each dropped after a random
 /// 0–50 ms; one that wins in time releases at once. Returns how many won.
 async fn dropped_acquires(rw: &RwLock, count: usize, writes: f64) -> usize {
-    let plans: Vec<(bool, bool, Duration)> = {
+    let attempts = {
         let mut rng = rand::thread_rng();
         (0..count)
             .map(|_| {
-                (
-                    rng.gen_bool(writes),
-                    rng.gen_bool(0.5),
-                    ms(rng.gen_range(0..=50)),
-                )
+                let lock = side(rw, rng.gen_bool(writes)).owned_by(Owner::new());
+                (lock, rng.gen_bool(0.5), ms(rng.gen_range(0..=50)))
             })
             .collect()
     };
-    let tasks: Vec<_> = plans
-        .into_iter()
-        .map(|(write, plain, after)| {
-            let rw = rw.clone();
-            tokio::spawn(async move {
-                let owner = Owner::new();
-                let attempt = async {
-                    match (write, plain) {
-                        (true, true) => rw.write().owned_by(owner).lock().await.map(Some),
-                        (true, false) => {
-                            let w = rw.write().owned_by(owner);
-                            w.try_lock_for(Duration::from_secs(30), None).await
-                        }
-                        (false, true) => rw.read().owned_by(owner).lock().await.map(Some),
-                        (false, false) => {
-                            let r = rw.read().owned_by(owner);
-                            r.try_lock_for(Duration::from_secs(30), None).await
-                        }
-                    }
-                };
-                match tokio::time::timeout(after, attempt).await {
-                    Ok(Ok(Some(guard))) => {
-                        guard.unlock().await.unwrap();
-                        1
-                    }
-                    Ok(Ok(None)) => panic!("a 30 s wait gave up within 50 ms"),
-                    Ok(Err(e)) => panic!("acquire failed: {e}"),
-                    Err(_) => 0,
-                }
-            })
-        })
-        .collect();
-    let mut won = 0;
-    for task in tasks {
-        won += task.await.unwrap();
-    }
-    won
+    dropped_attempts(attempts).await
 }
 
 /// Read and write acquires dropped at random moments: while the lock is write-held (all wait),
@@ -1197,22 +1092,10 @@ async fn acquires_dropped_at_random_points_leave_nothing_behind() {
     // 4. A fresh client takes both sides at once.
     let fresh = common::client(&server, WATCHDOG).await;
     let rw = fresh.rw_lock(&name);
-    rw.write()
-        .try_lock()
-        .await
-        .unwrap()
-        .expect("free")
-        .unlock()
-        .await
-        .unwrap();
-    rw.read()
-        .try_lock()
-        .await
-        .unwrap()
-        .expect("free")
-        .unlock()
-        .await
-        .unwrap();
+    for write in [true, false] {
+        let guard = side(&rw, write).try_lock().await.unwrap().expect("free");
+        guard.unlock().await.unwrap();
+    }
 }
 
 // ---------------------------------------------------------------- force unlock
@@ -1224,12 +1107,7 @@ async fn acquires_dropped_at_random_points_leave_nothing_behind() {
 /// holders' releases then find nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn force_unlock_works_on_its_own_side_only_and_wakes_the_other() {
-    let server = RedisServer::start();
-    let name = common::prefix("rw-force");
-    let (a, b) = (
-        common::client(&server, LONG).await,
-        common::client(&server, LONG).await,
-    );
+    let (server, a, b, name) = common::setup_two("rw-force", LONG).await;
     let (ra, rb) = (a.rw_lock(&name), b.rw_lock(&name));
 
     let read_a = ra.read().lock().await.unwrap();
@@ -1275,10 +1153,7 @@ async fn force_unlock_works_on_its_own_side_only_and_wakes_the_other() {
     assert_eq!(hash(&server, &name), before);
     let forced = Instant::now();
     assert!(ra.write().force_unlock().await.unwrap());
-    let mut guards = Vec::new();
-    for reader in readers {
-        guards.push(served_promptly(reader, forced, "a reader after a write force-unlock").await);
-    }
+    let guards = all_served_promptly(readers, forced, "a reader after a write force-unlock").await;
     assert!(
         !common::raw_exists(&server, &timeout_key(&name, &field(&b, read_w.owner()), 1)),
         "the writer's read hold survived"
@@ -1287,10 +1162,7 @@ async fn force_unlock_works_on_its_own_side_only_and_wakes_the_other() {
         let error = guard.unlock().await.unwrap_err();
         assert!(error.is_not_held(), "{error}");
     }
-    for guard in guards {
-        guard.unlock().await.unwrap();
-    }
-    until_clean(&server, &name, &[&a, &b], &[], &[], "the end").await;
+    release_and_clean(guards, &server, &name, &[&a, &b]).await;
 }
 
 // ---------------------------------------------------------------- shutdown
@@ -1301,12 +1173,7 @@ async fn force_unlock_works_on_its_own_side_only_and_wakes_the_other() {
 /// report themselves lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_releases_a_writer_that_reads_and_wakes_the_waiting_readers() {
-    let server = RedisServer::start();
-    let name = common::prefix("rw-shutdown-writer");
-    let (closing, other) = (
-        common::client(&server, LONG).await,
-        common::client(&server, WATCHDOG).await,
-    );
+    let (server, closing, other, name) = setup_long_and_short("rw-shutdown-writer").await;
     let rw = closing.rw_lock(&name);
     let write = rw.write().lock().await.unwrap();
     let read = rw.read().lock().await.unwrap();
@@ -1323,10 +1190,7 @@ async fn shutdown_releases_a_writer_that_reads_and_wakes_the_waiting_readers() {
 
     let closed = Instant::now();
     closing.shutdown().await.unwrap();
-    let mut guards = Vec::new();
-    for reader in readers {
-        guards.push(served_promptly(reader, closed, "a reader after the shutdown").await);
-    }
+    let guards = all_served_promptly(readers, closed, "a reader after the shutdown").await;
     let error = tokio::time::timeout(PROMPT, own_waiter)
         .await
         .expect("the closed client's waiter still waits")
@@ -1341,10 +1205,7 @@ async fn shutdown_releases_a_writer_that_reads_and_wakes_the_waiting_readers() {
     assert_eq!(timeouts(&server, &name).len(), 3);
     assert!(write.unlock().await.unwrap_err().is_closed());
     assert!(read.unlock().await.unwrap_err().is_closed());
-    for guard in guards {
-        guard.unlock().await.unwrap();
-    }
-    until_clean(&server, &name, &[&other], &[], &[], "the end").await;
+    release_and_clean(guards, &server, &name, &[&other]).await;
 }
 
 /// Readers of a client that shuts down leave: with another client's reader still in, the lock
@@ -1362,25 +1223,12 @@ async fn shutdown_releases_readers_and_the_last_ones_out_wake_a_waiting_writer()
         }))
         .await;
         let staying = if with_another_reader {
-            Some(
-                other
-                    .rw_lock(&name)
-                    .read()
-                    .owned_by(Owner::new())
-                    .lock()
-                    .await
-                    .unwrap(),
-            )
+            Some(read_hold(&other, &name, None).await)
         } else {
             None
         };
         let writer = spawn_writer(other.rw_lock(&name).write().owned_by(Owner::new()));
-        assert!(
-            common::eventually(Duration::from_secs(5), || async {
-                common::raw_exists(&server, &common::claim_key(&name))
-            })
-            .await
-        );
+        until_claimed(&server, &name, "the waiting writer never claimed").await;
         assert!(common::raw_pttl(&server, &name) > WATCHDOG.as_millis() as i64);
         let closed = Instant::now();
         closing.shutdown().await.unwrap();
@@ -1402,7 +1250,7 @@ async fn shutdown_releases_readers_and_the_last_ones_out_wake_a_waiting_writer()
         };
         let write = served_promptly(writer, released, "the writer").await;
         write.unlock().await.unwrap();
-        until_clean(&server, &name, &[&other], &[], &[], "the end").await;
+        until_free(&server, &name, &[&other]).await;
     }
 }
 
@@ -1413,26 +1261,21 @@ async fn shutdown_releases_readers_and_the_last_ones_out_wake_a_waiting_writer()
 /// waiter's own withdrawal wins the race with the closing connection most of the time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_withdraws_a_waiting_writers_claim() {
-    let (server, other, name) = common::setup("rw-shutdown-claim", LONG).await;
-    let claim = common::claim_key(&name);
-    let read = other.rw_lock(&name).read().lock().await.unwrap();
+    let (server, other, name, read) = setup_read_held("rw-shutdown-claim").await;
     for round in 0..10 {
-        let closing = common::client(&server, LONG).await;
-        let waiter = {
-            let lock = closing.rw_lock(&name).write();
-            tokio::spawn(async move { lock.lock().await })
-        };
-        assert!(
-            common::eventually(Duration::from_secs(5), || async {
-                common::raw_exists(&server, &claim)
-            })
-            .await,
-            "round {round}: the writer never claimed"
-        );
+        let label = format!("round {round}");
+        let (closing, waiter) =
+            claiming_writer(
+                &server,
+                &name,
+                &label,
+                |lock| async move { lock.lock().await },
+            )
+            .await;
         closing.shutdown().await.unwrap();
         assert!(
-            !common::raw_exists(&server, &claim),
-            "round {round}: the claim outlived its client"
+            !claimed(&server, &name),
+            "{label}: the claim outlived its client"
         );
         let error = waiter.await.unwrap().unwrap_err();
         assert!(error.is_closed(), "{error}");
@@ -1444,8 +1287,7 @@ async fn shutdown_withdraws_a_waiting_writers_claim() {
             .await
             .unwrap();
     }
-    read.unlock().await.unwrap();
-    until_clean(&server, &name, &[&other], &[], &[], "the end").await;
+    release_and_clean(vec![read], &server, &name, &[&other]).await;
 }
 
 /// A writer waiting on a read-locked lock claims it, and new readers wait. When the writer gives
@@ -1453,27 +1295,15 @@ async fn shutdown_withdraws_a_waiting_writers_claim() {
 /// kept out come in at once, not at the end of the readers' 30 s lease.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readers_kept_out_by_a_writer_that_gives_up_come_in_at_once() {
-    let server = RedisServer::start();
-    let name = common::prefix("rw-writer-gives-up");
-    let claim = common::claim_key(&name);
-    let readers = common::client(&server, LONG).await;
-    let read = readers.rw_lock(&name).read().lock().await.unwrap();
+    let (server, readers, name, read) = setup_read_held("rw-writer-gives-up").await;
     for how in ["wait runs out", "dropped", "shutdown"] {
-        let writers = common::client(&server, LONG).await;
-        let lock = writers.rw_lock(&name).write();
-        let writer = tokio::spawn(async move {
+        let (writers, writer) = claiming_writer(&server, &name, how, |lock| async move {
             match how {
                 "wait runs out" => lock.try_lock_for(ms(300), None).await.map(|g| g.is_none()),
                 _ => lock.lock().await.map(|_| false),
             }
-        });
-        assert!(
-            common::eventually(Duration::from_secs(5), || async {
-                common::raw_exists(&server, &claim)
-            })
-            .await,
-            "{how}: the writer never claimed"
-        );
+        })
+        .await;
         let newcomer = spawn_reader(readers.rw_lock(&name).read().owned_by(Owner::new()));
         until_waiting(&readers, 1).await;
         match how {
@@ -1489,10 +1319,7 @@ async fn readers_kept_out_by_a_writer_that_gives_up_come_in_at_once() {
         }
         let gave_up = Instant::now();
         let guard = served_promptly(newcomer, gave_up, how).await;
-        assert!(
-            !common::raw_exists(&server, &claim),
-            "{how}: the claim stayed"
-        );
+        assert!(!claimed(&server, &name), "{how}: the claim stayed");
         guard.unlock().await.unwrap();
         if how != "shutdown" {
             until_clean(
@@ -1506,8 +1333,7 @@ async fn readers_kept_out_by_a_writer_that_gives_up_come_in_at_once() {
             .await;
         }
     }
-    read.unlock().await.unwrap();
-    until_clean(&server, &name, &[&readers], &[], &[], "the end").await;
+    release_and_clean(vec![read], &server, &name, &[&readers]).await;
 }
 
 // ---------------------------------------------------------------- wake-ups
@@ -1518,12 +1344,8 @@ async fn readers_kept_out_by_a_writer_that_gives_up_come_in_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_writers_release_wakes_every_waiting_reader_of_a_client_at_once() {
     const READERS: usize = 8;
-    let server = RedisServer::start();
-    let name = common::prefix("rw-wake-all");
-    let (writer_client, readers_client) = (
-        common::client(&server, WATCHDOG).await,
-        common::client(&server, WATCHDOG).await,
-    );
+    let (server, writer_client, readers_client, name) =
+        common::setup_two("rw-wake-all", WATCHDOG).await;
     let write = writer_client
         .rw_lock(&name)
         .write()
@@ -1536,25 +1358,11 @@ async fn a_writers_release_wakes_every_waiting_reader_of_a_client_at_once() {
     until_waiting(&readers_client, READERS).await;
     let released = Instant::now();
     write.unlock().await.unwrap();
-    let mut guards = Vec::new();
-    for waiter in waiting {
-        guards.push(served_promptly(waiter, released, "a reader after the write release").await);
-    }
+    let guards = all_served_promptly(waiting, released, "a reader after the write release").await;
     let held = hash(&server, &name);
     assert_eq!(held.len(), READERS + 1, "all readers at once: {held:?}");
     assert_eq!(timeouts(&server, &name).len(), READERS);
-    for guard in guards {
-        guard.unlock().await.unwrap();
-    }
-    until_clean(
-        &server,
-        &name,
-        &[&writer_client, &readers_client],
-        &[],
-        &[],
-        "the end",
-    )
-    .await;
+    release_and_clean(guards, &server, &name, &[&writer_client, &readers_client]).await;
 }
 
 // ---------------------------------------------------------------- writer starvation
@@ -1622,12 +1430,7 @@ impl Readers {
 /// only for those in. After its release the readers go on. Three rounds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_writer_is_not_starved_by_readers_that_keep_the_lock_busy() {
-    let server = RedisServer::start();
-    let name = common::prefix("rw-starve");
-    let (a, b) = (
-        common::client(&server, WATCHDOG).await,
-        common::client(&server, WATCHDOG).await,
-    );
+    let (server, a, b, name) = common::setup_two("rw-starve", WATCHDOG).await;
     // The floor: a read hold's lock + unlock on a free lock, median of 20.
     let mut pairs = Vec::new();
     for _ in 0..20 {
@@ -1679,7 +1482,7 @@ async fn a_writer_is_not_starved_by_readers_that_keep_the_lock_busy() {
         );
     }
     readers.stop().await;
-    until_clean(&server, &name, &[&a, &b], &[], &[], "the end").await;
+    until_free(&server, &name, &[&a, &b]).await;
 }
 
 /// A read hold taken with a fixed lease and re-entered under the watchdog is renewed as a
@@ -1687,13 +1490,8 @@ async fn a_writer_is_not_starved_by_readers_that_keep_the_lock_busy() {
 /// once that hold is released, the lapsed fixed hold keeps nothing alive and the writer gets in.
 #[tokio::test]
 async fn a_fixed_read_hold_re_entered_under_the_watchdog_is_renewed_as_a_reader() {
-    let server = RedisServer::start();
-    let name = common::prefix("rw-fixed-then-watchdog");
     let watchdog = ms(600);
-    let (a, b) = (
-        common::client(&server, watchdog).await,
-        common::client(&server, watchdog).await,
-    );
+    let (server, a, b, name) = common::setup_two("rw-fixed-then-watchdog", watchdog).await;
     let rw = a.rw_lock(&name);
     let fixed = rw.read().lock_with_lease(ms(400)).await.unwrap();
     let me = field(&a, fixed.owner());
@@ -1726,19 +1524,8 @@ async fn a_fixed_read_hold_re_entered_under_the_watchdog_is_renewed_as_a_reader(
 #[tokio::test]
 async fn a_plain_force_unlock_of_a_read_held_name_leaves_no_timeout_keys() {
     let (server, client, name) = common::setup("rw-plain-force", Duration::from_secs(5)).await;
-    let rw = client.rw_lock(name.clone());
-    let first = rw
-        .read()
-        .owned_by(relock::Owner::new())
-        .lock()
-        .await
-        .unwrap();
-    let second = rw
-        .read()
-        .owned_by(relock::Owner::new())
-        .lock()
-        .await
-        .unwrap();
+    let first = read_hold(&client, &name, None).await;
+    let second = read_hold(&client, &name, None).await;
     let timeouts = format!("{{{name}}}:*rwlock_timeout*");
     let keys = |pattern: &str| common::family::raw_keys(&server, pattern);
     assert_eq!(keys(&timeouts).len(), 2, "one timeout key per reader");
