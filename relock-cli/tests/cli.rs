@@ -73,7 +73,7 @@ async fn show_names_a_holder_in_another_process_and_a_killed_one_as_gone() {
     let server = RedisServer::start();
     let url = server.url();
     let name = common::prefix("cli-show");
-    let mut child = common::spawn_child_test(
+    let mut child = common::child::spawn_child_test(
         concat!(module_path!(), "::child_holder"),
         &[("REDIS_URL", url.clone()), ("LOCK_NAME", name.clone())],
     );
