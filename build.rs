@@ -26,11 +26,11 @@ fn main() {
             );
             needed.insert(need.clone());
         }
-        entries.push((path, needs, summary(text)));
+        entries.push((path, needs, summary(text), wraps_every_script(text)));
     }
 
     let mut out = String::from("catalogue! {\n");
-    for (path, needs, summary) in &entries {
+    for (path, needs, summary, wraps) in &entries {
         let mut doc = format!("{summary}\n\nThe text of `lua/{path}.lua`");
         if !needs.is_empty() {
             let after: Vec<String> = needs.iter().map(|n| format!("`lua/{n}.lua`")).collect();
@@ -40,13 +40,16 @@ fn main() {
         if needed.contains(*path) {
             doc.push_str(" A fragment: other scripts start with it.");
         }
+        if *wraps {
+            doc.push_str(" It runs every script: no script of its own.");
+        }
         let parts: Vec<String> = needs
             .iter()
             .chain([*path])
             .map(|p| format!("{p:?}"))
             .collect();
         writeln!(out, "    #[doc = {doc:?}]").unwrap();
-        let kind = if needed.contains(*path) {
+        let kind = if needed.contains(*path) || *wraps {
             "fragment"
         } else {
             "script"
@@ -60,9 +63,9 @@ fn main() {
     out.push_str("// Read by the tests only.\n");
     out.push_str("#[cfg_attr(not(any(test, feature = \"testing\")), allow(dead_code))]\n");
     out.push_str("pub const ALL: &[(&str, &str)] = &[\n");
-    for (path, _, _) in entries
+    for (path, _, _, _) in entries
         .iter()
-        .filter(|(path, _, _)| !needed.contains(*path))
+        .filter(|(path, _, _, wraps)| !needed.contains(*path) && !wraps)
     {
         let name = const_name(path);
         writeln!(out, "    ({name:?}, {name}),").unwrap();
@@ -97,13 +100,22 @@ fn needs(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// Whether the file's header says `-- Wraps: every script`: the dispatcher's loop, which the
+/// client puts after every script (src/scripts/combine.rs); not a script of the catalogue.
+fn wraps_every_script(text: &str) -> bool {
+    let mut header = text.lines().take_while(|line| line.starts_with("--"));
+    header.any(|line| line.trim() == "-- Wraps: every script")
+}
+
 /// The file's first comment paragraph, on one line.
 fn summary(text: &str) -> String {
     let words: Vec<&str> = text
         .lines()
         .map_while(|line| line.strip_prefix("--"))
         .map(str::trim)
-        .take_while(|line| !line.is_empty() && !line.starts_with("Needs:"))
+        .take_while(|line| {
+            !line.is_empty() && !line.starts_with("Needs:") && !line.starts_with("Wraps:")
+        })
         .collect();
     // As Markdown text: no HTML tags or link brackets out of `<name>` or `KEYS[1]`.
     let text = words.join(" ");

@@ -67,6 +67,9 @@ impl Handle {
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Loop {
     Relock(Kind),
+    /// `Lock` on a client whose calls go out alone (`with_combining(false)`, the default); the
+    /// other relock loops combine (`with_combining(true)`).
+    RelockAlone,
     Fred,
     RedisRs,
 }
@@ -74,6 +77,7 @@ enum Loop {
 /// The clients of one runtime: relock's, and the references'.
 struct Clients {
     relock: relock::Client,
+    relock_alone: relock::Client,
     fred: fred::clients::Client,
     redis_rs: redis::aio::MultiplexedConnection,
 }
@@ -94,6 +98,7 @@ async fn trial(clients: &Clients, what: Loop, tasks: usize, pairs: usize) -> Tri
     };
     match what {
         Loop::Relock(kind) => relock_pairs(&clients.relock, kind, tasks, pairs).await,
+        Loop::RelockAlone => relock_pairs(&clients.relock_alone, Kind::Lock, tasks, pairs).await,
         Loop::Fred => unmeasured(clients::fred_pairs(&clients.fred, tasks, pairs).await),
         Loop::RedisRs => unmeasured(clients::redis_rs_pairs(&clients.redis_rs, tasks, pairs).await),
     }
@@ -189,7 +194,18 @@ fn runtime_and_clients(server: &RedisServer, workers: usize) -> (tokio::runtime:
     let url = server.url();
     let clients = runtime.block_on(async {
         Clients {
-            relock: relock::Client::connect(&url).await.unwrap(),
+            relock: relock::Client::new(
+                relock::Config::from_url(&url).unwrap().with_combining(true),
+            )
+            .await
+            .unwrap(),
+            relock_alone: relock::Client::new(
+                relock::Config::from_url(&url)
+                    .unwrap()
+                    .with_combining(false),
+            )
+            .await
+            .unwrap(),
             fred: clients::fred_client(&url).await,
             redis_rs: clients::redis_rs_connection(&url).await,
         }
@@ -198,6 +214,7 @@ fn runtime_and_clients(server: &RedisServer, workers: usize) -> (tokio::runtime:
         Loop::Relock(Kind::Lock),
         Loop::Relock(Kind::Spin),
         Loop::Relock(Kind::Fair),
+        Loop::RelockAlone,
         Loop::Fred,
         Loop::RedisRs,
     ];
@@ -238,23 +255,69 @@ fn main() {
         let c32 = common::ceiling::measure(&server, 32, 100_000);
         // Lock's trials interleaved with SpinLock's and FairLock's and the bare clients', on the
         // same runtime.
-        let relock_loops = [Kind::Lock, Kind::Spin, Kind::Fair].map(Loop::Relock);
+        let mut relock_loops = [Kind::Lock, Kind::Spin, Kind::Fair]
+            .map(Loop::Relock)
+            .to_vec();
+        relock_loops.push(Loop::RelockAlone);
         let ones = best_of_three_each(&server, &runtime, &clients, &relock_loops, 1, 5_000);
         let mut loops = relock_loops.to_vec();
         loops.extend([Loop::Fred, Loop::RedisRs]);
         let manys = best_of_three_each(&server, &runtime, &clients, &loops, 32, PAIRS_PER_TASK);
         let (one, many) = (&ones[0], &manys[0]);
-        let (fred, redis_rs) = (&manys[3], &manys[4]);
+        let (one_alone, many_alone) = (&ones[3], &manys[3]);
+        let (fred, redis_rs) = (&manys[4], &manys[5]);
         let defaults = best_of_three_each(
             &server,
             &default_runtime,
             &default_clients,
-            &[Loop::Relock(Kind::Lock), Loop::Fred, Loop::RedisRs],
+            &[
+                Loop::Relock(Kind::Lock),
+                Loop::Fred,
+                Loop::RedisRs,
+                Loop::RelockAlone,
+            ],
             32,
             PAIRS_PER_TASK,
         );
         let (many_default, fred_default, redis_rs_default) =
             (&defaults[0], &defaults[1], &defaults[2]);
+        let many_default_alone = &defaults[3];
+        // Combining against the same client with every call alone, same run.
+        table.add_ratio(
+            "1 task pair p50 vs calls alone",
+            "ms",
+            one.p50,
+            one.p50 / one_alone.p50,
+            "calls alone",
+        );
+        table.add_ratio(
+            "1 task client CPU per pair vs calls alone",
+            "µs",
+            one.client_us_per_pair,
+            one.client_us_per_pair / one_alone.client_us_per_pair,
+            "calls alone",
+        );
+        table.add_ratio(
+            "32 tasks pairs/s vs calls alone",
+            "/s",
+            many.per_sec,
+            many.per_sec / many_alone.per_sec,
+            "calls alone",
+        );
+        table.add_ratio(
+            "32 tasks server CPU per pair vs calls alone",
+            "µs",
+            many.server_us_per_pair,
+            many.server_us_per_pair / many_alone.server_us_per_pair,
+            "calls alone",
+        );
+        table.add_ratio(
+            &format!("32 tasks client CPU per pair vs calls alone, {cores} workers"),
+            "µs",
+            many_default.client_us_per_pair,
+            many_default.client_us_per_pair / many_default_alone.client_us_per_pair,
+            "calls alone",
+        );
         lock_trials.extend(&many_default.trials_per_sec);
         fred_trials.extend(&fred_default.trials_per_sec);
         table.add("ceiling -P 1 pairs/s", "/s", c1.pairs_per_sec);

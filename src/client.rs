@@ -149,7 +149,7 @@ impl Client {
                 naming::set_name_everywhere(&sync, clustered, &name).await;
                 tokio::spawn(naming::keep_name(sync.clone(), name, shutdown.subscribe()));
                 Some(ReplicaSync {
-                    redis: Connection::new(sync, &server, meter.clone()),
+                    redis: Connection::new(sync, &server, meter.clone(), config.combining),
                     timeout_ms: millis(timeout, "replica sync timeout")?,
                 })
             }
@@ -157,7 +157,7 @@ impl Client {
         };
 
         let registry = Arc::new(Registry::new(config.watchdog_timeout, meter.clone()));
-        let connection = Connection::new(redis.clone(), &server, meter.clone());
+        let connection = Connection::new(redis.clone(), &server, meter.clone(), config.combining);
         let watchdog = Watchdog {
             redis: connection.clone(),
             registry: registry.clone(),

@@ -124,9 +124,10 @@ mod tests {
 
     #[test]
     fn the_meter_keeps_every_script_apart() {
+        // Every script, and the dispatcher after them.
         assert!(
-            ALL.len() <= crate::meter::SCRIPT_SLOTS,
-            "{} scripts, {} meter slots: raise meter::SCRIPT_SLOTS",
+            ALL.len() < crate::meter::SCRIPT_SLOTS,
+            "{} scripts and the dispatcher, {} meter slots: raise meter::SCRIPT_SLOTS",
             ALL.len(),
             crate::meter::SCRIPT_SLOTS
         );

@@ -25,12 +25,14 @@ use crate::meter::ScriptId;
 use crate::redis_error::{self, classify, What};
 
 pub mod catalogue;
+mod combine;
 pub(crate) mod fair;
 pub(crate) mod fence;
 pub(crate) mod multi;
 mod plain;
 pub(crate) mod rw;
 
+pub(crate) use combine::Combiner;
 pub(crate) use plain::{
     abandon, acquire, busy_or_delayed, delay_left, force_release, inspect, release, released,
     renew, renew_delayed, unclaim, Answer, Claim, Delay, Inspection, ReleaseHow, Released,
@@ -101,8 +103,17 @@ impl Script {
             down.up();
             let sent = Instant::now();
             // The common case: connected, with the whole timeout left, which fred applies to a
-            // command sent without options, so none are built per command.
-            match Box::pin(self.run_once(redis, None, keys, args)).await {
+            // command sent without options, so none are built per command; sent with the calls
+            // of other tasks when they overlap.
+            let reply = match &redis.combiner {
+                Some(combiner) if self.metered.slot != ScriptId::UNNAMED.slot => {
+                    combiner
+                        .run(self, self.metered.slot, redis, keys, args)
+                        .await
+                }
+                _ => Box::pin(self.run_once(redis, None, keys, args)).await,
+            };
+            match reply {
                 Err(e) if classify(&e) == What::NotRouted => {}
                 Err(e) => return Err(met(redis, e, sent)),
                 result => return result,
@@ -147,7 +158,22 @@ impl Script {
         args: &[Value],
     ) -> std::result::Result<Value, fred::error::Error> {
         let started = Instant::now();
-        let meter = &redis.meter;
+        let (result, reloaded) = self.send_once(redis, timeout, keys, args).await;
+        redis
+            .meter
+            .script(self.metered, started.elapsed(), reloaded);
+        result
+    }
+
+    /// [`run_once`](Self::run_once) unmetered: its reply, and whether it was loaded again.
+    async fn send_once(
+        &self,
+        redis: &Connection,
+        timeout: Option<Duration>,
+        keys: &[Key],
+        args: &[Value],
+    ) -> (std::result::Result<Value, fred::error::Error>, bool) {
+        let started = Instant::now();
         let within = |timeout: Duration| Options {
             timeout: Some(
                 timeout
@@ -173,10 +199,13 @@ impl Script {
             Err(e) if classify(&e) == What::NoScript => {
                 // Within what is left of the first send's timeout.
                 let timeout = timeout.unwrap_or(redis.timeout);
-                redis
+                let loaded = redis
                     .with_options(&within(timeout))
                     .script_load_cluster::<(), _>(self.lua.clone())
-                    .await?;
+                    .await;
+                if let Err(e) = loaded {
+                    return (Err(e), false);
+                }
                 let result = redis
                     .with_options(&within(timeout))
                     .evalsha(self.sha.clone(), keys.to_vec(), args.to_vec())
@@ -192,13 +221,9 @@ impl Script {
                     }
                     result => result,
                 };
-                meter.script(self.metered, started.elapsed(), true);
-                result
+                (result, true)
             }
-            result => {
-                meter.script(self.metered, started.elapsed(), false);
-                result
-            }
+            result => (result, false),
         }
     }
 }

@@ -11,8 +11,7 @@ pub const CONNECT: Duration = Duration::from_secs(10);
 
 /// A config for `url` with a watchdog of `watchdog` and a command timeout of `command`.
 pub fn config(url: &str, watchdog: Duration, command: Duration) -> Config {
-    Config::from_url(url)
-        .unwrap()
+    super::config(url)
         .with_watchdog_timeout(watchdog)
         .with_command_timeout(command)
 }

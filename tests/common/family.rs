@@ -364,8 +364,7 @@ pub fn field(client: &Client, owner: &Owner) -> String {
 /// a long one a fair waiter served soon after a release was served by its wake-up message, not
 /// by its heartbeat, and a place that lapsed instead of being left would show.
 pub async fn connect(url: &str, watchdog: Duration, command_timeout: Duration) -> Client {
-    let config = relock::Config::from_url(url)
-        .unwrap()
+    let config = crate::common::config(url)
         .with_watchdog_timeout(watchdog)
         .with_command_timeout(command_timeout)
         .with_fair_waiter_timeout(Duration::from_secs(60));

@@ -36,10 +36,17 @@ fn uuid_like() -> String {
     )
 }
 
+/// The settings of `url` as the tests' clients start from them: with combining on when
+/// `RELOCK_TEST_COMBINING` is `on` (off by default, as the library is), so the suites can run
+/// both ways.
+pub fn config(url: &str) -> relock::Config {
+    let on = std::env::var("RELOCK_TEST_COMBINING").is_ok_and(|v| v == "on");
+    relock::Config::from_url(url).unwrap().with_combining(on)
+}
+
 /// A client with a short watchdog timeout, as tests want.
 pub async fn client(server: &RedisServer, watchdog: Duration) -> relock::Client {
-    let config = relock::Config::from_url(&server.url())
-        .unwrap()
+    let config = config(&server.url())
         .with_watchdog_timeout(watchdog)
         .with_command_timeout(Duration::from_secs(2));
     relock::Client::new(config).await.expect("connect")
@@ -165,8 +172,7 @@ pub async fn until_waiters(client: &relock::Client, waiters: usize) {
 
 /// A client with a short watchdog timeout on `url` (a proxy's, say).
 pub async fn client_at(url: &str, watchdog: Duration) -> relock::Client {
-    let config = relock::Config::from_url(url)
-        .unwrap()
+    let config = config(url)
         .with_watchdog_timeout(watchdog)
         .with_command_timeout(Duration::from_secs(2));
     relock::Client::new(config).await.expect("connect")
@@ -292,8 +298,7 @@ pub fn raw_zrange_hex(server: &RedisServer, key: &str) -> Vec<(String, i64)> {
 
 /// A client whose waiters poll every `poll` without a message.
 pub async fn polling_client(server: &RedisServer, poll: Duration) -> relock::Client {
-    let config = relock::Config::from_url(&server.url())
-        .unwrap()
+    let config = config(&server.url())
         .with_watchdog_timeout(Duration::from_secs(5))
         .with_command_timeout(Duration::from_secs(2))
         .with_poll_interval(poll);

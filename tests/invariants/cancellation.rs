@@ -272,9 +272,7 @@ async fn work_left_in_flight_is_counted_until_it_ends() {
     let server = common::RedisServer::start();
     let pid = server.pid().expect("the server's pid");
     // A command timeout the frozen moments below cannot reach, even on a busy machine.
-    let config = relock::Config::from_url(&server.url())
-        .unwrap()
-        .with_command_timeout(Duration::from_secs(20));
+    let config = common::config(&server.url()).with_command_timeout(Duration::from_secs(20));
     let client = relock::Client::new(config).await.unwrap();
     let held = common::prefix("in-flight-held");
     let taken = common::prefix("in-flight-taken");

@@ -34,8 +34,7 @@ fn release_sha() -> String {
 }
 
 async fn connect(url: &str, lease: Duration, command_timeout: Duration) -> Client {
-    let config = relock::Config::from_url(url)
-        .unwrap()
+    let config = common::config(url)
         .with_watchdog_timeout(lease)
         .with_command_timeout(command_timeout);
     Client::new(config).await.expect("connect")

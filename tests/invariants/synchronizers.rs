@@ -54,8 +54,7 @@ const REQUEST_TTL: Duration = Duration::from_secs(6);
 const SLACK: Duration = Duration::from_secs(5);
 
 async fn connect(url: &str, watchdog: Duration, command: Duration, poll: Duration) -> Client {
-    let config = relock::Config::from_url(url)
-        .unwrap()
+    let config = common::config(url)
         .with_watchdog_timeout(watchdog)
         .with_command_timeout(command)
         .with_poll_interval(poll);

@@ -152,8 +152,13 @@ async fn bad_input_is_refused_with_nothing_changed() {
 
 #[tokio::test]
 async fn one_message_wakes_every_waiter_of_a_client_without_another_read() {
-    let (server, client, name) =
-        common::setup_polling("latch-one-read", Duration::from_secs(60)).await;
+    let server = RedisServer::start();
+    // The server counts the waiters' looks by its EVALSHAs: each call goes out alone.
+    let config = common::config(&server.url())
+        .with_poll_interval(Duration::from_secs(60))
+        .with_combining(false);
+    let client = relock::Client::new(config).await.unwrap();
+    let name = common::prefix("latch-one-read");
     let latch = common::latch(&client, &name, 1).await;
     // One look first, so the script is loaded: 50 first looks at once would each meet
     // `NOSCRIPT` and count twice below.

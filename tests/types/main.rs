@@ -6,6 +6,7 @@
 mod common;
 
 mod blocking;
+mod combining;
 mod fair;
 mod fairness;
 mod fence;
