@@ -11,7 +11,7 @@ use fred::types::{Builder, Key, Value};
 
 use once_cell::sync::Lazy;
 
-use super::{send, Combiner, Queued, Sending, DISPATCHER};
+use super::{send, Combiner, Queued, Sending, DISPATCHER, IN_FLIGHT};
 use crate::connection::Connection;
 use crate::meter::Meter;
 use crate::redis_error::{classify, What};
@@ -94,11 +94,13 @@ async fn a_batch_answers_each_call_as_it_would_be_answered_alone() {
     ));
 }
 
-/// Takes `combiner`'s place for a send, as a call on its way does: calls queue until the
-/// returned send ends (is dropped).
-fn on_its_way<'a>(combiner: &'a Arc<Combiner>, redis: &'a Connection) -> Sending<'a> {
-    combiner.state.lock().unwrap().in_flight += 1;
-    Sending::new(combiner, redis)
+/// Takes every one of `combiner`'s places for a send, as calls on their way do: calls queue
+/// until the returned sends end (are dropped).
+fn on_their_way<'a>(combiner: &'a Arc<Combiner>, redis: &'a Connection) -> Vec<Sending<'a>> {
+    combiner.state.lock().unwrap().in_flight += IN_FLIGHT;
+    (0..IN_FLIGHT)
+        .map(|_| Sending::new(combiner, redis))
+        .collect()
 }
 
 /// A semaphore's permits set to 3 through `combiner`, on `name`.
@@ -123,7 +125,7 @@ async fn a_caller_gone_before_its_batch_went_out_is_never_sent() {
         try_set(&combiner, &redis, "warm").await.unwrap(),
         Value::Integer(1)
     );
-    let busy = on_its_way(&combiner, &redis);
+    let busy = on_their_way(&combiner, &redis);
     let kept = tokio::spawn({
         let (combiner, redis) = (combiner.clone(), redis.clone());
         async move { try_set(&combiner, &redis, "kept").await }
@@ -157,7 +159,7 @@ async fn a_call_queued_past_its_command_timeout_fails_as_not_sent_and_never_runs
     let timeout = Duration::from_millis(300);
     let redis = connection(&server, timeout, true).await;
     let combiner = redis.combiner.clone().unwrap();
-    let busy = on_its_way(&combiner, &redis);
+    let busy = on_their_way(&combiner, &redis);
     let started = tokio::time::Instant::now();
     let error = try_set(&combiner, &redis, "late").await.unwrap_err();
     assert!(started.elapsed() >= timeout);
@@ -179,7 +181,7 @@ async fn calls_that_overlap_go_out_together_and_each_is_answered() {
     let server = RedisServer::start().unwrap();
     let redis = connection(&server, Duration::from_secs(5), true).await;
     let combiner = redis.combiner.clone().unwrap();
-    let busy = on_its_way(&combiner, &redis);
+    let busy = on_their_way(&combiner, &redis);
     let calls: Vec<_> = (0..20)
         .map(|i| {
             let (combiner, redis) = (combiner.clone(), redis.clone());
