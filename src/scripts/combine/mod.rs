@@ -49,6 +49,10 @@ use crate::redis_error;
 /// the queue behind).
 const IN_FLIGHT: usize = 1;
 
+/// The most calls one batch carries: the server runs a batch as one script, which nothing else
+/// runs beside, so a long queue goes out in batches of this many rather than as one long stall.
+const MOST_PER_BATCH: usize = 128;
+
 type Reply = std::result::Result<Value, RedisError>;
 
 /// The queue of one connection's calls waiting to go out together.
@@ -167,8 +171,10 @@ impl Drop for Sending<'_> {
                 state.in_flight -= 1;
                 return;
             }
-            // The send's place passes to the batch.
-            std::mem::take(&mut state.queued)
+            // The send's place passes to the batch: the calls queued first, at most
+            // `MOST_PER_BATCH` of them (the rest go out next).
+            let most = state.queued.len().min(MOST_PER_BATCH);
+            state.queued.drain(..most).collect::<Vec<_>>()
         };
         let (combiner, redis) = (self.combiner.clone(), self.redis.clone());
         match tokio::runtime::Handle::try_current() {
