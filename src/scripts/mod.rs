@@ -107,9 +107,7 @@ impl Script {
             // of other tasks when they overlap.
             let reply = match &redis.combiner {
                 Some(combiner) if self.metered.slot != ScriptId::UNNAMED.slot => {
-                    combiner
-                        .run(self, self.metered.slot, redis, keys, args)
-                        .await
+                    combiner.run(self, redis, keys, args).await
                 }
                 _ => Box::pin(self.run_once(redis, None, keys, args)).await,
             };

@@ -106,6 +106,16 @@ pub fn raw_holds(server: &RedisServer, name: &str, field: &str) -> u64 {
 
 /// The fields and values of the hash `key` as sorted pairs, empty when there is no key
 /// (`HGETALL`).
+/// `items` as owned (field, value) pairs, sorted: what [`raw_hgetall`] returns for that hash.
+pub fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
+    let mut pairs: Vec<(String, String)> = items
+        .iter()
+        .map(|(f, v)| (f.to_string(), v.to_string()))
+        .collect();
+    pairs.sort();
+    pairs
+}
+
 pub fn raw_hgetall(server: &RedisServer, key: &str) -> Vec<(String, String)> {
     let Resp::Array(Some(items)) = resp(&server.cmd(&["HGETALL", key])) else {
         panic!("HGETALL {key} did not return an array");

@@ -119,14 +119,7 @@ impl Lua {
 }
 
 /// `items` as owned (field, value) pairs, sorted: what [`Lua::hash_of`] returns for that hash.
-pub(crate) fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
-    let mut pairs: Vec<(String, String)> = items
-        .iter()
-        .map(|(f, v)| (f.to_string(), v.to_string()))
-        .collect();
-    pairs.sort();
-    pairs
-}
+pub(crate) use crate::common::pairs;
 
 /// The integer of a reply that must be one (a retry hint, a count).
 pub(crate) fn int(reply: Value) -> i64 {

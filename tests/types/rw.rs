@@ -227,15 +227,6 @@ fn hash(server: &RedisServer, name: &str) -> Vec<(String, String)> {
     common::raw_hgetall(server, name)
 }
 
-fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
-    let mut pairs: Vec<(String, String)> = items
-        .iter()
-        .map(|(f, v)| (f.to_string(), v.to_string()))
-        .collect();
-    pairs.sort();
-    pairs
-}
-
 /// Whether `client` tracks nothing: no hold, no waiter, no channel, and nothing in flight.
 fn idle(client: &Client) -> bool {
     let stats = client.stats();
@@ -692,7 +683,10 @@ async fn both_sides_reenter_count_their_holds_and_report_them() {
     let r2 = rw.read().lock().await.unwrap();
     let r3 = rw.read().lock_with_lease(ms(20_000)).await.unwrap();
     let me = field(&client, r1.owner());
-    assert_eq!(hash(&server, &name), pairs(&[("mode", "read"), (&me, "3")]));
+    assert_eq!(
+        hash(&server, &name),
+        common::pairs(&[("mode", "read"), (&me, "3")])
+    );
     assert_eq!(
         timeouts(&server, &name),
         (1..=3)
@@ -732,7 +726,7 @@ async fn both_sides_reenter_count_their_holds_and_report_them() {
     let me_w = format!("{me}:write");
     assert_eq!(
         hash(&server, &name),
-        pairs(&[("mode", "write"), (&me_w, "2")])
+        common::pairs(&[("mode", "write"), (&me_w, "2")])
     );
     assert_eq!(rw.write().hold_count().await.unwrap(), 2);
     assert_eq!(w1.hold_count().await.unwrap(), 2);
@@ -761,7 +755,10 @@ async fn both_sides_reenter_count_their_holds_and_report_them() {
     w2.unlock().await.unwrap();
     assert_eq!(common::raw_holds(&server, &name, &me_w), 1);
     w1.unlock().await.unwrap();
-    assert_eq!(hash(&server, &name), pairs(&[("mode", "read"), (&me, "1")]));
+    assert_eq!(
+        hash(&server, &name),
+        common::pairs(&[("mode", "read"), (&me, "1")])
+    );
     assert!(!rw.write().is_locked().await.unwrap());
     assert!(rw.read().is_locked().await.unwrap());
     assert_eq!(rw.write().hold_count().await.unwrap(), 0);
@@ -792,7 +789,7 @@ async fn after_a_downgrade_waiting_readers_come_in_beside_the_writers_read_hold(
     let me = field(&writer_client, read.owner());
     assert_eq!(
         hash(&server, &name),
-        pairs(&[("mode", "write"), (&me, "1"), (&format!("{me}:write"), "1")]),
+        common::pairs(&[("mode", "write"), (&me, "1"), (&format!("{me}:write"), "1")]),
         "readers got in beside a writer"
     );
     let released = Instant::now();
@@ -834,7 +831,7 @@ async fn an_upgrade_fails_at_once_in_every_form_and_leaves_nothing_behind() {
     let rw = client.rw_lock(&name);
     let read = rw.read().lock().await.unwrap();
     let me = field(&client, read.owner());
-    let state = pairs(&[("mode", "read"), (&me, "1")]);
+    let state = common::pairs(&[("mode", "read"), (&me, "1")]);
 
     let keys = vec![timeout_key(&name, &me, 1)];
 
@@ -1031,7 +1028,7 @@ async fn acquires_dropped_at_random_points_leave_nothing_behind() {
     let write = holder.rw_lock(&name).write().lock().await.unwrap();
     let writer = format!("{}:write", field(&holder, write.owner()));
     assert_eq!(dropped_acquires(&rw, 60, 0.5).await, 0, "got past a writer");
-    let only_writer = pairs(&[("mode", "write"), (&writer, "1")]);
+    let only_writer = common::pairs(&[("mode", "write"), (&writer, "1")]);
     until_clean(
         &server,
         &name,
@@ -1048,7 +1045,7 @@ async fn acquires_dropped_at_random_points_leave_nothing_behind() {
     let reader = field(&holder, read.owner());
     let won = dropped_acquires(&rw, 60, 0.5).await;
     println!("read-held: {won} readers got in");
-    let only_reader = pairs(&[("mode", "read"), (&reader, "1")]);
+    let only_reader = common::pairs(&[("mode", "read"), (&reader, "1")]);
     let reader_key = vec![timeout_key(&name, &reader, 1)];
     until_clean(
         &server,

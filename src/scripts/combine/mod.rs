@@ -81,12 +81,11 @@ struct Queued {
 }
 
 impl Combiner {
-    /// Runs `script` (a catalogue script, at `slot`) on `keys` and `args`: at once when nothing
-    /// else is on its way, else in the next batch.
+    /// Runs `script` (a catalogue script) on `keys` and `args`: at once when nothing else is on
+    /// its way, else in the next batch.
     pub(crate) async fn run(
         self: &Arc<Self>,
         script: &Script,
-        slot: usize,
         redis: &Connection,
         keys: &[Key],
         args: &[Value],
@@ -103,7 +102,7 @@ impl Combiner {
                 state.next_id += 1;
                 state.queued.push(Queued {
                     id,
-                    slot,
+                    slot: script.metered.slot,
                     keys: keys.to_vec(),
                     args: args.to_vec(),
                     reply,

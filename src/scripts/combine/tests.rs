@@ -111,8 +111,7 @@ async fn try_set(combiner: &Arc<Combiner>, redis: &Connection, name: &str) -> su
         Key::from(format!("redisson_sc:{{{name}}}")),
     ];
     let args = [Value::Integer(3), Value::from("PUBLISH")];
-    let slot = slot("SEMAPHORE_TRY_SET");
-    combiner.run(&TRY_SET, slot, redis, &keys, &args).await
+    combiner.run(&TRY_SET, redis, &keys, &args).await
 }
 
 #[tokio::test]
@@ -268,4 +267,13 @@ async fn evalsha_calls(redis: &Connection) -> u64 {
         .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
         .and_then(|rest| rest.split(',').next())
         .map_or(0, |calls| calls.parse().unwrap())
+}
+
+#[test]
+fn a_cluster_connection_sends_every_call_alone() {
+    let config = Config::from_url("redis-cluster://127.0.0.1:7000").unwrap();
+    let redis = Builder::from_config(config).build().unwrap();
+    let meter = Arc::new(Meter::detached());
+    let connection = Connection::new(redis, "127.0.0.1:7000", meter, true);
+    assert!(connection.combiner.is_none());
 }
