@@ -23,6 +23,7 @@
 //! On a cluster each call goes out on its own: one script may only touch one slot's keys, and
 //! fred routes by the first key.
 
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 
 use fred::bytes_utils::Str;
@@ -39,14 +40,12 @@ use crate::redis_error;
 
 /// How many sends (lone calls or batches) a connection has out at once before calls queue.
 ///
-/// One keeps every caller's commands in order: a batch is written to the connection by a task
-/// of its own, after it was taken from the queue, and until it is, nothing else may go out that
-/// a caller in it could send next (the cleanup of an acquire its caller dropped, say, which must
-/// follow the acquire). With one send out at a time nothing can. More would keep the connection
-/// busier (32 tasks ran at 0.92× the pairs/s of every call alone with four, medians of
-/// `RUNS=3 cargo bench --bench uncontended`, and at 0.71× with one, `RUNS=1`) but let a later
-/// send overtake a batch not yet written (a fair acquire's dropped caller then left its place in
-/// the queue behind).
+/// A batch is written to the connection as it is taken from the queue (see [`send_next`]), so
+/// nothing sent after it can overtake it. But a batch that meets `NOSCRIPT` is sent again once
+/// the dispatcher is loaded, and a call sent meanwhile (the cleanup of an acquire whose caller
+/// dropped it, which must follow the acquire) would run before it if another send could be out.
+/// With one send out at a time nothing can: the cleanup queues behind the batch. More sends out
+/// did not make combining win either (benches/README.md, "Combining").
 const IN_FLIGHT: usize = 1;
 
 /// The most calls one batch carries: the server runs a batch as one script, which nothing else
@@ -149,8 +148,8 @@ impl Combiner {
     }
 }
 
-/// One send out on a connection. When it ends, however it ends (answered, failed, or its
-/// caller gone), what queued meanwhile goes out next, sent by a task of its own.
+/// A lone call out on a connection. When it ends, however it ends (answered, failed, or its
+/// caller gone), what queued meanwhile goes out next.
 struct Sending<'a> {
     combiner: &'a Arc<Combiner>,
     redis: &'a Connection,
@@ -164,40 +163,75 @@ impl<'a> Sending<'a> {
 
 impl Drop for Sending<'_> {
     fn drop(&mut self) {
-        let batch = {
-            let mut state = self.combiner.state.lock().unwrap();
-            if state.queued.is_empty() {
-                state.in_flight -= 1;
-                return;
-            }
-            // The send's place passes to the batch: the calls queued first, at most
-            // `MOST_PER_BATCH` of them (the rest go out next).
-            let most = state.queued.len().min(MOST_PER_BATCH);
-            state.queued.drain(..most).collect::<Vec<_>>()
-        };
-        let (combiner, redis) = (self.combiner.clone(), self.redis.clone());
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                runtime.spawn(async move {
-                    let _sending = Sending::new(&combiner, &redis);
-                    send(&redis, batch).await;
-                });
-            }
-            Err(_) => {
-                let _sending = Sending::new(&combiner, &redis);
-                for call in batch {
-                    let _ = call.reply.send(Err(redis_error::not_sent(
-                        "the runtime that would send it is gone; nothing was sent".into(),
-                    )));
-                }
-            }
-        }
+        send_next(self.combiner, self.redis);
     }
 }
 
-/// Sends `batch` (the calls whose callers still wait) and answers each.
-async fn send(redis: &Connection, batch: Vec<Queued>) {
-    let mut batch: Vec<Queued> = batch.into_iter().filter(|q| !q.reply.is_closed()).collect();
+/// A batch out on a connection: when it ends, or its task is dropped unpolled, what queued
+/// meanwhile goes out next.
+struct BatchSending {
+    combiner: Arc<Combiner>,
+    redis: Connection,
+}
+
+impl Drop for BatchSending {
+    fn drop(&mut self) {
+        send_next(&self.combiner, &self.redis);
+    }
+}
+
+/// At the end of a send: the calls queued first (at most [`MOST_PER_BATCH`]) go out as the next
+/// send, or the connection has one send fewer out when none are queued.
+///
+/// The batch is written to the connection here, with the queue still locked: it leaves out the
+/// calls whose callers are gone and hands the rest to fred in the first poll of its send, before
+/// any call queued after it can go out (so a cleanup that a dropped caller sends follows the
+/// call it cleans up after, as it does without combining). A task polls the send on from there.
+fn send_next(combiner: &Arc<Combiner>, redis: &Connection) {
+    let mut state = combiner.state.lock().unwrap();
+    let batch = loop {
+        if state.queued.is_empty() {
+            state.in_flight -= 1;
+            return;
+        }
+        let most = state.queued.len().min(MOST_PER_BATCH);
+        let batch: Vec<Queued> = state
+            .queued
+            .drain(..most)
+            .filter(|call| !call.reply.is_closed())
+            .collect();
+        if !batch.is_empty() {
+            break batch;
+        }
+    };
+    let sending = BatchSending {
+        combiner: combiner.clone(),
+        redis: redis.clone(),
+    };
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        drop(state);
+        for call in batch {
+            let _ = call.reply.send(Err(redis_error::not_sent(
+                "the runtime that would send it is gone; nothing was sent".into(),
+            )));
+        }
+        return;
+    };
+    let redis = redis.clone();
+    let mut send = Box::pin(async move { send(&redis, batch).await });
+    let mut first = std::task::Context::from_waker(futures::task::noop_waker_ref());
+    let sent = send.as_mut().poll(&mut first).is_ready();
+    drop(state);
+    if !sent {
+        runtime.spawn(async move {
+            let _sending = sending;
+            send.await
+        });
+    }
+}
+
+/// Sends `batch` and answers each call.
+async fn send(redis: &Connection, mut batch: Vec<Queued>) {
     match batch.len() {
         0 => {}
         1 => {
@@ -305,15 +339,21 @@ pub(crate) static DISPATCHER: Lazy<Script> = Lazy::new(|| {
     script
 });
 
-/// The dispatcher's source.
+/// The dispatcher's source: a function `script(place)` that makes the catalogue script at that
+/// place (from 1) as a function of its keys and arguments, then the loop. Only the scripts a
+/// batch calls are made, once each per batch: making every one on every call cost the server
+/// as much as running a call.
 pub(crate) fn dispatcher_source() -> String {
-    let mut lua = String::from("local scripts = {\n");
-    for (_, script) in catalogue::ALL {
-        lua.push_str("function(KEYS, ARGV)\n");
+    let mut lua = String::from("local function script(place)\n");
+    for (place, (_, script)) in catalogue::ALL.iter().enumerate() {
+        lua.push_str(&format!(
+            "if place == {} then return function(KEYS, ARGV)\n",
+            place + 1
+        ));
         lua.push_str(script);
-        lua.push_str("end,\n");
+        lua.push_str("end end\n");
     }
-    lua.push_str("}\n");
+    lua.push_str("end\n");
     lua.push_str(catalogue::DISPATCH);
     lua
 }

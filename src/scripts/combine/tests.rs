@@ -153,6 +153,42 @@ async fn a_caller_gone_before_its_batch_went_out_is_never_sent() {
 }
 
 #[tokio::test]
+async fn a_batch_is_written_as_it_is_taken_before_anything_sent_after_it() {
+    let server = RedisServer::start().unwrap();
+    let redis = connection(&server, Duration::from_secs(5), true).await;
+    let combiner = redis.combiner.clone().unwrap();
+    assert_eq!(
+        try_set(&combiner, &redis, "warm").await.unwrap(),
+        Value::Integer(1)
+    );
+    // Loaded, so that the batch runs when it is first sent (a `NOSCRIPT` is sent again).
+    load_dispatcher(&redis).await;
+    let busy = on_their_way(&combiner, &redis);
+    let queued: Vec<_> = ["first", "second"]
+        .map(|name| {
+            let (combiner, redis) = (combiner.clone(), redis.clone());
+            tokio::spawn(async move { try_set(&combiner, &redis, name).await })
+        })
+        .into();
+    while combiner.state.lock().unwrap().queued.len() < 2 {
+        tokio::task::yield_now().await;
+    }
+    // The send on its way ends and the queue goes out as a batch. A command sent on the
+    // connection right after (no await in between: the batch's task has not run) still follows
+    // it, as a cleanup that a dropped caller sends after its call must.
+    drop(busy);
+    let after: Vec<Option<i64>> = redis.mget(vec!["first", "second"]).await.unwrap();
+    assert_eq!(
+        after,
+        [Some(3), Some(3)],
+        "a command sent after the batch overtook it"
+    );
+    for call in queued {
+        assert_eq!(call.await.unwrap().unwrap(), Value::Integer(1));
+    }
+}
+
+#[tokio::test]
 async fn a_call_queued_past_its_command_timeout_fails_as_not_sent_and_never_runs() {
     let server = RedisServer::start().unwrap();
     let timeout = Duration::from_millis(300);
