@@ -26,6 +26,7 @@ mod registry;
 mod scripts;
 mod server;
 mod shared;
+mod stats;
 mod sweeper;
 mod sync;
 #[cfg(feature = "testing")]
@@ -35,7 +36,7 @@ mod wait;
 mod watchdog;
 
 pub use backoff::Backoff;
-pub use client::{Client, ClientStats};
+pub use client::Client;
 pub use config::Config;
 pub use error::{Error, Result};
 pub use fence::Fence;
@@ -45,6 +46,7 @@ pub use lock::{
 };
 pub use owner::Owner;
 pub use redlock::{RedLock, RedLockGuard};
+pub use stats::ClientStats;
 pub use sync::{CountDownLatch, Permit, PermitSemaphore, Semaphore};
 pub use wait::Lost;
 

@@ -48,13 +48,31 @@ async fn overlapping_calls_go_out_together_and_alone_when_it_is_off() {
         // Every script loaded first, so that no NOSCRIPT is counted below.
         overlapping_pairs(&client, "warm", 1, 1).await;
         let before = raw_command_calls(&server, "evalsha");
+        let stats_before = client.stats();
         overlapping_pairs(&client, "run", TASKS, ROUNDS).await;
         let sent = raw_command_calls(&server, "evalsha") - before;
-        eprintln!("combining {combining}: {CALLS} calls in {sent} EVALSHAs");
+        let stats = client.stats();
+        let sizes = stats.batch_sizes;
+        let sends: Vec<u64> = (0..8)
+            .map(|k| sizes[k] - stats_before.batch_sizes[k])
+            .collect();
+        // The dispatcher's first batch meets NOSCRIPT (the warm-up sent none): sent again.
+        let reloads = stats.noscript_reloads - stats_before.noscript_reloads;
+        eprintln!(
+            "combining {combining}: {CALLS} calls in {sent} EVALSHAs, sends by size {sends:?}"
+        );
         if combining {
             assert!(sent < CALLS, "{CALLS} calls in {sent} EVALSHAs");
+            // Every EVALSHA is a send the client counted, by how many calls it carried, or
+            // one sent again after a NOSCRIPT.
+            assert_eq!(sends.iter().sum::<u64>() + reloads, sent, "{sends:?}");
+            assert!(
+                sends[1..].iter().sum::<u64>() > 0,
+                "no send carried two calls: {sends:?}"
+            );
         } else {
             assert_eq!(sent, CALLS, "each call alone");
+            assert_eq!(sizes, [0; 8], "no sends counted with combining off");
         }
         for t in 0..TASKS {
             assert!(!common::raw_exists(&server, &format!("run:lock:{t}")));

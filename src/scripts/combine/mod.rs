@@ -110,6 +110,7 @@ impl Combiner {
             }
         };
         let Some((id, answer)) = queued else {
+            redis.meter.sent(1);
             let _sending = Sending::new(self, redis);
             return Box::pin(script.run_once(redis, None, keys, args)).await;
         };
@@ -201,6 +202,7 @@ fn send_next(combiner: &Arc<Combiner>, redis: &Connection) {
             .filter(|call| !call.reply.is_closed())
             .collect();
         if !batch.is_empty() {
+            redis.meter.sent(batch.len());
             break batch;
         }
     };

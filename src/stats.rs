@@ -1,0 +1,62 @@
+//! [`ClientStats`]: what a client counts, read by [`Client::stats`](crate::Client::stats).
+
+/// What a client tracks locally, from [`Client::stats`](crate::Client::stats).
+///
+#[doc = include_str!("../docs/metrics.md")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ClientStats {
+    /// Distinct (lock, owner) pairs with live guards, and live [`Permit`](crate::Permit)s.
+    pub holds: usize,
+    /// Of those, the ones the watchdog renews.
+    pub renewing: usize,
+    /// Channels with a local subscription entry, but a fair lock's channel kept subscribed
+    /// unused for its owner's next wait (see [`FairLock`](crate::FairLock)).
+    pub channels: usize,
+    /// Waiters registered on those channels.
+    pub waiters: usize,
+    /// Acquire scripts sent and releases started that have not ended yet (of locks, permits,
+    /// semaphore permits and latch count-downs), including those finished in the background:
+    /// the release of a dropped guard or permit or of a dropped `unlock()`, and the check that
+    /// gives back what an acquire dropped after its script was sent took (the script may still
+    /// run on the server after the drop). Once it is 0, nothing this client started can still
+    /// change a lock or synchronizer on Redis, save the watchdog's renewals.
+    pub in_flight: usize,
+    /// Acquires (and synchronizer waits) that took what they asked for, since the client was
+    /// made. The counts below are the same events the `metrics` feature exports (see the
+    /// metrics section below), without it.
+    pub acquired: u64,
+    /// Acquires whose wait ran out (a `try_lock` that found the lock busy).
+    pub busy: u64,
+    /// Acquires that failed.
+    pub acquire_errors: u64,
+    /// Acquires whose future was dropped before they ended.
+    pub cancelled: u64,
+    /// Acquires whose first attempt found it busy, so they waited.
+    pub waits: u64,
+    /// Holds (and permits) found lost: their lock gone, renewals late, a lease run out, the
+    /// client shut down.
+    pub leases_lost: u64,
+    /// Watchdog renewals of one lock or permit that got an answer (renewed, or gone while its
+    /// guards lived: not a renewal that crossed its holder's release).
+    pub renewals: u64,
+    /// Watchdog renewals that failed (the connection, a timeout).
+    pub renewal_errors: u64,
+    /// Releases of a hold or permit that ended, whatever their outcome.
+    pub unlocks: u64,
+    /// Of those, releases whose reply was lost, settled by a retry.
+    pub replays: u64,
+    /// Pub/sub messages that woke waiters.
+    pub wakeups: u64,
+    /// Subscriptions brought back after a reconnect, or waiters all woken after missed
+    /// messages.
+    pub resubscribes: u64,
+    /// Scripts the server did not know (`NOSCRIPT`), loaded and run again.
+    pub noscript_reloads: u64,
+    /// With combining on ([`Config::with_combining`](crate::Config::with_combining)): the
+    /// script sends of the client's connection by how many calls each carried, in powers of
+    /// two: `[0]` one call (sent as its own script), `[1]` two or three (sent together, as one
+    /// script), `[2]` four to seven, and so on to `[7]`, 128 (the most one send carries). All
+    /// zero with combining off.
+    pub batch_sizes: [u64; 8],
+}
