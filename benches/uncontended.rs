@@ -14,10 +14,8 @@
 //! runs the plain lock's acquire script and its release publishes nothing, so its pairs/s must
 //! be at least `Lock`'s (target ≥ 1.0× `Lock`'s, same run); `FairLock` runs its own scripts (the
 //! queue and deadline keys are read on every acquire and release), and is printed for
-//! information. The `Lock` loops run once more on a client that combines its overlapping calls
-//! (`with_combining(true)`): the `combining` rows are its figures and their ratio to the default
-//! client's, whose every call goes out alone. `cargo bench --bench uncontended` (env `RUNS`,
-//! default 3).
+//! information. (A client that combines overlapping calls has a bench of its own:
+//! `benches/combining.rs`.) `cargo bench --bench uncontended` (env `RUNS`, default 3).
 
 mod common;
 
@@ -70,9 +68,6 @@ impl Handle {
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Loop {
     Relock(Kind),
-    /// `Lock` on a client whose overlapping calls go out together (`with_combining(true)`); the
-    /// other relock loops run on the default client, whose calls go out alone.
-    RelockCombined,
     Fred,
     RedisRs,
 }
@@ -80,7 +75,6 @@ enum Loop {
 /// The clients of one runtime: relock's, and the references'.
 struct Clients {
     relock: relock::Client,
-    relock_combined: relock::Client,
     fred: fred::clients::Client,
     redis_rs: redis::aio::MultiplexedConnection,
 }
@@ -101,9 +95,6 @@ async fn trial(clients: &Clients, what: Loop, tasks: usize, pairs: usize) -> Tri
     };
     match what {
         Loop::Relock(kind) => relock_pairs(&clients.relock, kind, tasks, pairs).await,
-        Loop::RelockCombined => {
-            relock_pairs(&clients.relock_combined, Kind::Lock, tasks, pairs).await
-        }
         Loop::Fred => unmeasured(clients::fred_pairs(&clients.fred, tasks, pairs).await),
         Loop::RedisRs => unmeasured(clients::redis_rs_pairs(&clients.redis_rs, tasks, pairs).await),
     }
@@ -200,11 +191,6 @@ fn runtime_and_clients(server: &RedisServer, workers: usize) -> (tokio::runtime:
     let clients = runtime.block_on(async {
         Clients {
             relock: relock::Client::connect(&url).await.unwrap(),
-            relock_combined: relock::Client::new(
-                relock::Config::from_url(&url).unwrap().with_combining(true),
-            )
-            .await
-            .unwrap(),
             fred: clients::fred_client(&url).await,
             redis_rs: clients::redis_rs_connection(&url).await,
         }
@@ -213,7 +199,6 @@ fn runtime_and_clients(server: &RedisServer, workers: usize) -> (tokio::runtime:
         Loop::Relock(Kind::Lock),
         Loop::Relock(Kind::Spin),
         Loop::Relock(Kind::Fair),
-        Loop::RelockCombined,
         Loop::Fred,
         Loop::RedisRs,
     ];
@@ -254,70 +239,23 @@ fn main() {
         let c32 = common::ceiling::measure(&server, 32, 100_000);
         // Lock's trials interleaved with SpinLock's and FairLock's and the bare clients', on the
         // same runtime.
-        let mut relock_loops = [Kind::Lock, Kind::Spin, Kind::Fair]
-            .map(Loop::Relock)
-            .to_vec();
-        relock_loops.push(Loop::RelockCombined);
+        let relock_loops = [Kind::Lock, Kind::Spin, Kind::Fair].map(Loop::Relock);
         let ones = best_of_three_each(&server, &runtime, &clients, &relock_loops, 1, 5_000);
         let mut loops = relock_loops.to_vec();
         loops.extend([Loop::Fred, Loop::RedisRs]);
         let manys = best_of_three_each(&server, &runtime, &clients, &loops, 32, PAIRS_PER_TASK);
         let (one, many) = (&ones[0], &manys[0]);
-        let (one_combined, many_combined) = (&ones[3], &manys[3]);
-        let (fred, redis_rs) = (&manys[4], &manys[5]);
+        let (fred, redis_rs) = (&manys[3], &manys[4]);
         let defaults = best_of_three_each(
             &server,
             &default_runtime,
             &default_clients,
-            &[
-                Loop::Relock(Kind::Lock),
-                Loop::Fred,
-                Loop::RedisRs,
-                Loop::RelockCombined,
-            ],
+            &[Loop::Relock(Kind::Lock), Loop::Fred, Loop::RedisRs],
             32,
             PAIRS_PER_TASK,
         );
         let (many_default, fred_default, redis_rs_default) =
             (&defaults[0], &defaults[1], &defaults[2]);
-        let many_default_combined = &defaults[3];
-        // Combining (`with_combining(true)`) against the default client, whose every call goes
-        // out alone, same run.
-        table.add_ratio(
-            "combining 1 task pair p50",
-            "ms",
-            one_combined.p50,
-            one_combined.p50 / one.p50,
-            "calls alone",
-        );
-        table.add_ratio(
-            "combining 1 task client CPU per pair",
-            "µs",
-            one_combined.client_us_per_pair,
-            one_combined.client_us_per_pair / one.client_us_per_pair,
-            "calls alone",
-        );
-        table.add_ratio(
-            "combining 32 tasks pairs/s",
-            "/s",
-            many_combined.per_sec,
-            many_combined.per_sec / many.per_sec,
-            "calls alone",
-        );
-        table.add_ratio(
-            "combining 32 tasks server CPU per pair",
-            "µs",
-            many_combined.server_us_per_pair,
-            many_combined.server_us_per_pair / many.server_us_per_pair,
-            "calls alone",
-        );
-        table.add_ratio(
-            &format!("combining 32 tasks client CPU per pair, {cores} workers"),
-            "µs",
-            many_default_combined.client_us_per_pair,
-            many_default_combined.client_us_per_pair / many_default.client_us_per_pair,
-            "calls alone",
-        );
         lock_trials.extend(&many_default.trials_per_sec);
         fred_trials.extend(&fred_default.trials_per_sec);
         table.add("ceiling -P 1 pairs/s", "/s", c1.pairs_per_sec);
