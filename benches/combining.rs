@@ -337,9 +337,12 @@ fn main() {
     table.print();
 }
 
+/// A figure of [`Figures`]: its name, unit and value.
+type Row = (&'static str, &'static str, fn(&Figures) -> f64);
+
 /// One type's rows: each figure both ways, combining's as a ratio to calls alone.
 fn add_type(table: &mut Table, name: &str, on: &str, alone: Figures, combining: Figures) {
-    let rows: [(&str, &'static str, fn(&Figures) -> f64); 4] = [
+    let rows: [Row; 4] = [
         ("32 tasks pairs/s", "/s", |f| f.per_sec),
         ("client CPU per pair", "µs", |f| f.client_us),
         ("server CPU per pair", "µs", |f| f.server_us),
