@@ -232,10 +232,16 @@ impl Config {
 
     /// Whether script calls of many tasks that overlap on the client's connection go out
     /// together, as one `EVALSHA` of a dispatcher script that runs each call's script in turn
-    /// (off by default, for now). A call that overlaps no other goes out alone either way, and
-    /// each call keeps its own errors and guarantees: one still queued when its command timeout
-    /// ends fails as not sent. Off, every call is its own `EVALSHA`, as `MONITOR` then shows. On
-    /// a cluster every call goes out alone.
+    /// (off by default). A call that overlaps no other goes out alone either way, and each call
+    /// keeps its own errors and guarantees: one still queued when its command timeout ends fails
+    /// as not sent. Off, every call is its own `EVALSHA`, as `MONITOR` then shows. On a cluster
+    /// every call goes out alone. [`ClientStats::batch_sizes`](crate::ClientStats::batch_sizes)
+    /// counts the sends by the calls each carried.
+    ///
+    /// It saves the client most of its system calls when many tasks lock at once, but does not
+    /// make them faster: the server's cost per call is running the script, which a batch does
+    /// not lower, and a call waits for the batch before it to be answered (see `benches/README.md`,
+    /// "Combining", in the repository).
     pub fn with_combining(mut self, combining: bool) -> Config {
         self.combining = combining;
         self
