@@ -17,6 +17,7 @@ use tokio::sync::watch;
 use crate::background::Background;
 use crate::config::{millis, server_name, Config};
 use crate::connection::Connection;
+use crate::election::Election;
 use crate::error::{Error, Result};
 use crate::handoff::Handoffs;
 use crate::lock::{FairLock, FencedLock, Lock, MultiLock, RwLock, SpinLock};
@@ -233,6 +234,12 @@ impl Client {
     /// grows with every new owner (Redisson's `RFencedLock`). No I/O happens until it is used.
     pub fn fenced_lock(&self, name: impl Into<String>) -> FencedLock {
         FencedLock::new(self.shared.clone(), name.into())
+    }
+
+    /// A handle on the leader election `name`: at most one [`Term`](crate::Term) of it lives at
+    /// a time, across every process that campaigns on it. No I/O happens until it is used.
+    pub fn election(&self, name: impl Into<String>) -> Election {
+        Election::new(self.clone(), name.into())
     }
 
     /// A [`MultiLock`] over the reentrant locks `names`: all or nothing, taken in one order

@@ -9,6 +9,7 @@ pub mod blocking;
 mod client;
 mod config;
 mod connection;
+mod election;
 mod error;
 mod fence;
 mod handoff;
@@ -38,6 +39,7 @@ mod watchdog;
 pub use backoff::Backoff;
 pub use client::Client;
 pub use config::Config;
+pub use election::{Election, Leader, Term, TermInfo};
 pub use error::{Error, Result};
 pub use fence::Fence;
 pub use lock::{

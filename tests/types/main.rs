@@ -7,6 +7,7 @@ mod common;
 
 mod blocking;
 mod combining;
+mod election;
 mod fair;
 mod fairness;
 mod fence;

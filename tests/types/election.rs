@@ -1,0 +1,223 @@
+//! `Election`: one leader per name at a time, across clients; epochs that grow and fence; a
+//! term given back by `resign`, by drop and by `Client::shutdown`; `Term::run` stopping the
+//! leader's work when the term may have ended; `leader()` reading who leads from Redis.
+
+use crate::common;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{RedisServer, HANG};
+use relock::{Client, Error, Term};
+
+/// The election's key on Redis, as the docs name it.
+fn key(name: &str) -> String {
+    format!("relock_election:{name}")
+}
+
+/// A campaign of `client` on `name`, spawned: it ends when the candidate leads.
+fn candidate(client: &Client, name: &str) -> tokio::task::JoinHandle<Term> {
+    let election = client.election(name);
+    tokio::spawn(async move { election.campaign().await.unwrap() })
+}
+
+#[tokio::test]
+async fn one_candidate_leads_at_a_time_and_each_term_has_a_higher_epoch() {
+    let (_server, first, second, name) =
+        common::setup_two("election_one", Duration::from_secs(30)).await;
+    let term = first.election(&name).campaign().await.unwrap();
+    assert_eq!(term.election(), name);
+    assert!(
+        second
+            .election(&name)
+            .try_campaign()
+            .await
+            .unwrap()
+            .is_none(),
+        "a second candidate led while the first did"
+    );
+    // Two campaigns of one task are two candidates: no re-entry.
+    assert!(first
+        .election(&name)
+        .try_campaign()
+        .await
+        .unwrap()
+        .is_none());
+
+    let leader = second.election(&name).leader().await.unwrap().unwrap();
+    assert_eq!(leader.epoch, term.epoch());
+    assert_eq!(leader.party.client_id, first.id());
+    let process = leader.party.process().expect("the leader's process");
+    assert_eq!(process.pid, Some(std::process::id()));
+    let lease = leader.lease_left.expect("a lease");
+    assert!(
+        lease > Duration::ZERO && lease <= Duration::from_secs(30),
+        "{lease:?}"
+    );
+
+    let waiting = candidate(&second, &name);
+    common::until_waiters(&second, 1).await;
+    let first_epoch = term.epoch();
+    term.resign().await.unwrap();
+    let next = common::within(HANG, waiting, "the follower never led").await;
+    assert!(
+        next.epoch() > first_epoch,
+        "{} after {first_epoch}",
+        next.epoch()
+    );
+    let leader = first.election(&name).leader().await.unwrap().unwrap();
+    assert_eq!(leader.party.client_id, second.id());
+    assert_eq!(leader.epoch, next.epoch());
+    next.resign().await.unwrap();
+    assert_eq!(first.election(&name).leader().await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn a_dropped_term_and_a_shut_down_client_hand_over_at_once() {
+    let (server, name) = (RedisServer::start(), common::prefix("election_drop"));
+    let clients = common::clients(&server, 3, Duration::from_secs(30)).await;
+    let term = clients[0].election(&name).campaign().await.unwrap();
+    let second = candidate(&clients[1], &name);
+    common::until_waiters(&clients[1], 1).await;
+    drop(term);
+    let term = common::within(HANG, second, "no hand-over after a dropped term").await;
+    let third = candidate(&clients[2], &name);
+    common::until_waiters(&clients[2], 1).await;
+    let epoch = term.epoch();
+    // The term is alive when its client shuts down: the shutdown gives it back.
+    let _kept = term;
+    clients[1].shutdown().await.unwrap();
+    let term = common::within(HANG, third, "no hand-over after a shutdown").await;
+    assert!(term.epoch() > epoch);
+}
+
+#[tokio::test]
+async fn run_gives_the_term_back_once_the_work_has_ended() {
+    let (_server, first, second, name) =
+        common::setup_two("election_run", Duration::from_secs(30)).await;
+    let term = first.election(&name).campaign().await.unwrap();
+    let epoch = term.epoch();
+    let election = second.election(&name);
+    let out = term
+        .run(|info| async move {
+            assert_eq!(info.epoch, epoch);
+            // Still the leader while the work runs.
+            assert!(election.try_campaign().await.unwrap().is_none());
+            info.epoch * 10
+        })
+        .await
+        .unwrap();
+    assert_eq!(out, epoch * 10);
+    assert_eq!(second.election(&name).leader().await.unwrap(), None);
+    let next = second.election(&name).try_campaign().await.unwrap();
+    assert!(next.expect("the term was given back").epoch() > epoch);
+}
+
+/// The leader's lease ends behind its back (its key deleted, as a lapse or a failover to a
+/// replica without it would): `run` stops the work, fails with `LeaseLost`, and the work does
+/// nothing more; the next leader's epoch is higher and a fence refuses the old one.
+#[tokio::test]
+async fn run_stops_the_work_when_the_term_may_have_ended() {
+    let (server, first, second, name) =
+        common::setup_two("election_lost", Duration::from_secs(1)).await;
+    let term = first.election(&name).campaign().await.unwrap();
+    let old_epoch = term.epoch();
+    let steps = Arc::new(AtomicU64::new(0));
+    let running = tokio::spawn({
+        let steps = steps.clone();
+        term.run(move |_| async move {
+            loop {
+                steps.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+    });
+    while steps.load(Ordering::SeqCst) == 0 {
+        tokio::task::yield_now().await;
+    }
+    server.cmd(&["DEL", &key(&name)]);
+    let ended = common::within(HANG, running, "the work was never stopped").await;
+    match ended {
+        Err(Error::LeaseLost { lock, owner }) => {
+            assert_eq!(lock, name);
+            assert!(owner.starts_with(first.id()), "{owner}");
+        }
+        other => panic!("expected LeaseLost, got {other:?}"),
+    }
+    let stopped_at = steps.load(Ordering::SeqCst);
+    let next = second.election(&name).campaign().await.unwrap();
+    assert!(next.epoch() > old_epoch);
+    let fence = second.fence(format!("{name}:data"));
+    let data = format!("{name}:data");
+    fence.set(next.epoch(), &data, "new").await.unwrap();
+    assert!(matches!(
+        fence.set(old_epoch, &data, "old").await,
+        Err(Error::StaleToken { .. })
+    ));
+    // The work ran no step after `run` returned (it would have, every 5 ms).
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(steps.load(Ordering::SeqCst), stopped_at);
+}
+
+#[tokio::test]
+async fn a_cancelled_campaign_leaves_no_candidate_behind() {
+    let (_server, first, second, name) =
+        common::setup_two("election_cancel", Duration::from_secs(30)).await;
+    let term = first.election(&name).campaign().await.unwrap();
+    let cancelled = tokio::time::timeout(
+        Duration::from_millis(100),
+        second.election(&name).campaign(),
+    )
+    .await;
+    assert!(
+        cancelled.is_err(),
+        "the campaign led while another term lived"
+    );
+    term.resign().await.unwrap();
+    let settled = common::eventually(Duration::from_secs(5), || async {
+        let stats = second.stats();
+        stats.waiters == 0 && stats.in_flight == 0
+    })
+    .await;
+    assert!(
+        settled,
+        "the cancelled campaign left work behind: {:?}",
+        second.stats()
+    );
+    assert_eq!(first.election(&name).leader().await.unwrap(), None);
+    assert!(first
+        .election(&name)
+        .try_campaign()
+        .await
+        .unwrap()
+        .is_some());
+}
+
+#[tokio::test]
+async fn bad_input_is_refused_with_a_typed_error() {
+    let (server, client, name) = common::setup("election_bad", Duration::from_secs(30)).await;
+    let empty = client.election("");
+    assert!(matches!(
+        empty.campaign().await,
+        Err(Error::InvalidArgument { .. })
+    ));
+    assert!(matches!(
+        empty.try_campaign().await,
+        Err(Error::InvalidArgument { .. })
+    ));
+    assert!(matches!(
+        empty.leader().await,
+        Err(Error::InvalidArgument { .. })
+    ));
+    server.cmd(&["SET", &key(&name), "not an election"]);
+    let election = client.election(&name);
+    assert!(matches!(
+        election.try_campaign().await,
+        Err(Error::WrongType { .. })
+    ));
+    assert!(matches!(
+        election.leader().await,
+        Err(Error::WrongType { .. })
+    ));
+}
