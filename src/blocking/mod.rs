@@ -32,6 +32,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::{ClientStats, Config};
 
+mod election;
 mod locks;
 mod sync;
 
@@ -158,6 +159,11 @@ impl Client {
         self.wrap(self.inner.fenced_lock(name))
     }
 
+    /// The leader election `name` (see [`crate::Client::election`]).
+    pub fn election(&self, name: impl Into<String>) -> Election {
+        self.wrap(self.inner.election(name))
+    }
+
     /// A multi-lock over the reentrant locks `names` (see [`crate::Client::multi_lock`]).
     pub fn multi_lock<N: Into<String>>(&self, names: impl IntoIterator<Item = N>) -> MultiLock {
         self.wrap(self.inner.multi_lock(names))
@@ -265,6 +271,8 @@ pub type Semaphore = Blocking<crate::Semaphore>;
 pub type PermitSemaphore = Blocking<crate::PermitSemaphore>;
 /// A blocking [`crate::CountDownLatch`].
 pub type CountDownLatch = Blocking<crate::CountDownLatch>;
+/// A blocking [`crate::Election`].
+pub type Election = Blocking<crate::Election>;
 /// A blocking [`crate::LockGuard`]: dropped (on any thread, or by a panic), it releases its
 /// hold in the background.
 pub type LockGuard = Guard<crate::LockGuard>;
@@ -276,6 +284,9 @@ pub type MultiGuard = Guard<crate::MultiGuard>;
 pub type RedLockGuard = Guard<crate::RedLockGuard>;
 /// A blocking [`crate::Permit`].
 pub type Permit = Guard<crate::Permit>;
+/// A blocking [`crate::Term`]: dropped (on any thread, or by a panic), it gives the term back
+/// in the background.
+pub type Term = Guard<crate::Term>;
 
 /// A blocking guard: an async guard and the runtime its release runs on. Dropped, the async
 /// guard's drop releases the hold in the background, as it does anywhere.

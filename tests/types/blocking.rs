@@ -308,3 +308,31 @@ fn queries_tokens_permits_and_lock_delay_answer_as_the_async_ones_do() {
     assert!(guard.unlock().unwrap_err().is_closed());
     assert!(common::raw_exists(&server, &kept), "nothing released it");
 }
+
+#[test]
+fn an_election_from_plain_threads_has_one_leader_and_hands_over_on_resign() {
+    let server = RedisServer::start();
+    let (first, second) = (connect(&server), connect(&server));
+    let name = common::prefix("blocking_election");
+    let term = first.election(&name).campaign().unwrap();
+    assert!(second.election(&name).try_campaign().unwrap().is_none());
+    let leader = second.election(&name).leader().unwrap().unwrap();
+    assert_eq!(
+        (leader.epoch, leader.party.client_id.as_str()),
+        (term.epoch(), first.id())
+    );
+    let follower = std::thread::spawn({
+        let election = second.election(&name);
+        move || election.campaign().unwrap()
+    });
+    assert!(wait_until(Duration::from_secs(5), || second
+        .stats()
+        .waiters
+        == 1));
+    let epoch = term.epoch();
+    assert!(!term.is_lost());
+    term.resign().unwrap();
+    let next = follower.join().unwrap();
+    assert!(next.epoch() > epoch);
+    assert_eq!(next.election(), name);
+}

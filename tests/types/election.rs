@@ -221,3 +221,66 @@ async fn bad_input_is_refused_with_a_typed_error() {
         Err(Error::WrongType { .. })
     ));
 }
+
+/// What the leader in a child process says once it leads, before its epoch.
+const LEADS: &str = "LEADS ";
+
+/// Leads the election `ELECTION` on `REDIS_URL` (watchdog `WATCHDOG_MS`), says so with its epoch,
+/// and keeps the term until it is killed.
+#[tokio::test]
+#[ignore = "a child process of a_killed_leader_is_followed_once_its_lease_ends_and_not_before"]
+async fn election_child_leader() {
+    let Some(env) = common::child::env() else {
+        return;
+    };
+    let server = relock::Config::from_url(&env.text("REDIS_URL"))
+        .unwrap()
+        .with_watchdog_timeout(env.millis("WATCHDOG_MS"));
+    let client = Client::new(server).await.unwrap();
+    let term = client
+        .election(env.text("ELECTION"))
+        .campaign()
+        .await
+        .unwrap();
+    common::child::say(format!("{LEADS}{}", term.epoch()));
+    std::future::pending::<()>().await;
+}
+
+/// A leader in another process is SIGKILLed: the follower leads once the leader's lease has run
+/// out on the server (never before: nobody gave the term back), with a higher epoch; before the
+/// kill, `leader()` names the child's process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_leader_is_followed_once_its_lease_ends_and_not_before() {
+    let server = RedisServer::start();
+    let name = common::prefix("election_killed");
+    let lease = Duration::from_millis(800);
+    let env = [
+        ("REDIS_URL", server.url()),
+        ("ELECTION", name.clone()),
+        ("WATCHDOG_MS", lease.as_millis().to_string()),
+    ];
+    let mut child =
+        common::child::Child::spawn(concat!(module_path!(), "::election_child_leader"), &env);
+    let said = child.said(LEADS, Duration::from_secs(10)).await;
+    let child_epoch: u64 = said.trim().parse().expect("an epoch");
+    let follower = common::client(&server, lease).await;
+    let leader = follower.election(&name).leader().await.unwrap().unwrap();
+    assert_eq!(leader.epoch, child_epoch);
+    let process = leader.party.process().expect("the leader's process");
+    assert_eq!(process.pid, Some(child.pid()));
+
+    let waiting = candidate(&follower, &name);
+    common::until_waiters(&follower, 1).await;
+    let read_at = std::time::Instant::now();
+    let left = common::raw_pttl(&server, &key(&name));
+    assert!(left > 0, "the child's term has a lease: {left}");
+    child.kill().await;
+    let term = common::within(HANG, waiting, "nobody led after the leader died").await;
+    let took = read_at.elapsed();
+    println!("led {took:?} after a PTTL of {left} ms was read, lease {lease:?}");
+    assert!(
+        took >= Duration::from_millis(left as u64),
+        "the follower led {took:?} after the read, before the dead leader's {left} ms ran out"
+    );
+    assert!(term.epoch() > child_epoch);
+}
