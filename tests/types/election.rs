@@ -284,3 +284,44 @@ async fn a_killed_leader_is_followed_once_its_lease_ends_and_not_before() {
     );
     assert!(term.epoch() > child_epoch);
 }
+
+/// On a 3-master cluster, an election on each master: one leader at a time, the epoch growing,
+/// the term's keys on the master that owns the election's slot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elections_on_every_master_of_a_cluster() {
+    let cluster = common::topology::Cluster::start(3);
+    let connect = || async {
+        let config = common::config(&cluster.url())
+            .with_watchdog_timeout(Duration::from_secs(30))
+            .with_command_timeout(Duration::from_secs(3));
+        tokio::time::timeout(Duration::from_secs(10), Client::new(config))
+            .await
+            .expect("the cluster client did not connect within 10 s")
+            .expect("connect to the cluster")
+    };
+    let (first, second) = (connect().await, connect().await);
+    let prefix = key(&common::prefix("election-cluster"));
+    for (master, keys) in cluster.keys_per_master(&prefix, 1) {
+        let name = keys[0].strip_prefix("relock_election:").unwrap();
+        let term = first.election(name).campaign().await.unwrap();
+        assert!(
+            common::raw_exists(master, &key(name)),
+            "{name}: the term is on the master that owns its slot"
+        );
+        assert!(second
+            .election(name)
+            .try_campaign()
+            .await
+            .unwrap()
+            .is_none());
+        let leader = second.election(name).leader().await.unwrap().unwrap();
+        assert_eq!(leader.epoch, term.epoch());
+        let epoch = term.epoch();
+        term.resign().await.unwrap();
+        let next = second.election(name).try_campaign().await.unwrap();
+        assert!(
+            next.expect("the term was given back").epoch() > epoch,
+            "{name}"
+        );
+    }
+}
