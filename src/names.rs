@@ -42,6 +42,9 @@ pub(crate) mod prefix {
     pub(crate) const REQUEST: &str = "relock_request";
     /// A fence's high-water mark.
     pub(crate) const FENCE: &str = "relock_fence";
+    /// What an election's lock name starts with: `relock_election:<election>` (a name, not
+    /// `<prefix>:{<name>}`: its own keys put the whole of it in braces, as any lock's do).
+    pub(crate) const ELECTION: &str = "relock_election:";
 
     /// The prefixes of the keys kept beside a name, none of which is a name itself.
     pub(crate) const AUXILIARY: [&str; 9] = [

@@ -292,6 +292,44 @@ async fn every_command_on_every_type_on_a_cluster() {
     every_command(&cluster.url()).await;
 }
 
+/// An election shows as one: `ls` and `show` give its type, leader (with its process) and
+/// epoch; `unlock --force` ends the term, and the next campaign's epoch is higher.
+#[tokio::test]
+async fn ls_show_and_unlock_an_election() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let client = common::client(&server, WATCHDOG).await;
+    let name = common::prefix("cli-election");
+    let term = client.election(&name).campaign().await.unwrap();
+    let key = format!("relock_election:{name}");
+    let listed = json(&url, &["ls", "relock_election:*"]).await;
+    let items = listed["items"].as_array().unwrap();
+    assert!(
+        items
+            .iter()
+            .any(|i| i["name"] == key.as_str() && i["type"] == "election"),
+        "{listed}"
+    );
+    let seen = json(&url, &["show", &key]).await;
+    assert_eq!(seen["type"], "election", "{seen}");
+    assert_eq!(seen["token"], term.epoch(), "{seen}");
+    assert_eq!(seen["holders"][0]["client_id"], client.id());
+    assert_eq!(seen["holders"][0]["process"]["pid"], std::process::id());
+    let table = stdout(&relock(&url, &["ls", "relock_election:*"]).await);
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with(&key) && l.contains("election")),
+        "{table}"
+    );
+
+    let out = relock(&url, &["unlock", &key, "--force", "--yes"]).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(client.election(&name).leader().await.unwrap(), None);
+    let next = client.election(&name).campaign().await.unwrap();
+    assert!(next.epoch() > term.epoch());
+}
+
 #[tokio::test]
 async fn unlock_force_wakes_a_relock_waiter_and_a_redisson_waiter() {
     let server = std::sync::Arc::new(RedisServer::start());

@@ -17,8 +17,7 @@ use crate::owner::Owner;
 
 pub use term::{Term, TermInfo};
 
-/// The prefix of an election's lock name: `relock_election:<name>`.
-const PREFIX: &str = "relock_election:";
+use crate::names::prefix::ELECTION as PREFIX;
 
 /// A leader election: at most one [`Term`] of it is alive at a time, across every process
 /// that campaigns on its name. From [`Client::election`].

@@ -125,6 +125,11 @@ impl Client {
             "none" => Kind::Nothing,
             other => Kind::Other(other.to_owned()),
         };
+        let kind = if kind == Kind::FencedLock && name.starts_with(prefix::ELECTION) {
+            Kind::Election
+        } else {
+            kind
+        };
 
         let mut holders: Vec<Holder> = if kind.is_lock() {
             holder_fields
@@ -147,7 +152,7 @@ impl Client {
         // The wake-up channels: the name's own, and each queued waiter's.
         let own_channel = match &kind {
             Kind::RwLock => Some(prefixed(prefix::RW_CHANNEL, name)),
-            Kind::Lock | Kind::FencedLock | Kind::FairLock => {
+            Kind::Lock | Kind::FencedLock | Kind::Election | Kind::FairLock => {
                 Some(prefixed(prefix::LOCK_CHANNEL, name))
             }
             Kind::PermitSemaphore => Some(prefixed(prefix::SEMAPHORE_CHANNEL, name)),
@@ -213,7 +218,7 @@ impl Client {
             queue,
             queue_len,
             subscribers,
-            token: if kind == Kind::FencedLock {
+            token: if matches!(kind, Kind::FencedLock | Kind::Election) {
                 token
             } else {
                 None

@@ -30,6 +30,9 @@ pub enum Kind {
     RwLock,
     /// A fenced lock (its token counter exists), held or not.
     FencedLock,
+    /// A leader election ([`Election`](crate::Election)), led or not: the fenced lock named
+    /// `relock_election:<election>`, whose holder is the leader and whose token the epoch.
+    Election,
     /// A semaphore (someone waits on a semaphore's channel).
     Semaphore,
     /// A permit semaphore: permits with ids and leases.
@@ -63,11 +66,12 @@ pub fn release_patterns(name: &str) -> Vec<String> {
 }
 
 /// Every kind relock knows, once: its label (`ls --type`, `--json`) and how a sentence names it.
-const KNOWN: [(Kind, &str, &str); 8] = [
+const KNOWN: [(Kind, &str, &str); 9] = [
     (Kind::Lock, "lock", "lock"),
     (Kind::FairLock, "fair", "fair lock"),
     (Kind::RwLock, "rw", "read-write lock"),
     (Kind::FencedLock, "fenced", "fenced lock"),
+    (Kind::Election, "election", "election"),
     (Kind::Semaphore, "semaphore", "semaphore"),
     (Kind::PermitSemaphore, "permits", "permit semaphore"),
     (Kind::CountDownLatch, "latch", "count-down latch"),
@@ -80,7 +84,7 @@ const KNOWN: [(Kind, &str, &str); 8] = [
 
 impl Kind {
     /// The labels of the kinds relock knows, as [`label`](Self::label) gives them: `lock`,
-    /// `fair`, `rw`, `fenced`, `semaphore`, `permits`, `latch`, `counter`.
+    /// `fair`, `rw`, `fenced`, `election`, `semaphore`, `permits`, `latch`, `counter`.
     pub const LABELS: [&'static str; KNOWN.len()] = {
         let mut labels = [""; KNOWN.len()];
         let mut i = 0;
@@ -121,7 +125,7 @@ impl Kind {
     pub fn is_lock(&self) -> bool {
         matches!(
             self,
-            Kind::Lock | Kind::FairLock | Kind::RwLock | Kind::FencedLock
+            Kind::Lock | Kind::FairLock | Kind::RwLock | Kind::FencedLock | Kind::Election
         )
     }
 
@@ -319,6 +323,7 @@ mod tests {
             Kind::FairLock,
             Kind::RwLock,
             Kind::FencedLock,
+            Kind::Election,
             Kind::Semaphore,
             Kind::PermitSemaphore,
             Kind::CountDownLatch,
