@@ -85,6 +85,14 @@ pub fn raw_exists(server: &RedisServer, key: &str) -> bool {
     resp_int(&server.cmd(&["EXISTS", key])) == 1
 }
 
+/// The string at `key`, `None` when there is none (`GET`).
+pub fn raw_get(server: &RedisServer, key: &str) -> Option<String> {
+    match resp(&server.cmd(&["GET", key])) {
+        Resp::Bulk(value) => value,
+        other => panic!("unexpected GET reply {other:?}"),
+    }
+}
+
 /// The time to live of `key` in milliseconds (`PTTL`: -1 without one, -2 when there is no key).
 pub fn raw_pttl(server: &RedisServer, key: &str) -> i64 {
     resp_int(&server.cmd(&["PTTL", key]))

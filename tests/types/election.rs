@@ -325,3 +325,89 @@ async fn elections_on_every_master_of_a_cluster() {
         );
     }
 }
+
+/// What the stopped leader says: each step of its work, and how `run` ended.
+const STEP: &str = "STEP ";
+const ENDED: &str = "ENDED ";
+
+/// Leads `ELECTION` on `REDIS_URL` (watchdog `WATCHDOG_MS`) and runs work that writes its step
+/// through a fence on `DATA` every 10 ms, saying each; says how `run` ended.
+#[tokio::test]
+#[ignore = "a child process of a_leader_stopped_past_its_lease_does_no_work_on_resume"]
+async fn election_child_worker() {
+    let Some(env) = common::child::env() else {
+        return;
+    };
+    let config = relock::Config::from_url(&env.text("REDIS_URL"))
+        .unwrap()
+        .with_watchdog_timeout(env.millis("WATCHDOG_MS"));
+    let client = Client::new(config).await.unwrap();
+    let term = client
+        .election(env.text("ELECTION"))
+        .campaign()
+        .await
+        .unwrap();
+    common::child::say(format!("{LEADS}{}", term.epoch()));
+    let (fence, data) = (client.fence(env.text("DATA")), env.text("DATA"));
+    let ended = term
+        .run(|term| async move {
+            for step in 0i64.. {
+                fence.set(term.epoch, &data, step).await.unwrap();
+                common::child::say(format!("{STEP}{step}"));
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await;
+    common::child::say(format!(
+        "{ENDED}{}",
+        matches!(ended, Err(Error::LeaseLost { .. }))
+    ));
+}
+
+/// A leader SIGSTOPped past its lease: a follower leads with a higher epoch and writes through
+/// the fence; resumed, the old leader's `run` ends with `LeaseLost` without one more step of its
+/// work, and the fence holds the new leader's write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_stopped_past_its_lease_does_no_work_on_resume() {
+    let server = RedisServer::start();
+    let name = common::prefix("election_stopped");
+    let data = format!("{name}:data");
+    let lease = Duration::from_millis(600);
+    let env = [
+        ("REDIS_URL", server.url()),
+        ("ELECTION", name.clone()),
+        ("DATA", data.clone()),
+        ("WATCHDOG_MS", lease.as_millis().to_string()),
+    ];
+    let child =
+        common::child::Child::spawn(concat!(module_path!(), "::election_child_worker"), &env);
+    let old_epoch: u64 = child
+        .said(LEADS, Duration::from_secs(10))
+        .await
+        .trim()
+        .parse()
+        .unwrap();
+    child.said(STEP, Duration::from_secs(10)).await;
+    let follower = common::client(&server, lease).await;
+    let frozen = common::faults::Frozen::stop(child.pid());
+    // What it said before it stopped has all arrived.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let steps = child.count(STEP);
+    let term = follower.election(&name).campaign().await.unwrap();
+    assert!(term.epoch() > old_epoch);
+    let fence = follower.fence(data.clone());
+    fence.set(term.epoch(), &data, "new").await.unwrap();
+    drop(frozen);
+    let ended = child.said(ENDED, HANG).await;
+    assert_eq!(ended.trim(), "true", "run ended with LeaseLost");
+    assert_eq!(
+        child.count(STEP),
+        steps,
+        "the old leader's work ran a step after resuming"
+    );
+    assert_eq!(
+        common::raw_get(&server, &data).as_deref(),
+        Some("new"),
+        "the fence kept the new leader's write"
+    );
+}

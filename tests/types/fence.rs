@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::topology::Cluster;
-use common::{resp, RedisServer, Resp};
+use common::{raw_get, RedisServer};
 use fred::interfaces::KeysInterface;
 use fred::types::Value;
 use rand::Rng;
@@ -23,14 +23,6 @@ fn fence_key(resource: &str) -> String {
         format!("relock_fence:{resource}")
     } else {
         format!("relock_fence:{{{resource}}}")
-    }
-}
-
-/// The string at `key`, `None` when there is none (`GET`).
-fn raw_get(server: &RedisServer, key: &str) -> Option<String> {
-    match resp(&server.cmd(&["GET", key])) {
-        Resp::Bulk(value) => value,
-        other => panic!("unexpected GET reply {other:?}"),
     }
 }
 
