@@ -137,6 +137,11 @@ async fn main() -> relock::Result<()> {
     let _: i64 = client.redis().del("reports:nightly").await.expect("DEL");
     guard.lost().await;
     drop(guard);
+    // Its release runs in the background: let it end before the flush below, or it may load
+    // the release script again itself and leave the unlock after the flush nothing to reload.
+    while client.stats().in_flight > 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
 
     // The server forgets relock's scripts: the next ones are loaded again (NOSCRIPT).
     let flush = CustomCommand::new_static("SCRIPT", ClusterHash::Random, false);

@@ -234,7 +234,12 @@ pub fn command_on(stream: &mut TcpStream, args: &[&str]) -> io::Result<String> {
     let mut reply = Vec::new();
     let mut buf = [0u8; 4096];
     while !whole_reply(&reply) {
-        let n = stream.read(&mut buf)?;
+        // A signal (a child process stopped or resumed: SIGCHLD) interrupts a read on a socket
+        // with a read timeout even under SA_RESTART: read again.
+        let n = match stream.read(&mut buf) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            read => read?,
+        };
         if n == 0 {
             let why = "the connection closed before a whole reply";
             return Err(io::Error::new(io::ErrorKind::UnexpectedEof, why));
