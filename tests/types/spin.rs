@@ -563,6 +563,13 @@ async fn cancelled_spin_acquires_leave_no_hold_behind() {
     );
     assert!(!common::raw_exists(&server, &name));
     assert_clients_idle(&clients.iter().collect::<Vec<_>>());
+    // A cancelled waiter's hand-off claim may outlive it, promising the free lock to nobody
+    // until the claim's own TTL (what was left of the lease, plus the claim window) ends.
+    let claim = format!("relock_claim:{{{name}}}");
+    assert!(
+        common::until_gone(&server, &claim, Duration::from_secs(10)).await,
+        "a claim outlived its TTL"
+    );
     // And the lock works as before.
     let guard = clients[1].spin_lock(&name).try_lock().await.unwrap();
     guard.expect("the lock is free").unlock().await.unwrap();
