@@ -225,6 +225,22 @@ async fn bad_input_is_refused_with_a_typed_error() {
 /// What the leader in a child process says once it leads, before its epoch.
 const LEADS: &str = "LEADS ";
 
+/// In a child: a client on `REDIS_URL` (watchdog `WATCHDOG_MS`) that leads `ELECTION`, and
+/// says so with the term's epoch.
+async fn child_leads(env: &common::child::Settings) -> (Client, Term) {
+    let config = relock::Config::from_url(&env.text("REDIS_URL"))
+        .unwrap()
+        .with_watchdog_timeout(env.millis("WATCHDOG_MS"));
+    let client = Client::new(config).await.unwrap();
+    let term = client
+        .election(env.text("ELECTION"))
+        .campaign()
+        .await
+        .unwrap();
+    common::child::say(format!("{LEADS}{}", term.epoch()));
+    (client, term)
+}
+
 /// Leads the election `ELECTION` on `REDIS_URL` (watchdog `WATCHDOG_MS`), says so with its epoch,
 /// and keeps the term until it is killed.
 #[tokio::test]
@@ -233,16 +249,7 @@ async fn election_child_leader() {
     let Some(env) = common::child::env() else {
         return;
     };
-    let server = relock::Config::from_url(&env.text("REDIS_URL"))
-        .unwrap()
-        .with_watchdog_timeout(env.millis("WATCHDOG_MS"));
-    let client = Client::new(server).await.unwrap();
-    let term = client
-        .election(env.text("ELECTION"))
-        .campaign()
-        .await
-        .unwrap();
-    common::child::say(format!("{LEADS}{}", term.epoch()));
+    let (_client, _term) = child_leads(&env).await;
     std::future::pending::<()>().await;
 }
 
@@ -338,16 +345,7 @@ async fn election_child_worker() {
     let Some(env) = common::child::env() else {
         return;
     };
-    let config = relock::Config::from_url(&env.text("REDIS_URL"))
-        .unwrap()
-        .with_watchdog_timeout(env.millis("WATCHDOG_MS"));
-    let client = Client::new(config).await.unwrap();
-    let term = client
-        .election(env.text("ELECTION"))
-        .campaign()
-        .await
-        .unwrap();
-    common::child::say(format!("{LEADS}{}", term.epoch()));
+    let (client, term) = child_leads(&env).await;
     let (fence, data) = (client.fence(env.text("DATA")), env.text("DATA"));
     let ended = term
         .run(|term| async move {
