@@ -39,7 +39,7 @@ mod watchdog;
 pub use backoff::Backoff;
 pub use client::Client;
 pub use config::Config;
-pub use election::{Election, Leader, Term, TermInfo};
+pub use election::{Candidate, Change, Election, Leader, Term, TermInfo, Vacancy, Watch};
 pub use error::{Error, Result};
 pub use fence::Fence;
 pub use lock::{

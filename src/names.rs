@@ -45,10 +45,14 @@ pub(crate) mod prefix {
     /// What an election's lock name starts with: `relock_election:<election>` (a name, not
     /// `<prefix>:{<name>}`: its own keys put the whole of it in braces, as any lock's do).
     pub(crate) const ELECTION: &str = "relock_election:";
+    /// An election's history, a stream beside its lock (`lua/election/history.lua`).
+    pub(crate) const HISTORY: &str = "relock_election_log";
+    /// The channel an election's changes are published on, for its watchers.
+    pub(crate) const CHANGES: &str = "relock_election_changes";
 
     /// The prefixes of the keys kept beside a name, none of which is a name itself.
-    pub(crate) const AUXILIARY: [&str; 9] = [
-        QUEUE, TIMEOUT, TOKEN, REPLAY, CLAIM, FAIR_ALIVE, LEASE, REQUEST, FENCE,
+    pub(crate) const AUXILIARY: [&str; 10] = [
+        QUEUE, TIMEOUT, TOKEN, REPLAY, CLAIM, FAIR_ALIVE, LEASE, REQUEST, FENCE, HISTORY,
     ];
 }
 

@@ -43,7 +43,7 @@ pub(crate) fn connection_name(id: &str, role: Role) -> String {
 }
 
 /// This machine's host name, as the kernel has it; `?` when it cannot be read.
-fn host() -> String {
+pub(crate) fn host() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .map(|h| h.trim().to_owned())
@@ -53,7 +53,7 @@ fn host() -> String {
 }
 
 /// This process's program: the file name of its executable; `?` when unknown.
-fn program() -> String {
+pub(crate) fn program() -> String {
     std::env::current_exe()
         .ok()
         .and_then(|path| path.file_name().map(|n| n.to_string_lossy().into_owned()))

@@ -49,6 +49,8 @@ primitives! {
     PermitSemaphore = "permit_semaphore",
     /// [`CountDownLatch`](crate::CountDownLatch).
     Latch = "latch",
+    /// [`Election`](crate::Election): a term is a hold of its lock.
+    Election = "election",
 }
 
 #[cfg(test)]

@@ -5,17 +5,28 @@
 //! leader to go as a lock waiter does (woken by the release, no polling), and the epoch is the
 //! fenced lock's token, so a [`Fence`](crate::Fence) refuses the writes of any earlier term.
 
+mod history;
+mod office;
 mod term;
+mod watch;
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
+
+use fred::bytes_utils::Str;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::inspect::Party;
-use crate::lock::FencedLock;
+use crate::lock::{lock_delay_ms, Handle, Kind};
 use crate::owner::Owner;
+use crate::scripts::Delay;
 
+pub use history::{Candidate, Change, Vacancy};
 pub use term::{Term, TermInfo};
+pub use watch::Watch;
+
+use history::{observe, Change as Seen, Read};
+use office::{ElectionKeys, Office};
 
 use crate::names::prefix::ELECTION as PREFIX;
 
@@ -40,14 +51,22 @@ use crate::names::prefix::ELECTION as PREFIX;
 #[derive(Clone)]
 pub struct Election {
     name: String,
-    lock: FencedLock,
+    handle: Handle,
+    keys: ElectionKeys,
     client: Client,
 }
 
 impl Election {
     pub(crate) fn new(client: Client, name: String) -> Election {
+        let lock = format!("{PREFIX}{name}");
+        let keys = ElectionKeys::new(&lock);
+        let office = Office {
+            keys: keys.clone(),
+            delay: None,
+        };
         Election {
-            lock: client.fenced_lock(format!("{PREFIX}{name}")),
+            handle: Handle::new(client.shared.clone(), lock, Kind::of(office)),
+            keys,
             name,
             client,
         }
@@ -58,8 +77,40 @@ impl Election {
         &self.name
     }
 
+    /// The same election with a **lock-delay** for a leader that dies: when a term ends without
+    /// a resign (its lease ran out: the leader died, stalled, or lost Redis), this handle's
+    /// candidates wait `delay` more before one leads, so that requests the old leader still had
+    /// in flight land first (Chubby's lock-delay). A resign (also a dropped [`Term`] and
+    /// [`Client::shutdown`]) imposes none: a waiting candidate leads at once.
+    /// [`Duration::ZERO`] turns it off (the default). Every candidate of the election should set
+    /// the same delay: one without it does not read the delay and may lead at once. It is the
+    /// lock-delay of [`Lock::with_lock_delay`](crate::Lock::with_lock_delay), with its limits:
+    /// a mitigation; the epoch is the protection.
+    ///
+    /// ```no_run
+    /// # async fn run(client: relock::Client) -> relock::Result<()> {
+    /// use std::time::Duration;
+    /// let election = client.election("scheduler").with_lock_delay(Duration::from_secs(5))?;
+    /// let term = election.campaign().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a delay over 60 s, or above zero but under 1 ms.
+    pub fn with_lock_delay(mut self, delay: Duration) -> Result<Election> {
+        let ms = lock_delay_ms(delay)?;
+        let office = Office {
+            keys: self.keys.clone(),
+            delay: (ms > 0).then(|| Delay::new(self.handle.name(), ms)),
+        };
+        self.handle.set_kind(Kind::of(office));
+        Ok(self)
+    }
+
     /// Waits until this caller leads, and returns its term: at once when nobody leads, else
-    /// when the leader resigns or its term ends (woken by the release, without polling).
+    /// when the leader resigns or its term ends (woken by the release, without polling; a term
+    /// that ends by its lease is noticed when the lease would end).
     ///
     /// # Errors
     ///
@@ -71,11 +122,13 @@ impl Election {
     /// acquire had reached Redis gives the term back in the background.
     pub async fn campaign(&self) -> Result<Term> {
         self.check()?;
-        let guard = self.candidate().lock().await?;
-        Ok(Term::new(guard, self.name.clone(), self.client.id()))
+        let guard = self.candidate().acquire(None, None).await?;
+        let guard = guard.expect("an unbounded wait ends only with the term");
+        Ok(Term::new(guard, self.clone()))
     }
 
-    /// Leads if nobody does: `Some(term)`, or `None` at once when another candidate leads.
+    /// Leads if nobody does: `Some(term)`, or `None` at once when another candidate leads (or
+    /// a lock-delay is in force).
     ///
     /// # Errors
     ///
@@ -86,40 +139,116 @@ impl Election {
     /// As [`campaign`](Self::campaign).
     pub async fn try_campaign(&self) -> Result<Option<Term>> {
         self.check()?;
-        let guard = self.candidate().try_lock().await?;
-        Ok(guard.map(|guard| Term::new(guard, self.name.clone(), self.client.id())))
+        let guard = self.candidate().acquire(None, Some(Duration::ZERO)).await?;
+        Ok(guard.map(|guard| Term::new(guard, self.clone())))
     }
 
-    /// Who leads now, read from Redis: `None` when nobody does.
+    /// Who leads now, read from Redis: `None` when nobody does. A term that ended by its lease
+    /// is written to history as it is found here (see [`Change::Vacant`]).
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for an empty name, [`Error::WrongType`] when the election's
-    /// key holds something else, [`Error::Redis`] when the server cannot be read.
+    /// [`Error::InvalidArgument`] for an empty name, [`Error::WrongType`] when one of the
+    /// election's keys holds something else, [`Error::Redis`] when the server cannot be read.
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe: it only reads.
+    /// Cancel safe: what it may write (a lapsed term's vacancy) is written whole or not at all.
     pub async fn leader(&self) -> Result<Option<Leader>> {
         self.check()?;
-        let key = format!("{PREFIX}{}", self.name);
-        let seen = self.client.inspect(&key).await?;
-        if !seen.kind.is_lock() && seen.kind != crate::inspect::Kind::Nothing {
-            return Err(Error::WrongType { key });
-        }
-        let Some(holder) = seen.holders.into_iter().next() else {
+        let shared = &self.client.shared;
+        shared.check_open()?;
+        let lock = self.lock_name();
+        let seen = observe(
+            &shared.redis,
+            shared.publish,
+            &lock,
+            &self.keys,
+            Read::Newest,
+        )
+        .await?;
+        let Some(field) = seen.leader else {
             return Ok(None);
         };
-        Ok(Some(Leader {
-            epoch: seen.token.unwrap_or(0),
-            party: holder.party,
+        let inspected = self.client.inspect(&lock).await?;
+        let party = inspected
+            .holders
+            .into_iter()
+            .map(|holder| holder.party)
+            .find(|party| party.field == field)
+            .unwrap_or_else(|| Party::gone(&field));
+        let mut leader = Leader {
+            epoch: seen.epoch,
+            party,
+            metadata: None,
+            since: None,
             lease_left: u64::try_from(seen.pttl_ms).ok().map(Duration::from_millis),
-        }))
+        };
+        if let Some(newest) = seen.entries.into_iter().next() {
+            let (Seen::Elected {
+                epoch, leader: who, ..
+            }
+            | Seen::Proclaimed {
+                epoch, leader: who, ..
+            }) = &newest.change
+            else {
+                return Ok(Some(leader));
+            };
+            if *epoch == seen.epoch && who.field == field {
+                leader.since = newest.since;
+                if let Seen::Proclaimed { metadata, .. } = newest.change {
+                    leader.metadata = Some(metadata);
+                }
+            }
+        }
+        Ok(Some(leader))
+    }
+
+    /// The election's changes from now on: first the newest one in its history (who leads, or
+    /// the vacancy; nothing when the election never had a leader), then every later change,
+    /// each once, in order. See [`Watch`].
+    ///
+    /// ```no_run
+    /// # async fn run(client: relock::Client) -> relock::Result<()> {
+    /// use futures::StreamExt;
+    /// use relock::Change;
+    /// let mut changes = client.election("scheduler").watch();
+    /// while let Some(change) = changes.next().await {
+    ///     match change? {
+    ///         Change::Elected { epoch, leader, .. } => println!("{} leads ({epoch})", leader.host),
+    ///         Change::Vacant { epoch, reason, .. } => println!("term {epoch} ended: {reason:?}"),
+    ///         other => println!("{other:?}"),
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn watch(&self) -> Watch {
+        self.watch_from(None)
+    }
+
+    /// The election's changes after place `seq` ([`Change::seq`] of the last change a watch
+    /// saw, kept elsewhere): every later change, each once, in order, with a [`Change::Gap`]
+    /// first when history no longer has the change after `seq`.
+    pub fn watch_after(&self, seq: u64) -> Watch {
+        self.watch_from(Some(seq))
+    }
+
+    fn watch_from(&self, after: Option<u64>) -> Watch {
+        let shared = self.client.shared.clone();
+        if let Err(e) = self.check() {
+            return Watch::failed(e);
+        }
+        Watch::new(shared, self.lock_name(), self.keys.clone(), after)
+    }
+
+    /// The election's lock hash, `relock_election:<name>`.
+    fn lock_name(&self) -> Str {
+        Str::from(self.handle.name())
     }
 
     /// A handle of the election's lock for a new candidate.
-    fn candidate(&self) -> FencedLock {
-        self.lock.clone().owned_by(Owner::new())
+    fn candidate(&self) -> Handle {
+        self.handle.clone().owned_by(Owner::new())
     }
 
     fn check(&self) -> Result<()> {
@@ -147,6 +276,12 @@ pub struct Leader {
     /// The leader: its client and owner, and the process behind it (pid, host, program) while
     /// its client has a connection open, as [`Client::inspect`] shows a holder.
     pub party: Party,
+    /// What it proclaimed last in this term ([`Term::proclaim`]); `None` before it did, or
+    /// when history lost the term's entries.
+    pub metadata: Option<String>,
+    /// When its term began, by the server's clock; `None` when history lost the term's
+    /// entries.
+    pub since: Option<SystemTime>,
     /// What is left of its lease (the watchdog renews it while the leader lives); `None` for a
     /// term without expiry.
     pub lease_left: Option<Duration>,

@@ -2,8 +2,12 @@
 
 use std::future::Future;
 
+use fred::bytes_utils::Str;
+
+use super::history::proclaim;
+use super::Election;
 use crate::error::{Error, Result};
-use crate::lock::FencedGuard;
+use crate::lock::LockGuard;
 use crate::wait::Lost;
 
 /// A leader's term in an [`Election`](crate::Election), from
@@ -14,10 +18,11 @@ use crate::wait::Lost;
 #[must_use = "dropping the term gives it back at once"]
 #[derive(Debug)]
 pub struct Term {
-    guard: FencedGuard,
-    election: String,
+    guard: LockGuard,
+    epoch: u64,
+    election: Election,
     /// The holder field, `<client-uuid>:<owner>`.
-    field: String,
+    field: Str,
 }
 
 /// What the work of [`Term::run`] is told of its term.
@@ -31,10 +36,14 @@ pub struct TermInfo {
 }
 
 impl Term {
-    pub(super) fn new(guard: FencedGuard, election: String, client_id: &str) -> Term {
-        let field = format!("{client_id}:{}", guard.owner());
+    pub(super) fn new(guard: LockGuard, election: Election) -> Term {
+        let field = election.client.shared.holder_field(guard.owner()).into();
+        let epoch = guard
+            .fencing_token()
+            .expect("an election's acquire gives an epoch");
         Term {
             guard,
+            epoch,
             election,
             field,
         }
@@ -46,12 +55,43 @@ impl Term {
     /// see [`FencedLock`](crate::FencedLock) for what the deployment must keep (the AOF on a
     /// single server, replica sync on a replicated one).
     pub fn epoch(&self) -> u64 {
-        self.guard.token()
+        self.epoch
     }
 
     /// The election's name.
     pub fn election(&self) -> &str {
-        &self.election
+        self.election.name()
+    }
+
+    /// Proclaims `metadata` (an address to reach the leader at, say) for this term: written to
+    /// the election's history, so [`Election::leader`](crate::Election::leader) shows it and
+    /// every [`watch`](crate::Election::watch) reports it as a
+    /// [`Change::Proclaimed`](crate::Change::Proclaimed). Returns its place in history.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseLost`] when the term has ended (checked on Redis, in the same script that
+    /// writes it), [`Error::Redis`] when the server cannot be reached.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: written whole or not at all, and a dropped call may have written it.
+    pub async fn proclaim(&self, metadata: impl AsRef<str>) -> Result<u64> {
+        let shared = &self.election.client.shared;
+        shared.check_open()?;
+        let (redis, publish) = (&shared.redis, shared.publish);
+        let lock = self.election.lock_name();
+        let keys = &self.election.keys;
+        let written = proclaim(redis, publish, &lock, keys, &self.field, metadata.as_ref()).await?;
+        written.ok_or_else(|| self.lost_error())
+    }
+
+    /// The error of a term that has ended.
+    fn lost_error(&self) -> Error {
+        Error::LeaseLost {
+            lock: self.election.name().to_owned(),
+            owner: self.field.to_string(),
+        }
     }
 
     /// Completes at the earliest moment the term's lease can have run out (as
@@ -121,7 +161,7 @@ impl Term {
         Fut: Future<Output = T>,
     {
         let info = TermInfo {
-            election: self.election.clone(),
+            election: self.election.name().to_owned(),
             epoch: self.epoch(),
         };
         let lost = self.lost();
@@ -139,16 +179,15 @@ impl Term {
             Some(out) => {
                 if let Err(e) = self.guard.unlock().await {
                     // The term ends by its lease then: the watchdog no longer renews it.
-                    tracing::warn!(election = %self.election, error = %e, "resigning a term failed");
+                    let election = self.election.name();
+                    tracing::warn!(election, error = %e, "resigning a term failed");
                 }
                 Ok(out)
             }
             None => {
+                let lost = self.lost_error();
                 drop(self.guard);
-                Err(Error::LeaseLost {
-                    lock: self.election,
-                    owner: self.field,
-                })
+                Err(lost)
             }
         }
     }

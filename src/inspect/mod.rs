@@ -194,6 +194,11 @@ pub struct Party {
 }
 
 impl Party {
+    /// The party of holder field `field` whose client has no connection open.
+    pub(crate) fn gone(field: &str) -> Party {
+        Party::new(field, &[])
+    }
+
     fn new(field: &str, connections: &[ClientConnection]) -> Party {
         let base = field.strip_suffix(":write").unwrap_or(field);
         let (client_id, owner) = base.split_once(':').unwrap_or((base, ""));

@@ -135,19 +135,7 @@ impl LockType for Fenced {
         redis: &'a Connection,
         _keys: &'a LockKeys,
     ) -> BoxFuture<'a, Result<Option<u64>>> {
-        Box::pin(async move {
-            let token = &self.token;
-            let value: Option<u64> = redis
-                .get(token.clone())
-                .await
-                .map_err(|e| Error::from_redis(e, token, &redis.server))?;
-            // The acquire wrote it; gone since (deleted by hand), the hold has no token to give.
-            let gone = || {
-                let why = format!("the fencing token counter `{token}` is gone");
-                Error::redis(crate::redis_error::missing(why), &redis.server)
-            };
-            value.map(Some).ok_or_else(gone)
-        })
+        Box::pin(read_token(redis, &self.token))
     }
 
     fn release<'a>(
@@ -171,6 +159,20 @@ impl LockType for Fenced {
     fn hands_off_with_grace(&self) -> bool {
         true
     }
+}
+
+/// The token in counter `token`, read back after an acquire whose reply was lost but which took
+/// the hold: an error when the counter is gone (deleted by hand since).
+pub(crate) async fn read_token(redis: &Connection, token: &Str) -> Result<Option<u64>> {
+    let value: Option<u64> = redis
+        .get(token.clone())
+        .await
+        .map_err(|e| Error::from_redis(e, token, &redis.server))?;
+    let gone = || {
+        let why = format!("the fencing token counter `{token}` is gone");
+        Error::redis(crate::redis_error::missing(why), &redis.server)
+    };
+    value.map(Some).ok_or_else(gone)
 }
 
 /// A hold of a [`FencedLock`], with its fencing token. Everything else is a

@@ -35,11 +35,16 @@ mod spin;
 mod turns;
 
 pub(crate) use api::combined_api;
+// The core that a primitive built on a lock hash (an election) implements a lock type with.
 pub use fair::FairLock;
+pub(crate) use fenced::read_token;
 pub use fenced::{FencedGuard, FencedLock};
 pub use guard::LockGuard;
 pub use handle::RemainingLease;
+pub(crate) use handle::{lock_delay_ms, Handle};
+pub(crate) use kind::{Ask, Hold, Holder, Kind, LockType, Turns};
 pub use multi::{MultiGuard, MultiLock, Part};
 pub use reentrant::Lock;
 pub use rw::{ReadLock, RwLock, WriteLock};
 pub use spin::SpinLock;
+pub(crate) use turns::PlainTurns;

@@ -41,7 +41,7 @@ pub(crate) struct PlainTurns<'a> {
 }
 
 impl<'a> PlainTurns<'a> {
-    pub(super) fn new(hold: &'a Hold, wait: Option<Duration>) -> PlainTurns<'a> {
+    pub(crate) fn new(hold: &'a Hold, wait: Option<Duration>) -> PlainTurns<'a> {
         let shared = &hold.shared;
         let channel = &hold.keys.channel;
         let one_shot = wait == Some(Duration::ZERO);

@@ -81,6 +81,7 @@ pub(super) struct Export {
     renewal_lag: OnceLock<Histogram>,
     wakeups: OnceLock<Counter>,
     resubscribes: OnceLock<Counter>,
+    vacancies: OnceLock<Histogram>,
     /// Per script (by [`ScriptId::slot`]): its duration, and its `NOSCRIPT` reloads.
     scripts: [OnceLock<(Histogram, Counter)>; SCRIPT_SLOTS],
 }
@@ -102,6 +103,7 @@ impl Export {
             renewal_lag: OnceLock::new(),
             wakeups: OnceLock::new(),
             resubscribes: OnceLock::new(),
+            vacancies: OnceLock::new(),
             scripts: [const { OnceLock::new() }; SCRIPT_SLOTS],
         }
     }
@@ -208,6 +210,20 @@ impl Export {
         resubscribes.increment(1);
     }
 
+    pub(super) fn vacancy(&self, name: &str, vacant: Duration) {
+        match &self.names {
+            // A name label only through the user's mapper, as for every other metric.
+            Some((map, _)) => {
+                histogram!("relock_election_vacancy_seconds", "name" => map(name))
+                    .record(vacant.as_secs_f64());
+            }
+            None => self
+                .vacancies
+                .get_or_init(|| histogram!("relock_election_vacancy_seconds"))
+                .record(vacant.as_secs_f64()),
+        }
+    }
+
     pub(super) fn script(&self, script: ScriptId, took: Duration, reloaded: bool) {
         let Some(handles) = self.scripts.get(script.slot) else {
             return;
@@ -279,6 +295,7 @@ fn describe() {
         "Pub/sub messages that woke waiters."
     );
     describe_counter!("relock_resubscribes_total", Unit::Count, "Subscriptions brought back after a reconnect, or every waiter woken after missed messages.");
+    describe_histogram!("relock_election_vacancy_seconds", Unit::Seconds, "How long an election was vacant before a term of this process began, as its history records it (a term that ended without a resign counts from when its vacancy was first noticed).");
     describe_histogram!(
         "relock_script_duration_seconds",
         Unit::Seconds,

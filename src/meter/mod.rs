@@ -262,6 +262,14 @@ impl Meter {
         let _ = (kind, name, reason);
     }
 
+    /// A term of election `name` began after the election was vacant for `vacant`, as its
+    /// history records it.
+    pub(crate) fn vacancy(&self, name: &str, vacant: Duration) {
+        #[cfg(feature = "metrics")]
+        self.export.vacancy(name, vacant);
+        let _ = (name, vacant);
+    }
+
     /// One lock's renewal ended as `outcome`.
     pub(crate) fn renewed(&self, outcome: Renewed) {
         match outcome {

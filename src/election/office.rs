@@ -1,0 +1,273 @@
+//! The election's lock type: a term is the one hold of the election's lock hash, taken and given
+//! back by the election's own scripts (`lua/election/`), which also write each change to the
+//! election's history. Everything else (waiting, the watchdog, releases that count once, the
+//! shutdown) is the lock core's, as for any lock type.
+
+use std::time::Duration;
+
+use fred::bytes_utils::Str;
+use fred::types::{Key, Value};
+use futures::future::BoxFuture;
+use once_cell::sync::Lazy;
+
+use crate::connection::Connection;
+use crate::error::{Error, Result};
+use crate::lock::{read_token, Ask, Hold, Holder, LockType, PlainTurns, Turns};
+use crate::names::{prefixed, LockKeys};
+use crate::primitive::Primitive;
+use crate::registry::Closing;
+use crate::scripts::catalogue;
+use crate::scripts::{
+    busy_or_delayed, integer, ms_arg, released, text, Answer, Delay, ReleaseHow, Released, Script,
+    UNLOCK_MESSAGE,
+};
+use crate::shared::Shared;
+
+static ACQUIRE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::ELECTION_ACQUIRE));
+static RELEASE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::ELECTION_RELEASE));
+
+/// This process as an elected leader's history entry names it: pid, host, program.
+pub(super) static PROCESS: Lazy<[Value; 3]> = Lazy::new(|| {
+    [
+        Value::Integer(i64::from(std::process::id())),
+        Value::from(crate::naming::host()),
+        Value::from(crate::naming::program()),
+    ]
+});
+
+/// The keys beside an election's lock hash: its epoch counter, history and change channel.
+#[derive(Debug, Clone)]
+pub(super) struct ElectionKeys {
+    /// The epoch counter, a fenced lock's token counter: `redisson_lock_token:{<lock>}`.
+    pub(super) epoch: Str,
+    /// The history stream, `relock_election_log:{<lock>}`.
+    pub(super) history: Str,
+    /// The change channel, `relock_election_changes:{<lock>}`.
+    pub(super) changes: Str,
+}
+
+impl ElectionKeys {
+    /// The keys of the election whose lock hash is `lock`.
+    pub(super) fn new(lock: &str) -> ElectionKeys {
+        use crate::names::prefix;
+        ElectionKeys {
+            epoch: prefixed(prefix::TOKEN, lock).into(),
+            history: prefixed(prefix::HISTORY, lock).into(),
+            changes: prefixed(prefix::CHANGES, lock).into(),
+        }
+    }
+}
+
+/// The election's lock type: its keys, and its lock-delay if it has one.
+pub(super) struct Office {
+    pub(super) keys: ElectionKeys,
+    pub(super) delay: Option<Delay>,
+}
+
+impl LockType for Office {
+    fn primitive(&self) -> Primitive {
+        Primitive::Election
+    }
+
+    fn turns<'h>(&self, hold: &'h Hold, wait: Option<Duration>) -> Box<dyn Turns + 'h> {
+        Box::new(PlainTurns::new(hold, wait))
+    }
+
+    fn acquire<'a>(
+        &'a self,
+        shared: &'a Shared,
+        redis: &'a Connection,
+        hold: Holder<'a>,
+        lease_ms: u64,
+        ask: Ask,
+    ) -> BoxFuture<'a, Result<Answer>> {
+        Box::pin(self.take(shared, redis, hold, lease_ms, ask))
+    }
+
+    fn token<'a>(
+        &'a self,
+        redis: &'a Connection,
+        _keys: &'a LockKeys,
+    ) -> BoxFuture<'a, Result<Option<u64>>> {
+        Box::pin(read_token(redis, &self.keys.epoch))
+    }
+
+    fn release<'a>(
+        &'a self,
+        hold: Holder<'a>,
+        redis: &'a Connection,
+        _keep_ms: u64,
+        how: ReleaseHow<'a>,
+    ) -> BoxFuture<'a, Result<Released>> {
+        Box::pin(self.give_back(redis, hold.keys, hold.field, how))
+    }
+
+    fn force_release<'a>(
+        &'a self,
+        shared: &'a Shared,
+        keys: &'a LockKeys,
+    ) -> BoxFuture<'a, Result<bool>> {
+        // The next read of the election (a candidate's acquire, a watcher's, `leader()`) writes
+        // the vacancy to history, as for a term whose lease ran out.
+        let (publish, window) = (shared.publish, shared.claim_window_ms);
+        Box::pin(crate::scripts::force_release(
+            &shared.redis,
+            keys,
+            publish,
+            window,
+        ))
+    }
+
+    fn hands_off_with_grace(&self) -> bool {
+        true
+    }
+
+    fn lock_delay(&self) -> Option<&Delay> {
+        self.delay.as_ref()
+    }
+
+    fn abandon<'a>(
+        &'a self,
+        closing: &'a Closing<'a>,
+        name: &'a Str,
+        field: &'a Str,
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let keys = self.keys(name)?;
+            let replay = keys.replay_key(field);
+            let how = ReleaseHow {
+                replay: &replay,
+                replay_ttl_ms: 0,
+                publish: closing.publish,
+                claim_window_ms: closing.claim_window_ms,
+                sent_before: false,
+                replay_last: false,
+            };
+            let released = self.give_back(closing.redis, &keys, field, how).await?;
+            Ok(matches!(released, Released::Freed { .. }))
+        })
+    }
+}
+
+impl Office {
+    /// Runs `lua/election/acquire.lua`; a term taken after a vacancy that history records is
+    /// counted in the meter's vacancies.
+    async fn take(
+        &self,
+        shared: &Shared,
+        redis: &Connection,
+        hold: Holder<'_>,
+        lease_ms: u64,
+        ask: Ask,
+    ) -> Result<Answer> {
+        let priority = match ask {
+            Ask::Claim(priority) => priority.max(1),
+            Ask::Now | Ask::Queue => 0,
+        };
+        let lock = hold.keys;
+        let mut keys = vec![
+            Key::from(&lock.name),
+            Key::from(&lock.claim),
+            Key::from(&self.keys.epoch),
+            Key::from(&self.keys.history),
+            Key::from(&self.keys.changes),
+        ];
+        let [pid, host, program] = &*PROCESS;
+        let mut args = vec![
+            ms_arg(lease_ms),
+            Value::String(hold.field.clone()),
+            Value::Integer(i64::from(priority)),
+            ms_arg(shared.claim_window_ms),
+            text(shared.publish),
+            pid.clone(),
+            host.clone(),
+            program.clone(),
+        ];
+        if let Some(delay) = &self.delay {
+            keys.push(Key::from(&delay.shadow));
+            args.push(ms_arg(delay.ms));
+        }
+        let reply = ACQUIRE
+            .run(redis, &keys, &args)
+            .await
+            .map_err(|e| Error::from_script(e, &self.named(lock), &redis.server))?;
+        let server = &redis.server;
+        match reply {
+            Value::Array(items) if items.len() == 2 && items[1].as_i64().is_some() => {
+                let [epoch, vacant]: [Value; 2] = items.try_into().expect("two items");
+                let epoch = integer(epoch, &lock.name, server)?.max(0) as u64;
+                let vacant = integer(vacant, &lock.name, server)?;
+                if let Ok(ms) = u64::try_from(vacant) {
+                    let name = self.election_name(&lock.name);
+                    shared.meter().vacancy(name, Duration::from_millis(ms));
+                }
+                Ok(Answer::Taken { token: Some(epoch) })
+            }
+            other => busy_or_delayed(other, &lock.name, server),
+        }
+    }
+
+    /// Runs `lua/election/release.lua`: gives the term of `field` back.
+    async fn give_back(
+        &self,
+        redis: &Connection,
+        lock: &LockKeys,
+        field: &Str,
+        how: ReleaseHow<'_>,
+    ) -> Result<Released> {
+        let mut keys = vec![
+            Key::from(&lock.name),
+            Key::from(&lock.channel),
+            how.replay.clone(),
+            Key::from(&lock.claim),
+            Key::from(&self.keys.epoch),
+            Key::from(&self.keys.history),
+            Key::from(&self.keys.changes),
+        ];
+        if let Some(delay) = &self.delay {
+            keys.push(Key::from(&delay.shadow));
+        }
+        let flag = |on: bool| text(if on { "1" } else { "0" });
+        let args = [
+            text(UNLOCK_MESSAGE),
+            text(how.publish),
+            Value::String(field.clone()),
+            ms_arg(how.replay_ttl_ms.max(1)),
+            ms_arg(how.claim_window_ms),
+            flag(how.sent_before),
+            flag(how.replay_last),
+        ];
+        let reply = RELEASE.run(redis, &keys, &args).await.map_err(|e| {
+            let named = [
+                &*lock.name,
+                &lock.channel,
+                "",
+                &lock.claim,
+                &self.keys.epoch,
+                &self.keys.history,
+                "",
+                self.delay.as_ref().map_or("", |d| &d.shadow),
+            ];
+            Error::from_script(e, &named, &redis.server)
+        })?;
+        released(reply, &lock.name, &redis.server)
+    }
+
+    /// The keys of the acquire script, by their place, for its errors.
+    fn named<'k>(&'k self, lock: &'k LockKeys) -> [&'k str; 6] {
+        [
+            &lock.name,
+            &lock.claim,
+            &self.keys.epoch,
+            &self.keys.history,
+            "",
+            self.delay.as_ref().map_or("", |d| &d.shadow),
+        ]
+    }
+
+    /// The election's name, from its lock's.
+    fn election_name<'n>(&self, lock: &'n str) -> &'n str {
+        lock.strip_prefix(crate::names::prefix::ELECTION)
+            .unwrap_or(lock)
+    }
+}
