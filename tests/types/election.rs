@@ -8,6 +8,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
+
 use common::{RedisServer, HANG};
 use relock::{Client, Error, Term};
 
@@ -232,11 +234,11 @@ async fn child_leads(env: &common::child::Settings) -> (Client, Term) {
         .unwrap()
         .with_watchdog_timeout(env.millis("WATCHDOG_MS"));
     let client = Client::new(config).await.unwrap();
-    let term = client
-        .election(env.text("ELECTION"))
-        .campaign()
-        .await
-        .unwrap();
+    let mut election = client.election(env.text("ELECTION"));
+    if let Some(delay) = env.optional_millis("DELAY_MS") {
+        election = election.with_lock_delay(delay).unwrap();
+    }
+    let term = election.campaign().await.unwrap();
     common::child::say(format!("{LEADS}{}", term.epoch()));
     (client, term)
 }
@@ -255,28 +257,57 @@ async fn election_child_leader() {
 
 /// A leader in another process is SIGKILLed: the follower leads once the leader's lease has run
 /// out on the server (never before: nobody gave the term back), with a higher epoch; before the
-/// kill, `leader()` names the child's process.
+/// kill, `leader()` names the child's process, and a watch reports the dead leader's term
+/// lapsed before the follower's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_leader_is_followed_once_its_lease_ends_and_not_before() {
+    killed_leader_followed(None).await;
+}
+
+/// As [`a_killed_leader_is_followed_once_its_lease_ends_and_not_before`], every candidate with a
+/// lock-delay: the follower leads once the lease and the delay have run out, not before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_lock_delay_a_killed_leader_is_followed_after_its_lease_and_the_delay() {
+    killed_leader_followed(Some(Duration::from_millis(700))).await;
+}
+
+async fn killed_leader_followed(delay: Option<Duration>) {
     let server = RedisServer::start();
     let name = common::prefix("election_killed");
     let lease = Duration::from_millis(800);
-    let env = [
+    let mut env = vec![
         ("REDIS_URL", server.url()),
         ("ELECTION", name.clone()),
         ("WATCHDOG_MS", lease.as_millis().to_string()),
     ];
+    if let Some(delay) = delay {
+        env.push(("DELAY_MS", delay.as_millis().to_string()));
+    }
     let mut child =
         common::child::Child::spawn(concat!(module_path!(), "::election_child_leader"), &env);
     let said = child.said(LEADS, Duration::from_secs(10)).await;
     let child_epoch: u64 = said.trim().parse().expect("an epoch");
     let follower = common::client(&server, lease).await;
-    let leader = follower.election(&name).leader().await.unwrap().unwrap();
+    let mut election = follower.election(&name);
+    if let Some(delay) = delay {
+        election = election.with_lock_delay(delay).unwrap();
+    }
+    let leader = election.leader().await.unwrap().unwrap();
     assert_eq!(leader.epoch, child_epoch);
     let process = leader.party.process().expect("the leader's process");
     assert_eq!(process.pid, Some(child.pid()));
+    let mut watch = election.watch();
+    let first = watch.next().await.unwrap().unwrap();
+    assert!(
+        matches!(&first, relock::Change::Elected { epoch, leader, .. }
+            if *epoch == child_epoch && leader.pid == child.pid()),
+        "{first:?}"
+    );
 
-    let waiting = candidate(&follower, &name);
+    let waiting = tokio::spawn({
+        let election = election.clone();
+        async move { election.campaign().await.unwrap() }
+    });
     common::until_waiters(&follower, 1).await;
     let read_at = std::time::Instant::now();
     let left = common::raw_pttl(&server, &key(&name));
@@ -284,12 +315,24 @@ async fn a_killed_leader_is_followed_once_its_lease_ends_and_not_before() {
     child.kill().await;
     let term = common::within(HANG, waiting, "nobody led after the leader died").await;
     let took = read_at.elapsed();
-    println!("led {took:?} after a PTTL of {left} ms was read, lease {lease:?}");
+    let floor = Duration::from_millis(left as u64) + delay.unwrap_or_default();
+    println!("led {took:?} after a PTTL of {left} ms was read, lease {lease:?}, delay {delay:?}");
     assert!(
-        took >= Duration::from_millis(left as u64),
-        "the follower led {took:?} after the read, before the dead leader's {left} ms ran out"
+        took >= floor,
+        "the follower led {took:?} after the read, before the dead leader's {left} ms and the delay {delay:?} ran out"
     );
     assert!(term.epoch() > child_epoch);
+    let lapsed = watch.next().await.unwrap().unwrap();
+    assert!(
+        matches!(lapsed, relock::Change::Vacant { epoch, reason: relock::Vacancy::Lapsed, .. }
+            if epoch == child_epoch),
+        "{lapsed:?}"
+    );
+    let elected = watch.next().await.unwrap().unwrap();
+    assert!(
+        matches!(elected, relock::Change::Elected { epoch, .. } if epoch == term.epoch()),
+        "{elected:?}"
+    );
 }
 
 /// On a 3-master cluster, an election on each master: one leader at a time, the epoch growing,

@@ -8,6 +8,7 @@ mod common;
 mod blocking;
 mod combining;
 mod election;
+mod election_chaos;
 mod election_watch;
 mod fair;
 mod fairness;
