@@ -298,6 +298,9 @@ fn every_primitive_reports_under_its_kind() {
             rw.write().lock().await.unwrap().unlock().await.unwrap();
             let multi = client.multi_lock([format!("{base}:m1"), format!("{base}:m2")]);
             multi.lock().await.unwrap().unlock().await.unwrap();
+            let election = client.election(format!("{base}:election"));
+            election.campaign().await.unwrap().resign().await.unwrap();
+            let _term = election.campaign().await.unwrap();
             let _kept = client.lock(format!("{base}:kept")).lock().await.unwrap();
             client.shutdown().await.unwrap();
         });
@@ -332,6 +335,14 @@ fn every_primitive_reports_under_its_kind() {
     let lost = "relock_leases_lost_total{kind=lock,reason=shutdown}";
     assert_eq!(capture.count(lost), 1, "the lock kept till the shutdown");
     assert_eq!(capture.gauge("relock_held{kind=lock}"), 0.0);
+    // Two terms won, one resigned, one ended by the shutdown; the second began after a vacancy
+    // that history records.
+    assert_eq!(acquired("election"), 2);
+    let resigned = "relock_unlocks_total{kind=election,outcome=released}";
+    assert_eq!(capture.count(resigned), 1);
+    let ended = "relock_leases_lost_total{kind=election,reason=shutdown}";
+    assert_eq!(capture.count(ended), 1);
+    assert_eq!(capture.count("relock_election_vacancy_seconds{}"), 1);
     for script in [
         "lock_acquire",
         "fair_acquire",
