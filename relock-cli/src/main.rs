@@ -4,6 +4,7 @@
 //! argument, or `unlock --force` without `--yes` and no terminal to confirm on), 3 not found or
 //! not locked (nothing relock knows under the name, no name matched, nothing to unlock).
 
+mod election;
 mod json;
 mod live;
 mod text;
@@ -77,12 +78,17 @@ enum Command {
         yes: bool,
     },
     /// A live view of one name: holders with their lease draining, waiters, releases per second.
+    /// For an election (`relock_election:E`): its changes, a line each, as they happen.
     Watch {
-        /// The lock's (or synchronizer's) name.
+        /// The lock's (or synchronizer's, or election's) name.
         name: String,
         /// How often to refresh, in milliseconds.
         #[arg(long, default_value_t = 250)]
         interval: u64,
+        /// For an election: the changes after this place of its history (`#N`), instead of
+        /// from its newest one.
+        #[arg(long, value_name = "N")]
+        after: Option<u64>,
     },
     /// The busiest names (most waiters, longest held); pick one with Enter to watch it.
     Top {
@@ -159,9 +165,19 @@ async fn run(cli: Cli) -> Outcome {
         } => ls(&client, &pattern, kind, limit, cli.json).await,
         Command::Show { name } => show(&client, &name, cli.json).await,
         Command::Unlock { name, force, yes } => unlock(&client, &name, force, yes, cli.json).await,
-        Command::Watch { name, interval } => {
+        Command::Watch {
+            name,
+            interval,
+            after,
+        } => {
             let interval = interval_of(interval)?;
-            live::watch(&client, &cli.url, &name, interval, cli.json).await
+            match election::of(&name) {
+                Some(e) => election::watch(&client, e, after, cli.json).await,
+                None if after.is_some() => Err(Failure::Usage(
+                    "--after is for an election's watch (relock_election:NAME)".into(),
+                )),
+                None => live::watch(&client, &cli.url, &name, interval, cli.json).await,
+            }
         }
         Command::Top {
             pattern,
@@ -263,10 +279,21 @@ async fn show(client: &Client, name: &str, json: bool) -> Outcome {
         }
         return Err(not_known(&seen));
     }
+    let leader = match (&seen.kind, election::of(name)) {
+        (Kind::Election, Some(e)) => election::leader(client, e).await?,
+        _ => None,
+    };
     if json {
-        println!("{}", json::inspection(&seen));
+        let mut doc = json::inspection(&seen);
+        if seen.kind == Kind::Election {
+            doc["election"] = election::json_of(leader.as_ref());
+        }
+        println!("{doc}");
     } else {
         print!("{}", text::show(&seen));
+        if let Some(leader) = &leader {
+            print!("{}", election::rows(leader, std::time::SystemTime::now()));
+        }
     }
     Ok(())
 }
