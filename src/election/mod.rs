@@ -204,9 +204,11 @@ impl Election {
         Ok(Some(leader))
     }
 
-    /// The election's changes from now on: first the newest one in its history (who leads, or
-    /// the vacancy; nothing when the election never had a leader), then every later change,
-    /// each once, in order. See [`Watch`].
+    /// The election's changes: first the newest one in its history when the stream is first
+    /// polled (who leads, or the vacancy; nothing when the election never had a leader), then
+    /// every later change, each once, in order. Like any stream it does nothing until polled:
+    /// a change made between this call and the first poll is not reported apart from the
+    /// newest. See [`Watch`].
     ///
     /// ```no_run
     /// # async fn run(client: relock::Client) -> relock::Result<()> {

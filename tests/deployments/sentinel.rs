@@ -233,3 +233,83 @@ async fn locks_keep_working_across_a_sentinel_failover() {
     waiting.shutdown().await.unwrap();
     eprintln!("whole test took {:?}", started.elapsed());
 }
+
+/// An election watched through Sentinel across a failover: the watch sees every change once
+/// and in order, those before the failover (read from the old primary) and after it (from the
+/// promoted replica, which has the history the old primary replicated), with no gap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_election_watch_sees_every_change_once_across_a_sentinel_failover() {
+    use futures::StreamExt;
+    let sentinels = Sentinels::start();
+    let url = sentinels.url();
+    let old = sentinels.primary_port();
+    let (leader, watcher) = (connect(&url).await, connect(&url).await);
+    let name = common::prefix("sentinel_election");
+    let history = format!("relock_election_log:{{relock_election:{name}}}");
+    let mut watch = watcher.election(&name).watch();
+    // Polled once before the first change: it starts there (the newest change at its first
+    // read), so it sees every change after.
+    let quiet = tokio::time::timeout(Duration::from_millis(200), watch.next()).await;
+    assert!(
+        quiet.is_err(),
+        "an election never led has nothing to report"
+    );
+    let term = leader.election(&name).campaign().await.unwrap();
+    term.proclaim("before").await.unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        seen.push(next_change(&mut watch).await);
+    }
+    let replicated = eventually(Duration::from_secs(5), || async {
+        common::resp_int(&sentinels.replica().cmd(&["XLEN", &history])) == 2
+    })
+    .await;
+    assert!(replicated, "the history never reached the replica");
+
+    let new = tokio::task::block_in_place(|| {
+        let new = sentinels.failover();
+        sentinels.demote_old_primary();
+        new
+    });
+    assert_ne!(new, old);
+    term.resign().await.unwrap();
+    let next_term = watcher.election(&name).campaign().await.unwrap();
+    let next_epoch = next_term.epoch();
+    assert!(next_epoch > 1);
+    next_term.resign().await.unwrap();
+    for _ in 0..3 {
+        seen.push(next_change(&mut watch).await);
+    }
+    let places: Vec<u64> = seen.iter().map(relock::Change::seq).collect();
+    assert_eq!(places, [1, 2, 3, 4, 5], "{seen:?}");
+    assert!(
+        matches!(
+            seen[2],
+            relock::Change::Vacant {
+                epoch: 1,
+                reason: relock::Vacancy::Resigned,
+                ..
+            }
+        ),
+        "{seen:?}"
+    );
+    assert!(
+        matches!(seen[3], relock::Change::Elected { epoch, .. } if epoch == next_epoch),
+        "{seen:?}"
+    );
+    let again = tokio::time::timeout(Duration::from_millis(300), watch.next()).await;
+    assert!(again.is_err(), "a change came twice: {again:?}");
+    assert_eq!(
+        common::resp_int(&sentinels.server(new).cmd(&["XLEN", &history])),
+        5
+    );
+    leader.shutdown().await.unwrap();
+    watcher.shutdown().await.unwrap();
+}
+
+/// The next change of `watch`, which must come within [`common::HANG`].
+async fn next_change(watch: &mut relock::Watch) -> relock::Change {
+    use futures::StreamExt;
+    let change = tokio::time::timeout(common::HANG, watch.next()).await;
+    change.expect("no change came").unwrap().unwrap()
+}
