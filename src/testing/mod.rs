@@ -159,8 +159,9 @@ impl RedisServer {
     }
 
     /// Kills the server if it runs, and starts it again on the same port with the same
-    /// arguments, empty (nothing is saved). Retries for up to 10 s while the old process's
-    /// port is being released.
+    /// arguments and directory: empty by default (nothing is saved), or with what its AOF kept
+    /// when it was started with `--appendonly yes`. Retries for up to 10 s while the old
+    /// process's port is being released.
     ///
     /// # Errors
     ///

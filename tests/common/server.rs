@@ -26,7 +26,7 @@ impl RedisServer {
     }
 
     /// Starts it again on the same port (after [`kill`](relock::testing::RedisServer::kill)),
-    /// empty.
+    /// empty unless it was started with `--appendonly yes` (it then reloads its AOF).
     pub fn restart(&mut self) {
         self.0.restart().expect("restart redis-server");
     }
