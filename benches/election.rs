@@ -9,13 +9,17 @@
 //! - **After `resign()`**: the leader stamps the wall clock and resigns; the figure is that
 //!   stamp to the moment the follower leads, against the floor of waking one idle process
 //!   through fred (`common/wake.rs`, a `PUBLISH` until the woken process's `PING` is answered),
-//!   measured in the same run.
+//!   measured in the same run. In the same rounds, a `watch()` of another client of this
+//!   process (polled once it reported the leader) delivers the vacancy: the stamp to that
+//!   moment, against the same floor.
 //!
 //! `cargo bench --bench election` (env `TAKEOVERS`, default 20, per kind; `RUNS`, default 1).
 
 mod common;
 
 use std::time::Duration;
+
+use futures::StreamExt;
 
 use common::now_us;
 use common::report::Table;
@@ -54,11 +58,26 @@ fn leader(args: &[String]) {
 }
 
 /// One takeover after the leader goes `how`: the ms from the leader's going (a kill: its
-/// lease's end; a resign: its stamp) to the follower's leading.
-async fn takeover(server: &RedisServer, client: &relock::Client, how: &str, round: usize) -> f64 {
+/// lease's end; a resign: its stamp) to the follower's leading, and for a resign the ms from
+/// the stamp to a `watch()` (another client of this process) delivering the vacancy.
+async fn takeover(
+    server: &RedisServer,
+    client: &relock::Client,
+    watcher: &relock::Client,
+    how: &str,
+    round: usize,
+) -> (f64, Option<f64>) {
     let name = format!("bench:election:{how}:{round}");
     let mut worker = Worker::spawn(&["leader".into(), server.url(), name.clone(), how.into()]);
     worker.expect("leads");
+    let mut watch = watcher.election(name.clone()).watch();
+    let elected = watch.next().await.unwrap().unwrap();
+    assert!(matches!(elected, relock::Change::Elected { .. }));
+    let watched = tokio::spawn(async move {
+        let vacant = watch.next().await.unwrap().unwrap();
+        assert!(matches!(vacant, relock::Change::Vacant { .. }));
+        now_us()
+    });
     let election = client.election(name.clone());
     let follower = tokio::spawn(async move {
         let term = election.campaign().await.unwrap();
@@ -89,7 +108,12 @@ async fn takeover(server: &RedisServer, client: &relock::Client, how: &str, roun
         .await
         .expect("the follower never led")
         .unwrap();
-    (led as f64 - gone as f64) / 1e3
+    let seen = tokio::time::timeout(LEASE * 3, watched)
+        .await
+        .expect("the watch never saw the vacancy")
+        .unwrap();
+    let watch_ms = (how == "resign").then(|| (seen as f64 - gone as f64) / 1e3);
+    ((led as f64 - gone as f64) / 1e3, watch_ms)
 }
 
 fn main() {
@@ -104,6 +128,9 @@ fn main() {
     let server = RedisServer::start().expect("start redis-server");
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let client = runtime
+        .block_on(relock::Client::connect(&server.url()))
+        .unwrap();
+    let watcher = runtime
         .block_on(relock::Client::connect(&server.url()))
         .unwrap();
     let mut table = Table::new(
@@ -125,9 +152,10 @@ fn main() {
         );
         table.add("wake one idle process through fred, p50", "ms", floor);
         for how in ["kill", "resign"] {
-            let times: Vec<f64> = (0..takeovers)
-                .map(|round| runtime.block_on(takeover(&server, &client, how, round)))
-                .collect();
+            let (times, watched): (Vec<f64>, Vec<Option<f64>>) = (0..takeovers)
+                .map(|round| runtime.block_on(takeover(&server, &client, &watcher, how, round)))
+                .unzip();
+            let watched: Vec<f64> = watched.into_iter().flatten().collect();
             let (p50, p99) = (
                 common::percentile(&times, 50.0),
                 common::percentile(&times, 99.0),
@@ -144,6 +172,22 @@ fn main() {
                     "waking a process",
                 );
                 table.add("after resign(): led, p99", "ms", p99);
+                let (w50, w99) = (
+                    common::percentile(&watched, 50.0),
+                    common::percentile(&watched, 99.0),
+                );
+                table.add_ratio(
+                    "after resign(): watch() delivered the vacancy, p50",
+                    "ms",
+                    w50,
+                    w50 / floor,
+                    "waking a process",
+                );
+                table.add(
+                    "after resign(): watch() delivered the vacancy, p99",
+                    "ms",
+                    w99,
+                );
             }
         }
     }

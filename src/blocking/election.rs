@@ -1,8 +1,16 @@
 //! The blocking [`Election`] and [`Term`].
 
-use super::{call, Election, Guard, Term};
+use std::time::Duration;
+
+use futures::StreamExt;
+
+use super::{block, call, Blocking, Election, Guard, Term};
 use crate::error::Result;
-use crate::Leader;
+use crate::{Change, Leader};
+
+/// A blocking [`crate::Watch`]: an [`Iterator`] of the election's changes, each `next()`
+/// blocking until the next one (see [`crate::Election::watch`]).
+pub type Watch = Blocking<crate::Watch>;
 
 impl Election {
     fn guard(&self, inner: crate::Term) -> Term {
@@ -47,6 +55,58 @@ impl Election {
     pub fn leader(&self) -> Result<Option<Leader>> {
         call(&self.runtime, self.inner.leader())
     }
+
+    /// The same election with a lock-delay for a leader that dies (see
+    /// [`crate::Election::with_lock_delay`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Election::with_lock_delay`].
+    pub fn with_lock_delay(self, delay: Duration) -> Result<Election> {
+        let inner = self.inner.clone().with_lock_delay(delay)?;
+        Ok(self.wrap(inner))
+    }
+
+    /// The election's changes, as an iterator (see [`crate::Election::watch`]).
+    pub fn watch(&self) -> Watch {
+        self.wrap(self.inner.watch())
+    }
+
+    /// The election's changes after place `seq` (see [`crate::Election::watch_after`]).
+    pub fn watch_after(&self, seq: u64) -> Watch {
+        self.wrap(self.inner.watch_after(seq))
+    }
+}
+
+impl Iterator for Watch {
+    type Item = Result<Change>;
+
+    /// Blocks until the next change (or failed read, as the async stream gives it); `None`
+    /// once the stream is over, after the client shut down. Inside an async runtime, an
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+    fn next(&mut self) -> Option<Result<Change>> {
+        match block(&self.runtime, self.inner.next()) {
+            Ok(next) => next,
+            Err(e) => Some(Err(e)),
+        }
+    }
+}
+
+impl Watch {
+    /// As [`next`](Iterator::next), waiting at most `timeout`: `Ok(None)` when no change came
+    /// within it, or the stream is over.
+    ///
+    /// # Errors
+    ///
+    /// A failed read, as the stream gives it.
+    pub fn next_within(&mut self, timeout: Duration) -> Result<Option<Change>> {
+        // The timer is made inside the runtime, which it needs.
+        let inner = &mut self.inner;
+        let next = block(&self.runtime, async move {
+            tokio::time::timeout(timeout, inner.next()).await
+        })?;
+        next.ok().flatten().transpose()
+    }
 }
 
 /// The work of a blocking leader runs on its own thread, where nothing can stop it at the term's
@@ -67,6 +127,16 @@ impl Term {
     /// Whether the term may have ended (see [`crate::Term::is_lost`]).
     pub fn is_lost(&self) -> bool {
         self.inner.is_lost()
+    }
+
+    /// Proclaims `metadata` for this term (see [`crate::Term::proclaim`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Term::proclaim`]; [`Error::InvalidArgument`](crate::Error::InvalidArgument)
+    /// inside an async runtime.
+    pub fn proclaim(&self, metadata: impl AsRef<str>) -> Result<u64> {
+        call(&self.runtime, self.inner.proclaim(metadata))
     }
 
     /// Gives the term back and waits for the answer (see [`crate::Term::resign`]).

@@ -33,6 +33,7 @@ use crate::error::{Error, Result};
 use crate::{ClientStats, Config};
 
 mod election;
+pub use election::Watch;
 mod locks;
 mod sync;
 

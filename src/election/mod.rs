@@ -48,6 +48,8 @@ use crate::names::prefix::ELECTION as PREFIX;
 /// term.run(|term| async move { schedule(term.epoch).await }).await?;
 /// # Ok(()) }
 /// ```
+///
+#[doc = include_str!("../../docs/election.md")]
 #[derive(Clone)]
 pub struct Election {
     name: String,

@@ -321,8 +321,28 @@ fn an_election_from_plain_threads_has_one_leader_and_hands_over_on_resign() {
         (leader.epoch, leader.party.client_id.as_str()),
         (term.epoch(), first.id())
     );
+    // Its changes, as an iterator: the newest one first, then each as it comes.
+    let mut changes = second.election(&name).watch();
+    let first_change = changes.next().unwrap().unwrap();
+    assert!(
+        matches!(first_change, relock::Change::Elected { epoch, .. } if epoch == term.epoch()),
+        "{first_change:?}"
+    );
+    assert_eq!(term.proclaim("here").unwrap(), 2);
+    let proclaimed = changes.next_within(common::HANG).unwrap();
+    assert!(
+        matches!(&proclaimed, Some(relock::Change::Proclaimed { metadata, .. }) if metadata == "here"),
+        "{proclaimed:?}"
+    );
+    assert_eq!(
+        changes.next_within(Duration::from_millis(100)).unwrap(),
+        None
+    );
     let follower = std::thread::spawn({
-        let election = second.election(&name);
+        let election = second
+            .election(&name)
+            .with_lock_delay(Duration::from_secs(1))
+            .unwrap();
         move || election.campaign().unwrap()
     });
     assert!(wait_until(Duration::from_secs(5), || second
@@ -335,4 +355,11 @@ fn an_election_from_plain_threads_has_one_leader_and_hands_over_on_resign() {
     let next = follower.join().unwrap();
     assert!(next.epoch() > epoch);
     assert_eq!(next.election(), name);
+    let vacant = changes.next().unwrap().unwrap();
+    assert!(
+        matches!(vacant, relock::Change::Vacant { epoch: e, reason: relock::Vacancy::Resigned, .. } if e == epoch),
+        "{vacant:?}"
+    );
+    let elected = changes.next().unwrap().unwrap();
+    assert_eq!(elected.seq(), 4, "{elected:?}");
 }
