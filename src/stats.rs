@@ -13,7 +13,8 @@ pub struct ClientStats {
     /// Channels with a local subscription entry, but a fair lock's channel kept subscribed
     /// unused for its owner's next wait (see [`FairLock`](crate::FairLock)).
     pub channels: usize,
-    /// Waiters registered on those channels.
+    /// Waiters registered on those channels: acquires waiting, and each live election
+    /// [`Watch`](crate::Watch).
     pub waiters: usize,
     /// Acquire scripts sent and releases started that have not ended yet (of locks, permits,
     /// semaphore permits and latch count-downs), including those finished in the background:

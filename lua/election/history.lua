@@ -24,7 +24,7 @@ local function history_last(i)
     for j = 1, #list, 2 do
         fields[list[j]] = list[j + 1]
     end
-    return tonumber(string.match(newest[1], '^(%d+)%-')), fields
+    return tonumber(string.match(newest[1], '^([0-9]+)%-')), fields
 end
 
 -- The server's time in ms.

@@ -362,4 +362,5 @@ fn an_election_from_plain_threads_has_one_leader_and_hands_over_on_resign() {
     );
     let elected = changes.next().unwrap().unwrap();
     assert_eq!(elected.seq(), 4, "{elected:?}");
+    next.resign().unwrap();
 }

@@ -333,6 +333,10 @@ async fn killed_leader_followed(delay: Option<Duration>) {
         matches!(elected, relock::Change::Elected { epoch, .. } if epoch == term.epoch()),
         "{elected:?}"
     );
+    // A resign (with the lock-delay's shadow lease, when there is one) imposes no delay.
+    term.resign().await.unwrap();
+    let next = election.try_campaign().await.unwrap();
+    assert!(next.is_some(), "the election stayed closed after a resign");
 }
 
 /// On a 3-master cluster, an election on each master: one leader at a time, the epoch growing,

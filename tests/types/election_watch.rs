@@ -69,8 +69,10 @@ async fn every_change_is_watched_once_in_order_and_leader_shows_the_term() {
         common::setup_two("election_watch", Duration::from_secs(30)).await;
     let election = first.election(&name);
     let mut early = election.watch();
-    // An election that never had a leader has nothing to report yet.
+    // An election that never had a leader has nothing to report yet. A watch waits on the
+    // election's channel, and counts among its client's waiters.
     assert!(quiet(&mut early, Duration::from_millis(200)).await);
+    assert_eq!(first.stats().waiters, 1);
 
     let term = election.campaign().await.unwrap();
     let e1 = term.epoch();
@@ -135,6 +137,8 @@ async fn every_change_is_watched_once_in_order_and_leader_shows_the_term() {
     let after: Vec<String> = take(&mut resumed, 2).await.iter().map(line).collect();
     assert_eq!(after[..], lines[4..]);
     assert_eq!(election.leader().await.unwrap(), None);
+    drop((early, resumed));
+    assert_eq!(first.stats().waiters, 0, "a dropped watch leaves no waiter");
 }
 
 #[tokio::test]
