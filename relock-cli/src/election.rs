@@ -120,6 +120,7 @@ fn change_text(change: &Change) -> String {
             clock(*at),
             match reason {
                 relock::Vacancy::Resigned => "resigned",
+                relock::Vacancy::Forced => "forced (unlock --force)",
                 _ => "lapsed: its lease ran out, or its key was deleted",
             }
         ),
@@ -158,6 +159,7 @@ fn change_json(change: &Change) -> Value {
             at,
         } => json!({"seq": seq, "event": "vacant", "epoch": epoch, "reason": match reason {
             relock::Vacancy::Resigned => "resigned",
+            relock::Vacancy::Forced => "forced",
             _ => "lapsed",
         }, "at_ms": millis(*at)}),
         Change::Gap { after, next } => json!({"seq": next, "event": "gap", "after": after}),

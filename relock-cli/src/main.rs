@@ -346,7 +346,11 @@ async fn unlock(client: &Client, name: &str, force: bool, yes: bool, json: bool)
     }
     let freed = match seen.kind {
         Kind::FairLock => client.fair_lock(name).force_unlock().await,
-        Kind::FencedLock | Kind::Election => client.fenced_lock(name).force_unlock().await,
+        Kind::Election => match election::of(name) {
+            Some(e) => client.election(e).force_vacate().await,
+            None => client.fenced_lock(name).force_unlock().await,
+        },
+        Kind::FencedLock => client.fenced_lock(name).force_unlock().await,
         Kind::RwLock if seen.mode.as_deref() == Some("read") => {
             client.rw_lock(name).read().force_unlock().await
         }

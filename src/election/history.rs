@@ -92,8 +92,11 @@ pub enum Vacancy {
     /// [`Client::shutdown`](crate::Client::shutdown).
     Resigned,
     /// The term ended without that: its lease ran out (the leader died, or stopped renewing),
-    /// or its key was deleted (`relock unlock --force`).
+    /// or its key was deleted.
     Lapsed,
+    /// An operator ended it: [`Election::force_vacate`](crate::Election::force_vacate), or
+    /// `relock unlock --force`.
+    Forced,
 }
 
 /// A leader as history names it: its holder field and the process it ran in.
@@ -170,10 +173,10 @@ fn entry(value: Value, context: &str, server: &str) -> Result<Entry> {
         "vacant" => Change::Vacant {
             seq,
             epoch,
-            reason: if get("reason") == "resigned" {
-                Vacancy::Resigned
-            } else {
-                Vacancy::Lapsed
+            reason: match get("reason").as_str() {
+                "resigned" => Vacancy::Resigned,
+                "forced" => Vacancy::Forced,
+                _ => Vacancy::Lapsed,
             },
             at,
         },

@@ -206,6 +206,26 @@ impl Election {
         Ok(Some(leader))
     }
 
+    /// Ends the term whoever leads (an operator's override, as
+    /// [`Lock::force_unlock`](crate::Lock::force_unlock)), and any lock-delay in force: the
+    /// vacancy is written to history as [`Vacancy::Forced`] and a waiting candidate leads at
+    /// once. The leader is not told: its renewals find the term gone, and its
+    /// [`lost`](Term::lost) completes then (its [`run`](Term::run) stops its work). `true`
+    /// when there was a term (or a lock-delay) to end.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for an empty name, [`Error::WrongType`] when one of the
+    /// election's keys holds something else, [`Error::Redis`] when the server cannot be reached.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: done whole or not at all.
+    pub async fn force_vacate(&self) -> Result<bool> {
+        self.check()?;
+        self.handle.force_unlock().await
+    }
+
     /// The election's changes: first the newest one in its history when the stream is first
     /// polled (who leads, or the vacancy; nothing when the election never had a leader), then
     /// every later change, each once, in order. Like any stream it does nothing until polled:

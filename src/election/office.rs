@@ -25,6 +25,7 @@ use crate::shared::Shared;
 
 static ACQUIRE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::ELECTION_ACQUIRE));
 static RELEASE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::ELECTION_RELEASE));
+static FORCE_RELEASE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::ELECTION_FORCE_RELEASE));
 
 /// This process as an elected leader's history entry names it: pid, host, program.
 pub(super) static PROCESS: Lazy<[Value; 3]> = Lazy::new(|| {
@@ -107,15 +108,7 @@ impl LockType for Office {
         shared: &'a Shared,
         keys: &'a LockKeys,
     ) -> BoxFuture<'a, Result<bool>> {
-        // The next read of the election (a candidate's acquire, a watcher's, `leader()`) writes
-        // the vacancy to history, as for a term whose lease ran out.
-        let (publish, window) = (shared.publish, shared.claim_window_ms);
-        Box::pin(crate::scripts::force_release(
-            &shared.redis,
-            keys,
-            publish,
-            window,
-        ))
+        Box::pin(self.force(shared, keys))
     }
 
     fn hands_off_with_grace(&self) -> bool {
@@ -251,6 +244,38 @@ impl Office {
             Error::from_script(e, &named, &redis.server)
         })?;
         released(reply, &lock.name, &redis.server)
+    }
+
+    /// Runs `lua/election/force_release.lua`: ends the term whoever leads.
+    async fn force(&self, shared: &Shared, lock: &LockKeys) -> Result<bool> {
+        let redis = &shared.redis;
+        let shadow = crate::names::lease_shadow(&lock.name);
+        let keys = [
+            Key::from(&lock.name),
+            Key::from(&lock.channel),
+            Key::from(&lock.claim),
+            Key::from(&shadow),
+            Key::from(&self.keys.epoch),
+            Key::from(&self.keys.history),
+            Key::from(&self.keys.changes),
+        ];
+        let args = [
+            text(UNLOCK_MESSAGE),
+            text(shared.publish),
+            ms_arg(shared.claim_window_ms),
+        ];
+        let reply = FORCE_RELEASE.run(redis, &keys, &args).await.map_err(|e| {
+            let named = [
+                &*lock.name,
+                &lock.channel,
+                &lock.claim,
+                &shadow,
+                &self.keys.epoch,
+                &self.keys.history,
+            ];
+            Error::from_script(e, &named, &redis.server)
+        })?;
+        Ok(integer(reply, &lock.name, &redis.server)? == 1)
     }
 
     /// The keys of the acquire script, by their place, for its errors.

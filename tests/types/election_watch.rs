@@ -204,6 +204,41 @@ async fn a_trimmed_or_lost_history_shows_as_a_gap() {
     assert_eq!(term.epoch(), 3);
 }
 
+/// A term ended by `force_vacate`, with a lease far longer than the test may wait: the watch
+/// reports it `Forced` at once (not at the lease's end), and the next candidate leads without
+/// waiting for the lease or the lock-delay.
+#[tokio::test]
+async fn a_forced_vacancy_is_reported_at_once_and_frees_the_election() {
+    let lease = Duration::from_secs(300);
+    assert!(lease > HANG * 2);
+    let (_server, first, second, name) = common::setup_two("election_force", lease).await;
+    let delay = Duration::from_secs(60);
+    let election = first.election(&name).with_lock_delay(delay).unwrap();
+    let term = election.campaign().await.unwrap();
+    let mut watch = second.election(&name).watch();
+    assert!(line(&next(&mut watch).await).starts_with("1 elected"));
+    assert!(second.election(&name).force_vacate().await.unwrap());
+    let forced = next(&mut watch).await;
+    assert!(
+        matches!(
+            forced,
+            Change::Vacant {
+                seq: 2,
+                reason: Vacancy::Forced,
+                ..
+            }
+        ),
+        "{forced:?}"
+    );
+    let candidate = second.election(&name).with_lock_delay(delay).unwrap();
+    let next_term = candidate.try_campaign().await.unwrap();
+    let next_term = next_term.expect("the forced election stayed closed");
+    next_term.resign().await.unwrap();
+    // Nothing to end now: no term, no lock-delay.
+    assert!(!candidate.force_vacate().await.unwrap());
+    drop(term);
+}
+
 #[tokio::test]
 async fn proclaim_after_the_term_ended_is_refused() {
     let (server, client, name) = common::setup("election_proclaim", Duration::from_secs(30)).await;

@@ -84,7 +84,7 @@ async fn ls_show_and_unlock_an_election() {
     let lapsed: Value = serde_json::from_str(&next_line(&mut lines).await).unwrap();
     assert_eq!(
         (&lapsed["seq"], &lapsed["event"], &lapsed["reason"]),
-        (&json!(3), &json!("vacant"), &json!("lapsed")),
+        (&json!(3), &json!("vacant"), &json!("forced")),
         "{lapsed}"
     );
     let elected: Value = serde_json::from_str(&next_line(&mut lines).await).unwrap();
