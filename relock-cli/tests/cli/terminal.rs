@@ -85,23 +85,6 @@ async fn top_and_watch_draw_in_a_real_terminal_and_quit_cleanly() {
          {bin} watch {quiet}; echo watch=$? >> {file}; \
          {bin} unlock {quiet} --force; echo unlock=$? >> {file}; sleep 60"
     );
-    let ended = |program: &'static str| {
-        let codes = codes.clone();
-        async move {
-            let mut code = None;
-            let seen = common::eventually(Duration::from_secs(15), || {
-                code = std::fs::read_to_string(&codes).ok().and_then(|all| {
-                    all.lines()
-                        .find_map(|l| l.strip_prefix(&format!("{program}=")).map(str::to_owned))
-                });
-                let seen = code.is_some();
-                async move { seen }
-            })
-            .await;
-            assert!(seen, "{program} never ended");
-            code.unwrap()
-        }
-    };
     let tmux = Tmux::start(&command);
     let pid = std::process::id().to_string();
     let screen = tmux.shows(&["relock top", &name, &quiet, &pid]).await;
@@ -124,11 +107,11 @@ async fn top_and_watch_draw_in_a_real_terminal_and_quit_cleanly() {
     tmux.keys("Escape");
     tmux.shows(&["relock top"]).await;
     tmux.keys("q");
-    assert_eq!(ended("top").await, "0");
+    assert_eq!(ended(&codes, "top", &tmux).await, "0");
 
     tmux.shows(&["relock watch", &quiet, "Holders (1)"]).await;
     tmux.keys("C-c");
-    assert_eq!(ended("watch").await, "0");
+    assert_eq!(ended(&codes, "watch", &tmux).await, "0");
     // Back on the normal screen: the unlock's question, not a view's leftovers.
     let screen = tmux.shows(&["Free `"]).await;
     assert!(
@@ -141,8 +124,30 @@ async fn top_and_watch_draw_in_a_real_terminal_and_quit_cleanly() {
     );
     tmux.keys("y");
     tmux.keys("Enter");
-    assert_eq!(ended("unlock").await, "0");
+    assert_eq!(ended(&codes, "unlock", &tmux).await, "0");
     tmux.shows(&["freed `"]).await;
     assert!(!common::raw_exists(&server, &quiet), "freed once confirmed");
     let _ = std::fs::remove_file(&codes);
+}
+
+/// The exit code `program` wrote to `codes` once it ended, waiting at most 15 s for it; on a
+/// timeout the failure shows the terminal as it was.
+async fn ended(codes: &std::path::Path, program: &str, tmux: &Tmux) -> String {
+    let read = || {
+        let all = std::fs::read_to_string(codes).ok()?;
+        let prefix = format!("{program}=");
+        all.lines()
+            .find_map(|l| l.strip_prefix(&prefix).map(str::to_owned))
+    };
+    let seen = common::eventually(Duration::from_secs(15), || {
+        let seen = read().is_some();
+        async move { seen }
+    })
+    .await;
+    assert!(
+        seen,
+        "{program} never ended; the terminal shows:\n{}",
+        tmux.screen()
+    );
+    read().unwrap()
 }
