@@ -321,8 +321,10 @@ fn an_election_from_plain_threads_has_one_leader_and_hands_over_on_resign() {
         (leader.epoch, leader.party.client_id.as_str()),
         (term.epoch(), first.id())
     );
-    // Its changes, as an iterator: the newest one first, then each as it comes.
-    let mut changes = second.election(&name).watch();
+    // Its changes, as an iterator: the newest one first, then each as it comes. (Watched by
+    // the leader's client: a watch counts among its client's waiters, and the follower's must
+    // count its campaign alone.)
+    let mut changes = first.election(&name).watch();
     let first_change = changes.next().unwrap().unwrap();
     assert!(
         matches!(first_change, relock::Change::Elected { epoch, .. } if epoch == term.epoch()),

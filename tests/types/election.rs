@@ -296,7 +296,10 @@ async fn killed_leader_followed(delay: Option<Duration>) {
     assert_eq!(leader.epoch, child_epoch);
     let process = leader.party.process().expect("the leader's process");
     assert_eq!(process.pid, Some(child.pid()));
-    let mut watch = election.watch();
+    // Watched from a client of its own: a watch counts among its client's waiters, and the
+    // follower's must count its campaign alone.
+    let watcher = common::client(&server, lease).await;
+    let mut watch = watcher.election(&name).watch();
     let first = watch.next().await.unwrap().unwrap();
     assert!(
         matches!(&first, relock::Change::Elected { epoch, leader, .. }
