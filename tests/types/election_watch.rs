@@ -392,3 +392,24 @@ async fn a_bad_election_cannot_be_watched() {
         Err(relock::Error::WrongType { .. })
     ));
 }
+
+/// A watch waiting for the next change when its client shuts down ends at once: `Closed`, then
+/// nothing more (not after the leader's lease, which the watch would otherwise wait out).
+#[tokio::test]
+async fn a_watch_ends_when_its_client_shuts_down() {
+    let lease = Duration::from_secs(300);
+    assert!(lease > HANG * 2);
+    let (_server, leader, watcher, name) = common::setup_two("election_watch_end", lease).await;
+    let _term = leader.election(&name).campaign().await.unwrap();
+    let mut watch = watcher.election(&name).watch();
+    assert!(line(&next(&mut watch).await).starts_with("1 elected"));
+    let waiting = tokio::spawn(async move {
+        let end = watch.next().await;
+        (end, watch.next().await)
+    });
+    common::until_waiters(&watcher, 1).await;
+    watcher.shutdown().await.unwrap();
+    let (end, after) = common::within(HANG, waiting, "the watch never ended").await;
+    assert!(matches!(end, Some(Err(relock::Error::Closed))), "{end:?}");
+    assert!(after.is_none());
+}
