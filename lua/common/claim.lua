@@ -61,3 +61,17 @@ local function claim_cut(key, window)
     end
 end
 
+
+-- On a free lock, whether `field` may take it now: nil when it may (its own claim, if it had
+-- one, is used up and deleted), else how long to wait in ms, as claim_wait says, while another
+-- field's claim in KEYS[i] holds the lock for it.
+local function claim_pass(i, field, window)
+    local _, claimant = claim_read(i)
+    if claimant and claimant ~= field then
+        return claim_wait(KEYS[i], window)
+    end
+    if claimant then
+        redis.call('del', KEYS[i])
+    end
+    return nil
+end

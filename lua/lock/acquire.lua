@@ -46,12 +46,9 @@ if on_key(1, 'hlen') == 0 then
     if left > 0 then
         return {left, 'delayed'}
     end
-    local _, claimant = claim_read(2)
-    if claimant and claimant ~= ARGV[2] then
-        return claim_wait(KEYS[2], ARGV[4])
-    end
-    if claimant then
-        redis.call('del', KEYS[2])
+    local wait = claim_pass(2, ARGV[2], ARGV[4])
+    if wait then
+        return wait
     end
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])

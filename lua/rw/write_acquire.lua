@@ -31,12 +31,9 @@ if mode == 'read' and redis.call('hexists', name, ARGV[3]) == 1 then
     end
 end
 if mode == false and redis.call('exists', name) == 0 then
-    local _, claimant = claim_read(2)
-    if claimant and claimant ~= ARGV[2] then
-        return claim_wait(KEYS[2], ARGV[5])
-    end
-    if claimant then
-        redis.call('del', KEYS[2])
+    local wait = claim_pass(2, ARGV[2], ARGV[5])
+    if wait then
+        return wait
     end
     redis.call('hset', name, 'mode', 'write', ARGV[2], 1)
     redis.call('pexpire', name, ARGV[1])

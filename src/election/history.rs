@@ -4,7 +4,7 @@
 use std::time::{Duration, SystemTime};
 
 use fred::bytes_utils::Str;
-use fred::types::{Key, Value};
+use fred::types::Value;
 use once_cell::sync::Lazy;
 
 use super::office::{ElectionKeys, PROCESS};
@@ -227,12 +227,7 @@ pub(super) async fn observe(
     let reply = OBSERVE
         .run(
             redis,
-            &[
-                Key::from(lock),
-                Key::from(&keys.epoch),
-                Key::from(&keys.history),
-                Key::from(&keys.changes),
-            ],
+            &keys.with_lock(lock),
             &[
                 text(publish),
                 Value::Integer(after),
@@ -240,10 +235,7 @@ pub(super) async fn observe(
             ],
         )
         .await
-        .map_err(|e| {
-            let named = [&**lock, &keys.epoch, &keys.history, ""];
-            Error::from_script(e, &named, &redis.server)
-        })?;
+        .map_err(|e| Error::from_script(e, &keys.named_with(lock), &redis.server))?;
     let server = &redis.server;
     let Value::Array(items) = reply else {
         return Err(unexpected(&reply, lock, server));
@@ -260,9 +252,10 @@ pub(super) async fn observe(
         other => return Err(unexpected(&other, &keys.history, server)),
     };
     Ok(Observed {
-        leader: leader
-            .as_string()
-            .filter(|_| !matches!(leader, Value::Null)),
+        leader: match leader {
+            Value::Null => None,
+            name => name.as_string(),
+        },
         pttl_ms: integer(pttl, lock, server)?,
         epoch: integer(epoch, lock, server)?.max(0) as u64,
         newest: integer(newest, lock, server)?.max(0) as u64,
@@ -284,12 +277,7 @@ pub(super) async fn proclaim(
     let reply = PROCLAIM
         .run(
             redis,
-            &[
-                Key::from(lock),
-                Key::from(&keys.epoch),
-                Key::from(&keys.history),
-                Key::from(&keys.changes),
-            ],
+            &keys.with_lock(lock),
             &[
                 Value::String(field.clone()),
                 Value::from(metadata),
@@ -300,10 +288,7 @@ pub(super) async fn proclaim(
             ],
         )
         .await
-        .map_err(|e| {
-            let named = [&**lock, &keys.epoch, &keys.history, ""];
-            Error::from_script(e, &named, &redis.server)
-        })?;
+        .map_err(|e| Error::from_script(e, &keys.named_with(lock), &redis.server))?;
     match reply {
         Value::Null => Ok(None),
         other => Ok(Some(integer(other, lock, &redis.server)?.max(0) as u64)),

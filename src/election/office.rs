@@ -48,6 +48,23 @@ pub(super) struct ElectionKeys {
 }
 
 impl ElectionKeys {
+    /// The keys of the scripts that read or write history: `lock`, then the epoch, history and
+    /// change channel (`lua/election/observe.lua`'s and `proclaim.lua`'s).
+    pub(super) fn with_lock(&self, lock: &Str) -> [Key; 4] {
+        [
+            Key::from(lock),
+            Key::from(&self.epoch),
+            Key::from(&self.history),
+            Key::from(&self.changes),
+        ]
+    }
+
+    /// [`with_lock`](Self::with_lock)'s keys by their place, for a script's errors (the channel
+    /// is no key a command could fail on).
+    pub(super) fn named_with<'k>(&'k self, lock: &'k str) -> [&'k str; 4] {
+        [lock, &self.epoch, &self.history, ""]
+    }
+
     /// The keys of the election whose lock hash is `lock`.
     pub(super) fn new(lock: &str) -> ElectionKeys {
         use crate::names::prefix;
