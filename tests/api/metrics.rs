@@ -271,6 +271,7 @@ impl metrics::Recorder for Capture {
 fn every_primitive_reports_under_its_kind() {
     let capture = Capture::default();
     let server = common::RedisServer::start();
+    let candidates = std::cell::Cell::new(0.0);
     metrics::with_local_recorder(&capture, || {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -301,6 +302,16 @@ fn every_primitive_reports_under_its_kind() {
             let election = client.election(format!("{base}:election"));
             election.campaign().await.unwrap().resign().await.unwrap();
             let _term = election.campaign().await.unwrap();
+            // A candidate waiting behind the term counts among the kind's waiters.
+            let candidate = tokio::spawn({
+                let election = election.clone();
+                async move { election.campaign().await }
+            });
+            while client.stats().waiters == 0 {
+                tokio::task::yield_now().await;
+            }
+            candidates.set(capture.gauge("relock_waiters{kind=election}"));
+            candidate.abort();
             let _kept = client.lock(format!("{base}:kept")).lock().await.unwrap();
             client.shutdown().await.unwrap();
         });
@@ -343,6 +354,7 @@ fn every_primitive_reports_under_its_kind() {
     let ended = "relock_leases_lost_total{kind=election,reason=shutdown}";
     assert_eq!(capture.count(ended), 1);
     assert_eq!(capture.count("relock_election_vacancy_seconds{}"), 1);
+    assert_eq!(candidates.get(), 1.0, "the waiting candidate");
     for script in [
         "lock_acquire",
         "fair_acquire",

@@ -413,3 +413,28 @@ async fn a_watch_ends_when_its_client_shuts_down() {
     assert!(matches!(end, Some(Err(relock::Error::Closed))), "{end:?}");
     assert!(after.is_none());
 }
+
+/// History keeps about the last 1,000 changes: trimmed as it grows (by whole stream nodes, so a
+/// little more may stay), its newest change always kept.
+#[tokio::test]
+async fn history_keeps_about_the_last_thousand_changes() {
+    let (server, client, name) =
+        common::setup("election_history_len", Duration::from_secs(30)).await;
+    let election = client.election(&name);
+    let term = election.campaign().await.unwrap();
+    let mut last = 0;
+    for i in 0..1_300 {
+        last = term.proclaim(i.to_string()).await.unwrap();
+    }
+    assert_eq!(last, 1_301);
+    let kept = common::resp_int(&server.cmd(&["XLEN", &history(&name)]));
+    assert!(
+        (1_000..1_301).contains(&kept),
+        "history kept {kept} changes"
+    );
+    let mut watch = election.watch();
+    assert_eq!(
+        line(&next(&mut watch).await),
+        format!("1301 proclaimed {} 1299", term.epoch())
+    );
+}
