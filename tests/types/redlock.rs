@@ -185,14 +185,16 @@ async fn a_stopped_master_costs_one_vote_timeout_when_every_vote_is_awaited() {
         .expect("4 of 5");
     let took = started.elapsed();
     // The round waited for the stopped vote, no longer; the validity is what is left of the
-    // lease after the round and the drift allowance (1% + 2 ms).
+    // lease after the round and the drift allowance (1% + 2 ms). The round, as the lock timed
+    // it, lasted the stopped vote's timeout at least (this test's own clock, read before the
+    // call, may run ahead of the lock's by however long a busy machine takes to start it).
     let drift = lease / 100 + Duration::from_millis(2);
     assert!(
         took >= VOTE,
         "returned before the stopped vote timed out: {took:?}"
     );
     assert!(took < VOTE * 2, "{took:?}");
-    assert!(guard.validity() <= lease - took.min(lease) - drift + Duration::from_millis(1));
+    assert!(guard.validity() <= lease - VOTE - drift);
     assert!(guard.validity() > lease - VOTE * 2 - drift);
     assert_eq!(guard.held_on(), 4);
     assert!((0..4).all(|i| m.holds(i, &name, &a) == 1));
