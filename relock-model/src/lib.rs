@@ -8,5 +8,6 @@
 //! `docs/model.md` in relock's repository says what is modelled and how to run the checks.
 
 pub mod mirror;
+pub mod model;
 pub mod resp;
 pub mod server;
