@@ -8,7 +8,12 @@ use std::net::TcpStream;
 use std::ops::{Deref, DerefMut};
 
 /// A `relock::testing::RedisServer` that panics when it cannot start, restart or answer.
-pub struct RedisServer(relock::testing::RedisServer);
+///
+/// With `RELOCK_MIRROR` set to the `relock-model` binary, every server a test starts is
+/// reached through that binary's conformance mirror (`relock-model mirror`): each command runs
+/// on the real server and on relock-model's simulated one, and the test fails at its end when
+/// a reply or the keyspace after a command differed (the differences are printed).
+pub struct RedisServer(relock::testing::RedisServer, Option<Mirror>);
 
 impl RedisServer {
     /// Starts a server with no persistence and `DEBUG` allowed, on a free loopback port.
@@ -22,7 +27,25 @@ impl RedisServer {
             .into_iter()
             .chain(extra.iter().copied())
             .collect();
-        RedisServer(relock::testing::RedisServer::start_with(&args).expect("start redis-server"))
+        let server =
+            relock::testing::RedisServer::start_with(&args).expect("start redis-server");
+        let mirror = std::env::var_os(MIRROR_VARIABLE).map(|program| Mirror::start(&program, &server));
+        RedisServer(server, mirror)
+    }
+
+    /// The port tests connect to: the mirror's, when there is one.
+    pub fn port(&self) -> u16 {
+        self.1.as_ref().map_or_else(|| self.0.port(), |m| m.port)
+    }
+
+    /// `redis://127.0.0.1:<port>` of [`port`](Self::port).
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port())
+    }
+
+    /// [`relock::testing::RedisServer::command`], through the mirror when there is one.
+    pub fn command(&self, args: &[&str]) -> std::io::Result<String> {
+        relock::testing::command(self.port(), args)
     }
 
     /// Starts it again on the same port (after [`kill`](relock::testing::RedisServer::kill)),
@@ -36,6 +59,56 @@ impl RedisServer {
     /// normal`) gives an empty reply.
     pub fn cmd(&self, args: &[&str]) -> String {
         raw_command(self.port(), args).expect("redis command failed")
+    }
+}
+
+/// The variable that names the `relock-model` binary whose mirror the servers run behind.
+pub const MIRROR_VARIABLE: &str = "RELOCK_MIRROR";
+
+/// A `relock-model mirror` process in front of one server, and the file it reports to.
+pub struct Mirror {
+    port: u16,
+    child: std::process::Child,
+    report: std::path::PathBuf,
+}
+
+impl Mirror {
+    fn start(program: &std::ffi::OsStr, server: &relock::testing::RedisServer) -> Mirror {
+        use std::io::BufRead;
+        let report = std::env::temp_dir().join(format!(
+            "relock-mirror-{}-{}.txt",
+            std::process::id(),
+            server.port()
+        ));
+        let _ = std::fs::remove_file(&report);
+        let mut child = std::process::Command::new(program)
+            .args(["mirror", "--real", &server.port().to_string(), "--report"])
+            .arg(&report)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("start relock-model mirror");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().expect("piped"))
+            .read_line(&mut line)
+            .expect("the mirror's port");
+        let port = line.trim().parse().expect("the mirror prints its port");
+        Mirror {
+            port,
+            child,
+            report,
+        }
+    }
+}
+
+impl Drop for Mirror {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let differences = std::fs::read_to_string(&self.report).unwrap_or_default();
+        let _ = std::fs::remove_file(&self.report);
+        if !differences.is_empty() && !std::thread::panicking() {
+            panic!("the simulated server disagreed with the real one:\n{differences}");
+        }
     }
 }
 

@@ -155,9 +155,18 @@ pub struct Entry {
     pub expires_at: Option<u64>,
 }
 
-/// Every key the server holds. An expired key is gone as soon as its moment has come: reads
-/// filter by the clock, and [`Keyspace::purge`] drops what has expired (Redis's lazy and active
-/// expiry together, which no client can tell apart).
+impl Entry {
+    /// Whether the key is still there at `now`: Redis expires a key once the clock is past
+    /// its expiry, not at it.
+    pub fn alive_at(&self, now: u64) -> bool {
+        self.expires_at.is_none_or(|at| at >= now)
+    }
+}
+
+/// Every key the server holds. A key is gone once the clock is past its expiry (at its expiry
+/// it is still there, with a `PTTL` of 0, as on Redis): reads filter by the clock, and
+/// [`Keyspace::purge`] drops what has expired (Redis's lazy and active expiry together, which
+/// no client can tell apart).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub struct Keyspace {
     /// Keys and their entries.
@@ -165,14 +174,17 @@ pub struct Keyspace {
 }
 
 impl Keyspace {
-    /// Drops every key whose expiry is at or before `now`.
+    /// Drops every key whose expiry is before `now`.
     pub fn purge(&mut self, now: u64) {
-        self.keys
-            .retain(|_, entry| entry.expires_at.is_none_or(|at| at > now));
+        self.keys.retain(|_, entry| entry.alive_at(now));
     }
 
-    /// The earliest expiry after `now`, if any key has one.
+    /// The first moment a key that expires is gone (its expiry + 1 ms), if any key expires.
     pub fn next_expiry(&self) -> Option<u64> {
-        self.keys.values().filter_map(|e| e.expires_at).min()
+        self.keys
+            .values()
+            .filter_map(|e| e.expires_at)
+            .min()
+            .map(|at| at + 1)
     }
 }

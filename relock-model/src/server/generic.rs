@@ -23,7 +23,7 @@ pub(super) fn dispatch(server: &mut Server, name: &str, args: &[Bytes]) -> Optio
             Ok(Reply::ok())
         }
         "time" => arity(name, args, 0, true).map(|_| {
-            let now = server.now();
+            let now = server.clock();
             Reply::Array(vec![
                 Reply::bulk((now / 1000).to_string()),
                 Reply::bulk(((now % 1000) * 1000).to_string()),
@@ -64,7 +64,9 @@ fn exists(server: &mut Server, name: &str, args: &[Bytes]) -> Outcome {
 
 fn type_of(server: &mut Server, name: &str, args: &[Bytes]) -> Outcome {
     arity(name, args, 1, true)?;
-    let kind = server.entry(&args[0]).map_or("none", |e| e.data.type_name());
+    let kind = server
+        .entry(&args[0])
+        .map_or("none", |e| e.data.type_name());
     Ok(Reply::Status(kind.into()))
 }
 
@@ -78,7 +80,7 @@ fn expire(server: &mut Server, name: &str, args: &[Bytes], unit: i64) -> Outcome
             String::from_utf8_lossy(&args[2])
         )));
     }
-    let now = server.now() as i64;
+    let now = server.clock() as i64;
     let at = amount
         .checked_mul(unit)
         .and_then(|ms| ms.checked_add(now))
@@ -97,7 +99,7 @@ fn expire(server: &mut Server, name: &str, args: &[Bytes], unit: i64) -> Outcome
 /// `PTTL` (`unit` 1) and `TTL` (`unit` 1000): -2 without the key, -1 without an expiry.
 fn ttl(server: &mut Server, name: &str, args: &[Bytes], unit: u64) -> Outcome {
     arity(name, args, 1, true)?;
-    let now = server.now();
+    let now = server.clock();
     Ok(Reply::Int(match server.entry(&args[0]) {
         None => -2,
         Some(entry) => match entry.expires_at {
@@ -138,7 +140,9 @@ fn keys(server: &mut Server, name: &str, args: &[Bytes]) -> Outcome {
 
 fn live_keys(server: &Server) -> Vec<Bytes> {
     let keys = server.keyspace.keys.keys();
-    keys.filter(|k| server.entry(k).is_some()).cloned().collect()
+    keys.filter(|k| server.entry(k).is_some())
+        .cloned()
+        .collect()
 }
 
 /// Redis's glob match: `*`, `?`, `[abc]`, `[^a]`, `[a-z]`, `\x`.

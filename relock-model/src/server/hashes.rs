@@ -17,7 +17,10 @@ pub(super) fn dispatch(server: &mut Server, name: &str, args: &[Bytes]) -> Optio
             Ok(Reply::Array(
                 args[1..]
                     .iter()
-                    .map(|f| h.and_then(|h| h.get(f)).map_or(Reply::Nil, |v| Reply::Bulk(v.clone())))
+                    .map(|f| {
+                        h.and_then(|h| h.get(f))
+                            .map_or(Reply::Nil, |v| Reply::Bulk(v.clone()))
+                    })
                     .collect(),
             ))
         }),
@@ -25,10 +28,15 @@ pub(super) fn dispatch(server: &mut Server, name: &str, args: &[Bytes]) -> Optio
             let found = hash(server, &args[0])?.is_some_and(|h| h.get(&args[1]).is_some());
             Ok(Reply::Int(found as i64))
         }),
-        "hlen" => arity(name, args, 1, true)
-            .and_then(|_| Ok(Reply::Int(hash(server, &args[0])?.map_or(0, |h| h.0.len()) as i64))),
+        "hlen" => arity(name, args, 1, true).and_then(|_| {
+            Ok(Reply::Int(
+                hash(server, &args[0])?.map_or(0, |h| h.0.len()) as i64
+            ))
+        }),
         "hgetall" | "hkeys" | "hvals" => arity(name, args, 1, true).and_then(|_| {
-            let pairs = hash(server, &args[0])?.map(|h| h.0.clone()).unwrap_or_default();
+            let pairs = hash(server, &args[0])?
+                .map(|h| h.0.clone())
+                .unwrap_or_default();
             let items = pairs.into_iter().flat_map(|(f, v)| match name {
                 "hgetall" => vec![f, v],
                 "hkeys" => vec![f],

@@ -22,14 +22,21 @@ pub(super) fn dispatch(server: &mut Server, name: &str, args: &[Bytes]) -> Optio
             Ok(Reply::Int(l.len() as i64))
         }),
         "lpop" | "rpop" => pop(server, name, args),
-        "llen" => arity(name, args, 1, true)
-            .and_then(|_| Ok(Reply::Int(list(server, &args[0])?.map_or(0, |l| l.len()) as i64))),
+        "llen" => arity(name, args, 1, true).and_then(|_| {
+            Ok(Reply::Int(
+                list(server, &args[0])?.map_or(0, |l| l.len()) as i64
+            ))
+        }),
         "lindex" => arity(name, args, 2, true).and_then(|_| {
             let index = int_arg(&args[1])?;
             let Some(l) = list(server, &args[0])? else {
                 return Ok(Reply::Nil);
             };
-            let at = if index < 0 { l.len() as i64 + index } else { index };
+            let at = if index < 0 {
+                l.len() as i64 + index
+            } else {
+                index
+            };
             Ok(usize::try_from(at)
                 .ok()
                 .and_then(|at| l.get(at))
@@ -41,8 +48,16 @@ pub(super) fn dispatch(server: &mut Server, name: &str, args: &[Bytes]) -> Optio
                 return Ok(Reply::Array(vec![]));
             };
             let len = l.len() as i64;
-            let start = if start < 0 { (len + start).max(0) } else { start };
-            let stop = if stop < 0 { len + stop } else { stop.min(len - 1) };
+            let start = if start < 0 {
+                (len + start).max(0)
+            } else {
+                start
+            };
+            let stop = if stop < 0 {
+                len + stop
+            } else {
+                stop.min(len - 1)
+            };
             if start > stop || start >= len {
                 return Ok(Reply::Array(vec![]));
             }
@@ -73,8 +88,11 @@ pub(super) fn dispatch(server: &mut Server, name: &str, args: &[Bytes]) -> Optio
             let members = set(server, &args[0])?.cloned().unwrap_or_default();
             Ok(Reply::Array(members.into_iter().map(Reply::Bulk).collect()))
         }),
-        "scard" => arity(name, args, 1, true)
-            .and_then(|_| Ok(Reply::Int(set(server, &args[0])?.map_or(0, |s| s.len()) as i64))),
+        "scard" => arity(name, args, 1, true).and_then(|_| {
+            Ok(Reply::Int(
+                set(server, &args[0])?.map_or(0, |s| s.len()) as i64
+            ))
+        }),
         _ => return None,
     })
 }
@@ -119,12 +137,20 @@ fn pop(server: &mut Server, name: &str, args: &[Bytes]) -> Outcome {
         None => None,
     };
     if list(server, &args[0])?.is_none() {
-        return Ok(if count.is_some() { Reply::NilArray } else { Reply::Nil });
+        return Ok(if count.is_some() {
+            Reply::NilArray
+        } else {
+            Reply::Nil
+        });
     }
     let l = list_mut(server, &args[0])?;
     let mut taken = Vec::new();
     for _ in 0..count.unwrap_or(1) {
-        let item = if name == "lpop" { l.pop_front() } else { l.pop_back() };
+        let item = if name == "lpop" {
+            l.pop_front()
+        } else {
+            l.pop_back()
+        };
         match item {
             Some(item) => taken.push(Reply::Bulk(item)),
             None => break,
@@ -144,7 +170,11 @@ fn lrem(server: &mut Server, args: &[Bytes]) -> Outcome {
         return Ok(Reply::Int(0));
     }
     let l = list_mut(server, &args[0])?;
-    let limit = if count == 0 { usize::MAX } else { count.unsigned_abs() as usize };
+    let limit = if count == 0 {
+        usize::MAX
+    } else {
+        count.unsigned_abs() as usize
+    };
     let mut removed = 0;
     let mut kept: Vec<Bytes> = Vec::with_capacity(l.len());
     let items: Vec<Bytes> = if count < 0 {

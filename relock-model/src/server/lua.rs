@@ -118,7 +118,9 @@ fn load(server: &mut Server, text: &[u8]) -> Result<Script, Reply> {
         sha: sha.clone(),
         text: Arc::from(text),
     };
-    with_interpreter(server.version(), |interp| interp.compiled(&script).map(|_| ()))?;
+    with_interpreter(server.version(), |interp| {
+        interp.compiled(&script).map(|_| ())
+    })?;
     server.scripts_mut().insert(sha, script.clone());
     Ok(script)
 }
@@ -253,7 +255,12 @@ fn run(server: &mut Server, script: &Script, keys: &[Bytes], argv: &[Bytes]) -> 
             (true, value, _) => Ok(to_reply(&value)),
             (false, raised, message) => {
                 let message = message.map(|m| m.to_string_lossy()).unwrap_or_default();
-                Err(script_error(matches!(raised, Value::Boolean(true)), message, &script.sha, version))
+                Err(script_error(
+                    matches!(raised, Value::Boolean(true)),
+                    message,
+                    &script.sha,
+                    version,
+                ))
             }
         }
     })
@@ -323,7 +330,9 @@ fn command(lua: &Lua, server: &RefCell<&mut Server>, args: MultiValue) -> mlua::
             _ => {
                 return to_lua(
                     lua,
-                    &Reply::error("ERR Lua redis lib command arguments must be strings or integers"),
+                    &Reply::error(
+                        "ERR Lua redis lib command arguments must be strings or integers",
+                    ),
                 )
             }
         }

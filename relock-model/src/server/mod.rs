@@ -58,6 +58,29 @@ pub struct Server {
     subscribers: BTreeMap<Bytes, i64>,
     /// Messages published and not yet taken by [`Server::take_published`].
     published: Vec<(Bytes, Bytes)>,
+    /// The conformance mirror's script clock (no part of the state: equal on every server).
+    script: ScriptClock,
+}
+
+/// The conformance mirror's tick: from command `tick` of the running script on, the script's
+/// clock reads one ms later (see [`Server::set_script_tick`]); and how many commands the
+/// running script has run so far. No part of a server's state: any two compare equal.
+#[derive(Clone, Debug, Default)]
+struct ScriptClock {
+    tick: Option<usize>,
+    commands: usize,
+}
+
+impl PartialEq for ScriptClock {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for ScriptClock {}
+
+impl std::hash::Hash for ScriptClock {
+    fn hash<H: std::hash::Hasher>(&self, _: &mut H) {}
 }
 
 impl Server {
@@ -70,6 +93,7 @@ impl Server {
             scripts: BTreeMap::new(),
             subscribers: BTreeMap::new(),
             published: Vec::new(),
+            script: ScriptClock::default(),
         }
     }
 
@@ -81,6 +105,28 @@ impl Server {
     /// The clock, in ms.
     pub fn now(&self) -> u64 {
         self.now
+    }
+
+    /// The clock a command reads (`TIME`, `PTTL`, the expiry `PEXPIRE` sets): [`now`](Self::now),
+    /// or one ms later from the script's tick on.
+    pub fn clock(&self) -> u64 {
+        match self.script.tick {
+            Some(tick) if self.script.commands > tick => self.now + 1,
+            _ => self.now,
+        }
+    }
+
+    /// Makes the next script's clock read one ms later from its `tick`th command on (0: the
+    /// first), as a real server's clock may move on while a script runs: Redis 7.0 tells
+    /// whether a key expired by the script's start, but `TIME`, `PTTL` and `PEXPIRE` read the
+    /// moving clock. The conformance mirror tries each tick; the models never set one.
+    pub fn set_script_tick(&mut self, tick: Option<usize>) {
+        self.script.tick = tick;
+    }
+
+    /// How many commands the last script ran.
+    pub fn script_commands(&self) -> usize {
+        self.script.commands
     }
 
     /// Moves the clock to `ms` (never back) and expires what is due.
@@ -96,7 +142,8 @@ impl Server {
         self.keyspace.purge(self.now);
     }
 
-    /// The next moment a key expires, if any does.
+    /// The first moment a key that expires is gone (its expiry + 1 ms: at its expiry a key
+    /// is still there), if any key expires.
     pub fn next_expiry(&self) -> Option<u64> {
         self.keyspace.next_expiry()
     }
@@ -164,6 +211,11 @@ impl Server {
         };
         let name = String::from_utf8_lossy(name).to_lowercase();
         let rest = &args[1..];
+        if in_script {
+            self.script.commands += 1;
+        } else {
+            self.script.commands = 0;
+        }
         match name.as_str() {
             "eval" | "evalsha" | "eval_ro" | "evalsha_ro" if in_script => Err(Reply::error(
                 "ERR This Redis command is not allowed from script",
@@ -187,7 +239,9 @@ impl Server {
             return Err(errors::arity(name));
         };
         self.published.push((channel.clone(), message.clone()));
-        Ok(Reply::Int(self.subscribers.get(channel).copied().unwrap_or(0)))
+        Ok(Reply::Int(
+            self.subscribers.get(channel).copied().unwrap_or(0),
+        ))
     }
 
     /// The scripts loaded, by SHA1.
@@ -197,19 +251,13 @@ impl Server {
 
     /// The live entry at `key`, if any.
     pub(crate) fn entry(&self, key: &[u8]) -> Option<&Entry> {
-        self.keyspace
-            .keys
-            .get(key)
-            .filter(|e| e.expires_at.is_none_or(|at| at > self.now))
+        self.keyspace.keys.get(key).filter(|e| e.alive_at(self.now))
     }
 
     /// The live entry at `key`, mutable.
     pub(crate) fn entry_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
         let now = self.now;
-        self.keyspace
-            .keys
-            .get_mut(key)
-            .filter(|e| e.expires_at.is_none_or(|at| at > now))
+        self.keyspace.keys.get_mut(key).filter(|e| e.alive_at(now))
     }
 
     /// Deletes `key` when its container is empty (Redis never keeps an empty hash, list or set).

@@ -91,7 +91,16 @@ mod tests {
     fn integers_are_read_strictly() {
         assert_eq!(int(b"42"), Some(42));
         assert_eq!(int(b"-7"), Some(-7));
-        for bad in [&b"+1"[..], b" 1", b"01", b"-0", b"1.0", b"", b"-", b"99999999999999999999"] {
+        for bad in [
+            &b"+1"[..],
+            b" 1",
+            b"01",
+            b"-0",
+            b"1.0",
+            b"",
+            b"-",
+            b"99999999999999999999",
+        ] {
             assert_eq!(int(bad), None, "{:?}", String::from_utf8_lossy(bad));
         }
     }

@@ -95,8 +95,8 @@ fn trim_option(args: &[Bytes]) -> Result<Option<((usize, bool), usize)>, Reply> 
         _ => (false, 1),
     };
     let n = int_arg(args.get(at).ok_or_else(errors::syntax)?)?;
-    let n = usize::try_from(n)
-        .map_err(|_| Reply::error("ERR The MAXLEN argument must be >= 0."))?;
+    let n =
+        usize::try_from(n).map_err(|_| Reply::error("ERR The MAXLEN argument must be >= 0."))?;
     Ok(Some(((n, approximate), at + 1)))
 }
 
@@ -142,8 +142,10 @@ fn xadd(server: &mut Server, name: &str, args: &[Bytes]) -> Outcome {
     if !exists && !create {
         return Ok(Reply::Nil);
     }
-    let now = server.now();
-    let last = stream(server, &args[0])?.map(|s| s.last_id).unwrap_or_default();
+    let now = server.clock();
+    let last = stream(server, &args[0])?
+        .map(|s| s.last_id)
+        .unwrap_or_default();
     let id = match args[i].as_slice() {
         b"*" => {
             if now > last.ms {
@@ -156,12 +158,12 @@ fn xadd(server: &mut Server, name: &str, args: &[Bytes]) -> Outcome {
             }
         }
         text => {
-            let seq = if parse_id(text, 0).is_some_and(|id| id.ms == last.ms) && !text.contains(&b'-')
-            {
-                last.seq + 1
-            } else {
-                0
-            };
+            let seq =
+                if parse_id(text, 0).is_some_and(|id| id.ms == last.ms) && !text.contains(&b'-') {
+                    last.seq + 1
+                } else {
+                    0
+                };
             let id = parse_id(text, seq).ok_or_else(invalid_id)?;
             if id == StreamId::default() {
                 return Err(Reply::error(
@@ -180,7 +182,10 @@ fn xadd(server: &mut Server, name: &str, args: &[Bytes]) -> Outcome {
         Data::Stream(s) => Some(s),
         _ => None,
     })?;
-    let pairs = fields.chunks(2).map(|p| (p[0].clone(), p[1].clone())).collect();
+    let pairs = fields
+        .chunks(2)
+        .map(|p| (p[0].clone(), p[1].clone()))
+        .collect();
     s.entries.push((id, pairs));
     s.last_id = id;
     if let Some(limit) = limit {
@@ -216,10 +221,9 @@ fn range_end(text: &[u8], start: bool) -> Result<Option<StreamId>, Reply> {
             .checked_sub(1)
             .map(|seq| StreamId { seq, ..id })
             .or_else(|| {
-                id.ms.checked_sub(1).map(|ms| StreamId {
-                    ms,
-                    seq: u64::MAX,
-                })
+                id.ms
+                    .checked_sub(1)
+                    .map(|ms| StreamId { ms, seq: u64::MAX })
             })
     };
     Ok(next)
@@ -264,7 +268,10 @@ fn range(server: &mut Server, name: &str, args: &[Bytes]) -> Outcome {
                 let flat = fields
                     .iter()
                     .flat_map(|(f, v)| [Reply::Bulk(f.clone()), Reply::Bulk(v.clone())]);
-                Reply::Array(vec![Reply::bulk(id.to_string()), Reply::Array(flat.collect())])
+                Reply::Array(vec![
+                    Reply::bulk(id.to_string()),
+                    Reply::Array(flat.collect()),
+                ])
             })
             .collect(),
     ))

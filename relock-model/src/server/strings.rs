@@ -12,7 +12,7 @@ pub(super) fn dispatch(server: &mut Server, name: &str, args: &[Bytes]) -> Optio
         }),
         "strlen" => arity(name, args, 1, true).and_then(|_| {
             Ok(Reply::Int(
-                string(server, &args[0])?.map_or(0, |s| s.len()) as i64,
+                string(server, &args[0])?.map_or(0, |s| s.len()) as i64
             ))
         }),
         "set" => set(server, name, args),
@@ -25,10 +25,16 @@ pub(super) fn dispatch(server: &mut Server, name: &str, args: &[Bytes]) -> Optio
         }),
         "incr" => arity(name, args, 1, true).and_then(|_| add(server, &args[0], 1)),
         "decr" => arity(name, args, 1, true).and_then(|_| add(server, &args[0], -1)),
-        "incrby" => arity(name, args, 2, true).and_then(|_| add(server, &args[0], int_arg(&args[1])?)),
+        "incrby" => {
+            arity(name, args, 2, true).and_then(|_| add(server, &args[0], int_arg(&args[1])?))
+        }
         "decrby" => arity(name, args, 2, true).and_then(|_| {
             let by = int_arg(&args[1])?;
-            add(server, &args[0], by.checked_neg().ok_or_else(errors::overflow)?)
+            add(
+                server,
+                &args[0],
+                by.checked_neg().ok_or_else(errors::overflow)?,
+            )
         }),
         _ => return None,
     })
@@ -69,25 +75,42 @@ fn set(server: &mut Server, name: &str, args: &[Bytes]) -> Outcome {
                 if amount <= 0 {
                     return Err(Reply::error("ERR invalid expire time in 'set' command"));
                 }
-                ttl_ms = Some(if option == "ex" { amount * 1000 } else { amount });
+                ttl_ms = Some(if option == "ex" {
+                    amount * 1000
+                } else {
+                    amount
+                });
                 i += 1;
             }
             _ => return Err(errors::syntax()),
         }
         i += 1;
     }
-    let old = string(server, &args[0])?.cloned();
+    // SET replaces a value of any type; only SET … GET reads the old one, which must be a string.
+    let old = if get {
+        string(server, &args[0])?.cloned()
+    } else {
+        None
+    };
     let exists = server.entry(&args[0]).is_some();
     if (nx && exists) || (xx && !exists) {
-        return Ok(if get { old.map_or(Reply::Nil, Reply::Bulk) } else { Reply::Nil });
+        return Ok(if get {
+            old.map_or(Reply::Nil, Reply::Bulk)
+        } else {
+            Reply::Nil
+        });
     }
     let expires_at = match ttl_ms {
-        Some(ms) => Some(server.now() + ms as u64),
+        Some(ms) => Some(server.clock() + ms as u64),
         None if keep => server.entry(&args[0]).and_then(|e| e.expires_at),
         None => None,
     };
     put(server, &args[0], args[1].clone(), expires_at);
-    Ok(if get { old.map_or(Reply::Nil, Reply::Bulk) } else { Reply::ok() })
+    Ok(if get {
+        old.map_or(Reply::Nil, Reply::Bulk)
+    } else {
+        Reply::ok()
+    })
 }
 
 /// `INCRBY key by`, keeping the key's expiry.

@@ -29,14 +29,20 @@ pub(super) fn dispatch(server: &mut Server, name: &str, args: &[Bytes]) -> Optio
                 .and_then(|z| z.ordered().iter().position(|(m, _)| **m == args[1]));
             Ok(rank.map_or(Reply::Nil, |r| Reply::Int(r as i64)))
         }),
-        "zcard" => arity(name, args, 1, true)
-            .and_then(|_| Ok(Reply::Int(zset(server, &args[0])?.map_or(0, |z| z.0.len()) as i64))),
+        "zcard" => arity(name, args, 1, true).and_then(|_| {
+            Ok(Reply::Int(
+                zset(server, &args[0])?.map_or(0, |z| z.0.len()) as i64
+            ))
+        }),
         "zrem" => arity(name, args, 2, false).and_then(|_| {
             if zset(server, &args[0])?.is_none() {
                 return Ok(Reply::Int(0));
             }
             let set = zset_mut(server, &args[0])?;
-            let removed = args[1..].iter().filter(|m| set.0.remove(*m).is_some()).count();
+            let removed = args[1..]
+                .iter()
+                .filter(|m| set.0.remove(*m).is_some())
+                .count();
             server.drop_if_empty(&args[0]);
             Ok(Reply::Int(removed as i64))
         }),
@@ -44,8 +50,11 @@ pub(super) fn dispatch(server: &mut Server, name: &str, args: &[Bytes]) -> Optio
         "zrangebyscore" => zrangebyscore(server, name, args),
         "zcount" => arity(name, args, 3, true).and_then(|_| {
             let (min, max) = (bound(&args[1])?, bound(&args[2])?);
-            let n = zset(server, &args[0])?
-                .map_or(0, |z| z.0.values().filter(|s| min.below(s.0) && max.above(s.0)).count());
+            let n = zset(server, &args[0])?.map_or(0, |z| {
+                z.0.values()
+                    .filter(|s| min.below(s.0) && max.above(s.0))
+                    .count()
+            });
             Ok(Reply::Int(n as i64))
         }),
         "zremrangebyscore" => arity(name, args, 3, true).and_then(|_| {
@@ -83,7 +92,8 @@ fn zset_mut<'a>(server: &'a mut Server, key: &[u8]) -> Result<&'a mut ZSet, Repl
 /// `ZADD key [NX|XX] [GT|LT] [CH] [INCR] score member [score member …]`.
 fn zadd(server: &mut Server, name: &str, args: &[Bytes]) -> Outcome {
     arity(name, args, 3, false)?;
-    let (mut nx, mut xx, mut gt, mut lt, mut ch, mut incr) = (false, false, false, false, false, false);
+    let (mut nx, mut xx, mut gt, mut lt, mut ch, mut incr) =
+        (false, false, false, false, false, false);
     let mut i = 1;
     while i < args.len() {
         match String::from_utf8_lossy(&args[i]).to_lowercase().as_str() {
@@ -129,7 +139,11 @@ fn zadd(server: &mut Server, name: &str, args: &[Bytes]) -> Outcome {
     for (pair, score) in pairs.chunks(2).zip(scores) {
         let member = &pair[1];
         let old = set.0.get(member).map(|s| s.0);
-        let new = if incr { old.unwrap_or(0.0) + score } else { score };
+        let new = if incr {
+            old.unwrap_or(0.0) + score
+        } else {
+            score
+        };
         let skip = match old {
             Some(old) => nx || (gt && new <= old) || (lt && new >= old),
             None => xx,
@@ -165,8 +179,16 @@ fn zrange(server: &mut Server, name: &str, args: &[Bytes]) -> Outcome {
     };
     let all = set.ordered();
     let len = all.len() as i64;
-    let start = if start < 0 { (len + start).max(0) } else { start };
-    let stop = if stop < 0 { len + stop } else { stop.min(len - 1) };
+    let start = if start < 0 {
+        (len + start).max(0)
+    } else {
+        start
+    };
+    let stop = if stop < 0 {
+        len + stop
+    } else {
+        stop.min(len - 1)
+    };
     if start > stop || start >= len {
         return Ok(Reply::Array(vec![]));
     }
@@ -204,7 +226,11 @@ fn zrangebyscore(server: &mut Server, name: &str, args: &[Bytes]) -> Outcome {
     let hits: Vec<(&Bytes, f64)> = hits
         .into_iter()
         .skip(offset as usize)
-        .take(if count < 0 { usize::MAX } else { count as usize })
+        .take(if count < 0 {
+            usize::MAX
+        } else {
+            count as usize
+        })
         .collect();
     Ok(listing(&hits, with_scores))
 }
