@@ -450,7 +450,9 @@ fn real_dump(link: &mut Link) -> io::Result<Dump> {
 
 fn sim_dump(sim: &mut Server) -> Dump {
     let now = sim.now();
-    let entries: Vec<(Vec<u8>, &'static str, Option<u64>, Option<String>)> = sim
+    // Each live key: its type, its expiry, a stream's last ID.
+    type Live = (Vec<u8>, &'static str, Option<u64>, Option<String>);
+    let entries: Vec<Live> = sim
         .keyspace
         .keys
         .iter()
@@ -512,8 +514,7 @@ fn subscribed(
     });
     let mut channels: BTreeSet<Vec<u8>> = BTreeSet::new();
     let mut next = Some(first);
-    loop {
-        let Some(args) = next.take() else { break };
+    while let Some(args) = next.take() {
         let name = String::from_utf8_lossy(&args[0]).to_lowercase();
         {
             let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());

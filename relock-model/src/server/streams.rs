@@ -81,8 +81,11 @@ fn parse_id(text: &[u8], seq: u64) -> Option<StreamId> {
     }
 }
 
-/// `MAXLEN [=|~] n` at the head of `args`: (n, whether approximate, arguments used).
-fn trim_option(args: &[Bytes]) -> Result<Option<((usize, bool), usize)>, Reply> {
+/// A `MAXLEN` limit: the length, and whether approximate (`~`).
+type Limit = (usize, bool);
+
+/// `MAXLEN [=|~] n` at the head of `args`: the limit, and how many arguments it took.
+fn trim_option(args: &[Bytes]) -> Result<Option<(Limit, usize)>, Reply> {
     let Some(first) = args.first() else {
         return Ok(None);
     };
@@ -101,7 +104,7 @@ fn trim_option(args: &[Bytes]) -> Result<Option<((usize, bool), usize)>, Reply> 
 }
 
 /// Trims `s` to `limit` entries (whole nodes only when approximate); returns how many went.
-fn trim(s: &mut Stream, (max, approximate): (usize, bool)) -> usize {
+fn trim(s: &mut Stream, (max, approximate): Limit) -> usize {
     let len = s.entries.len();
     if len <= max {
         return 0;

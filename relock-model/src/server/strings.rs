@@ -16,12 +16,12 @@ pub(super) fn dispatch(server: &mut Server, name: &str, args: &[Bytes]) -> Optio
             ))
         }),
         "set" => set(server, name, args),
-        "setnx" => arity(name, args, 2, true).and_then(|_| {
+        "setnx" => arity(name, args, 2, true).map(|_| {
             if server.entry(&args[0]).is_some() {
-                return Ok(Reply::Int(0));
+                return Reply::Int(0);
             }
             put(server, &args[0], args[1].clone(), None);
-            Ok(Reply::Int(1))
+            Reply::Int(1)
         }),
         "incr" => arity(name, args, 1, true).and_then(|_| add(server, &args[0], 1)),
         "decr" => arity(name, args, 1, true).and_then(|_| add(server, &args[0], -1)),
