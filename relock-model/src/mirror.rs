@@ -73,6 +73,7 @@ const PASSTHROUGH: &[&str] = &[
     "fcall",
     "fcall_ro",
     "time",
+    "dump",
 ];
 
 /// How long to wait for the real server to confirm a subscription change.
