@@ -1,0 +1,133 @@
+//! The scripts a client sends, with the keys and arguments relock's `scripts::plain` passes, run
+//! on the simulated server; each call can be recorded for a counterexample's trace.
+
+use crate::server::{Reply, Server};
+
+use super::state::{field, replay_key, CHANNEL, CLAIM, LEASE, LOCK, REPLAY_TTL, WINDOW};
+use super::Scripts;
+
+/// What the steps of one transition sent, for a trace (`None`: not recorded).
+pub type Log = Option<Vec<String>>;
+
+/// Runs `script` (named `name` in the log) and forgets it was loaded, so that a state never
+/// carries the script cache (every step sends its script with EVAL's text anyway).
+fn run(
+    server: &mut Server,
+    log: &mut Log,
+    name: &str,
+    script: &str,
+    keys: &[&str],
+    args: &[&str],
+) -> Reply {
+    let reply = server.eval(script, keys, args);
+    server.command(&["SCRIPT", "FLUSH"]);
+    if let Some(lines) = log {
+        lines.push(format!("{name} KEYS={keys:?} ARGV={args:?} -> {reply:?}"));
+    }
+    reply
+}
+
+/// `scripts::plain::acquire`: LOCK_ACQUIRE with the lease, the holder field, the claim priority
+/// (0: no claim) and the claim window. `Nil` when taken, else the retry hint in ms.
+pub fn acquire(
+    scripts: &Scripts,
+    server: &mut Server,
+    log: &mut Log,
+    i: usize,
+    priority: u32,
+) -> Reply {
+    let (lease, field, priority, window) = (
+        LEASE.to_string(),
+        field(i),
+        priority.to_string(),
+        WINDOW.to_string(),
+    );
+    let args = [lease.as_str(), &field, &priority, &window];
+    run(
+        server,
+        log,
+        "LOCK_ACQUIRE",
+        &scripts.acquire,
+        &[LOCK, CLAIM],
+        &args,
+    )
+}
+
+/// How one release is sent (`scripts::plain::ReleaseHow`).
+pub struct ReleaseArgs {
+    /// The request id (its replay key).
+    pub request: u8,
+    /// ARGV\[7\]: a retry, so its replay key is read first.
+    pub sent_before: bool,
+    /// ARGV\[8\]: a last release writes a replay key too.
+    pub replay_last: bool,
+    /// ARGV\[2\]: the TTL the owner's remaining live holds need (`Registry::need`).
+    pub keep_ms: u64,
+}
+
+/// `scripts::plain::release`: LOCK_RELEASE with message `0`, the remaining holds' lease, the
+/// field, PUBLISH, the replay key's TTL, the claim window, the retry flag and the replay rule.
+pub fn release(
+    scripts: &Scripts,
+    server: &mut Server,
+    log: &mut Log,
+    i: usize,
+    how: &ReleaseArgs,
+) -> Reply {
+    let replay = replay_key(i, how.request);
+    let keys = [LOCK, CHANNEL, replay.as_str(), CLAIM];
+    let (lease, field, ttl, window) = (
+        how.keep_ms.to_string(),
+        field(i),
+        REPLAY_TTL.to_string(),
+        WINDOW.to_string(),
+    );
+    let flag = |on: bool| if on { "1" } else { "0" };
+    let args = [
+        "0",
+        lease.as_str(),
+        &field,
+        "PUBLISH",
+        &ttl,
+        &window,
+        flag(how.sent_before),
+        flag(how.replay_last),
+    ];
+    run(server, log, "LOCK_RELEASE", &scripts.release, &keys, &args)
+}
+
+/// The sweeper's delete of a spent replay key, once its release has its reply.
+pub fn sweep(server: &mut Server, log: &mut Log, i: usize, request: u8) {
+    let key = replay_key(i, request);
+    let reply = server.command(&["DEL", key.as_str()]);
+    if let Some(lines) = log {
+        lines.push(format!("DEL {key} -> {reply:?}"));
+    }
+}
+
+/// `scripts::plain::renew` for one lock: LOCK_RENEW; whether the hold was still there.
+pub fn renew(scripts: &Scripts, server: &mut Server, log: &mut Log, i: usize) -> bool {
+    let (lease, field) = (LEASE.to_string(), field(i));
+    let reply = run(
+        server,
+        log,
+        "LOCK_RENEW",
+        &scripts.renew,
+        &[LOCK],
+        &[lease.as_str(), &field],
+    );
+    reply == Reply::Array(vec![Reply::Int(1)])
+}
+
+/// `scripts::plain::unclaim` of the plain lock (no wake): UNCLAIM.
+pub fn unclaim(scripts: &Scripts, server: &mut Server, log: &mut Log, i: usize) -> Reply {
+    let field = field(i);
+    run(
+        server,
+        log,
+        "UNCLAIM",
+        &scripts.unclaim,
+        &[CLAIM],
+        &[field.as_str()],
+    )
+}

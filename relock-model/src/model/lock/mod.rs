@@ -1,0 +1,233 @@
+//! The plain reentrant [`Lock`](relock::Lock)'s model: two or three clients (a process each,
+//! with its own UUID, one task as the owner) run a plan of `lock()` and `unlock()` calls against
+//! the simulated server, which runs relock's own scripts (`relock::testing::scripts`), while the
+//! world loses messages and replies, crashes clients, restarts the server and lets time pass.
+//! Each client is the state machine relock's code makes of it:
+//!
+//! | step | relock |
+//! |---|---|
+//! | [`Action::Acquire`] | `lock::attempt::Hold::try_once` (LOCK_ACQUIRE), the claim priority of `lock::turns::ClaimGuard::next`, the wait bound of `PlainTurns::next_turn` |
+//! | [`Action::Subscribe`] | `PlainTurns::start` (`wait::subscribe`), then the attempt `until_taken` makes right after |
+//! | [`Action::Cancel`], [`Action::Unclaim`] | dropping a waiting `lock()`: `pubsub::Waiter`'s drop, `ClaimGuard`'s drop (UNCLAIM in the background) |
+//! | [`Action::Release`], [`Action::ReleaseReplyLost`] | `lock::release::Hold::release_as` (LOCK_RELEASE), `wait::until_answered`, `Outgoing::settle`, the sweeper's delete |
+//! | [`Action::Renew`] | `watchdog::Watchdog::renew_all` (LOCK_RENEW), `Registry::renewed` / `found_gone` |
+//! | [`Action::Deliver`], [`Action::LoseMessage`] | the hub waking a waiter (`pubsub::Waiter::wait` returns `Message`), or the message lost |
+//! | [`Action::Crash`], [`Action::Restart`], [`Action::Tick`] | the world |
+//!
+//! The local deadline is `registry::holds`'s lapse moment (the send time of the latest command
+//! that confirmed the lease, plus the lease), which `LockGuard::lost` completes at.
+
+use std::time::Instant;
+
+use stateright::{Checker, HasDiscoveries, Model, Property};
+
+use super::{Bound, Report};
+
+mod calls;
+pub mod properties;
+pub mod state;
+pub mod steps;
+mod trace;
+
+pub use state::{LockState, Op};
+pub use steps::Action;
+
+/// The script texts the model runs: relock's own, or a mutant's.
+#[derive(Clone, Debug)]
+pub struct Scripts {
+    /// LOCK_ACQUIRE.
+    pub acquire: String,
+    /// LOCK_RELEASE.
+    pub release: String,
+    /// LOCK_RENEW.
+    pub renew: String,
+    /// UNCLAIM.
+    pub unclaim: String,
+}
+
+impl Default for Scripts {
+    fn default() -> Scripts {
+        use relock::testing::scripts::{LOCK_ACQUIRE, LOCK_RELEASE, LOCK_RENEW, UNCLAIM};
+        Scripts {
+            acquire: LOCK_ACQUIRE.to_string(),
+            release: LOCK_RELEASE.to_string(),
+            renew: LOCK_RENEW.to_string(),
+            unclaim: UNCLAIM.to_string(),
+        }
+    }
+}
+
+/// A deliberate bug in the modelled client, to show the checker finds it (never relock's own).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mutation {
+    /// The client as relock's code is.
+    None,
+    /// A cancelled waiter skips withdrawing its claim.
+    SkipUnclaim,
+    /// A holder believes it holds until it releases, whatever its local deadline says.
+    IgnoreDeadline,
+    /// A release's retry says it was never sent before (ARGV\[7\] always 0).
+    ReplayFlagZero,
+}
+
+/// Which faults the world may inject.
+#[derive(Clone, Copy, Debug)]
+pub struct Faults {
+    /// A published message never reaches a subscriber.
+    pub lose_message: bool,
+    /// A release's script runs, its reply is lost.
+    pub lose_reply: bool,
+    /// A client's process dies.
+    pub crash: bool,
+    /// The server restarts empty (down for a lease first).
+    pub restart: bool,
+}
+
+/// The lock model and its bounds.
+#[derive(Clone, Debug)]
+pub struct LockModel {
+    /// Each client's plan, in order.
+    pub plans: Vec<Vec<Op>>,
+    /// Which clients' waiting `lock()` may be cancelled.
+    pub cancellable: Vec<bool>,
+    /// The most faults of any kind in one run.
+    pub max_faults: u8,
+    /// The most cancelled acquires in one run.
+    pub max_cancels: u8,
+    /// No time passes beyond this moment (ms).
+    pub horizon: u64,
+    /// The faults the world may inject.
+    pub faults: Faults,
+    /// The scripts the server runs.
+    pub scripts: Scripts,
+    /// A client bug, or none.
+    pub mutation: Mutation,
+    /// Stop at the first `always` violation (for mutants).
+    pub stop_early: bool,
+    /// Let a release's retry go out later than relock's timing allows (a stalled process):
+    /// off in relock's own model, on to show what the replay key's lifetime guards against.
+    pub stalled_retries: bool,
+    /// Keep an owner from taking the lock again while a guard of its lost hold lives (its hold
+    /// lapsed locally, or a late renewal lost it, while Redis may still count it): relock's
+    /// client then miscounts (see `docs/model.md`, "findings"), so the default check leaves
+    /// that plan out; off, the model shows it.
+    pub no_reacquire_after_loss: bool,
+}
+
+/// What a check found: its report, and each violated `always` property with its trace length.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    /// The report `relock-model check` prints.
+    pub report: Report,
+    /// Each `always` property with a counterexample, and the counterexample's steps.
+    pub violated: Vec<(&'static str, usize)>,
+    /// `sometimes` properties never met.
+    pub unmet: Vec<&'static str>,
+}
+
+impl LockModel {
+    /// The model at `bound` with relock's own scripts and client.
+    pub fn new(bound: Bound) -> LockModel {
+        use Op::{Lock, Unlock};
+        // Client 0 re-enters (two holds, two releases); clients 1 and 2 take it once each.
+        let plans = vec![
+            vec![Lock, Lock, Unlock, Unlock],
+            vec![Lock, Unlock],
+            vec![Lock, Unlock],
+        ];
+        let (max_faults, horizon) = match bound {
+            Bound::Ci => (1, 40),
+            Bound::Deep => (2, 60),
+        };
+        LockModel {
+            cancellable: vec![true; plans.len()],
+            plans,
+            max_faults,
+            max_cancels: 1,
+            horizon,
+            faults: Faults {
+                lose_message: true,
+                lose_reply: true,
+                crash: true,
+                restart: true,
+            },
+            scripts: Scripts::default(),
+            mutation: Mutation::None,
+            stop_early: false,
+            stalled_retries: false,
+            no_reacquire_after_loss: true,
+        }
+    }
+
+    /// Runs the BFS checker over every interleaving within the bounds; prints each `always`
+    /// counterexample's trace to stderr.
+    pub fn run(self, threads: usize) -> Outcome {
+        let started = Instant::now();
+        let properties = self.properties();
+        let mut builder = self.clone().checker().threads(threads);
+        if self.stop_early {
+            builder = builder.finish_when(HasDiscoveries::AnyFailures);
+        }
+        let checker = builder.spawn_bfs().join();
+        let seconds = started.elapsed().as_secs_f64();
+        let (mut violated, mut unmet) = (Vec::new(), Vec::new());
+        for property in &properties {
+            let found = checker.discovery(property.name);
+            match (property.expectation.discovery_is_failure(), found) {
+                (true, Some(path)) => {
+                    let path = path.into_vec();
+                    eprintln!("{}", trace::render(&self, property.name, &path));
+                    violated.push((property.name, path.len() - 1));
+                }
+                (false, None) if !self.stop_early => unmet.push(property.name),
+                _ => {}
+            }
+        }
+        let report = Report {
+            model: "lock".into(),
+            states: checker.unique_state_count(),
+            depth: checker.max_depth(),
+            properties: properties.len(),
+            violations: violated.len() + unmet.len(),
+            seconds,
+        };
+        Outcome {
+            report,
+            violated,
+            unmet,
+        }
+    }
+}
+
+impl Model for LockModel {
+    type State = LockState;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<LockState> {
+        let server = crate::server::Server::new(crate::server::Version::Redis7);
+        vec![LockState {
+            server,
+            clients: vec![state::Client::new(); self.plans.len()],
+            faults: 0,
+            cancels: 0,
+            free_since: Some(0),
+        }]
+    }
+
+    fn actions(&self, state: &LockState, actions: &mut Vec<Action>) {
+        self.enabled(state, actions);
+    }
+
+    fn next_state(&self, state: &LockState, action: Action) -> Option<LockState> {
+        Some(self.step(state, action, &mut None))
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        properties::all()
+    }
+}
+
+/// Checks the lock's model within `bound`.
+pub fn check(bound: Bound) -> Report {
+    LockModel::new(bound).run(2).report
+}

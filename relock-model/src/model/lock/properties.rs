@@ -1,0 +1,129 @@
+//! What the lock model checks: five `always` properties (a counterexample is a bug) and a
+//! `sometimes` beside each, showing the situation it is about is reached at all.
+
+use stateright::Property;
+
+use super::state::{claim, field, redis_holds, Cancelled, LockState, Phase, LEASE, WINDOW};
+use super::LockModel;
+
+/// (1) Mutual exclusion as the clients believe it.
+pub const MUTEX: &str =
+    "mutual exclusion: no two owners believe they hold it before their deadlines";
+/// (2) No lost wake-up.
+pub const WAKE_UP: &str = "no lost wake-up: a waiter on a free lock tries within the claim window";
+/// (2) A free lock's claim lapses within the claim window.
+pub const CLAIM_LAPSES: &str = "a free lock's claim lapses within the claim window";
+/// (3) Nothing left behind by a cancelled acquire.
+pub const CANCEL_CLEAN: &str = "a cancelled acquire leaves no claim and no hold once cleaned up";
+/// (4) A replayed release counts once.
+pub const COUNTS: &str = "hold count on Redis equals the owner's (a replayed release counts once)";
+
+/// The properties, `always` first.
+pub fn all() -> Vec<Property<LockModel>> {
+    vec![
+        Property::always(MUTEX, |_, s| mutual_exclusion(s)),
+        Property::always(WAKE_UP, |_, s| no_lost_wake_up(s)),
+        Property::always(CLAIM_LAPSES, |_, s| claim_lapses(s)),
+        Property::always(CANCEL_CLEAN, |_, s| cancel_clean(s)),
+        Property::always(COUNTS, |_, s| counts_agree(s)),
+        Property::sometimes("two clients contend and one waits", |_, s: &LockState| {
+            let now = s.server.now();
+            let waits = s
+                .clients
+                .iter()
+                .any(|c| matches!(c.phase, Phase::Waiting { .. }));
+            waits && s.clients.iter().any(|c| c.believes_held(now))
+        }),
+        Property::sometimes("a waiter is woken by a message", |_, s: &LockState| {
+            s.clients
+                .iter()
+                .any(|c| c.woken && matches!(c.phase, Phase::Waiting { .. }))
+        }),
+        Property::sometimes("a free lock carries a claim", |_, s: &LockState| {
+            s.free_since.is_some() && claim(&s.server).is_some()
+        }),
+        Property::sometimes(
+            "an acquire cancelled while waiting withdrew its claim",
+            |_, s: &LockState| {
+                s.clients
+                    .iter()
+                    .any(|c| c.cancelled == Cancelled::Withdrawn)
+            },
+        ),
+        Property::sometimes(
+            "a re-entered hold's release reply was lost and is replayed",
+            |_, s: &LockState| {
+                s.clients
+                    .iter()
+                    .any(|c| c.holds >= 2 && matches!(c.phase, Phase::Releasing { .. }))
+            },
+        ),
+    ]
+}
+
+/// No two clients both believe they hold the lock: each uses a hold, none known lost, and
+/// neither's local deadline has passed.
+pub fn mutual_exclusion(s: &LockState) -> bool {
+    let now = s.server.now();
+    s.clients.iter().filter(|c| c.believes_held(now)).count() <= 1
+}
+
+/// A client waiting on a free lock (no message reached it or is on its way) has its timer set
+/// no later than the claim window after the lock became free; after a lost message, no later
+/// than a lease and the claim window. Plus 1 ms: a key lives through its expiry's millisecond
+/// (as on Redis), so a claim cut to the window still answers a 1 ms wait at its end.
+pub fn no_lost_wake_up(s: &LockState) -> bool {
+    let Some(free) = s.free_since else {
+        return true;
+    };
+    s.clients.iter().all(|c| match c.phase {
+        Phase::Waiting { until } if !c.woken && !c.inbox => {
+            let slack = if c.missed { LEASE + WINDOW } else { WINDOW } + 1;
+            until <= free + slack
+        }
+        _ => true,
+    })
+}
+
+/// While the lock is free, its claim expires no later than the claim window after it became
+/// free (a claimant that died delays the others by no more than that).
+pub fn claim_lapses(s: &LockState) -> bool {
+    let Some(free) = s.free_since else {
+        return true;
+    };
+    match claim(&s.server) {
+        Some((_, Some(expires))) => expires <= free + WINDOW,
+        _ => true,
+    }
+}
+
+/// Once a cancelled acquire's cleanup ran, no claim names its owner and it holds nothing.
+pub fn cancel_clean(s: &LockState) -> bool {
+    s.clients.iter().enumerate().all(|(i, c)| {
+        if c.cancelled == Cancelled::No || c.phase == Phase::Crashed {
+            return true;
+        }
+        let claimant = claim(&s.server)
+            .and_then(|(text, _)| text.split_once(':').map(|(_, holder)| holder.to_string()));
+        claimant.as_deref() != Some(field(i).as_str()) && redis_holds(&s.server, i) == 0
+    })
+}
+
+/// No operation in flight: the owner's hold count on Redis is what it believes it holds (while
+/// its holds live: not known lost, deadline not passed); an owner holding nothing has no field.
+pub fn counts_agree(s: &LockState) -> bool {
+    let now = s.server.now();
+    s.clients.iter().enumerate().all(|(i, c)| {
+        if matches!(c.phase, Phase::Crashed | Phase::Releasing { .. }) {
+            return true;
+        }
+        let redis = redis_holds(&s.server, i);
+        if c.holds == 0 {
+            redis == 0
+        } else if !c.lost && now < c.deadline {
+            redis == u64::from(c.holds)
+        } else {
+            true
+        }
+    })
+}

@@ -1,0 +1,391 @@
+//! The model's steps: what each client may do next (its acquire, wait, release and watchdog as
+//! relock's code runs them) and what the world may do (deliver or lose a message, lose a reply,
+//! crash a client, restart the server, let time pass to the next event).
+
+use crate::server::Reply;
+
+use super::calls::{self, Log, ReleaseArgs};
+use super::state::{
+    Cancelled, Client, LockState, Op, Phase, CHANNEL, LEASE, RENEW_EVERY, REPLAY_TTL, RETRY_BY,
+    TRIES,
+};
+use super::{LockModel, Mutation};
+
+/// One step of the model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// Client `i` sends an acquire attempt and gets its reply: the first attempt of a `lock()`
+    /// (or a re-entry), or the next one after its wait ended (a message, or its timer).
+    Acquire(usize),
+    /// Client `i`'s first attempt found the lock busy: it subscribes to the lock's channel,
+    /// then tries again at once (a message sent meanwhile found nobody listening yet).
+    Subscribe(usize),
+    /// Client `i`'s waiting `lock()` is dropped (at its subscription or its wait).
+    Cancel(usize),
+    /// Client `i`'s cancelled acquire withdraws its claim (in the background).
+    Unclaim(usize),
+    /// Client `i` sends a release and gets its reply.
+    Release(usize),
+    /// Client `i` sends a release; the script runs but the reply is lost (a fault).
+    ReleaseReplyLost(usize),
+    /// Client `i`'s watchdog renews its hold.
+    Renew(usize),
+    /// A published wake-up reaches client `i`.
+    Deliver(usize),
+    /// A published wake-up for client `i` is lost (a fault).
+    LoseMessage(usize),
+    /// Client `i`'s process dies (a fault).
+    Crash(usize),
+    /// The server restarts empty, down for a lease first (a fault).
+    Restart,
+    /// Time passes to the next event: a key's expiry, a waiter's timer, a renewal.
+    Tick,
+}
+
+impl LockModel {
+    /// The steps enabled in `s`.
+    pub(super) fn enabled(&self, s: &LockState, actions: &mut Vec<Action>) {
+        let now = s.server.now();
+        let fault = s.faults < self.max_faults;
+        for (i, c) in s.clients.iter().enumerate() {
+            let next = self.plans[i].get(c.pc as usize).copied();
+            match c.phase {
+                Phase::Crashed => continue,
+                Phase::Idle => {
+                    match next {
+                        Some(Op::Lock) => {
+                            let lapsed = c.holds > 0 && (c.lost || now >= c.deadline);
+                            if !(lapsed && self.no_reacquire_after_loss) {
+                                actions.push(Action::Acquire(i));
+                            }
+                        }
+                        Some(Op::Unlock) if c.holds == 0 && c.stale > 0 => {
+                            actions.push(Action::Release(i));
+                        }
+                        Some(Op::Unlock) if c.holds > 0 => {
+                            actions.push(Action::Release(i));
+                            if fault && self.faults.lose_reply {
+                                actions.push(Action::ReleaseReplyLost(i));
+                            }
+                        }
+                        _ => {}
+                    }
+                    if c.holds > 0 && !c.lost && now >= c.renew_due {
+                        actions.push(Action::Renew(i));
+                    }
+                }
+                Phase::Subscribing => actions.push(Action::Subscribe(i)),
+                Phase::Waiting { until } => {
+                    if c.woken || now >= until {
+                        actions.push(Action::Acquire(i));
+                    }
+                }
+                Phase::Releasing { tries, .. } => {
+                    actions.push(Action::Release(i));
+                    if fault && self.faults.lose_reply && tries + 1 < TRIES {
+                        actions.push(Action::ReleaseReplyLost(i));
+                    }
+                }
+                Phase::Unclaiming => actions.push(Action::Unclaim(i)),
+            }
+            let waits = matches!(c.phase, Phase::Subscribing | Phase::Waiting { .. });
+            if waits && s.cancels < self.max_cancels && self.cancellable[i] {
+                actions.push(Action::Cancel(i));
+            }
+            if c.inbox {
+                actions.push(Action::Deliver(i));
+                if fault && self.faults.lose_message {
+                    actions.push(Action::LoseMessage(i));
+                }
+            }
+            if fault && self.faults.crash {
+                actions.push(Action::Crash(i));
+            }
+        }
+        // A restart keeps the server down for a lease: not while a release's retry is due
+        // within a few command timeouts (its sends would fail, not be answered late).
+        let retrying = s
+            .clients
+            .iter()
+            .any(|c| matches!(c.phase, Phase::Releasing { .. }));
+        let restart = !retrying || self.stalled_retries;
+        if fault && self.faults.restart && restart && now + LEASE <= self.horizon {
+            actions.push(Action::Restart);
+        }
+        if self.next_event(s).is_some() {
+            actions.push(Action::Tick);
+        }
+    }
+
+    /// The next moment something is due after now, within the horizon: a key's expiry, a
+    /// waiter's timer, a holder's renewal, the latest a release's retry goes out. `None` also
+    /// when a retry is due now and retries do not stall.
+    pub(super) fn next_event(&self, s: &LockState) -> Option<u64> {
+        let now = s.server.now();
+        let retry_by = |c: &Client| match c.phase {
+            Phase::Releasing { sent_at, .. } if !self.stalled_retries => Some(sent_at + RETRY_BY),
+            _ => None,
+        };
+        if s.clients.iter().filter_map(retry_by).any(|t| t <= now) {
+            return None;
+        }
+        let timers = s.clients.iter().filter_map(|c| match c.phase {
+            Phase::Waiting { until } => Some(until),
+            Phase::Idle if c.holds > 0 && !c.lost => Some(c.renew_due),
+            _ => None,
+        });
+        timers
+            .chain(s.clients.iter().filter_map(retry_by))
+            .chain(s.server.next_expiry())
+            .filter(|&t| t > now && t <= self.horizon)
+            .min()
+    }
+
+    /// The state after `action` in `s`, with what it sent in `log`.
+    pub(super) fn step(&self, s: &LockState, action: Action, log: &mut Log) -> LockState {
+        let mut s = s.clone();
+        let now = s.server.now();
+        match action {
+            Action::Acquire(i) => {
+                let c = &mut s.clients[i];
+                c.woken = false;
+                let priority = if c.subscribed { self.ask(c) } else { 0 };
+                self.attempt(&mut s, i, priority, log);
+            }
+            Action::Subscribe(i) => {
+                s.server.subscribe(CHANNEL.as_bytes());
+                s.clients[i].subscribed = true;
+                let priority = self.ask(&mut s.clients[i]);
+                self.attempt(&mut s, i, priority, log);
+            }
+            Action::Cancel(i) => {
+                s.cancels += 1;
+                leave_wait(&mut s, i);
+                let c = &mut s.clients[i];
+                c.pc = self.plans[i].len() as u8;
+                if c.claimed && self.mutation != Mutation::SkipUnclaim {
+                    c.phase = Phase::Unclaiming;
+                } else {
+                    c.cancelled = if c.claimed {
+                        Cancelled::Withdrawn
+                    } else {
+                        Cancelled::Plain
+                    };
+                    c.claimed = false;
+                    c.phase = Phase::Idle;
+                }
+            }
+            Action::Unclaim(i) => {
+                calls::unclaim(&self.scripts, &mut s.server, log, i);
+                let c = &mut s.clients[i];
+                (c.cancelled, c.claimed, c.phase) = (Cancelled::Withdrawn, false, Phase::Idle);
+            }
+            Action::Release(i) => self.release(&mut s, i, false, log),
+            Action::ReleaseReplyLost(i) => self.release(&mut s, i, true, log),
+            Action::Renew(i) => {
+                let held = calls::renew(&self.scripts, &mut s.server, log, i);
+                let c = &mut s.clients[i];
+                // `Registry::renewed` / `found_gone`: a renewal that finds the hold gone, or
+                // comes back after the lease could have lapsed, loses it.
+                if held && now < c.deadline {
+                    c.deadline = self.believed(c.deadline.max(now + LEASE));
+                } else {
+                    c.lost = true;
+                }
+                c.renew_due = now + RENEW_EVERY;
+            }
+            Action::Deliver(i) => {
+                let c = &mut s.clients[i];
+                c.inbox = false;
+                c.woken |= c.subscribed;
+            }
+            Action::LoseMessage(i) => {
+                s.faults += 1;
+                let c = &mut s.clients[i];
+                c.inbox = false;
+                c.missed |= c.subscribed;
+            }
+            Action::Crash(i) => {
+                s.faults += 1;
+                if s.clients[i].subscribed {
+                    s.server.unsubscribe(CHANNEL.as_bytes());
+                }
+                s.clients[i] = Client::crashed();
+            }
+            Action::Restart => {
+                s.faults += 1;
+                s.server.restart_empty();
+                s.server.advance_to(now + LEASE);
+                // The hub resubscribes on reconnect, and a reconnect wakes the waiters.
+                for c in s.clients.iter_mut().filter(|c| c.subscribed) {
+                    s.server.subscribe(CHANNEL.as_bytes());
+                    (c.woken, c.inbox) = (true, false);
+                }
+            }
+            Action::Tick => {
+                let at = self.next_event(&s).expect("enabled");
+                s.server.advance_to(at);
+            }
+        }
+        self.deliver(&mut s);
+        let locked = s
+            .server
+            .keyspace
+            .keys
+            .contains_key(super::state::LOCK.as_bytes());
+        s.free_since = if locked {
+            None
+        } else {
+            s.free_since.or(Some(s.server.now()))
+        };
+        s
+    }
+
+    /// `PlainTurns::ask` / `ClaimGuard::next`: the claim priority of a subscribed waiter's next
+    /// attempt: nothing on its first try as first waiter, then the races it lost.
+    fn ask(&self, c: &mut Client) -> u32 {
+        c.tries += 1;
+        if c.tries < 2 {
+            return 0;
+        }
+        c.claimed = true;
+        u32::from(c.tries - 1)
+    }
+
+    /// `Hold::try_once` and what `until_taken` / `PlainTurns` make of its answer.
+    fn attempt(&self, s: &mut LockState, i: usize, priority: u32, log: &mut Log) {
+        let now = s.server.now();
+        let reply = calls::acquire(&self.scripts, &mut s.server, log, i, priority);
+        match reply {
+            Reply::Nil => {
+                // `Sending::taken` registers the hold: a new generation when the owner held
+                // nothing live, else an extension (`Holding::extended`).
+                let c = &mut s.clients[i];
+                if c.holds > 0 && (c.lost || now >= c.deadline) {
+                    // `Registry::register` after a loss: a new generation; the old guards'
+                    // releases will send nothing.
+                    (c.stale, c.holds) = (c.stale + c.holds, 0);
+                }
+                if c.holds == 0 {
+                    (c.deadline, c.lost, c.renew_due) = (now + LEASE, false, now + RENEW_EVERY);
+                }
+                c.deadline = self.believed(c.deadline.max(now + LEASE));
+                c.holds += 1;
+                (c.claimed, c.tries, c.missed) = (false, 0, false);
+                c.pc += 1;
+                c.phase = Phase::Idle;
+                leave_wait(s, i);
+            }
+            Reply::Int(ms) => {
+                let c = &mut s.clients[i];
+                c.missed = false;
+                c.phase = if c.subscribed {
+                    // `next_turn`: wait for a message, at most the hint (no TTL: the watchdog
+                    // timeout), at least 1 ms.
+                    let bound = if ms < 0 { LEASE } else { (ms as u64).max(1) };
+                    Phase::Waiting { until: now + bound }
+                } else {
+                    Phase::Subscribing
+                };
+            }
+            other => panic!("LOCK_ACQUIRE answered {other:?}"),
+        }
+    }
+
+    /// `Hold::release_as`: one send of a release (its reply lost when `lose`), and, when the
+    /// reply comes, `Outgoing::settle`.
+    fn release(&self, s: &mut LockState, i: usize, lose: bool, log: &mut Log) {
+        let now = s.server.now();
+        let c = &mut s.clients[i];
+        if c.holds == 0 {
+            // A guard of a lost generation: `Registry::unregister` says `Leaving::Lost`.
+            (c.stale, c.pc) = (c.stale - 1, c.pc + 1);
+            return;
+        }
+        let (sent_at, replay_last, tries) = match c.phase {
+            Phase::Releasing {
+                sent_at,
+                replay_last,
+                tries,
+            } => (sent_at, replay_last, tries),
+            _ => {
+                c.requests += 1;
+                // `Hold::outgoing`: the last release writes a replay key when the hold could
+                // lapse (the local deadline) before the last retry.
+                (now, c.deadline <= now + REPLAY_TTL, 0)
+            }
+        };
+        let sent_before = tries > 0 && self.mutation != Mutation::ReplayFlagZero;
+        // `Hold::outgoing`: what the owner's live holds need once this one goes: the watchdog
+        // lease while another guard of its generation lives, else 1 ms.
+        let keep_ms = if c.holds > 1 { LEASE } else { 1 };
+        let how = ReleaseArgs {
+            keep_ms,
+            request: c.requests,
+            sent_before,
+            replay_last,
+        };
+        let reply = calls::release(&self.scripts, &mut s.server, log, i, &how);
+        let c = &mut s.clients[i];
+        if lose {
+            s.faults += 1;
+            c.phase = Phase::Releasing {
+                sent_at,
+                replay_last,
+                tries: tries + 1,
+            };
+            return;
+        }
+        let sweep = match reply {
+            // A retry that finds the field gone: freed by its earlier send (or, past the
+            // lapse moment, `LeaseLost`). Either way this guard is gone.
+            Reply::Nil => false,
+            Reply::Int(0) => {
+                // `Registry::lease_set`: the TTL was set to what the remaining holds need.
+                c.deadline = self.believed(sent_at + keep_ms);
+                true
+            }
+            Reply::Int(_) => replay_last,
+            other => panic!("LOCK_RELEASE answered {other:?}"),
+        };
+        c.holds = c.holds.saturating_sub(1);
+        if c.holds == 0 {
+            (c.deadline, c.lost, c.renew_due) = (0, false, 0);
+        }
+        c.pc += 1;
+        c.phase = Phase::Idle;
+        if sweep {
+            calls::sweep(&mut s.server, log, i, how.request);
+        }
+    }
+
+    /// The local deadline the owner keeps: `deadline`, or forever for a client that ignores it.
+    fn believed(&self, deadline: u64) -> u64 {
+        if self.mutation == Mutation::IgnoreDeadline {
+            u64::MAX
+        } else {
+            deadline
+        }
+    }
+
+    /// Hands each message published on the lock's channel to every subscribed client.
+    fn deliver(&self, s: &mut LockState) {
+        for (channel, _) in s.server.take_published() {
+            if channel == CHANNEL.as_bytes() {
+                for c in s.clients.iter_mut().filter(|c| c.subscribed) {
+                    c.inbox = true;
+                }
+            }
+        }
+    }
+}
+
+/// Client `i`'s waiter goes (it took the lock, or gave up): the last waiter of the client
+/// unsubscribes the channel, and a message on its way finds nobody.
+fn leave_wait(s: &mut LockState, i: usize) {
+    let c = &mut s.clients[i];
+    if c.subscribed {
+        s.server.unsubscribe(CHANNEL.as_bytes());
+    }
+    (c.subscribed, c.woken, c.inbox, c.missed, c.tries) = (false, false, false, false, 0);
+}
