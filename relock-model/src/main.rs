@@ -2,7 +2,7 @@
 //! last; `mirror` serves the conformance mirror (see `relock_model::mirror`).
 //!
 //! ```text
-//! relock-model check [--deep] [--model lock|semaphore]
+//! relock-model check [--deep] [--model NAME]
 //! relock-model mirror --real <port> [--report <file>]
 //! ```
 
@@ -14,7 +14,10 @@ type Check = fn(Bound) -> Report;
 /// Every model `check` runs, by name.
 const MODELS: &[(&str, Check)] = &[
     ("lock", model::lock::check),
+    ("fair", model::fair::check),
     ("semaphore", model::semaphore::check),
+    ("rw", model::rw::check),
+    ("election", model::election::check),
 ];
 
 fn main() {
@@ -45,7 +48,11 @@ fn check(args: &[String]) {
     }
     if let Some(name) = &only {
         if !MODELS.iter().any(|(n, _)| n == name) {
-            eprintln!("relock-model: no model {name}; there are: lock, semaphore");
+            let names: Vec<&str> = MODELS.iter().map(|(n, _)| *n).collect();
+            eprintln!(
+                "relock-model: no model {name}; there are: {}",
+                names.join(", ")
+            );
             std::process::exit(2);
         }
     }

@@ -27,9 +27,9 @@ impl RedisServer {
             .into_iter()
             .chain(extra.iter().copied())
             .collect();
-        let server =
-            relock::testing::RedisServer::start_with(&args).expect("start redis-server");
-        let mirror = std::env::var_os(MIRROR_VARIABLE).map(|program| Mirror::start(&program, &server));
+        let server = relock::testing::RedisServer::start_with(&args).expect("start redis-server");
+        let mirror =
+            std::env::var_os(MIRROR_VARIABLE).map(|program| Mirror::start(&program, &server));
         RedisServer(server, mirror)
     }
 

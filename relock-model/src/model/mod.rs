@@ -4,7 +4,10 @@
 
 use std::fmt::Write as _;
 
+pub mod election;
+pub mod fair;
 pub mod lock;
+pub mod rw;
 pub mod semaphore;
 
 /// How far a check goes.

@@ -11,7 +11,9 @@
 //! server.command(&["PEXPIRE", "lock", "100"]);
 //! let reply = server.eval("return redis.call('pttl', KEYS[1])", &["lock"], &[] as &[&str]);
 //! assert_eq!(reply, Reply::Int(100));
-//! server.advance_to(100); // the lease ends
+//! server.advance_to(100); // at its expiry instant the key is still there, as on Redis
+//! assert_eq!(server.command(&["PTTL", "lock"]), Reply::Int(0));
+//! server.advance_to(101); // one ms later it is gone
 //! assert_eq!(server.command(&["EXISTS", "lock"]), Reply::Int(0));
 //! ```
 

@@ -114,7 +114,13 @@ impl Setup {
             message_loss: true,
         };
         match bound {
-            Bound::Ci => small,
+            Bound::Ci => Setup {
+                lease: 6,
+                poll: 4,
+                horizon: 8,
+                faults: 1,
+                ..small
+            },
             Bound::Deep => Setup {
                 clients: 3,
                 permits: 2,
@@ -170,10 +176,10 @@ impl Limits {
     pub fn at(bound: Bound) -> Limits {
         match bound {
             Bound::Ci => Limits {
-                states: 3_000_000,
-                depth: 60,
+                states: 50_000_000,
+                depth: 80,
                 stop_at_violation: false,
-                timeout: Duration::from_secs(55),
+                timeout: Duration::from_secs(3_600),
             },
             Bound::Deep => Limits {
                 states: 50_000_000,
@@ -201,7 +207,7 @@ pub fn run(model: SemaphoreModel, limits: Limits) -> Outcome {
     let printer = model.clone();
     let mut checker = model
         .checker()
-        .threads(1)
+        .threads(2)
         .target_state_count(limits.states)
         .target_max_depth(limits.depth)
         .timeout(limits.timeout);

@@ -1,0 +1,230 @@
+//! The [`FairLock`](relock::FairLock)'s model (Redisson's `RFairLock` protocol): two or three
+//! clients (a process each, one task as the owner) run a plan of `lock_with_lease()` and
+//! `unlock()` calls against the simulated server, which runs relock's own fair scripts
+//! (`relock::testing::scripts::FAIR_*`) on the queue `redisson_lock_queue:{lock}`, the deadlines
+//! `redisson_lock_timeout:{lock}` and the liveness record `relock_fair_alive:{lock}`, while the
+//! world loses messages and replies, crashes clients and lets time pass. Each client is the
+//! state machine relock's code makes of it:
+//!
+//! | step | relock |
+//! |---|---|
+//! | [`Action::Acquire`] | `lock::attempt::Hold::try_once` with `FairTurns::ask` = `Ask::Queue` (FAIR_ACQUIRE "wait": queues, or renews the place), then `FairTurns::wait_turn`'s bound: the hint, at most W/3 |
+//! | [`Action::Subscribe`] | `FairTurns::start` (`wait::subscribe` on `<channel>:<field>`), then the attempt `until_taken` makes at once |
+//! | [`Action::Cancel`], [`Action::Leave`] | dropping a waiting `lock()`: `LeaveQueue`'s drop (FAIR_LEAVE in the background) |
+//! | [`Action::Release`], [`Action::ReleaseReplyLost`] | `lock::release::Hold::release_as` (FAIR_RELEASE), `wait::until_answered`, `Outgoing::settle`, the sweeper's delete |
+//! | [`Action::Deliver`], [`Action::LoseMessage`] | the hub waking the waiter (`pubsub::Waiter::wait` returns), or the message lost |
+//! | [`Action::Crash`], [`Action::Tick`] | the world |
+//!
+//! The local deadline is the registry's lapse moment of a fixed lease (the send time of the
+//! acquire, plus the lease).
+
+use std::time::Instant;
+
+use stateright::{Checker, HasDiscoveries, Model, Property};
+
+use super::{Bound, Report};
+
+mod calls;
+pub mod properties;
+pub mod state;
+pub mod steps;
+mod trace;
+
+pub use state::{FairState, Op};
+pub use steps::Action;
+
+/// The script texts the model runs: relock's own, or a mutant's.
+#[derive(Clone, Debug)]
+pub struct Scripts {
+    /// FAIR_ACQUIRE.
+    pub acquire: String,
+    /// FAIR_RELEASE.
+    pub release: String,
+    /// FAIR_LEAVE.
+    pub leave: String,
+}
+
+impl Default for Scripts {
+    fn default() -> Scripts {
+        use relock::testing::scripts::{FAIR_ACQUIRE, FAIR_LEAVE, FAIR_RELEASE};
+        Scripts {
+            acquire: FAIR_ACQUIRE.to_string(),
+            release: FAIR_RELEASE.to_string(),
+            leave: FAIR_LEAVE.to_string(),
+        }
+    }
+}
+
+/// A deliberate bug in the modelled client, to show the checker finds it (never relock's own).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mutation {
+    /// The client as relock's code is.
+    None,
+    /// A waiter sleeps the whole hint, without renewing its place every W/3.
+    NoRenewCap,
+    /// A cancelled waiter never leaves the queue.
+    SkipLeave,
+}
+
+/// The fair lock model and its bounds.
+#[derive(Clone, Debug)]
+pub struct FairModel {
+    /// Each client's plan, in order.
+    pub plans: Vec<Vec<Op>>,
+    /// Which clients' waiting `lock()` may be cancelled.
+    pub cancellable: Vec<bool>,
+    /// The most faults of any kind in one run.
+    pub max_faults: u8,
+    /// The most cancelled acquires in one run.
+    pub max_cancels: u8,
+    /// No time passes beyond this moment (ms).
+    pub horizon: u64,
+    /// A published message may be lost.
+    pub lose_message: bool,
+    /// A release's reply may be lost after its script ran.
+    pub lose_reply: bool,
+    /// A client's process may die.
+    pub crash: bool,
+    /// The scripts the server runs.
+    pub scripts: Scripts,
+    /// A client bug, or none.
+    pub mutation: Mutation,
+    /// Stop at the first `always` violation (for mutants).
+    pub stop_early: bool,
+    /// Stop after this many distinct states (0: none).
+    pub target_states: usize,
+    /// Hold the head of a free lock's queue to its message or timer even when it became head
+    /// behind a waiter that left while the lock was held, and the lock then lapsed (relock
+    /// bounds that wait by the renewal, W/3, only): off in relock's own check.
+    pub strict_wake_up: bool,
+    /// Let a holder re-enter at the very ms its hold lapses locally (its local deadline, the
+    /// send time + lease) while Redis still has it (the key lives through its expiry ms): the
+    /// window a real client has between its local lapse and the server's expiry (one-way
+    /// latency). Off in relock's own check: see the report on what it finds.
+    pub reenter_at_lapse: bool,
+}
+
+/// What a check found: its report, and each violated `always` property with its trace length.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    /// The report `relock-model check` prints.
+    pub report: Report,
+    /// Each `always` property with a counterexample, and the counterexample's steps.
+    pub violated: Vec<(&'static str, usize)>,
+    /// `sometimes` properties never met.
+    pub unmet: Vec<&'static str>,
+}
+
+impl FairModel {
+    /// The model at `bound` with relock's own scripts and client.
+    pub fn new(bound: Bound) -> FairModel {
+        use Op::{Lock, Unlock};
+        let (plans, max_faults, horizon) = match bound {
+            // Three clients taking it once each, one fault of any kind, one cancel.
+            Bound::Ci => (vec![vec![Lock, Unlock]; 3], 1, 20),
+            Bound::Deep => (
+                vec![
+                    vec![Lock, Lock, Unlock, Unlock, Lock, Unlock],
+                    vec![Lock, Unlock],
+                    vec![Lock, Unlock],
+                ],
+                2,
+                40,
+            ),
+        };
+        FairModel {
+            cancellable: vec![true; plans.len()],
+            plans,
+            max_faults,
+            max_cancels: 1,
+            horizon,
+            lose_message: true,
+            lose_reply: true,
+            crash: true,
+            scripts: Scripts::default(),
+            mutation: Mutation::None,
+            stop_early: false,
+            target_states: 0,
+            strict_wake_up: false,
+            reenter_at_lapse: false,
+        }
+    }
+
+    /// Runs stateright's BFS over every interleaving within the bounds; prints each `always`
+    /// counterexample's trace to stderr.
+    pub fn run(self) -> Outcome {
+        let started = Instant::now();
+        let properties = self.properties();
+        let mut builder = self.clone().checker().threads(1);
+        if self.stop_early {
+            builder = builder.finish_when(HasDiscoveries::AnyFailures);
+        }
+        if self.target_states > 0 {
+            builder = builder.target_state_count(self.target_states);
+        }
+        let checker = builder.spawn_bfs().join();
+        let seconds = started.elapsed().as_secs_f64();
+        let (mut violated, mut unmet) = (Vec::new(), Vec::new());
+        for property in &properties {
+            let found = checker.discovery(property.name);
+            match (property.expectation.discovery_is_failure(), found) {
+                (true, Some(path)) => {
+                    let path = path.into_vec();
+                    eprintln!("{}", trace::render(&self, property.name, &path));
+                    violated.push((property.name, path.len() - 1));
+                }
+                (false, None) if !self.stop_early => unmet.push(property.name),
+                _ => {}
+            }
+        }
+        let report = Report {
+            model: "fair".into(),
+            states: checker.unique_state_count(),
+            depth: checker.max_depth(),
+            properties: properties.len(),
+            violations: violated.len() + unmet.len(),
+            seconds,
+        };
+        Outcome {
+            report,
+            violated,
+            unmet,
+        }
+    }
+}
+
+impl Model for FairModel {
+    type State = FairState;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<FairState> {
+        let server = crate::server::Server::new(crate::server::Version::Redis7);
+        vec![FairState {
+            server,
+            clients: vec![state::Client::new(); self.plans.len()],
+            faults: 0,
+            cancels: 0,
+            next_ticket: 0,
+            overtaken: None,
+            head: None,
+            free_since: Some(0),
+        }]
+    }
+
+    fn actions(&self, state: &FairState, actions: &mut Vec<Action>) {
+        self.enabled(state, actions);
+    }
+
+    fn next_state(&self, state: &FairState, action: Action) -> Option<FairState> {
+        Some(self.step(state, action, &mut None))
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        properties::all()
+    }
+}
+
+/// Checks the fair lock's model within `bound`.
+pub fn check(bound: Bound) -> Report {
+    FairModel::new(bound).run().report
+}

@@ -1,0 +1,250 @@
+//! The [`RwLock`](relock::RwLock)'s model (Redisson's `RReadWriteLock` protocol): two or three
+//! clients (a process each, one task as the owner) run a plan of read and write `lock()`,
+//! `unlock()` and guard drops against the simulated server, which runs relock's own scripts
+//! (`relock::testing::scripts`), while the world loses messages and replies, crashes clients,
+//! restarts the server and lets time pass. Each client is the state machine relock's code makes
+//! of it, with a read side and a write side (two holds, two fields, two leases):
+//!
+//! | step | relock |
+//! |---|---|
+//! | [`Action::Acquire`] | `lock::attempt::Hold::try_once` through `Read::acquire` (RW_READ_ACQUIRE) / `Write::acquire` (RW_WRITE_ACQUIRE, claiming on every attempt: `RwTurns::ask`, `ClaimGuard::claim`); `wait::until_taken`; the wait bound of `RwTurns::wait_turn`; `Error::UpgradeWouldDeadlock` (`scripts::rw::acquired`) ending the task |
+//! | [`Action::Subscribe`] | `RwTurns::start` (`wait::subscribe`), then the attempt `until_taken` makes at once |
+//! | [`Action::Cancel`], [`Action::Unclaim`] | dropping a waiting `lock()`, or an acquire that failed: `pubsub::Waiter`'s drop, `ClaimGuard`'s drop (`Write::unclaim`: UNCLAIM with a wake, in the background) |
+//! | [`Action::StartRelease`], [`Action::Release`], [`Action::ReleaseReplyLost`] | `guard.unlock()` (the task waits) or a guard's drop (`Hold::resume`, in the background): `lock::release::Hold::release_as` (RW_READ_RELEASE / RW_WRITE_RELEASE, replay key always written: `always_replays`), `wait::until_answered`, `Outgoing::settle`, the sweeper's delete; a guard of a lost generation sends nothing (`Leaving::Lost`) |
+//! | [`Action::Renew`] | `watchdog::Watchdog::renew_all`: `Read::renew_all` (RW_RENEW_READ), the writer's default (LOCK_RENEW); `Registry::renewed` / `found_gone` |
+//! | [`Action::Deliver`], [`Action::LoseMessage`] | the hub waking every waiter of a client (`rw::wakes_all`), or the message lost |
+//! | [`Action::Crash`], [`Action::Restart`], [`Action::Tick`] | the world |
+//!
+//! Left out: several tasks of one process (one owner per client), `try_lock` / `lock_with_lease`
+//! (a fixed lease and the lapsed-reader pruning of `Read::taken`), `force_unlock`, the shutdown
+//! release (RW_ABANDON), replica sync, a late answer (`Try::Late`), the downgrade (a writer
+//! taking read holds) unless a plan asks for it, and several releases of one side in flight.
+
+use std::time::Instant;
+
+use stateright::{Checker, HasDiscoveries, Model, Property};
+
+use super::{Bound, Report};
+
+mod calls;
+pub mod properties;
+pub mod state;
+pub mod steps;
+mod trace;
+
+pub use state::{Op, RwState, Side};
+pub use steps::Action;
+
+/// The script texts the model runs: relock's own, or a mutant's.
+#[derive(Clone, Debug)]
+pub struct Scripts {
+    /// RW_READ_ACQUIRE.
+    pub read_acquire: String,
+    /// RW_WRITE_ACQUIRE.
+    pub write_acquire: String,
+    /// RW_READ_RELEASE.
+    pub read_release: String,
+    /// RW_WRITE_RELEASE.
+    pub write_release: String,
+    /// RW_RENEW_READ.
+    pub renew_read: String,
+    /// LOCK_RENEW (the writer's renewal).
+    pub renew: String,
+    /// UNCLAIM.
+    pub unclaim: String,
+}
+
+impl Default for Scripts {
+    fn default() -> Scripts {
+        use relock::testing::scripts::{
+            LOCK_RENEW, RW_READ_ACQUIRE, RW_READ_RELEASE, RW_RENEW_READ, RW_WRITE_ACQUIRE,
+            RW_WRITE_RELEASE, UNCLAIM,
+        };
+        Scripts {
+            read_acquire: RW_READ_ACQUIRE.to_string(),
+            write_acquire: RW_WRITE_ACQUIRE.to_string(),
+            read_release: RW_READ_RELEASE.to_string(),
+            write_release: RW_WRITE_RELEASE.to_string(),
+            renew_read: RW_RENEW_READ.to_string(),
+            renew: LOCK_RENEW.to_string(),
+            unclaim: UNCLAIM.to_string(),
+        }
+    }
+}
+
+/// A deliberate bug in the modelled client, to show the checker finds it (never relock's own).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mutation {
+    /// The client as relock's code is.
+    None,
+    /// A cancelled writer skips withdrawing its claim.
+    SkipUnclaim,
+    /// A holder believes it holds until it releases, whatever its local deadline says.
+    IgnoreDeadline,
+    /// A release's retry says it was never sent before (ARGV\[7\] always 0).
+    ReplayFlagZero,
+}
+
+/// Which faults the world may inject.
+#[derive(Clone, Copy, Debug)]
+pub struct Faults {
+    /// A published message never reaches a subscriber.
+    pub lose_message: bool,
+    /// A release's script runs, its reply is lost.
+    pub lose_reply: bool,
+    /// A client's process dies.
+    pub crash: bool,
+    /// The server restarts empty (down for a lease first).
+    pub restart: bool,
+}
+
+/// The read-write lock model and its bounds.
+#[derive(Clone, Debug)]
+pub struct RwModel {
+    /// Each client's plan, in order.
+    pub plans: Vec<Vec<Op>>,
+    /// Which clients' waiting `lock()` may be cancelled.
+    pub cancellable: Vec<bool>,
+    /// The most faults of any kind in one run.
+    pub max_faults: u8,
+    /// The most cancelled acquires in one run.
+    pub max_cancels: u8,
+    /// No time passes beyond this moment (ms).
+    pub horizon: u64,
+    /// The faults the world may inject.
+    pub faults: Faults,
+    /// The scripts the server runs.
+    pub scripts: Scripts,
+    /// A client bug, or none.
+    pub mutation: Mutation,
+    /// Stop at the first `always` violation (for mutants).
+    pub stop_early: bool,
+    /// Stop after this many distinct states (`None`: explore the whole bounded space).
+    pub target_states: Option<usize>,
+}
+
+/// What a check found: its report, and each violated `always` property with its trace length.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    /// The report `relock-model check` prints.
+    pub report: Report,
+    /// Each `always` property with a counterexample, and the counterexample's steps.
+    pub violated: Vec<(&'static str, usize)>,
+    /// `sometimes` properties never met.
+    pub unmet: Vec<&'static str>,
+}
+
+impl RwModel {
+    /// The model at `bound` with relock's own scripts and client: client 0 reads, drops its
+    /// read guard and asks to write at once (refused as an upgrade while the drop's release is
+    /// on its way, as in commit `bb3725d`), client 1 reads, and at `Deep` client 2 writes.
+    pub fn new(bound: Bound) -> RwModel {
+        use Op::{Drop, Lock, Unlock};
+        use Side::{Read, Write};
+        let mut plans = vec![
+            vec![Lock(Read), Drop(Read), Lock(Write), Unlock(Write)],
+            vec![Lock(Read), Unlock(Read)],
+        ];
+        let (max_faults, horizon, target_states) = match bound {
+            // The whole bounded space (about 62,000 states).
+            Bound::Ci => (1, 40, None),
+            // A cap: stateright counts every state it checks, revisits included.
+            Bound::Deep => {
+                plans.push(vec![Lock(Write), Unlock(Write)]);
+                (2, 60, Some(3_000_000))
+            }
+        };
+        RwModel {
+            cancellable: vec![true; plans.len()],
+            plans,
+            max_faults,
+            max_cancels: 1,
+            horizon,
+            faults: Faults {
+                lose_message: true,
+                lose_reply: true,
+                crash: true,
+                restart: true,
+            },
+            scripts: Scripts::default(),
+            mutation: Mutation::None,
+            stop_early: false,
+            target_states,
+        }
+    }
+
+    /// Runs the BFS checker over every interleaving within the bounds; prints each `always`
+    /// counterexample's trace to stderr.
+    pub fn run(self, threads: usize) -> Outcome {
+        let started = Instant::now();
+        let properties = self.properties();
+        let mut builder = self.clone().checker().threads(threads);
+        if self.stop_early {
+            builder = builder.finish_when(HasDiscoveries::AnyFailures);
+        }
+        if let Some(target) = self.target_states {
+            builder = builder.target_state_count(target);
+        }
+        let checker = builder.spawn_bfs().join();
+        let seconds = started.elapsed().as_secs_f64();
+        let (mut violated, mut unmet) = (Vec::new(), Vec::new());
+        for property in &properties {
+            let found = checker.discovery(property.name);
+            match (property.expectation.discovery_is_failure(), found) {
+                (true, Some(path)) => {
+                    let path = path.into_vec();
+                    eprintln!("{}", trace::render(&self, property.name, &path));
+                    violated.push((property.name, path.len() - 1));
+                }
+                (false, None) if !self.stop_early => unmet.push(property.name),
+                _ => {}
+            }
+        }
+        let report = Report {
+            model: "rw".into(),
+            states: checker.unique_state_count(),
+            depth: checker.max_depth(),
+            properties: properties.len(),
+            violations: violated.len() + unmet.len(),
+            seconds,
+        };
+        Outcome {
+            report,
+            violated,
+            unmet,
+        }
+    }
+}
+
+impl Model for RwModel {
+    type State = RwState;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<RwState> {
+        let server = crate::server::Server::new(crate::server::Version::Redis7);
+        vec![RwState {
+            server,
+            clients: vec![state::Client::new(); self.plans.len()],
+            faults: 0,
+            cancels: 0,
+            free_since: Some(0),
+        }]
+    }
+
+    fn actions(&self, state: &RwState, actions: &mut Vec<Action>) {
+        self.enabled(state, actions);
+    }
+
+    fn next_state(&self, state: &RwState, action: Action) -> Option<RwState> {
+        Some(self.step(state, action, &mut None))
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        properties::all()
+    }
+}
+
+/// Checks the read-write lock's model within `bound`.
+pub fn check(bound: Bound) -> Report {
+    RwModel::new(bound).run(1).report
+}

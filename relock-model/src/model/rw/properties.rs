@@ -1,0 +1,159 @@
+//! What the read-write lock model checks: six `always` properties (a counterexample is a bug)
+//! and `sometimes` properties showing the situations they are about are reached at all.
+
+use stateright::Property;
+
+use super::state::{
+    claim, field, redis_holds, Cancelled, Phase, RwState, Side, Upgrade, LEASE, WINDOW,
+};
+use super::RwModel;
+
+/// (1) A writer excludes every other owner, as the clients believe it.
+pub const EXCLUSION: &str =
+    "a writer excludes everyone else: no writer and other holder both believe they hold";
+/// (2) No lost wake-up.
+pub const WAKE_UP: &str = "no lost wake-up: a waiter on a free lock tries within the claim window";
+/// (2) A free lock's claim lapses within the claim window.
+pub const CLAIM_LAPSES: &str = "a free lock's claim lapses within the claim window";
+/// (3) Nothing left behind by a cancelled acquire.
+pub const CANCEL_CLEAN: &str = "a cancelled acquire leaves no claim once cleaned up";
+/// (4) A replayed release counts once.
+pub const COUNTS: &str =
+    "hold counts on Redis equal each owner's, per side (a replayed release counts once)";
+/// (5) An upgrade is refused only to an owner that has a read hold.
+pub const UPGRADE: &str = "RELOCK_UPGRADE only while the owner has a read hold on its way";
+
+/// The properties, `always` first.
+pub fn all() -> Vec<Property<RwModel>> {
+    vec![
+        Property::always(EXCLUSION, |_, s| exclusion(s)),
+        Property::always(WAKE_UP, |_, s| no_lost_wake_up(s)),
+        Property::always(CLAIM_LAPSES, |_, s| claim_lapses(s)),
+        Property::always(CANCEL_CLEAN, |_, s| cancel_clean(s)),
+        Property::always(COUNTS, |_, s| counts_agree(s)),
+        Property::always(UPGRADE, |_, s: &RwState| {
+            s.clients.iter().all(|c| c.upgrade != Upgrade::Unexplained)
+        }),
+        Property::sometimes("two readers share the lock at once", |_, s: &RwState| {
+            let now = s.server.now();
+            s.clients.iter().filter(|c| c.read.believes(now)).count() >= 2
+        }),
+        Property::sometimes(
+            "a writer waits behind a reader, then takes the lock",
+            |_, s: &RwState| {
+                let now = s.server.now();
+                s.clients
+                    .iter()
+                    .any(|c| c.waited && c.write.believes(now) && c.read.holds == 0)
+            },
+        ),
+        Property::sometimes(
+            "a reader waits behind a writer's claim on a read-locked lock",
+            |_, s: &RwState| {
+                let now = s.server.now();
+                let reading = s.clients.iter().any(|c| c.read.believes(now));
+                reading
+                    && claim(&s.server).is_some()
+                    && s.clients.iter().any(|c| {
+                        c.read.holds == 0 && matches!(c.phase, Phase::Waiting { .. })
+                    })
+            },
+        ),
+        Property::sometimes("a waiter is woken by a message", |_, s: &RwState| {
+            s.clients
+                .iter()
+                .any(|c| c.woken && matches!(c.phase, Phase::Waiting { .. }))
+        }),
+        Property::sometimes("a release reply lost and replayed", |_, s: &RwState| {
+            s.clients.iter().any(|c| c.replayed)
+        }),
+        Property::sometimes(
+            "a writer cancelled while waiting withdrew its claim",
+            |_, s: &RwState| {
+                s.clients
+                    .iter()
+                    .any(|c| c.cancelled == Cancelled::Clean && !c.unclaiming && c.write.holds == 0)
+            },
+        ),
+        Property::sometimes(
+            "a write refused as an upgrade while the owner's dropped read guard was still releasing (bb3725d)",
+            |_, s: &RwState| s.clients.iter().any(|c| c.upgrade == Upgrade::Releasing),
+        ),
+    ]
+}
+
+/// No client believes it holds the write side while another believes it holds either side
+/// (each: a guard it uses, not known lost, its local deadline not passed).
+pub fn exclusion(s: &RwState) -> bool {
+    let now = s.server.now();
+    s.clients.iter().enumerate().all(|(i, w)| {
+        !w.write.believes(now)
+            || s.clients
+                .iter()
+                .enumerate()
+                .all(|(j, o)| i == j || !(o.read.believes(now) || o.write.believes(now)))
+    })
+}
+
+/// A client waiting on a free lock (no message reached it or is on its way) has its timer set
+/// no later than the claim window after the lock became free; after a lost message, no later
+/// than a lease and the claim window.
+pub fn no_lost_wake_up(s: &RwState) -> bool {
+    let Some(free) = s.free_since else {
+        return true;
+    };
+    s.clients.iter().all(|c| match c.phase {
+        Phase::Waiting { until } if !c.woken && !c.inbox => {
+            let slack = if c.missed { LEASE + WINDOW } else { WINDOW };
+            until <= free + slack
+        }
+        _ => true,
+    })
+}
+
+/// While the lock is free, its claim expires no later than the claim window after it became
+/// free.
+pub fn claim_lapses(s: &RwState) -> bool {
+    let Some(free) = s.free_since else {
+        return true;
+    };
+    match claim(&s.server) {
+        Some((_, Some(expires))) => expires <= free + WINDOW,
+        _ => true,
+    }
+}
+
+/// Once a cancelled acquire's cleanup ran, no claim names its writer field.
+pub fn cancel_clean(s: &RwState) -> bool {
+    s.clients.iter().enumerate().all(|(i, c)| {
+        if c.cancelled != Cancelled::Clean || c.phase == Phase::Crashed {
+            return true;
+        }
+        let claimant = claim(&s.server)
+            .and_then(|(text, _)| text.split_once(':').map(|(_, holder)| holder.to_string()));
+        claimant.as_deref() != Some(field(i, Side::Write).as_str())
+    })
+}
+
+/// For each side with no release in flight: the owner's hold count on Redis is what it
+/// believes it holds while its holds live; an owner holding nothing has nothing on Redis.
+pub fn counts_agree(s: &RwState) -> bool {
+    let now = s.server.now();
+    s.clients.iter().enumerate().all(|(i, c)| {
+        c.phase == Phase::Crashed
+            || [Side::Read, Side::Write].into_iter().all(|side| {
+                let h = c.side(side);
+                if h.leaving.is_some() {
+                    return true;
+                }
+                let redis = redis_holds(&s.server, i, side);
+                if h.holds == 0 {
+                    redis == 0
+                } else if !h.lost && now < h.deadline {
+                    redis == u64::from(h.holds)
+                } else {
+                    true
+                }
+            })
+    })
+}

@@ -1,0 +1,416 @@
+//! The model's steps: what each client may do next (its acquire, wait, release and watchdog as
+//! relock's code runs them) and what the world may do (deliver or lose a message, lose a reply,
+//! crash a client, restart the server, let time pass to the next event).
+
+use crate::server::Reply;
+
+use super::calls::{self, Log};
+use super::state::{
+    Cancelled, Client, Leaving, Op, Phase, RwState, Side, Upgrade, CHANNEL, LEASE, LOCK,
+    RENEW_EVERY, RETRY_BY, TRIES,
+};
+use super::{Mutation, RwModel};
+
+/// One step of the model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// Client `i` sends an acquire attempt of its current `Lock` and gets its reply: the first
+    /// attempt, or the next one after its wait ended (a message, or its timer).
+    Acquire(usize),
+    /// Client `i`'s first attempt found the lock busy: it subscribes, then tries again at once.
+    Subscribe(usize),
+    /// Client `i`'s waiting `lock()` is dropped.
+    Cancel(usize),
+    /// Client `i`'s background UNCLAIM (a claiming `ClaimGuard` dropped).
+    Unclaim(usize),
+    /// Client `i`'s task starts its `Unlock` or `Drop`: a release of one guard begins.
+    StartRelease(usize),
+    /// Client `i` sends `side`'s release and gets its reply.
+    Release(usize, Side),
+    /// Client `i` sends `side`'s release; the script runs but the reply is lost (a fault).
+    ReleaseReplyLost(usize, Side),
+    /// Client `i`'s watchdog renews `side`.
+    Renew(usize, Side),
+    /// A published wake-up reaches client `i`.
+    Deliver(usize),
+    /// A published wake-up for client `i` is lost (a fault).
+    LoseMessage(usize),
+    /// Client `i`'s process dies (a fault).
+    Crash(usize),
+    /// The server restarts empty, down for a lease first (a fault).
+    Restart,
+    /// Time passes to the next event: a key's expiry, a waiter's timer, a renewal.
+    Tick,
+}
+
+const SIDES: [Side; 2] = [Side::Read, Side::Write];
+
+impl RwModel {
+    /// The operation client `i` is at, if any is left.
+    fn op(&self, s: &RwState, i: usize) -> Option<Op> {
+        self.plans[i].get(s.clients[i].pc as usize).copied()
+    }
+
+    /// The steps enabled in `s`.
+    pub(super) fn enabled(&self, s: &RwState, actions: &mut Vec<Action>) {
+        let now = s.server.now();
+        let fault = s.faults < self.max_faults;
+        for (i, c) in s.clients.iter().enumerate() {
+            if c.phase == Phase::Crashed {
+                continue;
+            }
+            match (c.phase, self.op(s, i)) {
+                (Phase::Idle, Some(Op::Lock(_))) => actions.push(Action::Acquire(i)),
+                (Phase::Idle, Some(Op::Unlock(side) | Op::Drop(side)))
+                    if c.side(side).leaving.is_none() =>
+                {
+                    actions.push(Action::StartRelease(i));
+                }
+                (Phase::Subscribing, _) => actions.push(Action::Subscribe(i)),
+                (Phase::Waiting { until }, _) if c.woken || now >= until => {
+                    actions.push(Action::Acquire(i));
+                }
+                _ => {}
+            }
+            for side in SIDES {
+                let h = c.side(side);
+                if let Some(leaving) = h.leaving {
+                    actions.push(Action::Release(i, side));
+                    if fault && self.faults.lose_reply && leaving.tries + 1 < TRIES {
+                        actions.push(Action::ReleaseReplyLost(i, side));
+                    }
+                }
+                if h.holds > 0 && !h.lost && now >= h.renew_due {
+                    actions.push(Action::Renew(i, side));
+                }
+            }
+            if c.unclaiming {
+                actions.push(Action::Unclaim(i));
+            }
+            let waits = matches!(c.phase, Phase::Subscribing | Phase::Waiting { .. });
+            if waits && s.cancels < self.max_cancels && self.cancellable[i] {
+                actions.push(Action::Cancel(i));
+            }
+            if c.inbox {
+                actions.push(Action::Deliver(i));
+                if fault && self.faults.lose_message {
+                    actions.push(Action::LoseMessage(i));
+                }
+            }
+            if fault && self.faults.crash {
+                actions.push(Action::Crash(i));
+            }
+        }
+        // A restart keeps the server down for a lease: not while a release is due (its sends
+        // would fail, not be answered late).
+        let releasing = s
+            .clients
+            .iter()
+            .any(|c| c.read.leaving.is_some() || c.write.leaving.is_some());
+        if fault && self.faults.restart && !releasing && now + LEASE <= self.horizon {
+            actions.push(Action::Restart);
+        }
+        if self.next_event(s).is_some() {
+            actions.push(Action::Tick);
+        }
+    }
+
+    /// The next moment something is due after now, within the horizon; `None` also when a
+    /// release's send is due now.
+    pub(super) fn next_event(&self, s: &RwState) -> Option<u64> {
+        let now = s.server.now();
+        let mut due = Vec::new();
+        for c in &s.clients {
+            if c.phase == Phase::Crashed {
+                continue;
+            }
+            if let Phase::Waiting { until } = c.phase {
+                due.push(until);
+            }
+            for side in SIDES {
+                let h = c.side(side);
+                if let Some(leaving) = h.leaving {
+                    if leaving.sent_at + RETRY_BY <= now {
+                        return None;
+                    }
+                    due.push(leaving.sent_at + RETRY_BY);
+                }
+                if h.holds > 0 && !h.lost {
+                    due.push(h.renew_due);
+                }
+            }
+        }
+        due.into_iter()
+            .chain(s.server.next_expiry())
+            .filter(|&t| t > now && t <= self.horizon)
+            .min()
+    }
+
+    /// The state after `action` in `s`, with what it sent in `log`.
+    pub(super) fn step(&self, s: &RwState, action: Action, log: &mut Log) -> RwState {
+        let mut s = s.clone();
+        let now = s.server.now();
+        match action {
+            Action::Acquire(i) => {
+                let c = &mut s.clients[i];
+                if c.phase == Phase::Idle {
+                    c.waited = false;
+                }
+                c.woken = false;
+                self.attempt(&mut s, i, log);
+            }
+            Action::Subscribe(i) => {
+                s.server.subscribe(CHANNEL.as_bytes());
+                s.clients[i].subscribed = true;
+                self.attempt(&mut s, i, log);
+            }
+            Action::Cancel(i) => {
+                s.cancels += 1;
+                leave_wait(&mut s, i);
+                let c = &mut s.clients[i];
+                c.pc = self.plans[i].len() as u8;
+                c.phase = Phase::Idle;
+                if c.claimed && self.mutation != Mutation::SkipUnclaim {
+                    (c.cancelled, c.unclaiming) = (Cancelled::Pending, true);
+                } else {
+                    c.cancelled = Cancelled::Clean;
+                }
+                c.claimed = false;
+            }
+            Action::Unclaim(i) => {
+                calls::unclaim(&self.scripts, &mut s.server, log, i);
+                let c = &mut s.clients[i];
+                c.unclaiming = false;
+                if c.cancelled == Cancelled::Pending {
+                    c.cancelled = Cancelled::Clean;
+                }
+            }
+            Action::StartRelease(i) => {
+                let Some(Op::Unlock(side) | Op::Drop(side)) = self.op(&s, i) else {
+                    unreachable!("enabled at an unlock")
+                };
+                let foreground = matches!(self.op(&s, i), Some(Op::Unlock(_)));
+                let c = &mut s.clients[i];
+                let h = c.side_mut(side);
+                if h.holds == 0 {
+                    // A guard of a lost generation: `Registry::unregister` says `Leaving::Lost`.
+                    h.stale = h.stale.saturating_sub(1);
+                    c.pc += 1;
+                } else {
+                    h.requests += 1;
+                    h.leaving = Some(Leaving {
+                        sent_at: now,
+                        tries: 0,
+                    });
+                    if foreground {
+                        c.phase = Phase::Unlocking;
+                    } else {
+                        c.pc += 1;
+                    }
+                }
+            }
+            Action::Release(i, side) => self.release(&mut s, i, side, false, log),
+            Action::ReleaseReplyLost(i, side) => self.release(&mut s, i, side, true, log),
+            Action::Renew(i, side) => {
+                let held = calls::renew(&self.scripts, &mut s.server, log, i, side);
+                let h = s.clients[i].side_mut(side);
+                // `Registry::renewed` / `found_gone`.
+                if held && now < h.deadline {
+                    h.deadline = self.believed(h.deadline.max(now + LEASE));
+                } else {
+                    h.lost = true;
+                }
+                h.renew_due = now + RENEW_EVERY;
+            }
+            Action::Deliver(i) => {
+                let c = &mut s.clients[i];
+                c.inbox = false;
+                c.woken |= c.subscribed;
+            }
+            Action::LoseMessage(i) => {
+                s.faults += 1;
+                let c = &mut s.clients[i];
+                c.inbox = false;
+                c.missed |= c.subscribed;
+            }
+            Action::Crash(i) => {
+                s.faults += 1;
+                if s.clients[i].subscribed {
+                    s.server.unsubscribe(CHANNEL.as_bytes());
+                }
+                s.clients[i] = Client::crashed();
+            }
+            Action::Restart => {
+                s.faults += 1;
+                s.server.restart_empty();
+                s.server.advance_to(now + LEASE);
+                // The hub resubscribes on reconnect, and a reconnect wakes the waiters.
+                for c in s.clients.iter_mut().filter(|c| c.subscribed) {
+                    s.server.subscribe(CHANNEL.as_bytes());
+                    (c.woken, c.inbox) = (true, false);
+                }
+            }
+            Action::Tick => {
+                let at = self.next_event(&s).expect("enabled");
+                s.server.advance_to(at);
+            }
+        }
+        self.deliver(&mut s);
+        let locked = s.server.keyspace.keys.contains_key(LOCK.as_bytes());
+        s.free_since = if locked {
+            None
+        } else {
+            s.free_since.or(Some(s.server.now()))
+        };
+        s
+    }
+
+    /// `Hold::try_once` with `RwTurns::ask` (a writer claims on every attempt) and what
+    /// `until_taken` / `RwTurns::wait_turn` make of its answer.
+    fn attempt(&self, s: &mut RwState, i: usize, log: &mut Log) {
+        let now = s.server.now();
+        let Some(Op::Lock(side)) = self.op(s, i) else {
+            unreachable!("an attempt at a lock")
+        };
+        if side == Side::Write {
+            s.clients[i].claimed = true;
+        }
+        let reply = calls::acquire(&self.scripts, &mut s.server, log, i, side);
+        let c = &mut s.clients[i];
+        match reply {
+            Reply::Nil => {
+                // `Sending::taken` registers the hold: a new generation when the owner held
+                // nothing live on this side, else an extension.
+                let h = c.side_mut(side);
+                if h.holds > 0 && h.leaving.is_none() && (h.lost || now >= h.deadline) {
+                    (h.stale, h.holds) = (h.stale + h.holds, 0);
+                }
+                if h.holds == 0 {
+                    (h.deadline, h.lost, h.renew_due) = (now + LEASE, false, now + RENEW_EVERY);
+                }
+                h.deadline = self.believed(h.deadline.max(now + LEASE));
+                h.holds += 1;
+                // `RwTurns::acquired`: taking the lock used up the claim.
+                c.claimed = false;
+                c.pc += 1;
+                c.phase = Phase::Idle;
+                leave_wait(s, i);
+            }
+            Reply::Int(ms) => {
+                c.missed = false;
+                c.phase = if c.subscribed {
+                    // `RwTurns::wait_turn`: a message, or the hint (no TTL: the watchdog
+                    // timeout), at least 1 ms.
+                    c.waited = true;
+                    let bound = if ms < 0 { LEASE } else { (ms as u64).max(1) };
+                    Phase::Waiting { until: now + bound }
+                } else {
+                    Phase::Subscribing
+                };
+            }
+            Reply::Error(e) if e.starts_with("RELOCK_UPGRADE") => {
+                // `Error::UpgradeWouldDeadlock`: the task ends (`?`); the dropped `ClaimGuard`
+                // withdraws its claim in the background.
+                c.upgrade = if c.read.leaving.is_some() {
+                    Upgrade::Releasing
+                } else if c.read.holds > 0 {
+                    Upgrade::Holding
+                } else {
+                    Upgrade::Unexplained
+                };
+                if c.claimed {
+                    (c.claimed, c.unclaiming) = (false, true);
+                }
+                c.pc = self.plans[i].len() as u8;
+                c.phase = Phase::Idle;
+                leave_wait(s, i);
+            }
+            other => panic!("{side:?} acquire answered {other:?}"),
+        }
+    }
+
+    /// `Hold::release_as`: one send of `side`'s release (its reply lost when `lose`), and, when
+    /// the reply comes, `Outgoing::settle`.
+    fn release(&self, s: &mut RwState, i: usize, side: Side, lose: bool, log: &mut Log) {
+        let h = s.clients[i].side(side);
+        let leaving = h.leaving.expect("a release in flight");
+        let sent_before = leaving.tries > 0 && self.mutation != Mutation::ReplayFlagZero;
+        let request = h.requests;
+        let reply = calls::release(
+            &self.scripts,
+            &mut s.server,
+            log,
+            i,
+            side,
+            request,
+            sent_before,
+        );
+        let c = &mut s.clients[i];
+        let h = c.side_mut(side);
+        if lose {
+            s.faults += 1;
+            h.leaving = Some(Leaving {
+                tries: leaving.tries + 1,
+                ..leaving
+            });
+            return;
+        }
+        let sweep = match reply {
+            // Not held: a retry's earlier send freed it (or, past the lapse moment,
+            // `LeaseLost`), or the hold lapsed. Either way this guard is gone.
+            Reply::Nil => false,
+            Reply::Int(0) => {
+                // `Registry::lease_set`: the TTL was set to what the remaining holds need.
+                h.deadline = self.believed(leaving.sent_at + LEASE);
+                true
+            }
+            // Every rw release writes a replay key (`always_replays`).
+            Reply::Int(_) => true,
+            other => panic!("{side:?} release answered {other:?}"),
+        };
+        h.leaving = None;
+        h.holds -= 1;
+        if h.holds == 0 {
+            (h.deadline, h.lost, h.renew_due) = (0, false, 0);
+        }
+        c.replayed |= leaving.tries > 0;
+        if c.phase == Phase::Unlocking {
+            c.pc += 1;
+            c.phase = Phase::Idle;
+        }
+        if sweep {
+            calls::sweep(&mut s.server, log, i, side, request);
+        }
+    }
+
+    /// The local deadline the owner keeps: `deadline`, or forever for a client that ignores it.
+    fn believed(&self, deadline: u64) -> u64 {
+        if self.mutation == Mutation::IgnoreDeadline {
+            u64::MAX
+        } else {
+            deadline
+        }
+    }
+
+    /// Hands each message published on the lock's channel to every subscribed client (every
+    /// message wakes all of a client's waiters: `rw::wakes_all`).
+    fn deliver(&self, s: &mut RwState) {
+        for (channel, _) in s.server.take_published() {
+            if channel == CHANNEL.as_bytes() {
+                for c in s.clients.iter_mut().filter(|c| c.subscribed) {
+                    c.inbox = true;
+                }
+            }
+        }
+    }
+}
+
+/// Client `i`'s waiter goes (it took the lock, or gave up): the client unsubscribes, and a
+/// message on its way finds nobody.
+fn leave_wait(s: &mut RwState, i: usize) {
+    let c = &mut s.clients[i];
+    if c.subscribed {
+        s.server.unsubscribe(CHANNEL.as_bytes());
+    }
+    (c.subscribed, c.woken, c.inbox, c.missed) = (false, false, false, false);
+}

@@ -1,0 +1,103 @@
+//! A counterexample as a readable trace: each step, the scripts it sent with their keys,
+//! arguments and replies, how the keyspace changed, and each client's state.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use crate::server::{Data, Entry, Server};
+
+use super::state::RwState;
+use super::steps::Action;
+use super::RwModel;
+
+/// The trace of `path` (states and the actions between them), which violates `property`.
+pub fn render(model: &RwModel, property: &str, path: &[(RwState, Option<Action>)]) -> String {
+    let mut out = String::new();
+    let steps = path.len().saturating_sub(1);
+    writeln!(out, "counterexample to \"{property}\" ({steps} steps):").unwrap();
+    let Some((first, _)) = path.first() else {
+        return out;
+    };
+    writeln!(out, "  start at t={}", first.server.now()).unwrap();
+    clients(&mut out, first);
+    for (k, pair) in path.windows(2).enumerate() {
+        let (before, action) = (&pair[0].0, pair[0].1);
+        let Some(action) = action else { continue };
+        let mut log = Some(Vec::new());
+        let after = model.step(before, action, &mut log);
+        writeln!(
+            out,
+            "step {}: {action:?} at t={}",
+            k + 1,
+            before.server.now()
+        )
+        .unwrap();
+        for line in log.unwrap_or_default() {
+            writeln!(out, "    sent {line}").unwrap();
+        }
+        if after.server.now() != before.server.now() {
+            writeln!(
+                out,
+                "    clock {} -> {}",
+                before.server.now(),
+                after.server.now()
+            )
+            .unwrap();
+        }
+        keyspace_change(&mut out, &before.server, &after.server);
+        clients(&mut out, &after);
+        if after.faults != before.faults {
+            writeln!(out, "    faults spent: {}", after.faults).unwrap();
+        }
+    }
+    out
+}
+
+fn clients(out: &mut String, s: &RwState) {
+    for (i, c) in s.clients.iter().enumerate() {
+        writeln!(out, "    client {i}: {c}").unwrap();
+    }
+    if let Some(free) = s.free_since {
+        writeln!(out, "    lock free since t={free}").unwrap();
+    }
+}
+
+/// The keys that changed between `before` and `after`.
+fn keyspace_change(out: &mut String, before: &Server, after: &Server) {
+    let (old, new) = (&before.keyspace.keys, &after.keyspace.keys);
+    let names: BTreeMap<&Vec<u8>, ()> = old.keys().chain(new.keys()).map(|k| (k, ())).collect();
+    for name in names.keys() {
+        let (a, b) = (old.get(*name), new.get(*name));
+        if a != b {
+            let name = String::from_utf8_lossy(name);
+            writeln!(out, "    key {name}: {} -> {}", show(a), show(b)).unwrap();
+        }
+    }
+}
+
+fn show(entry: Option<&Entry>) -> String {
+    let Some(entry) = entry else {
+        return "(none)".into();
+    };
+    let value = match &entry.data {
+        Data::String(s) => format!("{:?}", String::from_utf8_lossy(s)),
+        Data::Hash(h) => {
+            let fields: Vec<String> =
+                h.0.iter()
+                    .map(|(f, v)| {
+                        format!(
+                            "{}={}",
+                            String::from_utf8_lossy(f),
+                            String::from_utf8_lossy(v)
+                        )
+                    })
+                    .collect();
+            format!("{{{}}}", fields.join(", "))
+        }
+        other => format!("({})", other.type_name()),
+    };
+    match entry.expires_at {
+        Some(at) => format!("{value} expires t={at}"),
+        None => value,
+    }
+}
