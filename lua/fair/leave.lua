@@ -1,5 +1,5 @@
 -- A waiter gives up (timed out, cancelled, failed): remove it from the queue, move those behind
--- it up one place, and wake the next head if it was the head of a free lock's queue.
+-- it up one place, and wake the next head if it was the head.
 -- Needs: common/counter, fair/queue
 --
 -- KEYS[1]  the lock hash <name>
@@ -41,8 +41,10 @@ local queued = redis.call('zrem', KEYS[3], ARGV[1])
 queued = queued + redis.call('lrem', KEYS[2], 0, ARGV[1])
 redis.call('zrem', KEYS[5], ARGV[1])
 local head = live_head(5)
--- The leaver headed the queue of a free lock: the new head may take it now.
-if first == ARGV[1] and head and redis.call('exists', KEYS[1]) == 0 then
+-- The leaver headed the queue: the new head may take a free lock now, and of a held one it
+-- learns the lease that is left. Left asleep, it would wait for its renewal (up to a third of
+-- the waiter timeout), told while it queued behind only when the leaver could be dead.
+if first == ARGV[1] and head then
     redis.call(ARGV[2], KEYS[4] .. ':' .. head, ARGV[3])
 end
 return math.min(queued, 1)

@@ -9,7 +9,9 @@
 //! on its own channel (`redisson_lock__channel:{<name>}:<field>`). A waiter loses its place when
 //! its liveness lapses: a live waiter renews it every third of the fair waiter timeout, so only a
 //! waiter that stopped answering is dropped from the head, and the next one goes on. A waiter
-//! that gives up leaves at once, and wakes the next when that makes it first and the lock is free.
+//! that gives up leaves at once, and wakes the next when that makes it first: of a free lock it
+//! takes it, of a held one it learns the lease that is left (told behind the head only when the
+//! head could be dead, it would otherwise sleep until its renewal after the lock lapsed).
 
 use std::sync::Arc;
 use std::time::Duration;

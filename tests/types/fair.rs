@@ -16,7 +16,7 @@ use relock::Owner;
 use tokio::time::Instant;
 
 /// A client with a short fair waiter timeout, as tests want.
-async fn fair_client(server: &RedisServer, waiter_timeout: Duration) -> relock::Client {
+pub(crate) async fn fair_client(server: &RedisServer, waiter_timeout: Duration) -> relock::Client {
     fair_client_at(&server.url(), waiter_timeout).await
 }
 
@@ -93,7 +93,7 @@ fn field(client: &relock::Client, owner: &Owner) -> String {
 }
 
 /// Waits until the lock's queue on Redis holds `len` waiters.
-async fn until_queued(server: &RedisServer, name: &str, len: usize) -> Vec<String> {
+pub(crate) async fn until_queued(server: &RedisServer, name: &str, len: usize) -> Vec<String> {
     let queue = fair_queue_key(name);
     let reached = eventually(Duration::from_secs(10), || {
         let now = raw_lrange(server, &queue).len();

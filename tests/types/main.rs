@@ -11,6 +11,7 @@ mod election;
 mod election_chaos;
 mod election_watch;
 mod fair;
+mod fair_leave;
 mod fairness;
 mod fence;
 mod fenced;

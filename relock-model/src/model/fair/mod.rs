@@ -94,8 +94,9 @@ pub struct FairModel {
     /// Stop after this many distinct states (0: none).
     pub target_states: usize,
     /// Hold the head of a free lock's queue to its message or timer even when it became head
-    /// behind a waiter that left while the lock was held, and the lock then lapsed (relock
-    /// bounds that wait by the renewal, W/3, only): off in relock's own check.
+    /// behind a waiter that left while the lock was held, and the lock then lapsed: on in
+    /// relock's own check since FAIR_LEAVE wakes the new head whenever the head leaves (it
+    /// woke it only of a free lock, which bounded that wait by the renewal, W/3, only).
     pub strict_wake_up: bool,
     /// Let a holder re-enter at the very ms its hold lapses locally (its local deadline, the
     /// send time + lease) while Redis still has it (the key lives through its expiry ms): the
@@ -145,7 +146,7 @@ impl FairModel {
             mutation: Mutation::None,
             stop_early: false,
             target_states: 0,
-            strict_wake_up: false,
+            strict_wake_up: true,
             reenter_at_lapse: false,
         }
     }
