@@ -5,8 +5,11 @@
 //! prints it on its first line. Each client connection gets its own connection to the real
 //! server. A command that changes or reads the keyspace goes to the real server under one lock,
 //! so the mirror sees the order the real server ran them in; the simulated server then runs it
-//! at each millisecond the real one may have run it at (between a `TIME` read before and one
-//! after), and agrees when at one of them both the reply and the whole keyspace are the real
+//! at each millisecond the real one may have run it at (between the machine's clock read before
+//! sending and after the reply: the server on loopback reads the same clock), with the clock
+//! moving on by a millisecond at any command of a script or not at all (Redis 7.0 freezes only
+//! its expiry check while a script runs), and agrees when at one of them both the reply and
+//! the whole keyspace are the real
 //! server's: every key, its type, its value (hash fields in their order, sorted set members
 //! with their scores, a stream's entries and last ID) and its expiry to the millisecond
 //! (`PEXPIRETIME`, Redis 7.0 and later). Keys due to expire between the command and the read
