@@ -26,7 +26,9 @@ mkdir -p "$logs"
 
 servers=$(scripts/servers.sh "$@")
 
-# name manifest-dir executable, for each test binary of the workspace.
+# name manifest-dir executable, for each test binary of the workspace but relock-model's (the
+# simulated server and the models talk to no server; its conformance mirror needs Redis 7.0 or
+# later, and runs on the default server in .ci/run).
 binaries=$(cargo test --workspace --all-features --no-run --message-format=json 2>/dev/null \
     | python3 -c '
 import json, os, sys
@@ -35,6 +37,8 @@ for line in sys.stdin:
     if m.get("reason") != "compiler-artifact" or not m.get("executable"):
         continue
     if not m.get("profile", {}).get("test") or "example" in m["target"]["kind"]:
+        continue
+    if os.path.basename(os.path.dirname(m["manifest_path"])) == "relock-model":
         continue
     name = m["target"]["name"]
     if "lib" in m["target"]["kind"]:
