@@ -9,6 +9,7 @@ pub mod fair;
 pub mod lock;
 pub mod rw;
 pub mod semaphore;
+pub mod trace;
 
 /// How far a check goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -2,12 +2,12 @@
 //! arguments and replies, how the primary's keyspace changed (history entry by entry), the
 //! replica, and each candidate's and the watcher's state.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::server::{Data, Entry, Keyspace};
+use crate::server::Keyspace;
 
-use super::state::{describe, ElectionState};
+use super::super::trace::keyspace_change;
+use super::state::ElectionState;
 use super::steps::Action;
 use super::ElectionModel;
 
@@ -83,49 +83,4 @@ fn actors(out: &mut String, s: &ElectionState) {
         writeln!(out, "    candidate {i}: {c}").unwrap();
     }
     writeln!(out, "    watcher: {}", s.watcher).unwrap();
-}
-
-/// The keys that changed between `before` and `after`.
-fn keyspace_change(out: &mut String, label: &str, before: &Keyspace, after: &Keyspace) {
-    let (old, new) = (&before.keys, &after.keys);
-    let names: BTreeMap<&Vec<u8>, ()> = old.keys().chain(new.keys()).map(|k| (k, ())).collect();
-    for name in names.keys() {
-        let (a, b) = (old.get(*name), new.get(*name));
-        if a != b {
-            let name = String::from_utf8_lossy(name);
-            writeln!(out, "    {label} {name}: {} -> {}", show(a), show(b)).unwrap();
-        }
-    }
-}
-
-fn show(entry: Option<&Entry>) -> String {
-    let Some(entry) = entry else {
-        return "(none)".into();
-    };
-    let value = match &entry.data {
-        Data::String(s) => format!("{:?}", String::from_utf8_lossy(s)),
-        Data::Hash(h) => {
-            let fields: Vec<String> =
-                h.0.iter()
-                    .map(|(f, v)| {
-                        let (f, v) = (String::from_utf8_lossy(f), String::from_utf8_lossy(v));
-                        format!("{f}={v}")
-                    })
-                    .collect();
-            format!("{{{}}}", fields.join(", "))
-        }
-        Data::Stream(stream) => {
-            let entries: Vec<String> = stream
-                .entries
-                .iter()
-                .map(|(id, fields)| format!("{id} [{}]", describe(fields)))
-                .collect();
-            format!("stream({}; last id {})", entries.join("; "), stream.last_id)
-        }
-        other => format!("({})", other.type_name()),
-    };
-    match entry.expires_at {
-        Some(at) => format!("{value} expires t={at}"),
-        None => value,
-    }
 }

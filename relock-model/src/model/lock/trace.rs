@@ -1,11 +1,9 @@
 //! A counterexample as a readable trace: each step, the scripts it sent with their keys,
 //! arguments and replies, how the keyspace changed, and each client's state.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::server::{Data, Entry, Server};
-
+use super::super::trace::keyspace_change;
 use super::state::LockState;
 use super::steps::Action;
 use super::LockModel;
@@ -44,7 +42,12 @@ pub fn render(model: &LockModel, property: &str, path: &[(LockState, Option<Acti
             )
             .unwrap();
         }
-        keyspace_change(&mut out, &before.server, &after.server);
+        keyspace_change(
+            &mut out,
+            "key",
+            &before.server.keyspace,
+            &after.server.keyspace,
+        );
         clients(&mut out, &after);
         if after.faults != before.faults {
             writeln!(out, "    faults spent: {}", after.faults).unwrap();
@@ -59,45 +62,5 @@ fn clients(out: &mut String, s: &LockState) {
     }
     if let Some(free) = s.free_since {
         writeln!(out, "    lock free since t={free}").unwrap();
-    }
-}
-
-/// The keys that changed between `before` and `after`.
-fn keyspace_change(out: &mut String, before: &Server, after: &Server) {
-    let (old, new) = (&before.keyspace.keys, &after.keyspace.keys);
-    let names: BTreeMap<&Vec<u8>, ()> = old.keys().chain(new.keys()).map(|k| (k, ())).collect();
-    for name in names.keys() {
-        let (a, b) = (old.get(*name), new.get(*name));
-        if a != b {
-            let name = String::from_utf8_lossy(name);
-            writeln!(out, "    key {name}: {} -> {}", show(a), show(b)).unwrap();
-        }
-    }
-}
-
-fn show(entry: Option<&Entry>) -> String {
-    let Some(entry) = entry else {
-        return "(none)".into();
-    };
-    let value = match &entry.data {
-        Data::String(s) => format!("{:?}", String::from_utf8_lossy(s)),
-        Data::Hash(h) => {
-            let fields: Vec<String> =
-                h.0.iter()
-                    .map(|(f, v)| {
-                        format!(
-                            "{}={}",
-                            String::from_utf8_lossy(f),
-                            String::from_utf8_lossy(v)
-                        )
-                    })
-                    .collect();
-            format!("{{{}}}", fields.join(", "))
-        }
-        other => format!("({})", other.type_name()),
-    };
-    match entry.expires_at {
-        Some(at) => format!("{value} expires t={at}"),
-        None => value,
     }
 }
