@@ -211,6 +211,7 @@ impl Model for LockModel {
             faults: 0,
             cancels: 0,
             free_since: Some(0),
+            freed_by_expiry: false,
         }]
     }
 

@@ -39,9 +39,12 @@ pub fn all() -> Vec<Property<LockModel>> {
                 .iter()
                 .any(|c| c.woken && matches!(c.phase, Phase::Waiting { .. }))
         }),
-        Property::sometimes("a free lock carries a claim", |_, s: &LockState| {
-            s.free_since.is_some() && claim(&s.server).is_some()
-        }),
+        Property::sometimes(
+            "a lock freed by a release carries a claim",
+            |_, s: &LockState| {
+                s.free_since.is_some() && !s.freed_by_expiry && claim(&s.server).is_some()
+            },
+        ),
         Property::sometimes(
             "an acquire cancelled while waiting withdrew its claim",
             |_, s: &LockState| {
@@ -85,10 +88,12 @@ pub fn no_lost_wake_up(s: &LockState) -> bool {
     })
 }
 
-/// While the lock is free, its claim expires no later than the claim window after it became
-/// free (a claimant that died delays the others by no more than that).
+/// While the lock is free by a release, its claim expires no later than the claim window after
+/// it became free. A lock gone by expiry had no release to cut its claim: the next acquire of
+/// another field cuts it to the window (`lua/common/claim.lua`), and `no_lost_wake_up` bounds
+/// every other waiter's wait from the moment the lock became free either way (a claimant that died delays the others by no more than that).
 pub fn claim_lapses(s: &LockState) -> bool {
-    let Some(free) = s.free_since else {
+    let Some(free) = s.free_since.filter(|_| !s.freed_by_expiry) else {
         return true;
     };
     match claim(&s.server) {

@@ -181,6 +181,9 @@ pub struct LockState {
     pub cancels: u8,
     /// Since when the lock hash is gone (`None`: held).
     pub free_since: Option<u64>,
+    /// Whether the lock went by expiry (or a restart), not by a release: no release cut its
+    /// claim then, and the next acquire cuts it to the window (`lua/common/claim.lua`).
+    pub freed_by_expiry: bool,
 }
 
 /// Client `i`'s UUID (a process of its own).

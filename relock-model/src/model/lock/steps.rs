@@ -233,6 +233,9 @@ impl LockModel {
             .keyspace
             .keys
             .contains_key(super::state::LOCK.as_bytes());
+        if !locked && s.free_since.is_none() {
+            s.freed_by_expiry = matches!(action, Action::Tick | Action::Restart);
+        }
         s.free_since = if locked {
             None
         } else {

@@ -228,6 +228,7 @@ impl Model for RwModel {
             faults: 0,
             cancels: 0,
             free_since: Some(0),
+            freed_by_expiry: false,
         }]
     }
 

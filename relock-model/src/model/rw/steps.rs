@@ -257,6 +257,9 @@ impl RwModel {
         }
         self.deliver(&mut s);
         let locked = s.server.keyspace.keys.contains_key(LOCK.as_bytes());
+        if !locked && s.free_since.is_none() {
+            s.freed_by_expiry = matches!(action, Action::Tick | Action::Restart);
+        }
         s.free_since = if locked {
             None
         } else {
