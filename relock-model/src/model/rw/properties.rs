@@ -96,8 +96,8 @@ pub fn exclusion(s: &RwState) -> bool {
 }
 
 /// A client waiting on a free lock (no message reached it or is on its way) has its timer set
-/// no later than the claim window after the lock became free; after a lost message, no later
-/// than a lease and the claim window.
+/// no later than the claim window after the lock became free; after a lost message, or when
+/// the lock went by expiry rather than a release, no later than a lease and the claim window.
 pub fn no_lost_wake_up(s: &RwState) -> bool {
     let Some(free) = s.free_since else {
         return true;
@@ -106,7 +106,14 @@ pub fn no_lost_wake_up(s: &RwState) -> bool {
         Phase::Waiting { until } if !c.woken && !c.inbox => {
             // Plus 1 ms: a key lives through its expiry's millisecond (as on Redis), so a claim
             // cut to the window still answers a 1 ms wait at its end.
-            let slack = if c.missed { LEASE + WINDOW } else { WINDOW } + 1;
+            // A lock gone by expiry (a holder that crashed or stalled) was freed by no release
+            // to wake anyone: a waiter sleeps to its timer, which a lease bounds, as after a
+            // lost message.
+            let slack = if c.missed || s.freed_by_expiry {
+                LEASE + WINDOW
+            } else {
+                WINDOW
+            } + 1;
             until <= free + slack
         }
         _ => true,
