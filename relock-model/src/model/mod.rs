@@ -3,6 +3,10 @@
 //! functions of relock it stands for; `docs/model.md` has the whole map and what is left out.
 
 use std::fmt::Write as _;
+use std::hash::Hash;
+use std::time::Instant;
+
+use stateright::{Checker, HasDiscoveries, Model};
 
 pub mod election;
 pub mod fair;
@@ -49,5 +53,81 @@ impl Report {
         )
         .unwrap();
         out
+    }
+}
+
+/// What one check found: its report, each `always` property with a counterexample (and the
+/// counterexample's steps), and the `sometimes` properties never met.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    /// The report `relock-model check` prints.
+    pub report: Report,
+    /// Each `always` property with a counterexample, and the counterexample's steps.
+    pub violated: Vec<(&'static str, usize)>,
+    /// `sometimes` properties never met.
+    pub unmet: Vec<&'static str>,
+}
+
+/// How one breadth-first run goes.
+#[derive(Clone, Copy, Debug)]
+pub struct Run {
+    /// The model's name in the report.
+    pub name: &'static str,
+    /// Checker threads.
+    pub threads: usize,
+    /// Stop at the first `always` violation (for mutants); `sometimes` are not counted then.
+    pub stop_early: bool,
+    /// Stop after about this many checked states (`None`: explore to the end).
+    pub target_states: Option<usize>,
+}
+
+/// Runs stateright's BFS over every interleaving of `model` within its bounds, prints each
+/// `always` counterexample as `render` writes it to stderr, and reports.
+pub fn run_bfs<M>(
+    model: M,
+    run: Run,
+    render: impl Fn(&M, &str, &[(M::State, Option<M::Action>)]) -> String,
+) -> Outcome
+where
+    M: Model + Clone + Send + Sync + 'static,
+    M::State: Clone + PartialEq + Hash + Send + Sync + 'static,
+    M::Action: Clone + PartialEq,
+{
+    let started = Instant::now();
+    let properties = model.properties();
+    let mut builder = model.clone().checker().threads(run.threads);
+    if run.stop_early {
+        builder = builder.finish_when(HasDiscoveries::AnyFailures);
+    }
+    if let Some(target) = run.target_states {
+        builder = builder.target_state_count(target);
+    }
+    let checker = builder.spawn_bfs().join();
+    let seconds = started.elapsed().as_secs_f64();
+    let (mut violated, mut unmet) = (Vec::new(), Vec::new());
+    for property in &properties {
+        let found = checker.discovery(property.name);
+        match (property.expectation.discovery_is_failure(), found) {
+            (true, Some(path)) => {
+                let path = path.into_vec();
+                eprintln!("{}", render(&model, property.name, &path));
+                violated.push((property.name, path.len() - 1));
+            }
+            (false, None) if !run.stop_early => unmet.push(property.name),
+            _ => {}
+        }
+    }
+    let report = Report {
+        model: run.name.into(),
+        states: checker.unique_state_count(),
+        depth: checker.max_depth(),
+        properties: properties.len(),
+        violations: violated.len() + unmet.len(),
+        seconds,
+    };
+    Outcome {
+        report,
+        violated,
+        unmet,
     }
 }

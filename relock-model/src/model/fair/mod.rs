@@ -18,9 +18,7 @@
 //! The local deadline is the registry's lapse moment of a fixed lease (the send time of the
 //! acquire, plus the lease).
 
-use std::time::Instant;
-
-use stateright::{Checker, HasDiscoveries, Model, Property};
+use stateright::{Model, Property};
 
 use super::{Bound, Report};
 
@@ -105,16 +103,7 @@ pub struct FairModel {
     pub reenter_at_lapse: bool,
 }
 
-/// What a check found: its report, and each violated `always` property with its trace length.
-#[derive(Clone, Debug)]
-pub struct Outcome {
-    /// The report `relock-model check` prints.
-    pub report: Report,
-    /// Each `always` property with a counterexample, and the counterexample's steps.
-    pub violated: Vec<(&'static str, usize)>,
-    /// `sometimes` properties never met.
-    pub unmet: Vec<&'static str>,
-}
+pub use super::Outcome;
 
 impl FairModel {
     /// The model at `bound` with relock's own scripts and client.
@@ -154,43 +143,13 @@ impl FairModel {
     /// Runs stateright's BFS over every interleaving within the bounds; prints each `always`
     /// counterexample's trace to stderr.
     pub fn run(self) -> Outcome {
-        let started = Instant::now();
-        let properties = self.properties();
-        let mut builder = self.clone().checker().threads(1);
-        if self.stop_early {
-            builder = builder.finish_when(HasDiscoveries::AnyFailures);
-        }
-        if self.target_states > 0 {
-            builder = builder.target_state_count(self.target_states);
-        }
-        let checker = builder.spawn_bfs().join();
-        let seconds = started.elapsed().as_secs_f64();
-        let (mut violated, mut unmet) = (Vec::new(), Vec::new());
-        for property in &properties {
-            let found = checker.discovery(property.name);
-            match (property.expectation.discovery_is_failure(), found) {
-                (true, Some(path)) => {
-                    let path = path.into_vec();
-                    eprintln!("{}", trace::render(&self, property.name, &path));
-                    violated.push((property.name, path.len() - 1));
-                }
-                (false, None) if !self.stop_early => unmet.push(property.name),
-                _ => {}
-            }
-        }
-        let report = Report {
-            model: "fair".into(),
-            states: checker.unique_state_count(),
-            depth: checker.max_depth(),
-            properties: properties.len(),
-            violations: violated.len() + unmet.len(),
-            seconds,
+        let run = super::Run {
+            name: "fair",
+            threads: 1,
+            stop_early: self.stop_early,
+            target_states: (self.target_states > 0).then_some(self.target_states),
         };
-        Outcome {
-            report,
-            violated,
-            unmet,
-        }
+        super::run_bfs(self, run, trace::render)
     }
 }
 

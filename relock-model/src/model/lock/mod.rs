@@ -17,9 +17,7 @@
 //! The local deadline is `registry::holds`'s lapse moment (the send time of the latest command
 //! that confirmed the lease, plus the lease), which `LockGuard::lost` completes at.
 
-use std::time::Instant;
-
-use stateright::{Checker, HasDiscoveries, Model, Property};
+use stateright::{Model, Property};
 
 use super::{Bound, Report};
 
@@ -114,16 +112,7 @@ pub struct LockModel {
     pub no_reacquire_after_loss: bool,
 }
 
-/// What a check found: its report, and each violated `always` property with its trace length.
-#[derive(Clone, Debug)]
-pub struct Outcome {
-    /// The report `relock-model check` prints.
-    pub report: Report,
-    /// Each `always` property with a counterexample, and the counterexample's steps.
-    pub violated: Vec<(&'static str, usize)>,
-    /// `sometimes` properties never met.
-    pub unmet: Vec<&'static str>,
-}
+pub use super::Outcome;
 
 impl LockModel {
     /// The model at `bound` with relock's own scripts and client.
@@ -162,40 +151,13 @@ impl LockModel {
     /// Runs the BFS checker over every interleaving within the bounds; prints each `always`
     /// counterexample's trace to stderr.
     pub fn run(self, threads: usize) -> Outcome {
-        let started = Instant::now();
-        let properties = self.properties();
-        let mut builder = self.clone().checker().threads(threads);
-        if self.stop_early {
-            builder = builder.finish_when(HasDiscoveries::AnyFailures);
-        }
-        let checker = builder.spawn_bfs().join();
-        let seconds = started.elapsed().as_secs_f64();
-        let (mut violated, mut unmet) = (Vec::new(), Vec::new());
-        for property in &properties {
-            let found = checker.discovery(property.name);
-            match (property.expectation.discovery_is_failure(), found) {
-                (true, Some(path)) => {
-                    let path = path.into_vec();
-                    eprintln!("{}", trace::render(&self, property.name, &path));
-                    violated.push((property.name, path.len() - 1));
-                }
-                (false, None) if !self.stop_early => unmet.push(property.name),
-                _ => {}
-            }
-        }
-        let report = Report {
-            model: "lock".into(),
-            states: checker.unique_state_count(),
-            depth: checker.max_depth(),
-            properties: properties.len(),
-            violations: violated.len() + unmet.len(),
-            seconds,
+        let run = super::Run {
+            name: "lock",
+            threads,
+            stop_early: self.stop_early,
+            target_states: None,
         };
-        Outcome {
-            report,
-            violated,
-            unmet,
-        }
+        super::run_bfs(self, run, trace::render)
     }
 }
 
