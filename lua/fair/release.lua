@@ -20,7 +20,8 @@
 --          (lua/common/delay.lua): a release that leaves holds sets it to outlive the lock by
 --          ARGV[7]; the last release deletes it (a clean release imposes no delay)
 -- ARGV[1]  the message to publish ("0")
--- ARGV[2]  the TTL in ms to set while holds remain
+-- ARGV[2]  the TTL in ms to set while holds remain; 0 when no hold of the owner's may remain:
+--          the release frees the lock whatever the field's count (as lua/lock/release.lua)
 -- ARGV[3]  holder field <client-uuid>:<owner>
 -- ARGV[4]  the publish command: PUBLISH (or SPUBLISH)
 -- ARGV[5]  how long a replay key lives, in ms
@@ -65,7 +66,10 @@ if not holds then
     end
     return nil
 end
-local left = redis.call('hincrby', KEYS[1], ARGV[3], -1)
+local left = 0
+if ARGV[2] ~= '0' then
+    left = redis.call('hincrby', KEYS[1], ARGV[3], -1)
+end
 if left > 0 then
     redis.call('pexpire', KEYS[1], ARGV[2])
     if KEYS[7] then

@@ -18,7 +18,10 @@
 --          ARGV[9]; the last release deletes it (a clean release imposes no delay)
 -- ARGV[1]  the message to publish on the last release ("0": wake one waiter per process)
 -- ARGV[2]  the TTL in ms to set while holds remain: what the owner's remaining holds need (the
---          client knows each hold's lease; see `src/holds.rs`)
+--          client knows each hold's lease; see `src/registry/holds.rs`); 0 when no hold of the
+--          owner's may remain: the release frees the lock whatever the field's count (a count
+--          the client does not know of is a hold it lost locally while Redis still had it, and
+--          that the owner re-entered)
 -- ARGV[3]  holder field <client-uuid>:<owner>
 -- ARGV[4]  the publish command: PUBLISH (or SPUBLISH on a sharded cluster); empty: publish
 --          nothing (a spin lock: its waiters poll)
@@ -49,7 +52,10 @@ end
 if KEYS[5] then
     delay_check(5)
 end
-local holds = redis.call('hincrby', KEYS[1], ARGV[3], -1)
+local holds = 0
+if ARGV[2] ~= '0' then
+    holds = redis.call('hincrby', KEYS[1], ARGV[3], -1)
+end
 if holds > 0 then
     redis.call('pexpire', KEYS[1], ARGV[2])
     if KEYS[5] then

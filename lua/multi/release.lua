@@ -19,7 +19,8 @@
 -- ARGV[7]  1 when a part's last release writes its replay key too (relock always asks for it
 --          here); 0: only a release that leaves holds behind writes one
 -- ARGV[7+i]  part i's TTL in ms to set while its holds remain: what the owner's remaining holds
---          of that lock need (release.lua's ARGV[2])
+--          of that lock need (release.lua's ARGV[2]); 0: no hold of the owner's may remain,
+--          so the part is freed whatever the field's count
 --
 -- Reply:   an array of k results, part i's at i, each as release.lua answers for one lock: nil
 --          (Lua false) when the field holds nothing, 0 when holds remain, 1 + n when the lock was
@@ -60,7 +61,7 @@ for i = 1, parts do
         -- replayed
     elseif not held[i] then
         results[i] = false
-    elseif held[i] > 1 then
+    elseif held[i] > 1 and ARGV[7 + i] ~= '0' then
         redis.call('hincrby', name, field, -1)
         redis.call('pexpire', name, ARGV[7 + i])
         replay_write(latch, 0, ARGV[4])

@@ -8,7 +8,9 @@
 -- KEYS[4]  the hand-off claim relock_claim:{<name>}
 -- ARGV[1]  the message published when the lock is freed ("0", Redisson's read unlock)
 -- ARGV[2]  the lease in ms that this reader's remaining holds need (the client knows each
---          hold's lease; see `src/holds.rs`): their timeout keys get it
+--          hold's lease; see `src/registry/holds.rs`): their timeout keys get it; 0 when no
+--          read hold of the owner's may remain: the reader's field and all its timeout keys go
+--          whatever its count (as lua/lock/release.lua)
 -- ARGV[3]  reader field <client-uuid>:<owner>
 -- ARGV[4]  the publish command: PUBLISH or SPUBLISH
 -- ARGV[5]  how long the replay key lives, in ms
@@ -35,15 +37,19 @@ if mode == false or not rw_alive(name, ARGV[3]) then
     end
     return nil
 end
-local prefix = rw_timeouts(name, ARGV[3])
-local count = redis.call('hincrby', name, ARGV[3], -1)
-redis.call('del', prefix .. ':' .. (count + 1))
-if count > 0 then
-    for n = 1, count do
-        redis.call('set', prefix .. ':' .. n, 1, 'px', ARGV[2])
-    end
+if ARGV[2] == '0' then
+    rw_drop(name, ARGV[3])
 else
-    redis.call('hdel', name, ARGV[3])
+    local prefix = rw_timeouts(name, ARGV[3])
+    local count = redis.call('hincrby', name, ARGV[3], -1)
+    redis.call('del', prefix .. ':' .. (count + 1))
+    if count > 0 then
+        for n = 1, count do
+            redis.call('set', prefix .. ':' .. n, 1, 'px', ARGV[2])
+        end
+    else
+        redis.call('hdel', name, ARGV[3])
+    end
 end
 if mode == 'write' then
     -- The owner's write hold keeps the lock, with a TTL that covers its read holds too.

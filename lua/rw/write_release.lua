@@ -8,7 +8,8 @@
 -- KEYS[3]  the replay key redisson_unlock_latch:{<name>}:<request-id>
 -- KEYS[4]  the hand-off claim relock_claim:{<name>}
 -- ARGV[1]  the message published ("1", Redisson's write unlock: wake every waiter)
--- ARGV[2]  the TTL in ms the writer's remaining holds need
+-- ARGV[2]  the TTL in ms the writer's remaining holds need; 0 when no write hold of the owner's
+--          may remain: the writer's field goes whatever its count (as lua/lock/release.lua)
 -- ARGV[3]  writer field <client-uuid>:<owner>:write
 -- ARGV[4]  the publish command: PUBLISH or SPUBLISH
 -- ARGV[5]  how long the replay key lives, in ms
@@ -27,7 +28,10 @@ end
 if redis.call('hget', name, 'mode') ~= 'write' or redis.call('hexists', name, ARGV[3]) == 0 then
     return nil
 end
-local count = redis.call('hincrby', name, ARGV[3], -1)
+local count = 0
+if ARGV[2] ~= '0' then
+    count = redis.call('hincrby', name, ARGV[3], -1)
+end
 if count > 0 then
     redis.call('pexpire', name, math.max(tonumber(ARGV[2]), rw_readers_ttl(name)))
     replay_write(KEYS[3], 0, ARGV[5])

@@ -176,13 +176,25 @@ impl Hold {
             .map_or(0, |lapse| {
                 ceil_millis(lapse.saturating_duration_since(Instant::now())) as u64
             });
-        let keep_ms = shared
-            .registry
-            .need(&self.hold_key())
-            .map_or(0, |need| ceil_millis(need).max(1) as u64)
-            .max(releasing.acquire_lease_ms)
-            .max(beside)
-            .max(1);
+        let need = shared.registry.need(&self.hold_key());
+        // No live hold of the owner's, no acquire of its in flight, no other release of its
+        // on the way: no hold of this owner may remain, so the release frees the lock whatever
+        // count Redis has (`keep_ms` 0). A count this client does not know of is a hold it lost
+        // locally while Redis still had it, which the owner then re-entered: its lost guard
+        // sends nothing (`Leaving::Lost`), and the hold would outlive every guard, then lapse
+        // with no wake-up.
+        let keeps_nothing = need.is_none()
+            && releasing.acquire_lease_ms == 0
+            && !releasing.beside_acquire
+            && !shared.registry.releases_beside(&self.hold_key());
+        let keep_ms = if keeps_nothing {
+            0
+        } else {
+            need.map_or(0, |need| ceil_millis(need).max(1) as u64)
+                .max(releasing.acquire_lease_ms)
+                .max(beside)
+                .max(1)
+        };
         // Only the plain lock's hand-offs take turns with a grace (see `turns`).
         let mark = self
             .kind
@@ -214,7 +226,8 @@ pub(super) struct Outgoing<'a> {
     replay: &'a Key,
     lapses_after: Option<Instant>,
     replay_ttl_ms: u64,
-    /// The TTL the owner's remaining holds need, should holds remain.
+    /// The TTL the owner's remaining holds need, should holds remain; 0 when no hold of the
+    /// owner's may remain, so the release frees the lock whatever its count.
     pub(super) keep_ms: u64,
     /// The hand-off mark of a plain lock's release, taken before it is first sent.
     mark: Option<ReleaseMark>,

@@ -138,6 +138,12 @@ impl Registry {
             .flatten()
     }
 
+    /// Whether another release of `key` is in flight beside the caller's own.
+    pub(crate) fn releases_beside(&self, key: &HoldKey) -> bool {
+        let map = self.map.lock().unwrap();
+        map.get(key).is_some_and(|e| e.in_flight.releases > 1)
+    }
+
     /// Takes one off `key`'s counts and forgets what is spent; returns the releases left.
     fn done(&self, key: &HoldKey, count: impl FnOnce(&mut Counts)) -> u32 {
         let mut map = self.map.lock().unwrap();

@@ -173,6 +173,15 @@ pub fn raw_script_loads(server: &RedisServer, flushes: u64) -> u64 {
     }
 }
 
+/// How many keys the server has expired so far (`expired_keys` of `INFO stats`, lazily or
+/// actively): a hold its owner released is deleted, never expired.
+pub fn raw_expired_keys(server: &RedisServer) -> u64 {
+    let info = server.cmd(&["INFO", "stats"]);
+    info.lines()
+        .find_map(|line| line.strip_prefix("expired_keys:"))
+        .map_or(0, |n| n.trim().parse().unwrap())
+}
+
 /// How many scripts the server has cached (`number_of_cached_scripts` of `INFO memory`, on
 /// every version): after a `SCRIPT FLUSH`, how many were loaded again.
 pub fn raw_cached_scripts(server: &RedisServer) -> u64 {

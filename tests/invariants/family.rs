@@ -92,10 +92,10 @@ family_tests!(
 );
 
 /// The command timeout of most clients here.
-const CMD: Duration = Duration::from_secs(2);
+pub(super) const CMD: Duration = Duration::from_secs(2);
 /// A lease (and watchdog timeout) far longer than any test: a holder that keeps it is only
 /// freed by a release, and a waiter served long before it ends was served by that release.
-const LONG: Duration = Duration::from_secs(20);
+pub(super) const LONG: Duration = Duration::from_secs(20);
 /// How long after a release a waiter may take, beyond a spin lock's pause between polls: a
 /// quarter of [`LONG`], far above a message's delivery on a loaded machine and far below the
 /// holder's lease.
@@ -104,13 +104,13 @@ const SLACK: Duration = Duration::from_secs(5);
 const THINK: Duration = Duration::from_millis(2);
 
 /// A unique lock name for `test` on `family`.
-fn lock_name(family: Family, test: &str) -> String {
+pub(super) fn lock_name(family: Family, test: &str) -> String {
     common::prefix(&format!("family-{test}-{}", family.name()))
 }
 
 /// Spawns a task that takes `lock` with `lock()` (at most 60 s) and returns when it got it, with
 /// its guard.
-fn spawn_waiter(lock: AnyLock) -> tokio::task::JoinHandle<(Instant, AnyGuard)> {
+pub(super) fn spawn_waiter(lock: AnyLock) -> tokio::task::JoinHandle<(Instant, AnyGuard)> {
     tokio::spawn(async move {
         let guard = timeout(Duration::from_secs(60), lock.lock())
             .await
@@ -121,7 +121,7 @@ fn spawn_waiter(lock: AnyLock) -> tokio::task::JoinHandle<(Instant, AnyGuard)> {
 }
 
 /// Checks that `waiter` got its lock within `family.prompt(SLACK)` of `released`; its guard.
-async fn served_promptly(
+pub(super) async fn served_promptly(
     family: Family,
     waiter: tokio::task::JoinHandle<(Instant, AnyGuard)>,
     released: Instant,

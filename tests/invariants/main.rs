@@ -11,4 +11,5 @@ mod family;
 mod faults;
 mod lost;
 mod mutual_exclusion;
+mod relapse;
 mod synchronizers;

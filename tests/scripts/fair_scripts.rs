@@ -84,12 +84,12 @@ impl Fixture {
 
     /// A release request's first send.
     async fn release(&self, field: &str, request: &str) -> Result<Value, fred::error::Error> {
-        self.send_release(field, request, "0", "1").await
+        self.send_release(field, request, "0", "1", LEASE_MS).await
     }
 
     /// The same release request sent again (its reply was lost).
     async fn retry_release(&self, field: &str, request: &str) -> Result<Value, fred::error::Error> {
-        self.send_release(field, request, "1", "1").await
+        self.send_release(field, request, "1", "1", LEASE_MS).await
     }
 
     /// A release whose last hold writes no replay key (`replay_last` 0), and its retry.
@@ -99,15 +99,27 @@ impl Fixture {
         request: &str,
         sent_before: &str,
     ) -> Result<Value, fred::error::Error> {
-        self.send_release(field, request, sent_before, "0").await
+        self.send_release(field, request, sent_before, "0", LEASE_MS)
+            .await
     }
 
+    /// A release sent with a TTL of 0: the client keeps no hold of the owner's.
+    async fn release_keeping_nothing(
+        &self,
+        field: &str,
+        request: &str,
+    ) -> Result<Value, fred::error::Error> {
+        self.send_release(field, request, "0", "0", 0).await
+    }
+
+    /// A release request, keeping `keep_ms` for the owner's remaining holds.
     async fn send_release(
         &self,
         field: &str,
         request: &str,
         sent_before: &str,
         replay_last: &str,
+        keep_ms: i64,
     ) -> Result<Value, fred::error::Error> {
         let replay = self.replay_key(request);
         self.eval(
@@ -122,7 +134,7 @@ impl Fixture {
             ],
             &[
                 "0",
-                &LEASE_MS.to_string(),
+                &keep_ms.to_string(),
                 field,
                 "PUBLISH",
                 &REPLAY_TTL_MS.to_string(),
@@ -672,6 +684,24 @@ async fn the_last_release_frees_wakes_the_head_and_replays_one() {
     fx.enqueue_live(B);
     assert_eq!(int(fx.retry_release(X, "r1").await.unwrap()), 1);
     fx.assert_state(&[(X, "1")], &[B]);
+    fx.assert_quiet(&mut sub, B).await;
+}
+
+/// A release that keeps nothing (TTL 0) frees the lock whatever count Redis has (a hold the
+/// client lost locally and the owner re-entered), and wakes the head.
+#[tokio::test]
+async fn a_release_keeping_nothing_frees_the_lock_whatever_its_count_and_wakes_the_head() {
+    let fx = Fixture::new("fair-release-keep-nothing").await;
+    let mut sub = fx.subscribe(&[A, B]).await;
+    fx.held_with_queue(&[A, B]).await;
+    fx.take(X).await;
+    assert_eq!(fx.hash(), pairs(&[(X, "2")]));
+
+    assert_eq!(int(fx.release_keeping_nothing(X, "r1").await.unwrap()), 2);
+    assert!(!fx.exists(&fx.name), "a hold was left behind");
+    assert!(!fx.exists(&fx.replay_key("r1")), "wrote a replay key");
+    fx.assert_woken(&mut sub, A).await;
+    assert_eq!(fx.queued(), fields(&[A, B]), "the head stays queued");
     fx.assert_quiet(&mut sub, B).await;
 }
 

@@ -355,6 +355,27 @@ async fn releases_that_leave_holds_set_each_parts_ttl_and_replay_key() {
     }
 }
 
+/// A part released with a TTL of 0 (the client keeps no hold of the owner's on it) is freed
+/// whatever its count; a part with a TTL keeps its remaining hold.
+#[tokio::test]
+async fn a_part_released_keeping_nothing_is_freed_whatever_its_count() {
+    let fx = Fixture::new("multi-release-keep-nothing", 2).await;
+    assert_eq!(fx.acquire(30_000, ME).await.unwrap(), Value::Null);
+    assert_eq!(fx.acquire(30_000, ME).await.unwrap(), Value::Null);
+    let mut sub = fx.subscribe().await;
+    let reply = fx
+        .release("r1", ME, &[0, 9_000], false, false)
+        .await
+        .unwrap();
+    assert_eq!(results(reply), vec![Some(2), Some(0)]);
+    assert!(!fx.exists(fx.name(0)), "part 0 kept a hold");
+    let message = sub.next_message(Duration::from_secs(5)).await;
+    assert_eq!(message, Some((fx.channel(0), "0".to_owned())));
+    assert_eq!(fx.hash(1), held_by(ME, 1));
+    assert_within(fx.pttl(fx.name(1)), 8_000, 9_000, "part 1 keeps its TTL");
+    sub.assert_quiet(&fx.server, &fx.channel(1)).await;
+}
+
 #[tokio::test]
 async fn a_retry_replays_each_part_and_changes_nothing() {
     let fx = Fixture::new("multi-release-retry", 3).await;

@@ -708,6 +708,33 @@ async fn readers_whose_holds_lapsed_keep_nothing_alive_when_the_last_live_one_le
     );
 }
 
+/// A read release that keeps nothing (TTL 0) drops the reader's field and every timeout key of
+/// it whatever its count (holds the client lost locally and the owner re-entered); the other
+/// readers keep the lock.
+#[tokio::test]
+async fn a_read_release_keeping_nothing_drops_the_reader_whatever_its_count() {
+    let fx = Fixture::new("rws-read-release-keep-nothing").await;
+    let mut sub = fx.subscribe().await;
+    assert_eq!(fx.read(LEASE_MS, A).await.unwrap(), TAKEN);
+    assert_eq!(fx.read(LEASE_MS, A).await.unwrap(), TAKEN);
+    assert_eq!(fx.read(30_000, B).await.unwrap(), TAKEN);
+    assert_eq!(int(fx.read_release(A, 0, "r1", false).await.unwrap()), 0);
+    assert_eq!(fx.hash(), pairs(&[("mode", "read"), (B, "1")]));
+    assert_eq!(fx.timeouts(), [fx.timeout(B, 1)], "A's timeout keys stay");
+    assert_about(fx.pttl(&fx.name), 30_000, "B's lease");
+    sub.assert_quiet(&fx.server, &fx.channel).await;
+
+    // The last reader's, with two holds, frees the lock.
+    assert_eq!(fx.read(LEASE_MS, B).await.unwrap(), TAKEN);
+    assert_eq!(int(fx.read_release(B, 0, "r2", false).await.unwrap()), 2);
+    assert!(!fx.exists(&fx.name), "a read hold was left behind");
+    assert!(fx.timeouts().is_empty(), "timeout keys left behind");
+    assert_eq!(
+        sub.next_message(Duration::from_secs(5)).await,
+        Some((fx.channel.clone(), "0".to_owned()))
+    );
+}
+
 #[tokio::test]
 async fn a_read_release_under_the_owners_write_hold_keeps_the_write_lock() {
     let fx = Fixture::new("rws-read-release-under-write").await;
@@ -863,6 +890,34 @@ async fn the_last_write_release_of_a_writer_that_reads_downgrades_and_wakes_ever
     // Other readers come in; a writer waits.
     assert_eq!(fx.read(LEASE_MS, B).await.unwrap(), TAKEN);
     assert!(int(fx.write(LEASE_MS, C_W, 0).await.unwrap()) > 0);
+}
+
+/// A write release that keeps nothing (TTL 0) drops the writer's field whatever its count (a
+/// hold the client lost locally and the owner re-entered): the lock is freed, or turned into a
+/// read lock when the writer reads too, and everyone is woken.
+#[tokio::test]
+async fn a_write_release_keeping_nothing_drops_the_writer_whatever_its_count() {
+    let fx = Fixture::new("rws-write-release-keep-nothing").await;
+    let mut sub = fx.subscribe().await;
+    assert_eq!(fx.write(LEASE_MS, A_W, 0).await.unwrap(), TAKEN);
+    assert_eq!(fx.write(LEASE_MS, A_W, 0).await.unwrap(), TAKEN);
+    fx.set_claim(&format!("1:{B_W}"), Some(60_000));
+    assert_eq!(int(fx.write_release(A_W, 0, "w1", false).await.unwrap()), 2);
+    assert!(!fx.exists(&fx.name), "a write hold was left behind");
+    assert_within(fx.pttl(&fx.claim), 1, CLAIM_WINDOW_MS, "the claim is cut");
+    assert_eq!(
+        sub.next_message(Duration::from_secs(5)).await,
+        Some((fx.channel.clone(), "1".to_owned()))
+    );
+
+    // With a read hold of its own, the lock becomes a read lock.
+    fx.cmd(&["DEL", &fx.claim]);
+    assert_eq!(fx.write(LEASE_MS, A_W, 0).await.unwrap(), TAKEN);
+    assert_eq!(fx.write(LEASE_MS, A_W, 0).await.unwrap(), TAKEN);
+    assert_eq!(fx.read(30_000, A).await.unwrap(), TAKEN);
+    assert_eq!(int(fx.write_release(A_W, 0, "w2", false).await.unwrap()), 2);
+    assert_eq!(fx.hash(), pairs(&[("mode", "read"), (A, "1")]));
+    assert_about(fx.pttl(&fx.name), 30_000, "the read hold's lease");
 }
 
 #[tokio::test]

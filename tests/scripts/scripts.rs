@@ -557,6 +557,35 @@ async fn release_of_last_hold_deletes_publishes_and_writes_no_replay_key() {
     fx.assert_quiet(&mut sub).await;
 }
 
+/// A release sent with a TTL of 0 (the client keeps no hold of the owner's) frees the lock
+/// whatever count Redis has: a count the client does not know of is a hold it lost locally
+/// while Redis still had it, which the owner re-entered. It deletes, publishes and cuts a claim
+/// as any last release does.
+#[tokio::test]
+async fn release_keeping_nothing_frees_the_lock_whatever_its_count() {
+    let fx = Fixture::new("scripts-release-keep-nothing").await;
+    fx.claimed_behind(ME, OTHER).await;
+    fx.take(30_000, ME).await;
+    fx.assert_held(&[(ME, "2")], 29_000, 30_000, "two holds");
+    let mut sub = fx.subscribe().await;
+
+    let latch = fx.latch("req-0");
+    let reply = fx.release(First, &latch, 0, ME).await.unwrap();
+    assert_eq!(reply.as_i64(), Some(2), "{reply:?}");
+    assert!(!fx.exists(&fx.name), "a hold was left behind");
+    fx.assert_freed(&mut sub, "0 on the lock channel").await;
+    let left = fx.pttl(&fx.claim);
+    assert!(left > 0 && left <= CLAIM_WINDOW_MS, "claim PTTL {left}");
+    assert!(!fx.exists(&latch), "the last release wrote a replay key");
+
+    // Not held by this field: nil, nothing written, as with any TTL.
+    fx.take(30_000, OTHER).await;
+    let reply = fx.release(First, &fx.latch("req-1"), 0, ME).await.unwrap();
+    assert_eq!(reply, Value::Null);
+    fx.assert_held(&[(OTHER, "1")], 29_000, 30_000, "the other's hold");
+    fx.assert_quiet(&mut sub).await;
+}
+
 #[tokio::test]
 async fn release_of_last_hold_asked_to_replay_writes_one_and_replays_it() {
     let fx = Fixture::new("scripts-release-last-replay").await;

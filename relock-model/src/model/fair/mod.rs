@@ -62,6 +62,10 @@ pub enum Mutation {
     NoRenewCap,
     /// A cancelled waiter never leaves the queue.
     SkipLeave,
+    /// The owner's last release asks the script to keep its remaining holds 1 ms (relock's
+    /// client before it sent 0, "free the lock whatever its count"): a hold lost locally while
+    /// Redis still had it, then re-entered, outlives every guard.
+    LastReleaseKeepsOneMs,
 }
 
 /// The fair lock model and its bounds.
@@ -96,11 +100,6 @@ pub struct FairModel {
     /// relock's own check since FAIR_LEAVE wakes the new head whenever the head leaves (it
     /// woke it only of a free lock, which bounded that wait by the renewal, W/3, only).
     pub strict_wake_up: bool,
-    /// Let a holder re-enter at the very ms its hold lapses locally (its local deadline, the
-    /// send time + lease) while Redis still has it (the key lives through its expiry ms): the
-    /// window a real client has between its local lapse and the server's expiry (one-way
-    /// latency). Off in relock's own check: see the report on what it finds.
-    pub reenter_at_lapse: bool,
 }
 
 pub use super::Outcome;
@@ -136,7 +135,6 @@ impl FairModel {
             stop_early: false,
             target_states: 0,
             strict_wake_up: true,
-            reenter_at_lapse: false,
         }
     }
 

@@ -125,7 +125,8 @@ pub fn leave_clean(s: &FairState) -> bool {
 }
 
 /// No release in flight: the owner's hold count on Redis is what it believes it holds (while
-/// its holds live); an owner holding nothing has no field.
+/// its holds live), plus at most the holds of its lost generation that Redis may still count
+/// (its stale guards'); an owner holding nothing has no field.
 pub fn counts_agree(s: &FairState) -> bool {
     let now = s.server.now();
     s.clients.iter().enumerate().all(|(i, c)| {
@@ -136,7 +137,9 @@ pub fn counts_agree(s: &FairState) -> bool {
         if c.holds == 0 {
             redis == 0
         } else if now < c.deadline {
-            redis == u64::from(c.holds)
+            // Plus at most the holds of a lost generation Redis may still count.
+            let holds = u64::from(c.holds);
+            (holds..=holds + u64::from(c.stale)).contains(&redis)
         } else {
             true
         }

@@ -48,10 +48,6 @@ impl FairModel {
             match c.phase {
                 Phase::Crashed => continue,
                 Phase::Idle => match next {
-                    // A re-entry at the very moment the hold lapses locally while Redis still
-                    // has it (see `FairModel::reenter_at_lapse`).
-                    Some(Op::Lock)
-                        if c.holds > 0 && now == c.deadline && !self.reenter_at_lapse => {}
                     Some(Op::Lock) => actions.push(Action::Acquire(i)),
                     Some(Op::Unlock) if c.holds == 0 && c.stale > 0 => {
                         actions.push(Action::Release(i));
@@ -292,9 +288,14 @@ impl FairModel {
             _ => {
                 c.requests += 1;
                 // `Hold::outgoing`: keep what the remaining holds need (the latest fixed
-                // lease's end); a last release writes a replay key when the hold could lapse
-                // before the last retry.
-                let keep = c.deadline.saturating_sub(now).max(1);
+                // lease's end), or 0 on the last (no hold of the owner's may remain: the script
+                // frees the lock whatever count Redis has); a last release writes a replay key
+                // when the hold could lapse before the last retry.
+                let keep = match (c.holds > 1, self.mutation) {
+                    (true, _) => c.deadline.saturating_sub(now).max(1),
+                    (false, Mutation::LastReleaseKeepsOneMs) => 1,
+                    (false, _) => 0,
+                };
                 (now, c.deadline <= now + REPLAY_TTL, keep, 0)
             }
         };

@@ -66,6 +66,10 @@ pub enum Mutation {
     IgnoreDeadline,
     /// A release's retry says it was never sent before (ARGV\[7\] always 0).
     ReplayFlagZero,
+    /// The owner's last release asks the script to keep its remaining holds 1 ms (relock's
+    /// client before it sent 0, "free the lock whatever its count"): a hold lost locally while
+    /// Redis still had it, then re-entered, outlives every guard and lapses with no wake-up.
+    LastReleaseKeepsOneMs,
 }
 
 /// Which faults the world may inject.
@@ -105,11 +109,6 @@ pub struct LockModel {
     /// Let a release's retry go out later than relock's timing allows (a stalled process):
     /// off in relock's own model, on to show what the replay key's lifetime guards against.
     pub stalled_retries: bool,
-    /// Keep an owner from taking the lock again while a guard of its lost hold lives (its hold
-    /// lapsed locally, or a late renewal lost it, while Redis may still count it): relock's
-    /// client then miscounts (see `docs/model.md`, "findings"), so the default check leaves
-    /// that plan out; off, the model shows it.
-    pub no_reacquire_after_loss: bool,
 }
 
 pub use super::Outcome;
@@ -144,7 +143,6 @@ impl LockModel {
             mutation: Mutation::None,
             stop_early: false,
             stalled_retries: false,
-            no_reacquire_after_loss: true,
         }
     }
 

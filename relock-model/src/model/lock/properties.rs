@@ -61,6 +61,13 @@ pub fn all() -> Vec<Property<LockModel>> {
                     .any(|c| c.holds >= 2 && matches!(c.phase, Phase::Releasing { .. }))
             },
         ),
+        Property::sometimes(
+            "an owner re-entered a hold it lost while Redis still counts it",
+            |_, s: &LockState| {
+                let mut clients = s.clients.iter().enumerate();
+                clients.any(|(i, c)| c.stale > 0 && redis_holds(&s.server, i) > u64::from(c.holds))
+            },
+        ),
     ]
 }
 
@@ -122,7 +129,9 @@ pub fn cancel_clean(s: &LockState) -> bool {
 }
 
 /// No operation in flight: the owner's hold count on Redis is what it believes it holds (while
-/// its holds live: not known lost, deadline not passed); an owner holding nothing has no field.
+/// its holds live: not known lost, deadline not passed), plus at most the holds of its lost
+/// generation that Redis may still count (its stale guards'); an owner holding nothing has no
+/// field.
 pub fn counts_agree(s: &LockState) -> bool {
     let now = s.server.now();
     s.clients.iter().enumerate().all(|(i, c)| {
@@ -133,7 +142,8 @@ pub fn counts_agree(s: &LockState) -> bool {
         if c.holds == 0 {
             redis == 0
         } else if !c.lost && now < c.deadline {
-            redis == u64::from(c.holds)
+            let holds = u64::from(c.holds);
+            (holds..=holds + u64::from(c.stale)).contains(&redis)
         } else {
             true
         }

@@ -53,12 +53,7 @@ impl LockModel {
                 Phase::Crashed => continue,
                 Phase::Idle => {
                     match next {
-                        Some(Op::Lock) => {
-                            let lapsed = c.holds > 0 && (c.lost || now >= c.deadline);
-                            if !(lapsed && self.no_reacquire_after_loss) {
-                                actions.push(Action::Acquire(i));
-                            }
-                        }
+                        Some(Op::Lock) => actions.push(Action::Acquire(i)),
                         Some(Op::Unlock) if c.holds == 0 && c.stale > 0 => {
                             actions.push(Action::Release(i));
                         }
@@ -320,8 +315,13 @@ impl LockModel {
         };
         let sent_before = tries > 0 && self.mutation != Mutation::ReplayFlagZero;
         // `Hold::outgoing`: what the owner's live holds need once this one goes: the watchdog
-        // lease while another guard of its generation lives, else 1 ms.
-        let keep_ms = if c.holds > 1 { LEASE } else { 1 };
+        // lease while another guard of its generation lives, else 0 (no hold of the owner's
+        // may remain: the script frees the lock whatever count Redis has).
+        let keep_ms = match (c.holds > 1, self.mutation) {
+            (true, _) => LEASE,
+            (false, Mutation::LastReleaseKeepsOneMs) => 1,
+            (false, _) => 0,
+        };
         let how = ReleaseArgs {
             keep_ms,
             request: c.requests,

@@ -69,8 +69,9 @@ pub fn acquire(
 }
 
 /// `scripts::rw::release`: RW_READ_RELEASE (message `0`) or RW_WRITE_RELEASE (message `1`) with
-/// the remaining holds' lease, the field, PUBLISH, the replay key's TTL, the claim window and
-/// the retry flag.
+/// the remaining holds' lease (`keep`, 0 on the owner's last), the field, PUBLISH, the replay
+/// key's TTL, the claim window and the retry flag.
+#[allow(clippy::too_many_arguments)]
 pub fn release(
     scripts: &Scripts,
     server: &mut Server,
@@ -78,12 +79,13 @@ pub fn release(
     i: usize,
     side: Side,
     request: u8,
+    keep: u64,
     sent_before: bool,
 ) -> Reply {
     let replay = replay_key(i, side, request);
     let keys = [LOCK, CHANNEL, replay.as_str(), CLAIM];
     let (lease, field, ttl, window) = (
-        LEASE.to_string(),
+        keep.to_string(),
         field(i, side),
         REPLAY_TTL.to_string(),
         WINDOW.to_string(),

@@ -339,6 +339,9 @@ impl RwModel {
         let leaving = h.leaving.expect("a release in flight");
         let sent_before = leaving.tries > 0 && self.mutation != Mutation::ReplayFlagZero;
         let request = h.requests;
+        // `Hold::outgoing`: the watchdog lease while another hold of this side lives, else 0
+        // (no hold of the owner's may remain: the script drops its field whatever the count).
+        let keep = if h.holds > 1 { LEASE } else { 0 };
         let reply = calls::release(
             &self.scripts,
             &mut s.server,
@@ -346,6 +349,7 @@ impl RwModel {
             i,
             side,
             request,
+            keep,
             sent_before,
         );
         let c = &mut s.clients[i];
