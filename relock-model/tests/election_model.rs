@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use relock_model::model::election::{properties, ElectionModel, Faults};
+use relock_model::model::election::{properties, ElectionModel, Faults, Op};
 use relock_model::model::Bound;
 
 /// The fault-free configuration at a small bound: no lost message, reply or crash (those are in
@@ -113,6 +113,18 @@ fn known_c6_huge_seq_fails_the_watch() {
 fn known_failover_without_replica_sync() {
     let found = find("failover", ElectionModel::failover(Bound::Ci, false));
     assert!(!found.is_empty());
+}
+
+/// wave5.md C2: with `Config::with_replica_sync` a term is granted once the replica has it, but
+/// its renewals do not wait for the replica: a renewal the primary confirmed and the replica
+/// lacks moves the leader's local deadline past the TTL the promoted replica has, and a second
+/// candidate leads there while the first still does. The plans hold no proclaim and no resign,
+/// so only a renewal can do it.
+#[test]
+fn known_c2_a_renewal_the_replica_lacks_lets_a_second_leader_in() {
+    let mut model = ElectionModel::failover(Bound::Ci, true);
+    model.plans = vec![vec![Op::Campaign], vec![Op::Campaign]];
+    assert!(caught(&find("C2", model), properties::ONE_LEADER));
 }
 
 /// The same with `Config::with_replica_sync`, the deployment docs/election.md asks for.

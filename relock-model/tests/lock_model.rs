@@ -101,6 +101,24 @@ fn a_last_release_that_keeps_a_re_entered_lost_hold_is_caught() {
     assert!(caught(&outcome, COUNTS), "{outcome:?}");
 }
 
+/// Found by the model, and fixed: a release retry from a process that stalled between its sends
+/// (its watchdog with it) came after its replay key, which lived only the retries' window, and
+/// counted a re-entered hold's release twice. The key now outlives the TTL the release leaves
+/// and the lease: with stalled retries relock's client passes, and the old key is caught.
+#[test]
+fn a_release_retried_after_a_stall_counts_once() {
+    let mut model = small();
+    model.stalled_retries = true;
+    let outcome = model.run(1);
+    assert_eq!(outcome.violated, Vec::<(&str, usize)>::new());
+
+    let outcome = mutant(|m| {
+        m.stalled_retries = true;
+        m.mutation = Mutation::ShortReplayKey;
+    });
+    assert!(caught(&outcome, COUNTS), "{outcome:?}");
+}
+
 /// Every mutant at the `Ci` bound, as a table: mutant, the properties that caught it, the
 /// shortest counterexample's steps, seconds.
 #[test]
@@ -119,8 +137,9 @@ fn mutation_table() {
         ("(e) holder ignores its local deadline", |m| {
             m.mutation = Mutation::IgnoreDeadline
         }),
-        ("(f) release retry stalled past the replay key", |m| {
-            m.stalled_retries = true
+        ("(f) release retry stalled past a short replay key", |m| {
+            m.stalled_retries = true;
+            m.mutation = Mutation::ShortReplayKey;
         }),
         (
             "(g) the last release keeps a re-entered lost hold 1 ms",

@@ -221,8 +221,11 @@ pub(crate) async fn release_all(mut guards: Vec<LockGuard>) -> Vec<Result<()>> {
             .collect();
         let latch_refs: Vec<&Key> = replays.iter().collect();
         let keep_ms: Vec<u64> = outgoing.iter().map(|part| part.keep_ms).collect();
+        // One replay TTL for the script: the longest any part's rule asks for.
+        let replay_ttl_ms = outgoing.iter().map(|part| part.replay_ttl_ms).max();
         let send = |sent_before| {
-            let how = outgoing[0].script(sent_before);
+            let mut how = outgoing[0].script(sent_before);
+            how.replay_ttl_ms = replay_ttl_ms.unwrap_or(how.replay_ttl_ms);
             let (parts, replays, keep_ms) = (&parts, &latch_refs, &keep_ms);
             async move {
                 let release = scripts::multi::release(

@@ -166,8 +166,8 @@ impl Hold {
     ) -> Outgoing<'a> {
         let shared = &self.shared;
         // Each try may wait a command timeout for the connection and another for the reply, so
-        // the last one is sent within 2 * TRIES - 1 command timeouts: the replay key outlives it.
-        let replay_ttl = shared.command_timeout * (2 * TRIES);
+        // the last one is sent within 2 * TRIES - 1 command timeouts.
+        let retries = shared.command_timeout * (2 * TRIES);
         // Another release of the owner's holds may still be on its way: the holds it releases
         // are still on Redis, and the TTL set here must not let them lapse before it arrives.
         let beside = shared
@@ -206,7 +206,13 @@ impl Hold {
             || releasing.beside_acquire
             || how
                 .lapses_after
-                .map_or(true, |lapse| lapse <= sent_at + replay_ttl);
+                .map_or(true, |lapse| lapse <= sent_at + retries);
+        // The replay key outlives the last retry, and any retry later than that: one from a
+        // process that stalled between its sends (its watchdog stalled with it) may still find
+        // holds of the owner's on Redis for as long as this release's TTL, or a renewal sent
+        // before the stall, keeps them, so the key outlives both and the retry never counts
+        // twice while a hold it could strike lives.
+        let replay_ttl = retries + Duration::from_millis(keep_ms).max(shared.watchdog_timeout);
         Outgoing {
             hold: self,
             replay: how.replay,
@@ -225,7 +231,8 @@ pub(super) struct Outgoing<'a> {
     hold: &'a Hold,
     replay: &'a Key,
     lapses_after: Option<Instant>,
-    replay_ttl_ms: u64,
+    /// How long the replay key lives (see [`Hold::outgoing`]).
+    pub(super) replay_ttl_ms: u64,
     /// The TTL the owner's remaining holds need, should holds remain; 0 when no hold of the
     /// owner's may remain, so the release frees the lock whatever its count.
     pub(super) keep_ms: u64,

@@ -12,4 +12,5 @@ mod faults;
 mod lost;
 mod mutual_exclusion;
 mod relapse;
+mod stalled_release;
 mod synchronizers;

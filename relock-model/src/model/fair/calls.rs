@@ -67,7 +67,10 @@ pub fn release(
 ) -> Reply {
     let replay = replay_key(i, how.request);
     let keys = [LOCK, QUEUE, TIMEOUT, CHANNEL, replay.as_str(), ALIVE];
-    let (keep, field, ttl) = (how.keep.to_string(), field(i), REPLAY_TTL.to_string());
+    // `Hold::outgoing`: the replay key outlives the retries' window by the longer of the TTL
+    // the release leaves and the lease.
+    let ttl = REPLAY_TTL + how.keep.max(LEASE);
+    let (keep, field, ttl) = (how.keep.to_string(), field(i), ttl.to_string());
     let flag = |on: bool| if on { "1" } else { "0" };
     let args = [
         "0",

@@ -108,9 +108,10 @@ impl FairModel {
     /// The model at `bound` with relock's own scripts and client.
     pub fn new(bound: Bound) -> FairModel {
         use Op::{Lock, Unlock};
-        let (plans, max_faults, horizon) = match bound {
+        let (plans, max_faults, horizon, target_states) = match bound {
             // Three clients taking it once each, one fault of any kind, one cancel.
-            Bound::Ci => (vec![vec![Lock, Unlock]; 3], 1, 20),
+            Bound::Ci => (vec![vec![Lock, Unlock]; 3], 1, 20, 0),
+            // A cap: stateright counts every state it checks, revisits included.
             Bound::Deep => (
                 vec![
                     vec![Lock, Lock, Unlock, Unlock, Lock, Unlock],
@@ -119,6 +120,7 @@ impl FairModel {
                 ],
                 2,
                 40,
+                3_000_000,
             ),
         };
         FairModel {
@@ -133,7 +135,7 @@ impl FairModel {
             scripts: Scripts::default(),
             mutation: Mutation::None,
             stop_early: false,
-            target_states: 0,
+            target_states,
             strict_wake_up: true,
         }
     }

@@ -3,7 +3,7 @@
 
 use crate::server::{Reply, Server};
 
-use super::state::{field, replay_key, CHANNEL, CLAIM, LEASE, LOCK, REPLAY_TTL, WINDOW};
+use super::state::{field, replay_key, CHANNEL, CLAIM, LEASE, LOCK, WINDOW};
 use super::Scripts;
 
 /// What the steps of one transition sent, for a trace (`None`: not recorded).
@@ -63,6 +63,8 @@ pub struct ReleaseArgs {
     pub replay_last: bool,
     /// ARGV\[2\]: the TTL the owner's remaining live holds need (`Registry::need`).
     pub keep_ms: u64,
+    /// ARGV\[5\]: how long the replay key lives.
+    pub replay_ttl: u64,
 }
 
 /// `scripts::plain::release`: LOCK_RELEASE with message `0`, the remaining holds' lease, the
@@ -79,7 +81,7 @@ pub fn release(
     let (lease, field, ttl, window) = (
         how.keep_ms.to_string(),
         field(i),
-        REPLAY_TTL.to_string(),
+        how.replay_ttl.to_string(),
         WINDOW.to_string(),
     );
     let flag = |on: bool| if on { "1" } else { "0" };

@@ -70,6 +70,9 @@ pub enum Mutation {
     /// client before it sent 0, "free the lock whatever its count"): a hold lost locally while
     /// Redis still had it, then re-entered, outlives every guard and lapses with no wake-up.
     LastReleaseKeepsOneMs,
+    /// A replay key lives only the retries' window (relock's client before it outlived the
+    /// TTL the release leaves and the lease): a retry stalled past it counts twice.
+    ShortReplayKey,
 }
 
 /// Which faults the world may inject.
@@ -109,6 +112,8 @@ pub struct LockModel {
     /// Let a release's retry go out later than relock's timing allows (a stalled process):
     /// off in relock's own model, on to show what the replay key's lifetime guards against.
     pub stalled_retries: bool,
+    /// Stop after about this many checked states (`None`: explore to the end).
+    pub target_states: Option<usize>,
 }
 
 pub use super::Outcome;
@@ -123,9 +128,10 @@ impl LockModel {
             vec![Lock, Unlock],
             vec![Lock, Unlock],
         ];
-        let (max_faults, horizon) = match bound {
-            Bound::Ci => (1, 40),
-            Bound::Deep => (2, 60),
+        let (max_faults, horizon, target_states) = match bound {
+            Bound::Ci => (1, 40, None),
+            // A cap: stateright counts every state it checks, revisits included.
+            Bound::Deep => (2, 60, Some(3_000_000)),
         };
         LockModel {
             cancellable: vec![true; plans.len()],
@@ -143,6 +149,7 @@ impl LockModel {
             mutation: Mutation::None,
             stop_early: false,
             stalled_retries: false,
+            target_states,
         }
     }
 
@@ -153,7 +160,7 @@ impl LockModel {
             name: "lock",
             threads,
             stop_early: self.stop_early,
-            target_states: None,
+            target_states: self.target_states,
         };
         super::run_bfs(self, run, trace::render)
     }

@@ -12,8 +12,9 @@ pub const LEASE: u64 = 30;
 pub const WINDOW: u64 = 5;
 /// The command timeout, in ms (`Config::with_command_timeout`).
 pub const COMMAND_TIMEOUT: u64 = 2;
-/// How long a release's replay key lives, in ms: `command_timeout * 2 * TRIES`
-/// (`release::Hold::outgoing`).
+/// The retries' window, in ms: `command_timeout * 2 * TRIES` (`release::Hold::outgoing`'s
+/// `retries`): a last release whose hold could lapse within it writes a replay key. The key
+/// lives this plus the longer of the TTL the release leaves and the lease.
 pub const REPLAY_TTL: u64 = COMMAND_TIMEOUT * 2 * TRIES as u64;
 /// A release's last retry goes out within `2 * TRIES - 1` command timeouts of its first send
 /// (each try waits a command timeout for the connection at most, and another for the reply):

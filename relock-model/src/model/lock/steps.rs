@@ -322,8 +322,15 @@ impl LockModel {
             (false, Mutation::LastReleaseKeepsOneMs) => 1,
             (false, _) => 0,
         };
+        // The replay key outlives the retries' window by the longer of the TTL this release
+        // leaves and the lease (a renewal sent before a stall).
+        let replay_ttl = match self.mutation {
+            Mutation::ShortReplayKey => REPLAY_TTL,
+            _ => REPLAY_TTL + keep_ms.max(LEASE),
+        };
         let how = ReleaseArgs {
             keep_ms,
+            replay_ttl,
             request: c.requests,
             sent_before,
             replay_last,

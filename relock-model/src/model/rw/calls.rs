@@ -87,7 +87,8 @@ pub fn release(
     let (lease, field, ttl, window) = (
         keep.to_string(),
         field(i, side),
-        REPLAY_TTL.to_string(),
+        // `Hold::outgoing`: the retries' window plus the longer of the TTL left and the lease.
+        (REPLAY_TTL + keep.max(LEASE)).to_string(),
         WINDOW.to_string(),
     );
     let (name, script, message) = match side {

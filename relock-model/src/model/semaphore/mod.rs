@@ -181,8 +181,9 @@ impl Limits {
                 stop_at_violation: false,
                 timeout: Duration::from_secs(3_600),
             },
+            // A cap, as the other models' deep bounds have.
             Bound::Deep => Limits {
-                states: 50_000_000,
+                states: 3_000_000,
                 depth: 80,
                 stop_at_violation: false,
                 timeout: Duration::from_secs(3_600),
