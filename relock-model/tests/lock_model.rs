@@ -119,6 +119,26 @@ fn a_release_retried_after_a_stall_counts_once() {
     assert!(caught(&outcome, COUNTS), "{outcome:?}");
 }
 
+/// Random walks at the deep bound find a mutant too (`relock-model walk`), and pass relock's
+/// own client for as long as they walk.
+#[test]
+fn random_walks_find_a_release_that_publishes_nothing() {
+    let walk = relock_model::model::Walk {
+        seconds: 20,
+        seed: 1,
+    };
+    let mut model = LockModel::new(Bound::Deep);
+    no_publish(&mut model);
+    let outcome =
+        relock_model::model::run_walk(model, "lock", walk, relock_model::model::lock::trace_render);
+    assert!(caught(&outcome, WAKE_UP), "{outcome:?}");
+
+    let walk = relock_model::model::Walk { seconds: 3, ..walk };
+    let report = relock_model::model::lock::walk(walk);
+    assert_eq!(report.violations, 0, "{report:?}");
+    assert!(report.states > 1_000, "{report:?}");
+}
+
 /// Every mutant at the `Ci` bound, as a table: mutant, the properties that caught it, the
 /// shortest counterexample's steps, seconds.
 #[test]

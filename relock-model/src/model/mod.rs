@@ -4,9 +4,9 @@
 
 use std::fmt::Write as _;
 use std::hash::Hash;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use stateright::{Checker, HasDiscoveries, Model};
+use stateright::{Checker, HasDiscoveries, Model, UniformChooser};
 
 pub mod election;
 pub mod fair;
@@ -123,6 +123,74 @@ where
         depth: checker.max_depth(),
         properties: properties.len(),
         violations: violated.len() + unmet.len(),
+        seconds,
+    };
+    Outcome {
+        report,
+        violated,
+        unmet,
+    }
+}
+
+/// How a random walk goes: walks from the initial states, each step chosen at random among the
+/// enabled ones, for a while; for bounds too deep to explore to the end.
+#[derive(Clone, Copy, Debug)]
+pub struct Walk {
+    /// How long to walk, in seconds (walks stop early at the first `always` violation).
+    pub seconds: u64,
+    /// The first walk's seed (the others' follow from it), printed with the report.
+    pub seed: u64,
+}
+
+/// The longest walk, in steps: every model's walks end sooner (time stops at the horizon); a
+/// cap, should a model ever allow a cycle.
+const WALK_STEPS: usize = 1_000;
+
+/// Random walks over `model` (see [`Walk`]) on two threads: prints each `always`
+/// counterexample as `render` writes it to stderr, and reports. A `sometimes` property not met
+/// by the walks is listed in `unmet` but is no violation: walks need not reach every situation.
+pub fn run_walk<M>(
+    model: M,
+    name: &'static str,
+    walk: Walk,
+    render: impl Fn(&M, &str, &[(M::State, Option<M::Action>)]) -> String,
+) -> Outcome
+where
+    M: Model + Clone + Send + Sync + 'static,
+    M::State: Clone + PartialEq + Hash + Send + Sync + 'static,
+    M::Action: Clone + PartialEq,
+{
+    let started = Instant::now();
+    let properties = model.properties();
+    let checker = model
+        .clone()
+        .checker()
+        .threads(2)
+        .target_max_depth(WALK_STEPS)
+        .timeout(Duration::from_secs(walk.seconds))
+        .finish_when(HasDiscoveries::AnyFailures)
+        .spawn_simulation(walk.seed, UniformChooser)
+        .join();
+    let seconds = started.elapsed().as_secs_f64();
+    let (mut violated, mut unmet) = (Vec::new(), Vec::new());
+    for property in &properties {
+        let found = checker.discovery(property.name);
+        match (property.expectation.discovery_is_failure(), found) {
+            (true, Some(path)) => {
+                let path = path.into_vec();
+                eprintln!("{}", render(&model, property.name, &path));
+                violated.push((property.name, path.len() - 1));
+            }
+            (false, None) => unmet.push(property.name),
+            _ => {}
+        }
+    }
+    let report = Report {
+        model: format!("{name}-walk-seed-{}", walk.seed),
+        states: checker.unique_state_count(),
+        depth: checker.max_depth(),
+        properties: properties.len(),
+        violations: violated.len(),
         seconds,
     };
     Outcome {

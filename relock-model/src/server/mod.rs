@@ -206,6 +206,15 @@ impl Server {
         self.published.clear();
     }
 
+    /// A restart that reloaded every write (an AOF fsynced on every write, `appendfsync
+    /// always`): the keys stay, with their expiries (absolute, as the AOF keeps them); scripts
+    /// and subscriptions are gone.
+    pub fn restart_keeping_data(&mut self) {
+        self.scripts.clear();
+        self.subscribers.clear();
+        self.published.clear();
+    }
+
     /// The command `args` names, run; inside a script when `in_script`.
     pub(crate) fn dispatch(&mut self, args: &[Bytes], in_script: bool) -> Outcome {
         let Some(name) = args.first() else {

@@ -247,6 +247,13 @@ pub fn check(bound: Bound) -> Report {
     ElectionModel::new(bound).run().report
 }
 
+/// Random walks over the election's model (without failover) at the deep bound (see
+/// [`super::Walk`]).
+pub fn walk(walk: super::Walk) -> Report {
+    let model = ElectionModel::new(Bound::Deep);
+    super::run_walk(model, "election", walk, trace::render).report
+}
+
 /// Checks the failover configurations (without and with replica sync) within `bound`; their
 /// violations are the known bugs of issue 44, printed with their traces.
 pub fn check_failover(bound: Bound) -> Vec<Outcome> {

@@ -188,3 +188,8 @@ impl Model for FairModel {
 pub fn check(bound: Bound) -> Report {
     FairModel::new(bound).run().report
 }
+
+/// Random walks over the fair lock's model at the deep bound (see [`super::Walk`]).
+pub fn walk(walk: super::Walk) -> Report {
+    super::run_walk(FairModel::new(Bound::Deep), "fair", walk, trace::render).report
+}

@@ -1,7 +1,8 @@
 //! The plain reentrant [`Lock`](relock::Lock)'s model: two or three clients (a process each,
 //! with its own UUID, one task as the owner) run a plan of `lock()` and `unlock()` calls against
 //! the simulated server, which runs relock's own scripts (`relock::testing::scripts`), while the
-//! world loses messages and replies, crashes clients, restarts the server and lets time pass.
+//! world loses messages and replies, crashes clients, restarts the server (empty, or from an AOF
+//! with every write) and lets time pass.
 //! Each client is the state machine relock's code makes of it:
 //!
 //! | step | relock |
@@ -29,6 +30,7 @@ mod trace;
 
 pub use state::{LockState, Op};
 pub use steps::Action;
+pub use trace::render as trace_render;
 
 /// The script texts the model runs: relock's own, or a mutant's.
 #[derive(Clone, Debug)]
@@ -86,6 +88,9 @@ pub struct Faults {
     pub crash: bool,
     /// The server restarts empty (down for a lease first).
     pub restart: bool,
+    /// The server restarts from an AOF that has every write (`appendfsync always`), down for
+    /// a third of a lease first: the holds outlive it.
+    pub restart_aof: bool,
 }
 
 /// The lock model and its bounds.
@@ -144,6 +149,7 @@ impl LockModel {
                 lose_reply: true,
                 crash: true,
                 restart: true,
+                restart_aof: true,
             },
             scripts: Scripts::default(),
             mutation: Mutation::None,
@@ -179,6 +185,7 @@ impl Model for LockModel {
             cancels: 0,
             free_since: Some(0),
             freed_by_expiry: false,
+            restarted_from_aof: false,
         }]
     }
 
@@ -198,4 +205,9 @@ impl Model for LockModel {
 /// Checks the lock's model within `bound`.
 pub fn check(bound: Bound) -> Report {
     LockModel::new(bound).run(2).report
+}
+
+/// Random walks over the lock's model at the deep bound (see [`super::Walk`]).
+pub fn walk(walk: super::Walk) -> Report {
+    super::run_walk(LockModel::new(Bound::Deep), "lock", walk, trace::render).report
 }

@@ -62,6 +62,10 @@ pub fn all() -> Vec<Property<LockModel>> {
             },
         ),
         Property::sometimes(
+            "a lock was released after a restart from the AOF",
+            |_, s: &LockState| s.restarted_from_aof && s.free_since.is_some() && !s.freed_by_expiry,
+        ),
+        Property::sometimes(
             "an owner re-entered a hold it lost while Redis still counts it",
             |_, s: &LockState| {
                 let mut clients = s.clients.iter().enumerate();

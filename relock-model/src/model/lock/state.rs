@@ -185,6 +185,8 @@ pub struct LockState {
     /// Whether the lock went by expiry (or a restart), not by a release: no release cut its
     /// claim then, and the next acquire cuts it to the window (`lua/common/claim.lua`).
     pub freed_by_expiry: bool,
+    /// Whether the server restarted from its AOF.
+    pub restarted_from_aof: bool,
 }
 
 /// Client `i`'s UUID (a process of its own).

@@ -38,6 +38,9 @@ pub enum Action {
     Crash(usize),
     /// The server restarts empty, down for a lease first (a fault).
     Restart,
+    /// The server restarts from an AOF with every write, down for a third of a lease first (a
+    /// fault).
+    RestartFromAof,
     /// Time passes to the next event: a key's expiry, a waiter's timer, a renewal.
     Tick,
 }
@@ -106,6 +109,9 @@ impl LockModel {
         let restart = !retrying || self.stalled_retries;
         if fault && self.faults.restart && restart && now + LEASE <= self.horizon {
             actions.push(Action::Restart);
+        }
+        if fault && self.faults.restart_aof && restart && now + RENEW_EVERY <= self.horizon {
+            actions.push(Action::RestartFromAof);
         }
         if self.next_event(s).is_some() {
             actions.push(Action::Tick);
@@ -207,10 +213,16 @@ impl LockModel {
                 }
                 s.clients[i] = Client::crashed();
             }
-            Action::Restart => {
+            Action::Restart | Action::RestartFromAof => {
                 s.faults += 1;
-                s.server.restart_empty();
-                s.server.advance_to(now + LEASE);
+                if action == Action::Restart {
+                    s.server.restart_empty();
+                    s.server.advance_to(now + LEASE);
+                } else {
+                    s.restarted_from_aof = true;
+                    s.server.restart_keeping_data();
+                    s.server.advance_to(now + RENEW_EVERY);
+                }
                 // The hub resubscribes on reconnect, and a reconnect wakes the waiters.
                 for c in s.clients.iter_mut().filter(|c| c.subscribed) {
                     s.server.subscribe(CHANNEL.as_bytes());
@@ -229,7 +241,10 @@ impl LockModel {
             .keys
             .contains_key(super::state::LOCK.as_bytes());
         if !locked && s.free_since.is_none() {
-            s.freed_by_expiry = matches!(action, Action::Tick | Action::Restart);
+            s.freed_by_expiry = matches!(
+                action,
+                Action::Tick | Action::Restart | Action::RestartFromAof
+            );
         }
         s.free_since = if locked {
             None

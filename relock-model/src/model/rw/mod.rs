@@ -2,7 +2,7 @@
 //! clients (a process each, one task as the owner) run a plan of read and write `lock()`,
 //! `unlock()` and guard drops against the simulated server, which runs relock's own scripts
 //! (`relock::testing::scripts`), while the world loses messages and replies, crashes clients,
-//! restarts the server and lets time pass. Each client is the state machine relock's code makes
+//! restarts the server (empty, or from an AOF with every write) and lets time pass. Each client is the state machine relock's code makes
 //! of it, with a read side and a write side (two holds, two fields, two leases):
 //!
 //! | step | relock |
@@ -94,6 +94,9 @@ pub struct Faults {
     pub crash: bool,
     /// The server restarts empty (down for a lease first).
     pub restart: bool,
+    /// The server restarts from an AOF that has every write (`appendfsync always`), down for
+    /// a third of a lease first: the holds outlive it.
+    pub restart_aof: bool,
 }
 
 /// The read-write lock model and its bounds.
@@ -154,6 +157,7 @@ impl RwModel {
                 lose_reply: true,
                 crash: true,
                 restart: true,
+                restart_aof: true,
             },
             scripts: Scripts::default(),
             mutation: Mutation::None,
@@ -207,4 +211,9 @@ impl Model for RwModel {
 /// Checks the read-write lock's model within `bound`.
 pub fn check(bound: Bound) -> Report {
     RwModel::new(bound).run(1).report
+}
+
+/// Random walks over the rw lock's model at the deep bound (see [`super::Walk`]).
+pub fn walk(walk: super::Walk) -> Report {
+    super::run_walk(RwModel::new(Bound::Deep), "rw", walk, trace::render).report
 }

@@ -39,6 +39,9 @@ pub enum Action {
     Crash(usize),
     /// The server restarts empty, down for a lease first (a fault).
     Restart,
+    /// The server restarts from an AOF with every write, down for a third of a lease first (a
+    /// fault).
+    RestartFromAof,
     /// Time passes to the next event: a key's expiry, a waiter's timer, a renewal.
     Tick,
 }
@@ -109,6 +112,10 @@ impl RwModel {
             .any(|c| c.read.leaving.is_some() || c.write.leaving.is_some());
         if fault && self.faults.restart && !releasing && now + LEASE <= self.horizon {
             actions.push(Action::Restart);
+        }
+        let aof = fault && self.faults.restart_aof && !releasing;
+        if aof && now + RENEW_EVERY <= self.horizon {
+            actions.push(Action::RestartFromAof);
         }
         if self.next_event(s).is_some() {
             actions.push(Action::Tick);
@@ -240,10 +247,15 @@ impl RwModel {
                 }
                 s.clients[i] = Client::crashed();
             }
-            Action::Restart => {
+            Action::Restart | Action::RestartFromAof => {
                 s.faults += 1;
-                s.server.restart_empty();
-                s.server.advance_to(now + LEASE);
+                if action == Action::Restart {
+                    s.server.restart_empty();
+                    s.server.advance_to(now + LEASE);
+                } else {
+                    s.server.restart_keeping_data();
+                    s.server.advance_to(now + RENEW_EVERY);
+                }
                 // The hub resubscribes on reconnect, and a reconnect wakes the waiters.
                 for c in s.clients.iter_mut().filter(|c| c.subscribed) {
                     s.server.subscribe(CHANNEL.as_bytes());
@@ -258,7 +270,10 @@ impl RwModel {
         self.deliver(&mut s);
         let locked = s.server.keyspace.keys.contains_key(LOCK.as_bytes());
         if !locked && s.free_since.is_none() {
-            s.freed_by_expiry = matches!(action, Action::Tick | Action::Restart);
+            s.freed_by_expiry = matches!(
+                action,
+                Action::Tick | Action::Restart | Action::RestartFromAof
+            );
         }
         s.free_since = if locked {
             None

@@ -15,7 +15,7 @@
 //! | `Release`, and its `Lose` | `Permit::release` → `until_answered` (3 tries) → `give_back` (`PERMIT_RELEASE`), and its outcome mapping |
 //! | `Renew` | the watchdog's `Permits::renew` (`PERMIT_RENEW`); a 0 marks the permit lost |
 //! | background `Run` / `Deliver` / `Lose` | `ResumeRelease`'s job: `until_answered(true, give_back)` |
-//! | `Crash`, `Restart`, `Tick`, `DropMessage` | the world: a process dies, Redis restarts empty (hubs resubscribe and wake all), time passes to the next due moment, a message is lost |
+//! | `Crash`, `Restart`, `RestartFromAof`, `Tick`, `DropMessage` | the world: a process dies, Redis restarts empty or from an AOF with every write (hubs resubscribe and wake all), time passes to the next due moment, a message is lost |
 //!
 //! Left out: several tasks in one process (the in-process waiter queue, `queue_first`,
 //! `Wakes::Permits` hand-on between a process's waiters), `try_acquire` / `try_acquire_for`
@@ -90,6 +90,9 @@ pub struct Setup {
     pub crashes: bool,
     /// The server may restart empty.
     pub restart: bool,
+    /// The server may restart from an AOF that has every write (`appendfsync always`): the
+    /// keys stay, subscriptions and scripts go.
+    pub restart_aof: bool,
     /// Acquires may be cancelled.
     pub cancel: bool,
     /// Messages may be lost.
@@ -110,6 +113,7 @@ impl Setup {
             renewals: 1,
             crashes: true,
             restart: true,
+            restart_aof: true,
             cancel: true,
             message_loss: true,
         };
@@ -199,6 +203,19 @@ pub fn check(bound: Bound) -> Report {
         scripts: Scripts::default(),
     };
     run(model, Limits::at(bound)).report
+}
+
+/// Random walks over the semaphore's model at the deep bound (see [`super::Walk`]).
+pub fn walk(walk: super::Walk) -> Report {
+    let model = SemaphoreModel {
+        setup: Setup::at(Bound::Deep),
+        scripts: Scripts::default(),
+    };
+    let print = |model: &SemaphoreModel, property: &str, path: &[(State, Option<Action>)]| {
+        trace::print(model, property, path.to_vec());
+        String::new()
+    };
+    super::run_walk(model, "semaphore", walk, print).report
 }
 
 /// Runs stateright's BFS checker on `model` within `limits`; prints each `always` violation's

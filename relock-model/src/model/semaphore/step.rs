@@ -47,6 +47,9 @@ pub enum Action {
     Crash(u8),
     /// Fault: the server restarts empty; every hub resubscribes and wakes its waiters.
     Restart,
+    /// Fault: the server restarts from an AOF with every write (the keys stay); every hub
+    /// resubscribes and wakes its waiters.
+    RestartFromAof,
     /// Time passes to the next moment something is due.
     Tick(u64),
 }
@@ -187,6 +190,9 @@ impl Model for SemaphoreModel {
         }
         if fault && self.setup.restart && !state.restarted {
             actions.push(Action::Restart);
+        }
+        if fault && self.setup.restart_aof && !state.restarted {
+            actions.push(Action::RestartFromAof);
         }
         if !timer_due {
             if let Some(moment) = self.next_moment(state) {
@@ -345,10 +351,14 @@ impl Model for SemaphoreModel {
                 client.background.clear();
                 client.phase = Phase::Crashed;
             }
-            Action::Restart => {
+            Action::Restart | Action::RestartFromAof => {
                 state.faults += 1;
-                state.restarted = true;
-                state.server.restart_empty();
+                if action == Action::Restart {
+                    state.restarted = true;
+                    state.server.restart_empty();
+                } else {
+                    state.server.restart_keeping_data();
+                }
                 self.load_scripts(&mut state.server);
                 // Each hub resubscribes after its reconnect and wakes every waiter.
                 for client in &mut state.clients {
