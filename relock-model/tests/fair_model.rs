@@ -109,18 +109,18 @@ fn a_re_entered_hold_s_replayed_release_counts_once() {
     assert_eq!(outcome.unmet, vec!["two waiters queue behind a holder"]);
 }
 
-/// Found by the model, and fixed: a holder that re-enters in the window between its local lapse
-/// and Redis's expiry re-enters the old hold on Redis but starts a new generation locally, so
-/// the old guard's release sends nothing. The last release now frees the lock whatever its
-/// count (TTL 0): relock's client passes, and the old rule (keep 1 ms) leaves a hold nobody
-/// releases.
+/// Found by the model, and fixed: a holder that re-entered in the window between its local
+/// lapse and Redis's expiry re-entered the old hold on Redis but started a new generation
+/// locally, so the old guard's release sent nothing and the last release kept the leftover 1 ms.
+/// The owner now drops its lapsed holds on Redis before it acquires again, and a last release
+/// frees the lock whatever its count: relock's client passes, and the old one is caught.
 #[test]
-fn a_re_entry_at_the_lapse_instant_is_freed_by_the_last_release() {
+fn a_lock_again_at_the_lapse_instant_leaves_no_hold_behind() {
     let outcome = reentry().run();
     assert_eq!(outcome.violated, Vec::<(&str, usize)>::new());
 
     let mut model = reentry();
-    model.mutation = Mutation::LastReleaseKeepsOneMs;
+    model.mutation = Mutation::ReentersLostHold;
     model.stop_early = true;
     let outcome = model.run();
     assert!(caught(&outcome, COUNTS), "{outcome:?}");

@@ -91,13 +91,14 @@ fn a_holder_that_ignores_its_deadline_is_caught() {
 
 /// Found by the model in relock's own client, and fixed: an owner whose hold was lost locally
 /// (a renewal answered after its deadline, or the deadline reached while Redis still has the
-/// hold) takes the lock again; Redis counts a re-entry, the client a new generation whose old
-/// guard releases nothing. The owner's last release now frees the lock whatever the count (TTL
-/// 0); the old rule (keep 1 ms) left a hold behind that freed the lock with no wake-up and no
-/// claim cut.
+/// hold) took the lock again; Redis counted a re-entry, the client a new generation whose old
+/// guard releases nothing, and the last release kept 1 ms for a hold nobody released, which
+/// freed the lock with no wake-up and no claim cut. The owner now drops its lapsed holds on
+/// Redis before it acquires again, and a last release frees the lock whatever its count; the
+/// old client is caught.
 #[test]
-fn a_last_release_that_keeps_a_re_entered_lost_hold_is_caught() {
-    let outcome = mutant(|m| m.mutation = Mutation::LastReleaseKeepsOneMs);
+fn an_owner_that_re_enters_a_lost_hold_is_caught() {
+    let outcome = mutant(|m| m.mutation = Mutation::ReentersLostHold);
     assert!(caught(&outcome, COUNTS), "{outcome:?}");
 }
 
@@ -162,8 +163,8 @@ fn mutation_table() {
             m.mutation = Mutation::ShortReplayKey;
         }),
         (
-            "(g) the last release keeps a re-entered lost hold 1 ms",
-            |m| m.mutation = Mutation::LastReleaseKeepsOneMs,
+            "(g) re-enters a lost hold, the last release keeps it 1 ms",
+            |m| m.mutation = Mutation::ReentersLostHold,
         ),
     ];
     let mut missed = Vec::new();

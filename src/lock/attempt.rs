@@ -151,9 +151,22 @@ impl<'a> Sending<'a> {
     /// flight. A release of the owner's still in flight may be a last one, which leaves no
     /// replay key: a hold taken now could be the one its retry finds and releases. It goes
     /// first.
+    ///
+    /// Before that, an owner whose holds lapsed locally while their guards live (a renewal
+    /// answered late, a stalled process) drops its field on Redis, where those holds may still
+    /// count: the acquire then starts from nothing there, so a read-back after its lost reply
+    /// tells a hold it took from one it lost, and its guard's lease is the only one on the
+    /// field.
     pub(super) async fn gate(hold: &Hold) -> Acquiring {
         let registry = &hold.shared.registry;
-        registry.acquiring(&hold.hold_key(), hold.lease_ms).await
+        let key = hold.hold_key();
+        if registry.lapsed_hold(&key) {
+            let releasing = hold.releasing();
+            if hold.release_orphan(None, &releasing).await == crate::background::Ended::Done {
+                registry.dropped(&key);
+            }
+        }
+        registry.acquiring(&key, hold.lease_ms).await
     }
 
     /// Arms the orphan check of an acquire counted in flight (by [`gate`](Sending::gate)), just

@@ -49,6 +49,8 @@ pub(super) struct Holding {
     /// When the latest release that set the TTL outright was sent: a command sent before it
     /// was overridden by it.
     set_sent_at: Instant,
+    /// The lapsed generation whose holds were dropped on Redis (see [`Registry::lapsed_hold`]).
+    dropped: Option<u64>,
 }
 
 impl Holding {
@@ -155,6 +157,7 @@ impl Registry {
                 lapses_after: sent_at + lease,
             }),
             set_sent_at: sent_at,
+            dropped: None,
         });
         if entry.generation != id && entry.lapsed(now) {
             // A hold after a loss (or after the lease may have run out): a new generation and
@@ -214,6 +217,37 @@ impl Registry {
             Leaving::Release { lapses_after }
         } else {
             Leaving::Lost
+        }
+    }
+
+    /// Whether the owner's current generation of holds of `key` lapsed while guards of it
+    /// live, and was not dropped on Redis yet: Redis may still count those holds (a lapse is
+    /// the earliest they can end), and the owner's next acquire would re-enter them there, so
+    /// that a read-back after its lost reply could not tell a stale hold from a new one. Marks
+    /// the generation lost (no renewal follows); the caller drops the owner's field (see
+    /// `lock::attempt::Sending::gate`) and then calls [`dropped`](Registry::dropped).
+    pub(crate) fn lapsed_hold(&self, key: &HoldKey) -> bool {
+        let now = Instant::now();
+        let mut map = self.map.lock().unwrap();
+        let Some(entry) = holding(&mut map, key) else {
+            return false;
+        };
+        if !entry.lapsed(now) || entry.dropped == Some(entry.generation) {
+            return false;
+        }
+        if entry.lose() {
+            let kind = entry.held.primitive();
+            drop(map);
+            self.log_lost(vec![(key.clone(), kind, crate::meter::Loss::Expired)]);
+        }
+        true
+    }
+
+    /// The owner's field of `key` was dropped on Redis after its generation lapsed.
+    pub(crate) fn dropped(&self, key: &HoldKey) {
+        let mut map = self.map.lock().unwrap();
+        if let Some(entry) = holding(&mut map, key) {
+            entry.dropped = Some(entry.generation);
         }
     }
 

@@ -34,6 +34,8 @@ struct Shared {
     /// connection stays open, passing requests but no replies, before it closes; `None` when
     /// unarmed.
     armed: Mutex<Option<(Vec<Vec<u8>>, Duration)>>,
+    /// Byte strings that the next request to drop must all contain; `None` when unarmed.
+    drop_armed: Mutex<Option<Vec<Vec<u8>>>>,
     /// Bumped by [`Proxy::cut`]: every connection open at that moment closes.
     cut: watch::Sender<u64>,
     swallowed: AtomicUsize,
@@ -55,6 +57,7 @@ impl Proxy {
         let shared = Arc::new(Shared {
             mode: Mutex::new(Mode::Pass),
             armed: Mutex::new(None),
+            drop_armed: Mutex::new(None),
             cut: watch::Sender::new(0),
             swallowed: AtomicUsize::new(0),
             connections: AtomicUsize::new(0),
@@ -101,6 +104,13 @@ impl Proxy {
         *self.shared.armed.lock().unwrap() = Some((patterns, hold));
     }
 
+    /// Arms the "lost request" fault: the next request (one read from a client) that contains
+    /// every one of `patterns` never reaches the server, and its connection is closed.
+    pub fn drop_next_request(&self, patterns: &[&str]) {
+        let patterns = patterns.iter().map(|p| p.as_bytes().to_vec()).collect();
+        *self.shared.drop_armed.lock().unwrap() = Some(patterns);
+    }
+
     /// Whether an armed swallow is still waiting for its request.
     pub fn is_armed(&self) -> bool {
         self.shared.armed.lock().unwrap().is_some()
@@ -137,6 +147,20 @@ fn take_if_armed(shared: &Shared, request: &[u8]) -> Option<Duration> {
     } else {
         None
     }
+}
+
+/// Takes the armed drop if `request` matches it.
+fn take_drop_if_armed(shared: &Shared, request: &[u8]) -> bool {
+    let mut armed = shared.drop_armed.lock().unwrap();
+    let matches = armed.as_ref().is_some_and(|patterns| {
+        patterns
+            .iter()
+            .all(|p| request.windows(p.len()).any(|w| w == p.as_slice()))
+    });
+    if matches {
+        *armed = None;
+    }
+    matches
 }
 
 /// The bytes one side of a connection sends, read a chunk at a time into a buffer of its own.
@@ -178,6 +202,9 @@ async fn serve(client: TcpStream, upstream_port: u16, shared: Arc<Shared>) {
     let upstream = async {
         let mut requests = Chunks::new(client_rx);
         while let Some(request) = requests.next().await {
+            if take_drop_if_armed(&shared, request) {
+                return;
+            }
             // Set before the request is forwarded, so its reply cannot slip through.
             if let Some(hold) = take_if_armed(&shared, request) {
                 *swallow.lock().unwrap() = Some(hold);

@@ -1,17 +1,21 @@
 //! An owner whose hold lapsed locally (its process stalled past the lease) while Redis still had
-//! it (a renewal that ran, its reply never heard), and who then took the lock again: Redis counts
-//! a re-entry, the client a new hold, and the lost guard sends nothing on unlock. The owner's
-//! last unlock must still free the lock, whatever count Redis has, and wake its waiters as any
-//! release does. The model checker found this schedule (`docs/model.md`, "What the models found
-//! in relock"); checked here on every lock type.
+//! it (a renewal that ran, its reply never heard), and who then takes the lock again. Before,
+//! its acquire re-entered the lost hold on Redis (count 2) while the client counted one new hold
+//! and the lost guard sent nothing on unlock, so the owner's last unlock left a hold that lapsed
+//! later with no wake-up; the model checker found that schedule (`docs/model.md`, "What the
+//! models found in relock"). Now the owner drops its lapsed holds on Redis before it acquires
+//! again (which wakes the waiters, who go first), so it never re-enters them, and its next
+//! acquire never takes the stale hold for a new one when the acquire's request is lost (the
+//! read-back after it finds only what the acquire took). Checked on every lock type.
 
 use crate::common;
 
 use std::time::Duration;
 
 use super::family::{lock_name, served_promptly, spawn_waiter, CMD, LONG};
-use common::family::{connect, Family};
-use common::RedisServer;
+use common::family::{connect, AnyGuard, Family};
+use common::proxy::Proxy;
+use common::{raw_pttl, RedisServer};
 use tokio::time::Instant;
 
 /// The watchdog timeout of the owner: its process stalls for twice it.
@@ -29,19 +33,84 @@ macro_rules! per_type {
         /// One thread: blocking it stalls the owner's process, watchdog and all.
         #[tokio::test(flavor = "current_thread")]
         async fn $test() {
-            the_last_unlock_after_a_re_entry_of_a_lost_hold_frees_the_lock(Family::$family).await;
+            locking_again_after_a_loss_drops_the_lost_hold_first(Family::$family).await;
         }
     )*};
 }
 
 per_type!(lock => Lock, fair => Fair, spin => Spin, fenced => Fenced, write => Write, read => Read);
 
-async fn the_last_unlock_after_a_re_entry_of_a_lost_hold_frees_the_lock(family: Family) {
+macro_rules! per_type_lost_request {
+    ($($test:ident => $family:ident),* $(,)?) => {$(
+        /// One thread: blocking it stalls the owner's process, watchdog and all.
+        #[tokio::test(flavor = "current_thread")]
+        async fn $test() {
+            an_acquire_after_a_loss_never_takes_the_lost_hold_for_its_own(Family::$family).await;
+        }
+    )*};
+}
+
+mod lost_request {
+    use super::*;
+
+    per_type_lost_request!(lock => Lock, fair => Fair, spin => Spin, fenced => Fenced, write => Write, read => Read);
+}
+
+/// The owner's hold lapses locally while Redis keeps it a while longer; the owner takes the
+/// lock again with a long fixed lease, and that acquire's request is lost (it never reaches
+/// Redis). The read-back after it must not find the lapsed hold and take it for the new one (a
+/// guard that believes in a lease Redis does not have): the hold the owner ends up with is one
+/// an acquire took, with the lease it asked for.
+async fn an_acquire_after_a_loss_never_takes_the_lost_hold_for_its_own(family: Family) {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port()).await;
+    let client = connect(&proxy.url(), WATCHDOG, CMD).await;
+    let name = lock_name(family, "relapse-lost-request");
+    let lock = family.lock(&client, &name);
+    let lost = lock.lock().await.unwrap();
+    let field = family.field_of(&client, &lost);
+
+    // A renewal ran on Redis (a lease of 4 s), then the process stalled past its lease.
+    let timeouts = format!("{{{name}}}:*:rwlock_timeout:*");
+    server.cmd(&["EVAL", LATE_RENEWAL, "1", &name, &timeouts, "4000"]);
+    std::thread::sleep(WATCHDOG * 2);
+    assert!(lost.is_lost());
+    assert_eq!(
+        family.holds(&server, &name, &field),
+        1,
+        "Redis lost the hold"
+    );
+
+    // The next acquire's request is lost; the owner tries again until it holds the lock.
+    proxy.drop_next_request(&[&family.acquire_sha(), &name]);
+    let mut tries = 0;
+    let again = loop {
+        tries += 1;
+        assert!(tries <= 5, "the owner never got the lock back");
+        if let Ok(guard) = lock.lock_with_lease(LONG).await {
+            break guard;
+        }
+    };
+    assert!(!again.is_lost());
+    assert_eq!(family.holds(&server, &name, &field), 1);
+    let pttl = raw_pttl(&server, &name);
+    assert!(
+        pttl > (LONG / 2).as_millis() as i64,
+        "the owner's guard believes in a lease of {LONG:?}, Redis keeps the lock {pttl} ms"
+    );
+    again.unlock().await.unwrap();
+    let error = lost.unlock().await.unwrap_err();
+    assert!(error.is_lease_lost(), "{error}");
+    family.assert_no_leaks(&server, &[&client], &[&name]).await;
+}
+
+async fn locking_again_after_a_loss_drops_the_lost_hold_first(family: Family) {
     let server = RedisServer::start();
     let client = connect(&server.url(), WATCHDOG, CMD).await;
     let rival = connect(&server.url(), LONG, CMD).await;
     let name = lock_name(family, "relapse");
-    let lock = family.lock(&client, &name);
+    // One owner for the test's task and the one it spawns.
+    let lock = family.lock(&client, &name).owned_by(relock::Owner::new());
     let lost = lock.lock().await.unwrap();
     let field = family.field_of(&client, &lost);
 
@@ -64,26 +133,47 @@ async fn the_last_unlock_after_a_re_entry_of_a_lost_hold_frees_the_lock(family: 
         "the rival never waited"
     );
 
-    // The owner takes the lock again: a re-entry on Redis, a new hold for the client.
-    let again = lock.lock().await.unwrap();
-    assert!(!again.is_lost());
-    assert_eq!(family.holds(&server, &name, &field), 2, "not a re-entry");
-    let released = Instant::now();
-    again.unlock().await.unwrap();
-    assert_eq!(
-        family.holds(&server, &name, &field),
-        0,
-        "the owner's last unlock left a hold behind"
-    );
-    let taken = served_promptly(family, waiter, released, "after the owner's last unlock").await;
-    let rival_field = family.rival().field_of(&rival, &taken);
-    assert_eq!(family.rival().holds(&server, &name, &rival_field), 1);
+    // The owner locks again: it first drops the hold it lost (which wakes the rival), then
+    // acquires. Whoever takes the lock first, it is a hold of its own: the owner never
+    // re-enters the lost hold (count 2), and the other is served once it is unlocked.
+    let mut again = tokio::spawn({
+        let lock = lock.clone();
+        async move { lock.lock().await.unwrap() }
+    });
+    let mut waiter = waiter;
+    let rival_holds = |guard: &AnyGuard| {
+        let rival_field = family.rival().field_of(&rival, guard);
+        family.rival().holds(&server, &name, &rival_field)
+    };
+    let (again, taken) = tokio::select! {
+        owner = &mut again => {
+            let owner = owner.unwrap();
+            assert_eq!(family.holds(&server, &name, &field), 1, "the owner re-entered its lost hold");
+            assert!(!waiter.is_finished(), "the rival holds it beside the owner");
+            let released = Instant::now();
+            owner.unlock().await.unwrap();
+            let taken = served_promptly(family, waiter, released, "after the owner's unlock").await;
+            assert_eq!(rival_holds(&taken), 1);
+            (None, taken)
+        }
+        rival_first = &mut waiter => {
+            let (_, taken) = rival_first.unwrap();
+            assert_eq!(rival_holds(&taken), 1);
+            assert_eq!(family.holds(&server, &name, &field), 0, "the lost hold is still on Redis");
+            (Some(again), taken)
+        }
+    };
 
-    // The lost guard releases nothing: not the rival's hold, not a hold of its owner's.
+    // The lost guard releases nothing: not the rival's hold.
     let error = lost.unlock().await.unwrap_err();
     assert!(error.is_lease_lost(), "{error}");
-    assert_eq!(family.rival().holds(&server, &name, &rival_field), 1);
+    assert_eq!(rival_holds(&taken), 1);
     taken.unlock().await.unwrap();
+    if let Some(again) = again {
+        let again = tokio::time::timeout(LONG, again).await.unwrap().unwrap();
+        assert_eq!(family.holds(&server, &name, &field), 1);
+        again.unlock().await.unwrap();
+    }
     family
         .assert_no_leaks(&server, &[&client, &rival], &[&name])
         .await;

@@ -62,10 +62,10 @@ pub enum Mutation {
     NoRenewCap,
     /// A cancelled waiter never leaves the queue.
     SkipLeave,
-    /// The owner's last release asks the script to keep its remaining holds 1 ms (relock's
-    /// client before it sent 0, "free the lock whatever its count"): a hold lost locally while
-    /// Redis still had it, then re-entered, outlives every guard.
-    LastReleaseKeepsOneMs,
+    /// relock's client before it dropped a lapsed hold before acquiring again and sent 0 ("free
+    /// the lock whatever its count") on its last release: an owner re-entered a hold it lost
+    /// locally while Redis still had it, and its last release kept that hold 1 ms.
+    ReentersLostHold,
 }
 
 /// The fair lock model and its bounds.

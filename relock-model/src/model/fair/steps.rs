@@ -34,6 +34,9 @@ pub enum Action {
     LoseMessage(usize),
     /// Client `i`'s process dies (a fault).
     Crash(usize),
+    /// Client `i`, about to lock again while its holds lapsed locally, drops its field on
+    /// Redis first (`Sending::gate`, `Registry::lapsed_hold`, `Hold::release_orphan`).
+    DropLost(usize),
     /// Time passes to the next event: a key's expiry, a waiter's timer, a retry's latest send.
     Tick,
 }
@@ -48,6 +51,13 @@ impl FairModel {
             match c.phase {
                 Phase::Crashed => continue,
                 Phase::Idle => match next {
+                    Some(Op::Lock)
+                        if c.holds > 0
+                            && now >= c.deadline
+                            && self.mutation != Mutation::ReentersLostHold =>
+                    {
+                        actions.push(Action::DropLost(i));
+                    }
                     Some(Op::Lock) => actions.push(Action::Acquire(i)),
                     Some(Op::Unlock) if c.holds == 0 && c.stale > 0 => {
                         actions.push(Action::Release(i));
@@ -126,6 +136,23 @@ impl FairModel {
             Action::Acquire(i) => {
                 s.clients[i].woken = false;
                 self.attempt(&mut s, i, log);
+            }
+            Action::DropLost(i) => {
+                // `Sending::gate` after a local loss: a release with a TTL of 0 under a request
+                // of its own, asked to write its replay key, which the sweeper deletes once the
+                // reply is in; the lost guards are stale from here on.
+                let c = &mut s.clients[i];
+                c.requests += 1;
+                let how = ReleaseArgs {
+                    request: c.requests,
+                    keep: 0,
+                    sent_before: false,
+                    replay_last: true,
+                };
+                calls::release(&self.scripts, &mut s.server, log, i, &how);
+                calls::sweep(&mut s.server, log, i, how.request);
+                let c = &mut s.clients[i];
+                (c.stale, c.holds, c.deadline) = (c.stale + c.holds, 0, 0);
             }
             Action::Subscribe(i) => {
                 s.server.subscribe(channel(i).as_bytes());
@@ -293,7 +320,7 @@ impl FairModel {
                 // when the hold could lapse before the last retry.
                 let keep = match (c.holds > 1, self.mutation) {
                     (true, _) => c.deadline.saturating_sub(now).max(1),
-                    (false, Mutation::LastReleaseKeepsOneMs) => 1,
+                    (false, Mutation::ReentersLostHold) => 1,
                     (false, _) => 0,
                 };
                 (now, c.deadline <= now + REPLAY_TTL, keep, 0)

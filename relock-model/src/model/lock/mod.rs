@@ -68,10 +68,11 @@ pub enum Mutation {
     IgnoreDeadline,
     /// A release's retry says it was never sent before (ARGV\[7\] always 0).
     ReplayFlagZero,
-    /// The owner's last release asks the script to keep its remaining holds 1 ms (relock's
-    /// client before it sent 0, "free the lock whatever its count"): a hold lost locally while
-    /// Redis still had it, then re-entered, outlives every guard and lapses with no wake-up.
-    LastReleaseKeepsOneMs,
+    /// relock's client before it dropped a lapsed hold before acquiring again and sent 0 ("free
+    /// the lock whatever its count") on its last release: an owner re-entered a hold it lost
+    /// locally while Redis still had it, and its last release kept that hold 1 ms, which then
+    /// lapsed with no wake-up.
+    ReentersLostHold,
     /// A replay key lives only the retries' window (relock's client before it outlived the
     /// TTL the release leaves and the lease): a retry stalled past it counts twice.
     ShortReplayKey,

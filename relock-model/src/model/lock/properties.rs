@@ -3,7 +3,7 @@
 
 use stateright::Property;
 
-use super::state::{claim, field, redis_holds, Cancelled, LockState, Phase, LEASE, WINDOW};
+use super::state::{claim, field, redis_holds, Cancelled, LockState, Op, Phase, LEASE, WINDOW};
 use super::LockModel;
 
 /// (1) Mutual exclusion as the clients believe it.
@@ -66,10 +66,15 @@ pub fn all() -> Vec<Property<LockModel>> {
             |_, s: &LockState| s.restarted_from_aof && s.free_since.is_some() && !s.freed_by_expiry,
         ),
         Property::sometimes(
-            "an owner re-entered a hold it lost while Redis still counts it",
-            |_, s: &LockState| {
+            "an owner locks again after a local loss while Redis still counts the lost hold",
+            |m: &LockModel, s: &LockState| {
+                let now = s.server.now();
                 let mut clients = s.clients.iter().enumerate();
-                clients.any(|(i, c)| c.stale > 0 && redis_holds(&s.server, i) > u64::from(c.holds))
+                clients.any(|(i, c)| {
+                    let locks = m.plans[i].get(c.pc as usize) == Some(&Op::Lock);
+                    let lapsed = c.holds > 0 && (c.lost || now >= c.deadline);
+                    c.phase == Phase::Idle && locks && lapsed && redis_holds(&s.server, i) > 0
+                })
             },
         ),
     ]

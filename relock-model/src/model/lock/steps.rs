@@ -36,6 +36,9 @@ pub enum Action {
     LoseMessage(usize),
     /// Client `i`'s process dies (a fault).
     Crash(usize),
+    /// Client `i`, about to lock again while its holds lapsed locally, drops its field on
+    /// Redis first (`Sending::gate`, `Registry::lapsed_hold`, `Hold::release_orphan`).
+    DropLost(usize),
     /// The server restarts empty, down for a lease first (a fault).
     Restart,
     /// The server restarts from an AOF with every write, down for a third of a lease first (a
@@ -56,7 +59,14 @@ impl LockModel {
                 Phase::Crashed => continue,
                 Phase::Idle => {
                     match next {
-                        Some(Op::Lock) => actions.push(Action::Acquire(i)),
+                        Some(Op::Lock) => {
+                            let lapsed = c.holds > 0 && (c.lost || now >= c.deadline);
+                            if lapsed && self.mutation != Mutation::ReentersLostHold {
+                                actions.push(Action::DropLost(i));
+                            } else {
+                                actions.push(Action::Acquire(i));
+                            }
+                        }
                         Some(Op::Unlock) if c.holds == 0 && c.stale > 0 => {
                             actions.push(Action::Release(i));
                         }
@@ -153,6 +163,7 @@ impl LockModel {
                 let priority = if c.subscribed { self.ask(c) } else { 0 };
                 self.attempt(&mut s, i, priority, log);
             }
+            Action::DropLost(i) => self.drop_lost(&mut s, i, log),
             Action::Subscribe(i) => {
                 s.server.subscribe(CHANNEL.as_bytes());
                 s.clients[i].subscribed = true;
@@ -334,7 +345,7 @@ impl LockModel {
         // may remain: the script frees the lock whatever count Redis has).
         let keep_ms = match (c.holds > 1, self.mutation) {
             (true, _) => LEASE,
-            (false, Mutation::LastReleaseKeepsOneMs) => 1,
+            (false, Mutation::ReentersLostHold) => 1,
             (false, _) => 0,
         };
         // The replay key outlives the retries' window by the longer of the TTL this release
@@ -382,6 +393,26 @@ impl LockModel {
         if sweep {
             calls::sweep(&mut s.server, log, i, how.request);
         }
+    }
+
+    /// `Sending::gate` after a local loss: the owner's field dropped on Redis (a release with a
+    /// TTL of 0 under a request of its own, asked to write its replay key, which the sweeper
+    /// deletes once the reply is in); the lost guards are stale from here on.
+    fn drop_lost(&self, s: &mut LockState, i: usize, log: &mut Log) {
+        let c = &mut s.clients[i];
+        c.requests += 1;
+        let how = ReleaseArgs {
+            keep_ms: 0,
+            replay_ttl: REPLAY_TTL + LEASE,
+            request: c.requests,
+            sent_before: false,
+            replay_last: true,
+        };
+        calls::release(&self.scripts, &mut s.server, log, i, &how);
+        calls::sweep(&mut s.server, log, i, how.request);
+        let c = &mut s.clients[i];
+        (c.stale, c.holds) = (c.stale + c.holds, 0);
+        (c.deadline, c.lost, c.renew_due) = (0, false, 0);
     }
 
     /// The local deadline the owner keeps: `deadline`, or forever for a client that ignores it.
