@@ -28,33 +28,27 @@ const LATE_RENEWAL: &str = "local n = redis.call('pexpire', KEYS[1], ARGV[2]) \
          n = n + redis.call('pexpire', key, ARGV[2]) end \
      return n";
 
+/// Makes a module `$module` with one test per lock type of `$invariant(family)`, each on a
+/// runtime of one thread: blocking it stalls the owner's process, watchdog and all.
 macro_rules! per_type {
-    ($($test:ident => $family:ident),* $(,)?) => {$(
-        /// One thread: blocking it stalls the owner's process, watchdog and all.
+    ($module:ident: $invariant:ident) => {
+        mod $module {
+            use super::Family;
+
+            per_type!(@test $invariant, lock => Lock, fair => Fair, spin => Spin, fenced => Fenced,
+                write => Write, read => Read);
+        }
+    };
+    (@test $invariant:ident, $($test:ident => $family:ident),*) => {$(
         #[tokio::test(flavor = "current_thread")]
         async fn $test() {
-            locking_again_after_a_loss_drops_the_lost_hold_first(Family::$family).await;
+            super::$invariant(Family::$family).await;
         }
     )*};
 }
 
-per_type!(lock => Lock, fair => Fair, spin => Spin, fenced => Fenced, write => Write, read => Read);
-
-macro_rules! per_type_lost_request {
-    ($($test:ident => $family:ident),* $(,)?) => {$(
-        /// One thread: blocking it stalls the owner's process, watchdog and all.
-        #[tokio::test(flavor = "current_thread")]
-        async fn $test() {
-            an_acquire_after_a_loss_never_takes_the_lost_hold_for_its_own(Family::$family).await;
-        }
-    )*};
-}
-
-mod lost_request {
-    use super::*;
-
-    per_type_lost_request!(lock => Lock, fair => Fair, spin => Spin, fenced => Fenced, write => Write, read => Read);
-}
+per_type!(lock_again: locking_again_after_a_loss_drops_the_lost_hold_first);
+per_type!(lost_request: an_acquire_after_a_loss_never_takes_the_lost_hold_for_its_own);
 
 /// The owner's hold lapses locally while Redis keeps it a while longer; the owner takes the
 /// lock again with a long fixed lease, and that acquire's request is lost (it never reaches

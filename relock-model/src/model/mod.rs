@@ -94,7 +94,6 @@ where
     M::Action: Clone + PartialEq,
 {
     let started = Instant::now();
-    let properties = model.properties();
     let mut builder = model.clone().checker().threads(run.threads);
     if run.stop_early {
         builder = builder.finish_when(HasDiscoveries::AnyFailures);
@@ -103,26 +102,50 @@ where
         builder = builder.target_state_count(target);
     }
     let checker = builder.spawn_bfs().join();
+    let mut outcome = findings(&model, &checker, render, run.name.into(), started);
+    if run.stop_early {
+        outcome.unmet.clear();
+    }
+    outcome.report.violations = outcome.violated.len() + outcome.unmet.len();
+    outcome
+}
+
+/// What `checker` found on `model`: each `always` property's counterexample (printed as
+/// `render` writes it), each `sometimes` never met, and the report (its `violations` counting
+/// the counterexamples only), named `name`, timed from `started`.
+fn findings<M>(
+    model: &M,
+    checker: &impl Checker<M>,
+    render: impl Fn(&M, &str, &[(M::State, Option<M::Action>)]) -> String,
+    name: String,
+    started: Instant,
+) -> Outcome
+where
+    M: Model,
+    M::State: Clone + PartialEq,
+    M::Action: Clone + PartialEq,
+{
     let seconds = started.elapsed().as_secs_f64();
+    let properties = model.properties();
     let (mut violated, mut unmet) = (Vec::new(), Vec::new());
     for property in &properties {
         let found = checker.discovery(property.name);
         match (property.expectation.discovery_is_failure(), found) {
             (true, Some(path)) => {
                 let path = path.into_vec();
-                eprintln!("{}", render(&model, property.name, &path));
+                eprintln!("{}", render(model, property.name, &path));
                 violated.push((property.name, path.len() - 1));
             }
-            (false, None) if !run.stop_early => unmet.push(property.name),
+            (false, None) => unmet.push(property.name),
             _ => {}
         }
     }
     let report = Report {
-        model: run.name.into(),
+        model: name,
         states: checker.unique_state_count(),
         depth: checker.max_depth(),
         properties: properties.len(),
-        violations: violated.len() + unmet.len(),
+        violations: violated.len(),
         seconds,
     };
     Outcome {
@@ -161,7 +184,6 @@ where
     M::Action: Clone + PartialEq,
 {
     let started = Instant::now();
-    let properties = model.properties();
     let checker = model
         .clone()
         .checker()
@@ -171,31 +193,6 @@ where
         .finish_when(HasDiscoveries::AnyFailures)
         .spawn_simulation(walk.seed, UniformChooser)
         .join();
-    let seconds = started.elapsed().as_secs_f64();
-    let (mut violated, mut unmet) = (Vec::new(), Vec::new());
-    for property in &properties {
-        let found = checker.discovery(property.name);
-        match (property.expectation.discovery_is_failure(), found) {
-            (true, Some(path)) => {
-                let path = path.into_vec();
-                eprintln!("{}", render(&model, property.name, &path));
-                violated.push((property.name, path.len() - 1));
-            }
-            (false, None) => unmet.push(property.name),
-            _ => {}
-        }
-    }
-    let report = Report {
-        model: format!("{name}-walk-seed-{}", walk.seed),
-        states: checker.unique_state_count(),
-        depth: checker.max_depth(),
-        properties: properties.len(),
-        violations: violated.len(),
-        seconds,
-    };
-    Outcome {
-        report,
-        violated,
-        unmet,
-    }
+    let name = format!("{name}-walk-seed-{}", walk.seed);
+    findings(&model, &checker, render, name, started)
 }
