@@ -97,3 +97,20 @@ fn an_acquire_that_does_not_check_the_count_lets_two_in() {
         "at most N permits out at a time",
     );
 }
+
+/// A renewal delayed on its way past the holder's deadline meets a lease that has ended:
+/// `PERMIT_RENEW` must not extend it (README: "a renewal only ever extends a lock its holder
+/// still has"). A script that renews whatever it finds is caught.
+#[test]
+fn a_renewal_that_extends_an_ended_lease_is_caught() {
+    let real = Scripts::default();
+    let renew = mutated(
+        &real.renew,
+        "if type(score) == 'string' and tonumber(score) > now then",
+        "if type(score) == 'string' then",
+    );
+    caught(
+        Scripts { renew, ..real },
+        "a renewal only extends a lease that has not ended",
+    );
+}

@@ -10,12 +10,13 @@ use super::SemaphoreModel;
 use crate::server::Reply;
 
 /// Names of the `always` properties (a discovery is a violation).
-pub const ALWAYS: [&str; 5] = [
+pub const ALWAYS: [&str; 6] = [
     "at most N permits out at a time",
     "permits conserved: available + out == N",
     "a permit its holder believes live is out on the server",
     "no lost wake-up",
     "nothing left by a cancelled acquire",
+    "a renewal only extends a lease that has not ended",
 ];
 
 /// Every property of the model.
@@ -35,6 +36,11 @@ pub fn properties() -> Vec<Property<SemaphoreModel>> {
         Property::sometimes("a release retried after a lost reply is answered", retried),
         Property::always(ALWAYS[3], no_lost_wakeup),
         Property::sometimes("a waiter's wake-up message is on its way", wake_up_on_way),
+        Property::always(ALWAYS[5], |_, s: &State| s.seen & seen::ENDED_RENEWED == 0),
+        Property::sometimes(
+            "a renewal delayed on its way meets a lease that has ended",
+            |_, s: &State| s.seen & seen::LATE_RENEWAL != 0,
+        ),
         Property::always(ALWAYS[4], nothing_left_by_cancel),
         Property::sometimes(
             "a cancelled or late attempt's permit is given back",

@@ -180,6 +180,11 @@ pub mod seen {
     pub const RECLAIMED: u16 = 1;
     /// A renewal extended a lease.
     pub const RENEWED: u16 = 2;
+    /// A renewal delayed on its way ran after its lease had ended on the server.
+    pub const LATE_RENEWAL: u16 = 4;
+    /// A renewal extended a lease that had ended on the server (what the always property
+    /// "a renewal only extends a live lease" rules out).
+    pub const ENDED_RENEWED: u16 = 8;
 }
 
 /// The world: the server and the clients.

@@ -43,6 +43,10 @@ pub enum Action {
     Release(u8),
     /// The watchdog renews the permit (`Permits::renew`); `true`: its reply is lost (a fault).
     Renew(u8, bool),
+    /// A renewal the watchdog sent before the holder's deadline, delayed on its way (a slow
+    /// network, a stalled server), runs now, past the deadline; its reply comes too late to
+    /// count (`Registry::renewed`: a loss is final).
+    LateRenew(u8),
     /// Fault: the client process dies.
     Crash(u8),
     /// Fault: the server restarts empty; every hub resubscribes and wakes its waiters.
@@ -181,6 +185,9 @@ impl Model for SemaphoreModel {
                             actions.push(Action::Renew(c, true));
                         }
                     }
+                    if renewals > 0 && !lost && now >= lapses_at {
+                        actions.push(Action::LateRenew(c));
+                    }
                 }
                 _ => {}
             }
@@ -312,6 +319,26 @@ impl Model for SemaphoreModel {
                 };
                 client.main = Some(Call::sent(Request::Release { id, tries: 1 }));
                 client.phase = Phase::Releasing { id };
+            }
+            Action::LateRenew(c) => {
+                let Phase::Holding { id, .. } = state.clients[c as usize].phase else {
+                    return None;
+                };
+                let before = state.lease_of(id);
+                let lease = self.setup.lease.to_string().into_bytes();
+                state
+                    .server
+                    .eval(&self.scripts.renew, &[LEASES], &[lease, id.bytes()]);
+                if before.is_some_and(|end| end <= now) {
+                    state.seen |= seen::LATE_RENEWAL;
+                    if state.lease_of(id) > before {
+                        state.seen |= seen::ENDED_RENEWED;
+                    }
+                }
+                if let Phase::Holding { lost, renewals, .. } = &mut state.clients[c as usize].phase
+                {
+                    (*lost, *renewals) = (true, *renewals - 1);
+                }
             }
             Action::Renew(c, reply_lost) => {
                 let Phase::Holding { id, .. } = state.clients[c as usize].phase else {
