@@ -56,6 +56,17 @@ fn relock_s_scripts_and_client_pass() {
     assert!(outcome.report.states > 1_000, "{outcome:?}");
 }
 
+/// Restarts from an AOF with every write (left to `--deep` in `check`, for time) at the small
+/// bound: relock's client keeps every promise across them.
+#[test]
+fn relock_s_client_passes_restarts_from_the_aof() {
+    let mut model = small();
+    model.faults.restart_aof = true;
+    let outcome = model.run(1);
+    assert_eq!(outcome.violated, Vec::<(&str, usize)>::new());
+    assert_eq!(outcome.unmet, Vec::<&str>::new());
+}
+
 #[test]
 fn a_release_that_publishes_nothing_loses_a_wake_up() {
     let outcome = mutant(no_publish);
