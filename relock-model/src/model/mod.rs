@@ -103,7 +103,18 @@ where
     }
     let checker = builder.spawn_bfs().join();
     let mut outcome = findings(&model, &checker, render, run.name.into(), started);
+    // A run the state cap stopped need not have reached every situation: its unmet
+    // `sometimes` are printed, not counted.
+    let capped = run
+        .target_states
+        .is_some_and(|cap| checker.state_count() >= cap);
     if run.stop_early {
+        outcome.unmet.clear();
+    }
+    for name in &outcome.unmet {
+        eprintln!("{}: never met: \"{name}\"", run.name);
+    }
+    if capped {
         outcome.unmet.clear();
     }
     outcome.report.violations = outcome.violated.len() + outcome.unmet.len();
