@@ -12,6 +12,7 @@
 //! | [`Action::Subscribe`] | `FairTurns::start` (`wait::subscribe` on `<channel>:<field>`), then the attempt `until_taken` makes at once |
 //! | [`Action::Cancel`], [`Action::Leave`] | dropping a waiting `lock()`: `LeaveQueue`'s drop (FAIR_LEAVE in the background) |
 //! | [`Action::Release`], [`Action::ReleaseReplyLost`] | `lock::release::Hold::release_as` (FAIR_RELEASE), `wait::until_answered`, `Outgoing::settle`, the sweeper's delete |
+//! | [`Action::DropLost`] | `lock::attempt::Sending::gate` after a local lapse: `Registry::lapsed_hold`, `Hold::release_orphan` (FAIR_RELEASE with a TTL of 0) |
 //! | [`Action::Deliver`], [`Action::LoseMessage`] | the hub waking the waiter (`pubsub::Waiter::wait` returns), or the message lost |
 //! | [`Action::Crash`], [`Action::Tick`] | the world |
 //!

@@ -12,8 +12,9 @@
 //! | [`Action::Cancel`], [`Action::Unclaim`] | dropping a waiting `lock()`: `pubsub::Waiter`'s drop, `ClaimGuard`'s drop (UNCLAIM in the background) |
 //! | [`Action::Release`], [`Action::ReleaseReplyLost`] | `lock::release::Hold::release_as` (LOCK_RELEASE), `wait::until_answered`, `Outgoing::settle`, the sweeper's delete |
 //! | [`Action::Renew`] | `watchdog::Watchdog::renew_all` (LOCK_RENEW), `Registry::renewed` / `found_gone` |
+//! | [`Action::DropLost`] | `lock::attempt::Sending::gate` after a local lapse: `Registry::lapsed_hold`, `Hold::release_orphan` (LOCK_RELEASE with a TTL of 0) |
 //! | [`Action::Deliver`], [`Action::LoseMessage`] | the hub waking a waiter (`pubsub::Waiter::wait` returns `Message`), or the message lost |
-//! | [`Action::Crash`], [`Action::Restart`], [`Action::Tick`] | the world |
+//! | [`Action::Crash`], [`Action::Restart`], [`Action::RestartFromAof`], [`Action::Tick`] | the world |
 //!
 //! The local deadline is `registry::holds`'s lapse moment (the send time of the latest command
 //! that confirmed the lease, plus the lease), which `LockGuard::lost` completes at.

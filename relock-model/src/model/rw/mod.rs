@@ -13,7 +13,7 @@
 //! | [`Action::StartRelease`], [`Action::Release`], [`Action::ReleaseReplyLost`] | `guard.unlock()` (the task waits) or a guard's drop (`Hold::resume`, in the background): `lock::release::Hold::release_as` (RW_READ_RELEASE / RW_WRITE_RELEASE, replay key always written: `always_replays`), `wait::until_answered`, `Outgoing::settle`, the sweeper's delete; a guard of a lost generation sends nothing (`Leaving::Lost`) |
 //! | [`Action::Renew`] | `watchdog::Watchdog::renew_all`: `Read::renew_all` (RW_RENEW_READ), the writer's default (LOCK_RENEW); `Registry::renewed` / `found_gone` |
 //! | [`Action::Deliver`], [`Action::LoseMessage`] | the hub waking every waiter of a client (`rw::wakes_all`), or the message lost |
-//! | [`Action::Crash`], [`Action::Restart`], [`Action::Tick`] | the world |
+//! | [`Action::Crash`], [`Action::Restart`], [`Action::RestartFromAof`], [`Action::Tick`] | the world |
 //!
 //! Left out: several tasks of one process (one owner per client), `try_lock` / `lock_with_lease`
 //! (a fixed lease and the lapsed-reader pruning of `Read::taken`), `force_unlock`, the shutdown

@@ -14,6 +14,7 @@
 //! | `Cancel` | dropping the acquire future: the `Waiter` leaves; an attempt in flight leaves a `ResumeRelease` |
 //! | `Release`, and its `Lose` | `Permit::release` → `until_answered` (3 tries) → `give_back` (`PERMIT_RELEASE`), and its outcome mapping |
 //! | `Renew` | the watchdog's `Permits::renew` (`PERMIT_RENEW`); a 0 marks the permit lost |
+//! | `LateRenew` | a renewal sent before the holder's deadline that runs after it (`PERMIT_RENEW`); its reply comes past the deadline, so the permit is lost (`Registry::renewed`) |
 //! | background `Run` / `Deliver` / `Lose` | `ResumeRelease`'s job: `until_answered(true, give_back)` |
 //! | `Crash`, `Restart`, `RestartFromAof`, `Tick`, `DropMessage` | the world: a process dies, Redis restarts empty or from an AOF with every write (hubs resubscribe and wake all), time passes to the next due moment, a message is lost |
 //!
