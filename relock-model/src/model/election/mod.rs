@@ -175,7 +175,7 @@ impl ElectionModel {
     pub fn run(self) -> Outcome {
         let started = Instant::now();
         let properties = self.properties();
-        let mut builder = self.clone().checker().threads(1);
+        let mut builder = self.clone().checker().threads(2);
         if self.stop_early {
             builder = builder.finish_when(HasDiscoveries::AnyFailures);
         }

@@ -146,7 +146,7 @@ impl FairModel {
     pub fn run(self) -> Outcome {
         let run = super::Run {
             name: "fair",
-            threads: 1,
+            threads: 2,
             stop_early: self.stop_early,
             target_states: (self.target_states > 0).then_some(self.target_states),
         };

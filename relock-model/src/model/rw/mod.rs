@@ -210,7 +210,7 @@ impl Model for RwModel {
 
 /// Checks the read-write lock's model within `bound`.
 pub fn check(bound: Bound) -> Report {
-    RwModel::new(bound).run(1).report
+    RwModel::new(bound).run(2).report
 }
 
 /// Random walks over the rw lock's model at the deep bound (see [`super::Walk`]).
