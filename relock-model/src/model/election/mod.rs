@@ -19,9 +19,7 @@
 //! With `replica_sync` (`Config::with_replica_sync`), a term is granted only once a replica has
 //! it (`acquire::guard`'s `await_replica`): the acquire step replicates then.
 
-use std::time::Instant;
-
-use stateright::{Checker, HasDiscoveries, Model, Property};
+use stateright::{Model, Property};
 
 use super::{Bound, Report};
 
@@ -86,7 +84,7 @@ pub struct Faults {
 #[derive(Clone, Debug)]
 pub struct ElectionModel {
     /// The run's name, in its report.
-    pub name: String,
+    pub name: &'static str,
     /// Each candidate's plan.
     pub plans: Vec<Vec<Op>>,
     /// Where the watcher starts: `None` for `watch()`, `Some(seq)` for `watch_after(seq)`.
@@ -107,17 +105,7 @@ pub struct ElectionModel {
     pub target_states: Option<usize>,
 }
 
-/// What a check found: its report, each violated `always` property with its trace length, and
-/// the `sometimes` properties never met.
-#[derive(Clone, Debug)]
-pub struct Outcome {
-    /// The report `relock-model check` prints.
-    pub report: Report,
-    /// Each `always` property with a counterexample, and the counterexample's steps.
-    pub violated: Vec<(&'static str, usize)>,
-    /// `sometimes` properties never met.
-    pub unmet: Vec<&'static str>,
-}
+pub use super::Outcome;
 
 impl ElectionModel {
     /// relock's own scripts and client, without failover or restart: lost messages, a lost
@@ -130,7 +118,7 @@ impl ElectionModel {
             Bound::Deep => (2, 45, Some(3_000_000)),
         };
         ElectionModel {
-            name: "election".into(),
+            name: "election",
             plans: vec![vec![Campaign, Proclaim, Resign], vec![Campaign, Resign]],
             watch_from: None,
             max_faults,
@@ -159,7 +147,7 @@ impl ElectionModel {
             "election-failover"
         };
         ElectionModel {
-            name: name.into(),
+            name,
             max_faults: 1,
             faults: Faults {
                 failover: true,
@@ -173,54 +161,13 @@ impl ElectionModel {
     /// Runs the BFS checker over every interleaving within the bounds; prints each `always`
     /// counterexample's trace to stderr.
     pub fn run(self) -> Outcome {
-        let started = Instant::now();
-        let properties = self.properties();
-        let mut builder = self.clone().checker().threads(2);
-        if self.stop_early {
-            builder = builder.finish_when(HasDiscoveries::AnyFailures);
-        }
-        if let Some(cap) = self.target_states {
-            builder = builder.target_state_count(cap);
-        }
-        let checker = builder.spawn_bfs().join();
-        let seconds = started.elapsed().as_secs_f64();
-        let (mut violated, mut unmet) = (Vec::new(), Vec::new());
-        for property in &properties {
-            let found = checker.discovery(property.name);
-            match (property.expectation.discovery_is_failure(), found) {
-                (true, Some(path)) => {
-                    let path = path.into_vec();
-                    eprintln!("{}", trace::render(&self, property.name, &path));
-                    violated.push((property.name, path.len() - 1));
-                }
-                (false, None) if !self.stop_early => {
-                    eprintln!("{}: never met: \"{}\"", self.name, property.name);
-                    unmet.push(property.name);
-                }
-                _ => {}
-            }
-        }
-        // A run the state cap stopped need not have reached every situation: its unmet
-        // `sometimes` are printed, not counted.
-        if self
-            .target_states
-            .is_some_and(|cap| checker.state_count() >= cap)
-        {
-            unmet.clear();
-        }
-        let report = Report {
-            model: self.name.clone(),
-            states: checker.unique_state_count(),
-            depth: checker.max_depth(),
-            properties: properties.len(),
-            violations: violated.len() + unmet.len(),
-            seconds,
+        let run = super::Run {
+            name: self.name,
+            threads: 2,
+            stop_early: self.stop_early,
+            target_states: self.target_states,
         };
-        Outcome {
-            report,
-            violated,
-            unmet,
-        }
+        super::run_bfs(self, run, trace::render)
     }
 }
 
