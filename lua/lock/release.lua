@@ -20,8 +20,8 @@
 -- ARGV[2]  the TTL in ms to set while holds remain: what the owner's remaining holds need (the
 --          client knows each hold's lease; see `src/registry/holds.rs`); 0 when no hold of the
 --          owner's may remain: the release frees the lock whatever the field's count (a count
---          the client does not know of is a hold it lost locally while Redis still had it, and
---          that the owner re-entered)
+--          the client does not know of, a hold it lost locally while Redis still had it, must
+--          not outlive the owner's last release)
 -- ARGV[3]  holder field <client-uuid>:<owner>
 -- ARGV[4]  the publish command: PUBLISH (or SPUBLISH on a sharded cluster); empty: publish
 --          nothing (a spin lock: its waiters poll)

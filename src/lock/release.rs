@@ -109,7 +109,8 @@ impl Hold {
         self.shared.background.must_run(Arc::new(job));
     }
 
-    /// Releases the hold a cancelled acquire took, which no guard stands for.
+    /// Releases a hold no guard stands for: one a cancelled acquire took, or the owner's holds
+    /// that lapsed locally, dropped before it acquires again (`Sending::gate`).
     pub(crate) async fn release_orphan(
         &self,
         redis: Option<&Connection>,
@@ -179,12 +180,10 @@ impl Hold {
         let need = shared.registry.need(&self.hold_key());
         // No live hold of the owner's, no acquire of its in flight, no other release of its
         // on the way: no hold of this owner may remain, so the release frees the lock whatever
-        // count Redis has (`keep_ms` 0). A count this client does not know of is a hold it lost
-        // locally while Redis still had it, which the owner then re-entered: its lost guard
-        // sends nothing (`Leaving::Lost`), and the hold would outlive every guard, then lapse
-        // with no wake-up.
+        // count Redis has (`keep_ms` 0). A count this client does not know of (a hold it lost
+        // locally while Redis still had it; `Sending::gate` drops those before the owner
+        // acquires again) would otherwise outlive every guard, then lapse with no wake-up.
         let keeps_nothing = need.is_none()
-            && releasing.acquire_lease_ms == 0
             && !releasing.beside_acquire
             && !shared.registry.releases_beside(&self.hold_key());
         let keep_ms = if keeps_nothing {

@@ -18,10 +18,10 @@
 //! process was stopped past its lease learns it as soon as it runs again. A loss is final for the
 //! holds it struck; a later acquire by the same owner starts a new *generation* with a fresh
 //! signal. Redis may still count the lost holds (the lapse moment is the earliest they can
-//! lapse, not the moment they do), so the new generation's acquire may have re-entered them
-//! there: a lost generation's guards send nothing on release ([`Leaving::Lost`]), and the
-//! owner's last release frees the lock whatever count Redis has (`lock::release` sends a TTL of
-//! 0 when no hold of the owner's may remain). A release hands the lapse moment on: a last
+//! lapse, not the moment they do), so the owner drops them there before it acquires again
+//! ([`Registry::lapsed_hold`]); a lost generation's guards send nothing on release
+//! ([`Leaving::Lost`]), and the owner's last release frees the lock whatever count Redis has
+//! (`lock::release` sends a TTL of 0 when no hold of the owner's may remain). A release hands the lapse moment on: a last
 //! release whose hold could lapse before its last retry writes a replay key (see `inflight`).
 
 use std::sync::atomic::Ordering;
