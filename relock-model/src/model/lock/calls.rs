@@ -53,6 +53,27 @@ pub fn acquire(
     )
 }
 
+/// `scripts::plain::inspect` of the plain lock (the read-back after a lost acquire reply, and
+/// the orphan check): INSPECT; the owner's hold count on Redis.
+pub fn inspect(scripts: &Scripts, server: &mut Server, log: &mut Log, i: usize) -> u64 {
+    let field = field(i);
+    let reply = run(
+        server,
+        log,
+        "INSPECT",
+        &scripts.inspect,
+        &[LOCK],
+        &[field.as_str(), ""],
+    );
+    match reply {
+        Reply::Array(items) => match items.get(2) {
+            Some(Reply::Int(holds)) => (*holds).max(0) as u64,
+            other => panic!("INSPECT answered holds {other:?}"),
+        },
+        other => panic!("INSPECT answered {other:?}"),
+    }
+}
+
 /// How one release is sent (`scripts::plain::ReleaseHow`).
 pub struct ReleaseArgs {
     /// The request id (its replay key).

@@ -44,16 +44,19 @@ pub struct Scripts {
     pub renew: String,
     /// UNCLAIM.
     pub unclaim: String,
+    /// INSPECT.
+    pub inspect: String,
 }
 
 impl Default for Scripts {
     fn default() -> Scripts {
-        use relock::testing::scripts::{LOCK_ACQUIRE, LOCK_RELEASE, LOCK_RENEW, UNCLAIM};
+        use relock::testing::scripts::{INSPECT, LOCK_ACQUIRE, LOCK_RELEASE, LOCK_RENEW, UNCLAIM};
         Scripts {
             acquire: LOCK_ACQUIRE.to_string(),
             release: LOCK_RELEASE.to_string(),
             renew: LOCK_RENEW.to_string(),
             unclaim: UNCLAIM.to_string(),
+            inspect: INSPECT.to_string(),
         }
     }
 }
@@ -74,6 +77,13 @@ pub enum Mutation {
     /// locally while Redis still had it, and its last release kept that hold 1 ms, which then
     /// lapsed with no wake-up.
     ReentersLostHold,
+    /// An owner whose holds lapsed locally acquires again without dropping its field first
+    /// (its last release does free the lock whatever its count): a read-back after a lost
+    /// request takes the lapsed hold Redis still counts for one the acquire took.
+    SkipsDrop,
+    /// An acquire whose reply was lost is taken as not taken, without a read-back: the hold
+    /// its script took stays on Redis with no guard.
+    SkipReadBack,
     /// A replay key lives only the retries' window (relock's client before it outlived the
     /// TTL the release leaves and the lease): a retry stalled past it counts twice.
     ShortReplayKey,
@@ -86,6 +96,9 @@ pub struct Faults {
     pub lose_message: bool,
     /// A release's script runs, its reply is lost.
     pub lose_reply: bool,
+    /// An acquire's request or reply is lost (the client reads the lock back), or its
+    /// read-back fails too (the orphan check reads it in the background).
+    pub lose_acquire: bool,
     /// A client's process dies.
     pub crash: bool,
     /// The server restarts empty (down for a lease first).
@@ -149,6 +162,9 @@ impl LockModel {
             faults: Faults {
                 lose_message: true,
                 lose_reply: true,
+                // Lost acquire replies more than double the states at the CI bound (1.9
+                // million); `--deep`, the walks and the tests' small bound have them.
+                lose_acquire: bound == Bound::Deep,
                 crash: true,
                 restart: true,
                 // At the CI bound they would double the states (a million); `--deep` and the

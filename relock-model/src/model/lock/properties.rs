@@ -69,6 +69,26 @@ pub fn all() -> Vec<Property<LockModel>> {
             },
         ),
         Property::sometimes(
+            "an acquire's reply was lost after its script took the hold",
+            |_, s: &LockState| {
+                s.clients.iter().enumerate().any(|(i, c)| match c.phase {
+                    Phase::ReadingBack { held_before, .. } => {
+                        redis_holds(&s.server, i) > u64::from(held_before)
+                    }
+                    _ => false,
+                })
+            },
+        ),
+        Property::sometimes(
+            "an acquire cancelled with its outcome unknown left a hold its orphan check finds",
+            |_, s: &LockState| {
+                s.clients.iter().enumerate().any(|(i, c)| {
+                    c.phase == (Phase::OrphanCheck { cancelled: true })
+                        && redis_holds(&s.server, i) > 0
+                })
+            },
+        ),
+        Property::sometimes(
             "an owner locks again after a local loss while Redis still counts the lost hold",
             |m: &LockModel, s: &LockState| {
                 let now = s.server.now();
@@ -140,14 +160,22 @@ pub fn cancel_clean(s: &LockState) -> bool {
     })
 }
 
-/// No operation in flight: the owner's hold count on Redis is what it believes it holds (while
+/// No operation in flight (a release's retry, an acquire's read-back or orphan check): the
+/// owner's hold count on Redis is what it believes it holds (while
 /// its holds live: not known lost, deadline not passed), plus at most the holds of its lost
 /// generation that Redis may still count (its stale guards'); an owner holding nothing has no
 /// field.
 pub fn counts_agree(s: &LockState) -> bool {
     let now = s.server.now();
     s.clients.iter().enumerate().all(|(i, c)| {
-        if matches!(c.phase, Phase::Crashed | Phase::Releasing { .. }) {
+        let in_flight = matches!(
+            c.phase,
+            Phase::Crashed
+                | Phase::Releasing { .. }
+                | Phase::ReadingBack { .. }
+                | Phase::OrphanCheck { .. }
+        );
+        if in_flight {
             return true;
         }
         let redis = redis_holds(&s.server, i);

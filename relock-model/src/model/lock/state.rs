@@ -25,6 +25,10 @@ pub const RETRY_BY: u64 = COMMAND_TIMEOUT * (2 * TRIES as u64 - 1);
 pub const RENEW_EVERY: u64 = LEASE / 3;
 /// The most sends of one release (`wait::TRIES`).
 pub const TRIES: u8 = 3;
+/// An acquire whose reply was lost reads the lock back on its connection within two command
+/// timeouts of its send (one for the reply it lost, one for the read-back's reconnect and
+/// reply, as `scripts::met` leaves it): the model's clock stops there until it is read.
+pub const READ_BACK_BY: u64 = COMMAND_TIMEOUT * 2;
 
 /// The lock's hash.
 pub const LOCK: &str = "lock";
@@ -63,8 +67,28 @@ pub enum Phase {
         /// Sends so far.
         tries: u8,
     },
-    /// A cancelled acquire whose claim is being withdrawn (`ClaimGuard`'s drop: UNCLAIM).
-    Unclaiming,
+    /// An acquire whose reply was lost (its script ran or not): it reads the lock back on its
+    /// connection (`Sending::read_back`).
+    ReadingBack {
+        /// When the acquire was sent (the lease of a hold it took counts from then).
+        sent_at: u64,
+        /// The owner's live guards before it was sent (`Sending::held_before`).
+        held_before: u8,
+    },
+    /// An acquire dropped (cancelled) while its outcome was unknown, or whose read-back failed
+    /// too: its `OrphanCheck` reads the lock back in the background and releases a hold no
+    /// guard stands for; the owner's next acquire waits for it.
+    OrphanCheck {
+        /// Whether the acquire was cancelled (else it failed, and the owner's task will call
+        /// `lock()` again).
+        cancelled: bool,
+    },
+    /// A cancelled or failed acquire whose claim is being withdrawn (`ClaimGuard`'s drop:
+    /// UNCLAIM in the background).
+    Unclaiming {
+        /// Whether the acquire was cancelled (else it failed).
+        cancelled: bool,
+    },
     /// The process died: its holds expire with their lease, its claim with its window.
     Crashed,
 }

@@ -6,8 +6,8 @@ use crate::server::Reply;
 
 use super::calls::{self, Log, ReleaseArgs};
 use super::state::{
-    Cancelled, Client, LockState, Op, Phase, CHANNEL, LEASE, RENEW_EVERY, REPLAY_TTL, RETRY_BY,
-    TRIES,
+    Cancelled, Client, LockState, Op, Phase, CHANNEL, LEASE, READ_BACK_BY, RENEW_EVERY, REPLAY_TTL,
+    RETRY_BY, TRIES,
 };
 use super::{LockModel, Mutation};
 
@@ -20,9 +20,25 @@ pub enum Action {
     /// Client `i`'s first attempt found the lock busy: it subscribes to the lock's channel,
     /// then tries again at once (a message sent meanwhile found nobody listening yet).
     Subscribe(usize),
-    /// Client `i`'s waiting `lock()` is dropped (at its subscription or its wait).
+    /// Client `i` sends an acquire attempt (as [`Action::Acquire`], or after subscribing as
+    /// [`Action::Subscribe`]) and its reply never comes: the request was lost before the script
+    /// ran, or the reply after it (a fault). The client reads the lock back.
+    AcquireLost(usize, Loss),
+    /// Client `i` reads the lock back after its acquire's lost reply: its field counting more
+    /// holds than its live guards means the acquire took one (`Sending::read_back`); else its
+    /// `lock()` fails, and its task calls it again.
+    ReadBack(usize),
+    /// Client `i`'s read-back fails too (a fault): its `lock()` fails, and the orphan check
+    /// reads the lock back in the background.
+    ReadBackFails(usize),
+    /// Client `i`'s orphan check: the hold of an acquire nobody received (cancelled, or failed
+    /// with its outcome unknown) is released if the owner's field counts more holds than its
+    /// live guards (`OrphanCheck`'s drop, `Hold::release_orphan`).
+    OrphanCheck(usize),
+    /// Client `i`'s waiting `lock()` is dropped (at its subscription, its wait, or while its
+    /// attempt's outcome is unknown).
     Cancel(usize),
-    /// Client `i`'s cancelled acquire withdraws its claim (in the background).
+    /// Client `i`'s cancelled or failed acquire withdraws its claim (in the background).
     Unclaim(usize),
     /// Client `i` sends a release and gets its reply.
     Release(usize),
@@ -48,6 +64,15 @@ pub enum Action {
     Tick,
 }
 
+/// What an acquire's lost reply lost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Loss {
+    /// The request: the script never ran.
+    Request,
+    /// The reply: the script ran.
+    Reply,
+}
+
 impl LockModel {
     /// The steps enabled in `s`.
     pub(super) fn enabled(&self, s: &LockState, actions: &mut Vec<Action>) {
@@ -61,10 +86,14 @@ impl LockModel {
                     match next {
                         Some(Op::Lock) => {
                             let lapsed = c.holds > 0 && (c.lost || now >= c.deadline);
-                            if lapsed && self.mutation != Mutation::ReentersLostHold {
+                            let drops = !matches!(
+                                self.mutation,
+                                Mutation::ReentersLostHold | Mutation::SkipsDrop
+                            );
+                            if lapsed && drops {
                                 actions.push(Action::DropLost(i));
                             } else {
-                                actions.push(Action::Acquire(i));
+                                self.push_acquire(s, i, actions);
                             }
                         }
                         Some(Op::Unlock) if c.holds == 0 && c.stale > 0 => {
@@ -82,21 +111,37 @@ impl LockModel {
                         actions.push(Action::Renew(i));
                     }
                 }
-                Phase::Subscribing => actions.push(Action::Subscribe(i)),
+                Phase::Subscribing => {
+                    actions.push(Action::Subscribe(i));
+                    self.push_lost(s, i, actions);
+                }
                 Phase::Waiting { until } => {
                     if c.woken || now >= until {
-                        actions.push(Action::Acquire(i));
+                        self.push_acquire(s, i, actions);
                     }
                 }
+                Phase::ReadingBack { .. } => {
+                    actions.push(Action::ReadBack(i));
+                    if fault && self.faults.lose_acquire {
+                        actions.push(Action::ReadBackFails(i));
+                    }
+                }
+                Phase::OrphanCheck { .. } => actions.push(Action::OrphanCheck(i)),
                 Phase::Releasing { tries, .. } => {
                     actions.push(Action::Release(i));
                     if fault && self.faults.lose_reply && tries + 1 < TRIES {
                         actions.push(Action::ReleaseReplyLost(i));
                     }
                 }
-                Phase::Unclaiming => actions.push(Action::Unclaim(i)),
+                Phase::Unclaiming { .. } => actions.push(Action::Unclaim(i)),
             }
-            let waits = matches!(c.phase, Phase::Subscribing | Phase::Waiting { .. });
+            // A re-entry never waits; an acquire with nothing held may be dropped while it
+            // waits or while its attempt's outcome is unknown.
+            let waits = match c.phase {
+                Phase::Subscribing | Phase::Waiting { .. } => true,
+                Phase::ReadingBack { .. } => c.holds == 0,
+                _ => false,
+            };
             if waits && s.cancels < self.max_cancels && self.cancellable[i] {
                 actions.push(Action::Cancel(i));
             }
@@ -110,12 +155,13 @@ impl LockModel {
                 actions.push(Action::Crash(i));
             }
         }
-        // A restart keeps the server down for a lease: not while a release's retry is due
-        // within a few command timeouts (its sends would fail, not be answered late).
+        // A restart keeps the server down for a lease: not while a release's retry or a
+        // read-back is due within a few command timeouts (its sends would fail, not be
+        // answered late).
         let retrying = s
             .clients
             .iter()
-            .any(|c| matches!(c.phase, Phase::Releasing { .. }));
+            .any(|c| matches!(c.phase, Phase::Releasing { .. } | Phase::ReadingBack { .. }));
         let restart = !retrying || self.stalled_retries;
         if fault && self.faults.restart && restart && now + LEASE <= self.horizon {
             actions.push(Action::Restart);
@@ -128,13 +174,28 @@ impl LockModel {
         }
     }
 
+    /// Client `i`'s next attempt, answered or (a fault) not.
+    fn push_acquire(&self, s: &LockState, i: usize, actions: &mut Vec<Action>) {
+        actions.push(Action::Acquire(i));
+        self.push_lost(s, i, actions);
+    }
+
+    /// Client `i`'s next attempt, its request or its reply lost (a fault).
+    fn push_lost(&self, s: &LockState, i: usize, actions: &mut Vec<Action>) {
+        if s.faults < self.max_faults && self.faults.lose_acquire {
+            actions.push(Action::AcquireLost(i, Loss::Request));
+            actions.push(Action::AcquireLost(i, Loss::Reply));
+        }
+    }
+
     /// The next moment something is due after now, within the horizon: a key's expiry, a
-    /// waiter's timer, a holder's renewal, the latest a release's retry goes out. `None` also
-    /// when a retry is due now and retries do not stall.
+    /// waiter's timer, a holder's renewal, the latest a release's retry or a read-back goes
+    /// out. `None` also when a retry or a read-back is due now and retries do not stall.
     pub(super) fn next_event(&self, s: &LockState) -> Option<u64> {
         let now = s.server.now();
         let retry_by = |c: &Client| match c.phase {
             Phase::Releasing { sent_at, .. } if !self.stalled_retries => Some(sent_at + RETRY_BY),
+            Phase::ReadingBack { sent_at, .. } => Some(sent_at + READ_BACK_BY),
             _ => None,
         };
         if s.clients.iter().filter_map(retry_by).any(|t| t <= now) {
@@ -170,27 +231,77 @@ impl LockModel {
                 let priority = self.ask(&mut s.clients[i]);
                 self.attempt(&mut s, i, priority, log);
             }
+            Action::AcquireLost(i, loss) => {
+                s.faults += 1;
+                if s.clients[i].phase == Phase::Subscribing {
+                    s.server.subscribe(CHANNEL.as_bytes());
+                    s.clients[i].subscribed = true;
+                }
+                let c = &mut s.clients[i];
+                c.woken = false;
+                let priority = if c.subscribed { self.ask(c) } else { 0 };
+                let held_before = self.live_guards(c, now);
+                if loss == Loss::Reply {
+                    calls::acquire(&self.scripts, &mut s.server, log, i, priority);
+                }
+                s.clients[i].phase = Phase::ReadingBack {
+                    sent_at: now,
+                    held_before,
+                };
+            }
+            Action::ReadBack(i) => {
+                let Phase::ReadingBack {
+                    sent_at,
+                    held_before,
+                } = s.clients[i].phase
+                else {
+                    unreachable!("enabled while reading back")
+                };
+                let took = self.mutation != Mutation::SkipReadBack
+                    && calls::inspect(&self.scripts, &mut s.server, log, i)
+                        > u64::from(held_before);
+                if took {
+                    self.taken(&mut s, i, sent_at);
+                } else {
+                    // `lock()` fails with the lost reply's error; the task calls it again.
+                    leave_wait(&mut s, i);
+                    self.give_up(&mut s.clients[i], false);
+                }
+            }
+            Action::ReadBackFails(i) => {
+                s.faults += 1;
+                leave_wait(&mut s, i);
+                s.clients[i].phase = Phase::OrphanCheck { cancelled: false };
+            }
+            Action::OrphanCheck(i) => {
+                let Phase::OrphanCheck { cancelled } = s.clients[i].phase else {
+                    unreachable!("enabled while checking")
+                };
+                let guards = self.live_guards(&s.clients[i], now);
+                if calls::inspect(&self.scripts, &mut s.server, log, i) > u64::from(guards) {
+                    self.release_orphan(&mut s, i, log);
+                }
+                self.give_up(&mut s.clients[i], cancelled);
+            }
             Action::Cancel(i) => {
                 s.cancels += 1;
                 leave_wait(&mut s, i);
                 let c = &mut s.clients[i];
                 c.pc = self.plans[i].len() as u8;
-                if c.claimed && self.mutation != Mutation::SkipUnclaim {
-                    c.phase = Phase::Unclaiming;
+                if matches!(c.phase, Phase::ReadingBack { .. }) {
+                    // Dropped with its outcome unknown: the orphan check runs first.
+                    c.phase = Phase::OrphanCheck { cancelled: true };
                 } else {
-                    c.cancelled = if c.claimed {
-                        Cancelled::Withdrawn
-                    } else {
-                        Cancelled::Plain
-                    };
-                    c.claimed = false;
-                    c.phase = Phase::Idle;
+                    self.give_up(c, true);
                 }
             }
             Action::Unclaim(i) => {
                 calls::unclaim(&self.scripts, &mut s.server, log, i);
                 let c = &mut s.clients[i];
-                (c.cancelled, c.claimed, c.phase) = (Cancelled::Withdrawn, false, Phase::Idle);
+                if c.phase == (Phase::Unclaiming { cancelled: true }) {
+                    c.cancelled = Cancelled::Withdrawn;
+                }
+                (c.claimed, c.phase) = (false, Phase::Idle);
             }
             Action::Release(i) => self.release(&mut s, i, false, log),
             Action::ReleaseReplyLost(i) => self.release(&mut s, i, true, log),
@@ -281,25 +392,7 @@ impl LockModel {
         let now = s.server.now();
         let reply = calls::acquire(&self.scripts, &mut s.server, log, i, priority);
         match reply {
-            Reply::Nil => {
-                // `Sending::taken` registers the hold: a new generation when the owner held
-                // nothing live, else an extension (`Holding::extended`).
-                let c = &mut s.clients[i];
-                if c.holds > 0 && (c.lost || now >= c.deadline) {
-                    // `Registry::register` after a loss: a new generation; the old guards'
-                    // releases will send nothing.
-                    (c.stale, c.holds) = (c.stale + c.holds, 0);
-                }
-                if c.holds == 0 {
-                    (c.deadline, c.lost, c.renew_due) = (now + LEASE, false, now + RENEW_EVERY);
-                }
-                c.deadline = self.believed(c.deadline.max(now + LEASE));
-                c.holds += 1;
-                (c.claimed, c.tries, c.missed) = (false, 0, false);
-                c.pc += 1;
-                c.phase = Phase::Idle;
-                leave_wait(s, i);
-            }
+            Reply::Nil => self.taken(s, i, now),
             Reply::Int(ms) => {
                 let c = &mut s.clients[i];
                 c.missed = false;
@@ -314,6 +407,73 @@ impl LockModel {
             }
             other => panic!("LOCK_ACQUIRE answered {other:?}"),
         }
+    }
+
+    /// `Sending::taken`: the hold of an acquire sent at `sent_at` is registered: a new
+    /// generation when the owner held nothing live, else an extension (`Holding::extended`).
+    fn taken(&self, s: &mut LockState, i: usize, sent_at: u64) {
+        let now = s.server.now();
+        let c = &mut s.clients[i];
+        if c.holds > 0 && (c.lost || now >= c.deadline) {
+            // `Registry::register` after a loss: a new generation; the old guards' releases
+            // will send nothing.
+            (c.stale, c.holds) = (c.stale + c.holds, 0);
+        }
+        if c.holds == 0 {
+            (c.deadline, c.lost, c.renew_due) = (sent_at + LEASE, false, sent_at + RENEW_EVERY);
+        }
+        c.deadline = self.believed(c.deadline.max(sent_at + LEASE));
+        c.holds += 1;
+        (c.claimed, c.tries, c.missed) = (false, 0, false);
+        c.pc += 1;
+        c.phase = Phase::Idle;
+        leave_wait(s, i);
+    }
+
+    /// The owner's live guards (`Registry::guards`): none once its holds lapsed locally.
+    fn live_guards(&self, c: &Client, now: u64) -> u8 {
+        if c.lost || now >= c.deadline {
+            0
+        } else {
+            c.holds
+        }
+    }
+
+    /// A cancelled (`cancelled`) or failed acquire, its orphan checked, gives up its turn:
+    /// `ClaimGuard`'s drop withdraws a claim it may have left (in the background).
+    fn give_up(&self, c: &mut Client, cancelled: bool) {
+        (c.tries, c.missed) = (0, false);
+        if c.claimed && self.mutation != Mutation::SkipUnclaim {
+            c.phase = Phase::Unclaiming { cancelled };
+            return;
+        }
+        if cancelled {
+            c.cancelled = if c.claimed {
+                Cancelled::Withdrawn
+            } else {
+                Cancelled::Plain
+            };
+        }
+        c.claimed = false;
+        c.phase = Phase::Idle;
+    }
+
+    /// `Hold::release_orphan` from an orphan check: one hold released, counted as a release
+    /// beside the acquire it stands for (`Releasing::beside_acquire`: the TTL kept is the
+    /// acquire's lease, and a replay key is written, which the sweeper deletes once the reply
+    /// is in). Its sends retry until answered (`background::must_run`).
+    fn release_orphan(&self, s: &mut LockState, i: usize, log: &mut Log) {
+        let c = &mut s.clients[i];
+        c.requests += 1;
+        let how = ReleaseArgs {
+            keep_ms: LEASE,
+            replay_ttl: REPLAY_TTL + LEASE,
+            request: c.requests,
+            sent_before: false,
+            replay_last: true,
+        };
+        calls::release(&self.scripts, &mut s.server, log, i, &how);
+        calls::sweep(&mut s.server, log, i, how.request);
     }
 
     /// `Hold::release_as`: one send of a release (its reply lost when `lose`), and, when the
