@@ -23,8 +23,10 @@ use stateright::{Model, Property};
 
 use super::{Bound, Report};
 
+mod acquire;
 mod calls;
 pub mod properties;
+mod release;
 pub mod state;
 pub mod steps;
 mod trace;

@@ -2,12 +2,10 @@
 //! relock's code runs them) and what the world may do (deliver or lose a message, lose a reply,
 //! crash a client, restart the server, let time pass to the next event).
 
-use crate::server::Reply;
-
-use super::calls::{self, Log, ReleaseArgs};
+use super::calls::{self, Log};
 use super::state::{
-    Cancelled, Client, LockState, Op, Phase, CHANNEL, LEASE, READ_BACK_BY, RENEW_EVERY, REPLAY_TTL,
-    RETRY_BY, TRIES,
+    Cancelled, Client, LockState, Op, Phase, CHANNEL, LEASE, READ_BACK_BY, RENEW_EVERY, RETRY_BY,
+    TRIES,
 };
 use super::{LockModel, Mutation};
 
@@ -376,207 +374,8 @@ impl LockModel {
         s
     }
 
-    /// `PlainTurns::ask` / `ClaimGuard::next`: the claim priority of a subscribed waiter's next
-    /// attempt: nothing on its first try as first waiter, then the races it lost.
-    fn ask(&self, c: &mut Client) -> u32 {
-        c.tries += 1;
-        if c.tries < 2 {
-            return 0;
-        }
-        c.claimed = true;
-        u32::from(c.tries - 1)
-    }
-
-    /// `Hold::try_once` and what `until_taken` / `PlainTurns` make of its answer.
-    fn attempt(&self, s: &mut LockState, i: usize, priority: u32, log: &mut Log) {
-        let now = s.server.now();
-        let reply = calls::acquire(&self.scripts, &mut s.server, log, i, priority);
-        match reply {
-            Reply::Nil => self.taken(s, i, now),
-            Reply::Int(ms) => {
-                let c = &mut s.clients[i];
-                c.missed = false;
-                c.phase = if c.subscribed {
-                    // `next_turn`: wait for a message, at most the hint (no TTL: the watchdog
-                    // timeout), at least 1 ms.
-                    let bound = if ms < 0 { LEASE } else { (ms as u64).max(1) };
-                    Phase::Waiting { until: now + bound }
-                } else {
-                    Phase::Subscribing
-                };
-            }
-            other => panic!("LOCK_ACQUIRE answered {other:?}"),
-        }
-    }
-
-    /// `Sending::taken`: the hold of an acquire sent at `sent_at` is registered: a new
-    /// generation when the owner held nothing live, else an extension (`Holding::extended`).
-    fn taken(&self, s: &mut LockState, i: usize, sent_at: u64) {
-        let now = s.server.now();
-        let c = &mut s.clients[i];
-        if c.holds > 0 && (c.lost || now >= c.deadline) {
-            // `Registry::register` after a loss: a new generation; the old guards' releases
-            // will send nothing.
-            (c.stale, c.holds) = (c.stale + c.holds, 0);
-        }
-        if c.holds == 0 {
-            (c.deadline, c.lost, c.renew_due) = (sent_at + LEASE, false, sent_at + RENEW_EVERY);
-        }
-        c.deadline = self.believed(c.deadline.max(sent_at + LEASE));
-        c.holds += 1;
-        (c.claimed, c.tries, c.missed) = (false, 0, false);
-        c.pc += 1;
-        c.phase = Phase::Idle;
-        leave_wait(s, i);
-    }
-
-    /// The owner's live guards (`Registry::guards`): none once its holds lapsed locally.
-    fn live_guards(&self, c: &Client, now: u64) -> u8 {
-        if c.lost || now >= c.deadline {
-            0
-        } else {
-            c.holds
-        }
-    }
-
-    /// A cancelled (`cancelled`) or failed acquire, its orphan checked, gives up its turn:
-    /// `ClaimGuard`'s drop withdraws a claim it may have left (in the background).
-    fn give_up(&self, c: &mut Client, cancelled: bool) {
-        (c.tries, c.missed) = (0, false);
-        if c.claimed && self.mutation != Mutation::SkipUnclaim {
-            c.phase = Phase::Unclaiming { cancelled };
-            return;
-        }
-        if cancelled {
-            c.cancelled = if c.claimed {
-                Cancelled::Withdrawn
-            } else {
-                Cancelled::Plain
-            };
-        }
-        c.claimed = false;
-        c.phase = Phase::Idle;
-    }
-
-    /// `Hold::release_orphan` from an orphan check: one hold released, counted as a release
-    /// beside the acquire it stands for (`Releasing::beside_acquire`: the TTL kept is the
-    /// acquire's lease, and a replay key is written, which the sweeper deletes once the reply
-    /// is in). Its sends retry until answered (`background::must_run`).
-    fn release_orphan(&self, s: &mut LockState, i: usize, log: &mut Log) {
-        let c = &mut s.clients[i];
-        c.requests += 1;
-        let how = ReleaseArgs {
-            keep_ms: LEASE,
-            replay_ttl: REPLAY_TTL + LEASE,
-            request: c.requests,
-            sent_before: false,
-            replay_last: true,
-        };
-        calls::release(&self.scripts, &mut s.server, log, i, &how);
-        calls::sweep(&mut s.server, log, i, how.request);
-    }
-
-    /// `Hold::release_as`: one send of a release (its reply lost when `lose`), and, when the
-    /// reply comes, `Outgoing::settle`.
-    fn release(&self, s: &mut LockState, i: usize, lose: bool, log: &mut Log) {
-        let now = s.server.now();
-        let c = &mut s.clients[i];
-        if c.holds == 0 {
-            // A guard of a lost generation: `Registry::unregister` says `Leaving::Lost`.
-            (c.stale, c.pc) = (c.stale - 1, c.pc + 1);
-            return;
-        }
-        let (sent_at, replay_last, tries) = match c.phase {
-            Phase::Releasing {
-                sent_at,
-                replay_last,
-                tries,
-            } => (sent_at, replay_last, tries),
-            _ => {
-                c.requests += 1;
-                // `Hold::outgoing`: the last release writes a replay key when the hold could
-                // lapse (the local deadline) before the last retry.
-                (now, c.deadline <= now + REPLAY_TTL, 0)
-            }
-        };
-        let sent_before = tries > 0 && self.mutation != Mutation::ReplayFlagZero;
-        // `Hold::outgoing`: what the owner's live holds need once this one goes: the watchdog
-        // lease while another guard of its generation lives, else 0 (no hold of the owner's
-        // may remain: the script frees the lock whatever count Redis has).
-        let keep_ms = match (c.holds > 1, self.mutation) {
-            (true, _) => LEASE,
-            (false, Mutation::ReentersLostHold) => 1,
-            (false, _) => 0,
-        };
-        // The replay key outlives the retries' window by the longer of the TTL this release
-        // leaves and the lease (a renewal sent before a stall).
-        let replay_ttl = match self.mutation {
-            Mutation::ShortReplayKey => REPLAY_TTL,
-            _ => REPLAY_TTL + keep_ms.max(LEASE),
-        };
-        let how = ReleaseArgs {
-            keep_ms,
-            replay_ttl,
-            request: c.requests,
-            sent_before,
-            replay_last,
-        };
-        let reply = calls::release(&self.scripts, &mut s.server, log, i, &how);
-        let c = &mut s.clients[i];
-        if lose {
-            s.faults += 1;
-            c.phase = Phase::Releasing {
-                sent_at,
-                replay_last,
-                tries: tries + 1,
-            };
-            return;
-        }
-        let sweep = match reply {
-            // A retry that finds the field gone: freed by its earlier send (or, past the
-            // lapse moment, `LeaseLost`). Either way this guard is gone.
-            Reply::Nil => false,
-            Reply::Int(0) => {
-                // `Registry::lease_set`: the TTL was set to what the remaining holds need.
-                c.deadline = self.believed(sent_at + keep_ms);
-                true
-            }
-            Reply::Int(_) => replay_last,
-            other => panic!("LOCK_RELEASE answered {other:?}"),
-        };
-        c.holds = c.holds.saturating_sub(1);
-        if c.holds == 0 {
-            (c.deadline, c.lost, c.renew_due) = (0, false, 0);
-        }
-        c.pc += 1;
-        c.phase = Phase::Idle;
-        if sweep {
-            calls::sweep(&mut s.server, log, i, how.request);
-        }
-    }
-
-    /// `Sending::gate` after a local loss: the owner's field dropped on Redis (a release with a
-    /// TTL of 0 under a request of its own, asked to write its replay key, which the sweeper
-    /// deletes once the reply is in); the lost guards are stale from here on.
-    fn drop_lost(&self, s: &mut LockState, i: usize, log: &mut Log) {
-        let c = &mut s.clients[i];
-        c.requests += 1;
-        let how = ReleaseArgs {
-            keep_ms: 0,
-            replay_ttl: REPLAY_TTL + LEASE,
-            request: c.requests,
-            sent_before: false,
-            replay_last: true,
-        };
-        calls::release(&self.scripts, &mut s.server, log, i, &how);
-        calls::sweep(&mut s.server, log, i, how.request);
-        let c = &mut s.clients[i];
-        (c.stale, c.holds) = (c.stale + c.holds, 0);
-        (c.deadline, c.lost, c.renew_due) = (0, false, 0);
-    }
-
     /// The local deadline the owner keeps: `deadline`, or forever for a client that ignores it.
-    fn believed(&self, deadline: u64) -> u64 {
+    pub(super) fn believed(&self, deadline: u64) -> u64 {
         if self.mutation == Mutation::IgnoreDeadline {
             u64::MAX
         } else {
@@ -598,7 +397,7 @@ impl LockModel {
 
 /// Client `i`'s waiter goes (it took the lock, or gave up): the last waiter of the client
 /// unsubscribes the channel, and a message on its way finds nobody.
-fn leave_wait(s: &mut LockState, i: usize) {
+pub(super) fn leave_wait(s: &mut LockState, i: usize) {
     let c = &mut s.clients[i];
     if c.subscribed {
         s.server.unsubscribe(CHANNEL.as_bytes());
