@@ -1,10 +1,70 @@
-//! What every model's counterexample trace prints of the keyspace: the keys a step changed,
-//! each shown with its value and expiry.
+//! A counterexample as a readable trace, the same for every model that implements [`Traced`]:
+//! each step, the scripts it sent with their keys, arguments and replies, the keys it changed
+//! (each with its value and expiry), and each client's state.
 
 use std::collections::BTreeSet;
-use std::fmt::Write as _;
+use std::fmt::{Debug, Write as _};
 
-use crate::server::{Data, Entry, Keyspace};
+use stateright::Model;
+
+use crate::server::{Data, Entry, Keyspace, Server};
+
+/// What [`render`] needs of a model.
+pub trait Traced: Model {
+    /// The simulated server in `state`.
+    fn server(state: &Self::State) -> &Server;
+    /// The faults spent in `state`.
+    fn faults(state: &Self::State) -> u8;
+    /// The state after `action` in `state`, with what it sent in `log`.
+    fn replay(
+        &self,
+        state: &Self::State,
+        action: Self::Action,
+        log: &mut Option<Vec<String>>,
+    ) -> Self::State;
+    /// Writes one indented line per client (and anything else the model shows of a state).
+    fn describe(out: &mut String, state: &Self::State);
+}
+
+/// The trace of `path` (states and the actions between them), which violates `property`.
+pub fn render<M>(model: &M, property: &str, path: &[(M::State, Option<M::Action>)]) -> String
+where
+    M: Traced,
+    M::Action: Debug + Clone,
+{
+    let mut out = String::new();
+    let steps = path.len().saturating_sub(1);
+    writeln!(out, "counterexample to \"{property}\" ({steps} steps):").unwrap();
+    let Some((first, _)) = path.first() else {
+        return out;
+    };
+    writeln!(out, "  start at t={}", M::server(first).now()).unwrap();
+    M::describe(&mut out, first);
+    for (k, pair) in path.windows(2).enumerate() {
+        let (before, action) = (&pair[0].0, &pair[0].1);
+        let Some(action) = action.clone() else {
+            continue;
+        };
+        let mut log = Some(Vec::new());
+        let (then, label) = (M::server(before).now(), format!("{action:?}"));
+        let after = model.replay(before, action, &mut log);
+        writeln!(out, "step {}: {label} at t={then}", k + 1).unwrap();
+        for line in log.unwrap_or_default() {
+            writeln!(out, "    sent {line}").unwrap();
+        }
+        let now = M::server(&after).now();
+        if now != then {
+            writeln!(out, "    clock {then} -> {now}").unwrap();
+        }
+        let (old, new) = (&M::server(before).keyspace, &M::server(&after).keyspace);
+        keyspace_change(&mut out, "key", old, new);
+        M::describe(&mut out, &after);
+        if M::faults(&after) != M::faults(before) {
+            writeln!(out, "    faults spent: {}", M::faults(&after)).unwrap();
+        }
+    }
+    out
+}
 
 /// Writes one line per key that differs between `before` and `after`: `    <label> <key>:
 /// <before> -> <after>`.
