@@ -5,7 +5,9 @@
 use crate::server::Reply;
 
 use super::calls::{self, Log, ReleaseArgs};
-use super::state::{Cancelled, Client, LockState, Phase, LEASE, RENEW_EVERY, REPLAY_TTL};
+use super::state::{
+    field, replay_key, Cancelled, Client, LockState, Phase, LEASE, RENEW_EVERY, REPLAY_TTL,
+};
 use super::steps::leave_wait;
 use super::{LockModel, Mutation};
 
@@ -24,7 +26,7 @@ impl LockModel {
     /// `Hold::try_once` and what `until_taken` / `PlainTurns` make of its answer.
     pub(super) fn attempt(&self, s: &mut LockState, i: usize, priority: u32, log: &mut Log) {
         let now = s.server.now();
-        let reply = calls::acquire(&self.scripts, &mut s.server, log, i, priority);
+        let reply = calls::acquire(&self.scripts, &mut s.server, log, &field(i), priority);
         match reply {
             Reply::Nil => self.taken(s, i, now),
             Reply::Int(ms) => {
@@ -106,8 +108,15 @@ impl LockModel {
             sent_before: false,
             replay_last: true,
         };
-        calls::release(&self.scripts, &mut s.server, log, i, &how);
-        calls::sweep(&mut s.server, log, i, how.request);
+        calls::release(
+            &self.scripts,
+            &mut s.server,
+            log,
+            &field(i),
+            &replay_key(i, how.request),
+            &how,
+        );
+        calls::sweep(&mut s.server, log, &replay_key(i, how.request));
     }
 
     /// `Sending::gate` after a local loss: the owner's field dropped on Redis (a release with a
@@ -123,8 +132,15 @@ impl LockModel {
             sent_before: false,
             replay_last: true,
         };
-        calls::release(&self.scripts, &mut s.server, log, i, &how);
-        calls::sweep(&mut s.server, log, i, how.request);
+        calls::release(
+            &self.scripts,
+            &mut s.server,
+            log,
+            &field(i),
+            &replay_key(i, how.request),
+            &how,
+        );
+        calls::sweep(&mut s.server, log, &replay_key(i, how.request));
         let c = &mut s.clients[i];
         (c.stale, c.holds) = (c.stale + c.holds, 0);
         (c.deadline, c.lost, c.renew_due) = (0, false, 0);

@@ -3,7 +3,7 @@
 
 use crate::server::{Reply, Server};
 
-use super::state::{field, replay_key, CHANNEL, CLAIM, LEASE, LOCK, WINDOW};
+use super::state::{CHANNEL, CLAIM, LEASE, LOCK, WINDOW};
 use super::Scripts;
 
 /// What the steps of one transition sent, for a trace (`None`: not recorded).
@@ -33,16 +33,11 @@ pub fn acquire(
     scripts: &Scripts,
     server: &mut Server,
     log: &mut Log,
-    i: usize,
+    field: &str,
     priority: u32,
 ) -> Reply {
-    let (lease, field, priority, window) = (
-        LEASE.to_string(),
-        field(i),
-        priority.to_string(),
-        WINDOW.to_string(),
-    );
-    let args = [lease.as_str(), &field, &priority, &window];
+    let (lease, priority, window) = (LEASE.to_string(), priority.to_string(), WINDOW.to_string());
+    let args = [lease.as_str(), field, &priority, &window];
     run(
         server,
         log,
@@ -55,15 +50,14 @@ pub fn acquire(
 
 /// `scripts::plain::inspect` of the plain lock (the read-back after a lost acquire reply, and
 /// the orphan check): INSPECT; the owner's hold count on Redis.
-pub fn inspect(scripts: &Scripts, server: &mut Server, log: &mut Log, i: usize) -> u64 {
-    let field = field(i);
+pub fn inspect(scripts: &Scripts, server: &mut Server, log: &mut Log, field: &str) -> u64 {
     let reply = run(
         server,
         log,
         "INSPECT",
         &scripts.inspect,
         &[LOCK],
-        &[field.as_str(), ""],
+        &[field, ""],
     );
     match reply {
         Reply::Array(items) => match items.get(2) {
@@ -94,14 +88,13 @@ pub fn release(
     scripts: &Scripts,
     server: &mut Server,
     log: &mut Log,
-    i: usize,
+    field: &str,
+    replay: &str,
     how: &ReleaseArgs,
 ) -> Reply {
-    let replay = replay_key(i, how.request);
-    let keys = [LOCK, CHANNEL, replay.as_str(), CLAIM];
-    let (lease, field, ttl, window) = (
+    let keys = [LOCK, CHANNEL, replay, CLAIM];
+    let (lease, ttl, window) = (
         how.keep_ms.to_string(),
-        field(i),
         how.replay_ttl.to_string(),
         WINDOW.to_string(),
     );
@@ -109,7 +102,7 @@ pub fn release(
     let args = [
         "0",
         lease.as_str(),
-        &field,
+        field,
         "PUBLISH",
         &ttl,
         &window,
@@ -120,37 +113,28 @@ pub fn release(
 }
 
 /// The sweeper's delete of a spent replay key, once its release has its reply.
-pub fn sweep(server: &mut Server, log: &mut Log, i: usize, request: u8) {
-    let key = replay_key(i, request);
-    let reply = server.command(&["DEL", key.as_str()]);
+pub fn sweep(server: &mut Server, log: &mut Log, key: &str) {
+    let reply = server.command(&["DEL", key]);
     if let Some(lines) = log {
         lines.push(format!("DEL {key} -> {reply:?}"));
     }
 }
 
 /// `scripts::plain::renew` for one lock: LOCK_RENEW; whether the hold was still there.
-pub fn renew(scripts: &Scripts, server: &mut Server, log: &mut Log, i: usize) -> bool {
-    let (lease, field) = (LEASE.to_string(), field(i));
+pub fn renew(scripts: &Scripts, server: &mut Server, log: &mut Log, field: &str) -> bool {
+    let lease = LEASE.to_string();
     let reply = run(
         server,
         log,
         "LOCK_RENEW",
         &scripts.renew,
         &[LOCK],
-        &[lease.as_str(), &field],
+        &[lease.as_str(), field],
     );
     reply == Reply::Array(vec![Reply::Int(1)])
 }
 
 /// `scripts::plain::unclaim` of the plain lock (no wake): UNCLAIM.
-pub fn unclaim(scripts: &Scripts, server: &mut Server, log: &mut Log, i: usize) -> Reply {
-    let field = field(i);
-    run(
-        server,
-        log,
-        "UNCLAIM",
-        &scripts.unclaim,
-        &[CLAIM],
-        &[field.as_str()],
-    )
+pub fn unclaim(scripts: &Scripts, server: &mut Server, log: &mut Log, field: &str) -> Reply {
+    run(server, log, "UNCLAIM", &scripts.unclaim, &[CLAIM], &[field])
 }

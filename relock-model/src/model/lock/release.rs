@@ -4,7 +4,7 @@
 use crate::server::Reply;
 
 use super::calls::{self, Log, ReleaseArgs};
-use super::state::{LockState, Phase, LEASE, REPLAY_TTL};
+use super::state::{field, replay_key, LockState, Phase, LEASE, REPLAY_TTL};
 use super::{LockModel, Mutation};
 
 impl LockModel {
@@ -53,7 +53,14 @@ impl LockModel {
             sent_before,
             replay_last,
         };
-        let reply = calls::release(&self.scripts, &mut s.server, log, i, &how);
+        let reply = calls::release(
+            &self.scripts,
+            &mut s.server,
+            log,
+            &field(i),
+            &replay_key(i, how.request),
+            &how,
+        );
         let c = &mut s.clients[i];
         if lose {
             s.faults += 1;
@@ -83,7 +90,7 @@ impl LockModel {
         c.pc += 1;
         c.phase = Phase::Idle;
         if sweep {
-            calls::sweep(&mut s.server, log, i, how.request);
+            calls::sweep(&mut s.server, log, &replay_key(i, how.request));
         }
     }
 }

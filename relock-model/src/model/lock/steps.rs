@@ -4,8 +4,8 @@
 
 use super::calls::{self, Log};
 use super::state::{
-    Cancelled, Client, LockState, Op, Phase, CHANNEL, LEASE, READ_BACK_BY, RENEW_EVERY, RETRY_BY,
-    TRIES,
+    field, Cancelled, Client, LockState, Op, Phase, CHANNEL, LEASE, READ_BACK_BY, RENEW_EVERY,
+    RETRY_BY, TRIES,
 };
 use super::{LockModel, Mutation};
 
@@ -240,7 +240,7 @@ impl LockModel {
                 let priority = if c.subscribed { self.ask(c) } else { 0 };
                 let held_before = self.live_guards(c, now);
                 if loss == Loss::Reply {
-                    calls::acquire(&self.scripts, &mut s.server, log, i, priority);
+                    calls::acquire(&self.scripts, &mut s.server, log, &field(i), priority);
                 }
                 s.clients[i].phase = Phase::ReadingBack {
                     sent_at: now,
@@ -256,7 +256,7 @@ impl LockModel {
                     unreachable!("enabled while reading back")
                 };
                 let took = self.mutation != Mutation::SkipReadBack
-                    && calls::inspect(&self.scripts, &mut s.server, log, i)
+                    && calls::inspect(&self.scripts, &mut s.server, log, &field(i))
                         > u64::from(held_before);
                 if took {
                     self.taken(&mut s, i, sent_at);
@@ -276,7 +276,8 @@ impl LockModel {
                     unreachable!("enabled while checking")
                 };
                 let guards = self.live_guards(&s.clients[i], now);
-                if calls::inspect(&self.scripts, &mut s.server, log, i) > u64::from(guards) {
+                if calls::inspect(&self.scripts, &mut s.server, log, &field(i)) > u64::from(guards)
+                {
                     self.release_orphan(&mut s, i, log);
                 }
                 self.give_up(&mut s.clients[i], cancelled);
@@ -294,7 +295,7 @@ impl LockModel {
                 }
             }
             Action::Unclaim(i) => {
-                calls::unclaim(&self.scripts, &mut s.server, log, i);
+                calls::unclaim(&self.scripts, &mut s.server, log, &field(i));
                 let c = &mut s.clients[i];
                 if c.phase == (Phase::Unclaiming { cancelled: true }) {
                     c.cancelled = Cancelled::Withdrawn;
@@ -304,7 +305,7 @@ impl LockModel {
             Action::Release(i) => self.release(&mut s, i, false, log),
             Action::ReleaseReplyLost(i) => self.release(&mut s, i, true, log),
             Action::Renew(i) => {
-                let held = calls::renew(&self.scripts, &mut s.server, log, i);
+                let held = calls::renew(&self.scripts, &mut s.server, log, &field(i));
                 let c = &mut s.clients[i];
                 // `Registry::renewed` / `found_gone`: a renewal that finds the hold gone, or
                 // comes back after the lease could have lapsed, loses it.
