@@ -8,8 +8,10 @@
 //! channel stood ([`Hub::position`]) just before it is sent: the lock is still this client's then,
 //! so no other release can come in between. A release whose reply is not in yet counts as
 //! awaiting its reply: until it comes, nobody here knows whether other processes wait, so this
-//! client's woken waiters wait for the reply first (its wake-up may well reach them before the
-//! reply reaches the releasing task).
+//! client's tasks wait for the reply first: its woken waiters (its wake-up may well reach them
+//! before the reply reaches the releasing task), and a task that calls `lock()` meanwhile (the
+//! lock may be free already while the waiters it woke elsewhere are still receiving the wake-up).
+//! Every release counts, whether or not this client had waiters on the lock then.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -44,7 +46,8 @@ struct Grace {
 }
 
 /// Taken just before this client sends a release; counts the release as awaiting its reply
-/// until dropped.
+/// until dropped. It is dropped after [`Handoffs::released`] took the reply, so a grace is set
+/// before the release stops awaiting its reply (`turns` relies on that order).
 pub(crate) struct ReleaseMark {
     at: Position,
     channel: Option<Arc<str>>,
@@ -83,8 +86,9 @@ impl Handoffs {
     pub(crate) fn mark(&self, hub: &Hub, channel: &str) -> ReleaseMark {
         // Taken before the state's lock: `pending` takes the two the other way round.
         let at = hub.position(channel);
-        // Only a client with local waiters can have one woken before the reply.
-        let counted = (!self.grace.is_zero() && at.waited_on).then(|| {
+        // Every release counts, with waiters here or not: a task of this client's that asks for
+        // the lock before the reply comes must wait for it too (see `turns`).
+        let counted = (!self.grace.is_zero()).then(|| {
             let channel: Arc<str> = channel.into();
             let mut state = self.state.lock().unwrap();
             *state.awaiting_reply.entry(channel.clone()).or_default() += 1;
@@ -96,6 +100,12 @@ impl Handoffs {
             state: self.state.clone(),
             verdicts: self.verdicts.clone(),
         }
+    }
+
+    /// Whether a release of this client's on `channel` awaits its reply.
+    pub(crate) fn awaiting_reply(&self, channel: &str) -> bool {
+        let state = self.state.lock().unwrap();
+        state.awaiting_reply.contains_key(channel)
     }
 
     /// Waits, at most `bound`, until no release of this client's on `channel` awaits its reply;

@@ -187,8 +187,11 @@ impl Config {
     /// another release of the lock is heard: it has changed hands. Without it a process whose
     /// tasks release and lock again keeps the lock among themselves, because its own waiters
     /// are awake and close while waiters elsewhere must first receive the wake-up; with it they
-    /// get their turn. The grace should cover a wake-up message plus one round trip to Redis;
-    /// `Duration::ZERO` turns it off. A re-entry and `try_lock()` never wait for it.
+    /// get their turn. Whether the wake-up reached other processes is known from the release's
+    /// reply, so a task that calls `lock()` while a release of this client's is on its way (the
+    /// lock may be free already) waits for that reply too, then for the grace if there is one. The
+    /// grace should cover a wake-up message plus one round trip to Redis; `Duration::ZERO` turns
+    /// it off, and the wait for the reply with it. A re-entry and `try_lock()` never wait.
     pub fn with_handoff_grace(mut self, grace: Duration) -> Config {
         self.handoff_grace = grace;
         self

@@ -9,7 +9,9 @@
 //! - **Hand-off grace.** When this client's release woke waiters in other processes, its own
 //!   tasks hold back for a short grace or until the lock changes hands (a release not its own is
 //!   heard), so the process that releases and relocks does not keep the lock among its tasks.
-//!   Kept in `handoff`; see `Config::with_handoff_grace`.
+//!   Whether it woke any is known from the release's reply: a task that asks for the lock while
+//!   a release of its client's is on its way (the lock may be free already) waits for that reply
+//!   too. Kept in `handoff`; see `Config::with_handoff_grace`.
 //! - **Claims.** This client's first waiter, once it lost a race to another process, claims the
 //!   lock's next hand-off (`relock_claim:{<name>}`): the lock, once free, goes to it alone or to
 //!   a waiter that lost more races. See `Config::with_claim_window`.
@@ -32,7 +34,8 @@ use crate::wait::{subscribe, time_left};
 pub(crate) struct PlainTurns<'a> {
     hold: &'a Hold,
     one_shot: bool,
-    /// Waiting behind this client's waiters or a hand-off grace: the first attempt waits too.
+    /// Waiting behind this client's waiters, a hand-off grace, or a release of this client's
+    /// that awaits its reply: the first attempt waits too.
     queue_first: bool,
     /// Waiting behind this client's waiters: park on the channel before the first attempt.
     behind_waiters: bool,
@@ -46,8 +49,17 @@ impl<'a> PlainTurns<'a> {
         let channel = &hold.keys.channel;
         let one_shot = wait == Some(Duration::ZERO);
         let behind_waiters = shared.hub.waiters(channel) > 0;
+        // A release of this client's whose reply is not in yet may have freed the lock and woken
+        // waiters elsewhere, which are still receiving the wake-up: a newcomer that tried now
+        // would take the lock back before them. It waits for the reply, and for the grace if the
+        // reply sets one (see `next_turn`). The reply is asked about first: a reply sets its
+        // grace before it stops awaiting, so one that comes in between is not missed.
+        let handing_off = || {
+            shared.handoffs.awaiting_reply(channel)
+                || shared.handoffs.pending(&shared.hub, channel).is_some()
+        };
         let queue_first = !one_shot
-            && (behind_waiters || shared.handoffs.pending(&shared.hub, channel).is_some())
+            && (behind_waiters || handing_off())
             && shared.registry.guards(&hold.hold_key()) == 0;
         PlainTurns {
             hold,
@@ -150,23 +162,28 @@ impl PlainTurns<'_> {
         // or until the lock changes hands (a release message not our own). Not before a waiter
         // that has claimed the hand-off, though: it lost a race already, and the others may be
         // waiting for it to use its claim. A release of this client's own whose reply is not in
-        // yet may have woken this waiter: whether a grace follows is known only from that reply.
+        // yet may have woken this waiter, or freed the lock just before this newcomer came:
+        // whether a grace follows is known only from that reply. The reply is asked about before
+        // the grace: a reply sets its grace before it stops awaiting, so one that comes in
+        // between is not missed. After any wait both are asked again: another task of this
+        // client may have released the lock meanwhile (a case the model checker found).
         loop {
-            while let Some(grace) = shared
-                .handoffs
-                .pending(&shared.hub, channel)
-                .filter(|_| !self.claim.claimed)
-            {
-                let Some(remaining) = time_left(deadline) else {
-                    return false;
-                };
-                waiter.wait(grace.min(remaining)).await;
-            }
             let Some(remaining) = time_left(deadline) else {
                 return false;
             };
             let bound = remaining.min(shared.command_timeout);
-            if self.claim.claimed || !shared.handoffs.await_release_reply(channel, bound).await {
+            let awaited =
+                !self.claim.claimed && shared.handoffs.await_release_reply(channel, bound).await;
+            let grace = shared
+                .handoffs
+                .pending(&shared.hub, channel)
+                .filter(|_| !self.claim.claimed);
+            if let Some(grace) = grace {
+                let Some(remaining) = time_left(deadline) else {
+                    return false;
+                };
+                waiter.wait(grace.min(remaining)).await;
+            } else if !awaited {
                 return true;
             }
         }

@@ -79,8 +79,6 @@ pub(crate) struct Position {
     /// Whether this client was subscribed to the channel (so its own publication there comes
     /// back to it).
     pub(crate) subscribed: bool,
-    /// Whether any waiter of this client was registered on the channel.
-    pub(crate) waited_on: bool,
 }
 
 impl Hub {
@@ -163,7 +161,6 @@ impl Hub {
         Position {
             seq: self.channels.messages.load(Ordering::Acquire),
             subscribed: entry.is_some_and(|c| *c.state.borrow() == Subscription::Active),
-            waited_on: entry.is_some(),
         }
     }
 

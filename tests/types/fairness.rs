@@ -381,3 +381,110 @@ async fn a_claim_whose_claimant_died_delays_the_next_owner_by_the_window_only() 
     assert!(!common::raw_exists(&server, &claim_key));
     guard.unlock().await.unwrap();
 }
+
+/// A release frees the lock and wakes waiters elsewhere at once, but whether it woke any (and so
+/// whether the hand-off grace holds this client's tasks back) is known only from its reply. A task
+/// of the releasing client's that calls `lock()` before that reply comes, on a client with no
+/// waiter of its own, must not take the lock back from the woken waiter elsewhere meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newcomer_waits_for_its_clients_release_reply_before_taking_the_lock_back() {
+    use common::proxy::{Mode, Proxy};
+
+    // Client A (the releasing process) and client B (the other process), each behind a proxy
+    // that can hold back what the server sends it; the test reads the server directly.
+    let server = common::RedisServer::start();
+    let name = common::prefix("fair-handoff-reply");
+    let (proxy_a, proxy_b) = (
+        Proxy::start(server.port()).await,
+        Proxy::start(server.port()).await,
+    );
+    // A command timeout well past the delays below: a reply held back is late, not lost.
+    let client_at = |url: String| async move {
+        let config = common::config(&url)
+            .with_watchdog_timeout(Duration::from_secs(5))
+            .with_command_timeout(Duration::from_secs(5));
+        relock::Client::new(config).await.unwrap()
+    };
+    let (a, b) = (
+        client_at(proxy_a.url()).await,
+        client_at(proxy_b.url()).await,
+    );
+
+    // The server knows the release script from here on: A's release below then takes one
+    // round trip, not three (`NOSCRIPT`, the load, the release).
+    let warm = a.lock(format!("{name}-warm")).lock().await.unwrap();
+    warm.unlock().await.unwrap();
+
+    // A's first task (this one) holds the lock; A has no waiter. B's task waits for it. Each
+    // task records that it got the lock while it holds it, so the records come in the order the
+    // lock was taken; once the order is settled, the test lifts the delays and lets it release.
+    let (got_tx, mut got_rx) = tokio::sync::mpsc::unbounded_channel();
+    let (settled_tx, settled_rx) = tokio::sync::watch::channel(false);
+    let held = a.lock(&name).lock().await.unwrap();
+    let waiter = tokio::spawn({
+        let (lock, got_tx) = (b.lock(&name), got_tx.clone());
+        let mut settled = settled_rx.clone();
+        async move {
+            let guard = lock.lock().await.unwrap();
+            got_tx.send("the other client's waiter").unwrap();
+            settled.wait_for(|settled| *settled).await.unwrap();
+            guard.unlock().await.unwrap();
+        }
+    });
+    assert!(
+        common::until_subscribed(&server, &name, 1).await,
+        "B's waiter waits"
+    );
+    common::until_waiters(&b, 1).await;
+
+    // From now on A hears from the server after 1.5 s, B after 150 ms: A's release frees the
+    // lock and wakes B's waiter at once, but its reply reaches A long after the wake-up reached
+    // B, and B's attempt the server.
+    proxy_a.set_mode(Mode::Delay(Duration::from_millis(1500)));
+    proxy_b.set_mode(Mode::Delay(Duration::from_millis(150)));
+    let release = tokio::spawn(held.unlock());
+    assert!(
+        common::until_gone(&server, &name, Duration::from_secs(5)).await,
+        "A's release freed the lock"
+    );
+    assert!(
+        !release.is_finished(),
+        "the release's reply is still on its way"
+    );
+
+    // A's second task (another tokio task: another owner) asks for the lock now, while its
+    // client's release awaits its reply: it must not take the lock back before B's woken waiter
+    // can. Without the wait for the reply it takes the free lock at once, 150 ms before B tries.
+    let newcomer = tokio::spawn({
+        let (lock, got_tx) = (a.lock(&name), got_tx.clone());
+        let mut settled = settled_rx.clone();
+        async move {
+            let guard = lock.lock().await.unwrap();
+            got_tx.send("the releasing client's newcomer").unwrap();
+            settled.wait_for(|settled| *settled).await.unwrap();
+            guard.unlock().await.unwrap();
+        }
+    });
+    let within = Duration::from_secs(10);
+    let first = tokio::time::timeout(within, got_rx.recv()).await;
+    let first = first.expect("one of them got the lock").unwrap();
+    // The order is settled: no need to wait out the delays any more.
+    proxy_a.set_mode(Mode::Pass);
+    proxy_b.set_mode(Mode::Pass);
+    settled_tx.send_replace(true);
+    let second = tokio::time::timeout(within, got_rx.recv()).await;
+    let second = second.expect("the other one got the lock too").unwrap();
+    let tasks = [waiter, newcomer];
+    common::all_within(tasks, within, "a task hung").await;
+    common::within(within, release, "the release hung")
+        .await
+        .unwrap();
+    assert_eq!(
+        [first, second],
+        [
+            "the other client's waiter",
+            "the releasing client's newcomer"
+        ],
+        "the releasing client took the lock back before the woken waiter elsewhere"
+    );
+}
