@@ -20,7 +20,8 @@ pub struct ClientStats {
     /// semaphore permits and latch count-downs), including those finished in the background:
     /// the release of a dropped guard or permit or of a dropped `unlock()`, and the check that
     /// gives back what an acquire dropped after its script was sent took (the script may still
-    /// run on the server after the drop). Once it is 0, nothing this client started can still
+    /// run on the server after the drop), and a fair waiter's leave of the queue once its
+    /// `lock()` gave up. Once it is 0, nothing this client started can still
     /// change a lock or synchronizer on Redis, save the watchdog's renewals.
     pub in_flight: usize,
     /// Acquires (and synchronizer waits) that took what they asked for, since the client was

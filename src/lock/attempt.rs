@@ -1,8 +1,9 @@
 //! One attempt to take a hold, the same for every lock type: wait for the owner's releases of
-//! the lock still in flight (see `inflight`), run the type's acquire script (its `LockType`'s),
-//! resolve a lost reply by reading the lock back, and register the hold with the client's
-//! registry, which renews it and tells its guards when it is lost. With replica sync on, the
-//! guard's maker then waits for a replica to have the hold ([`Hold::await_replica`]).
+//! the lock still in flight, and its leaves of the lock's queue (see `inflight`), run the type's
+//! acquire script (its `LockType`'s), resolve a lost reply by reading the lock back, and register
+//! the hold with the client's registry, which renews it and tells its guards when it is lost.
+//! With replica sync on, the guard's maker then waits for a replica to have the hold
+//! ([`Hold::await_replica`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -150,7 +151,9 @@ impl<'a> Sending<'a> {
     /// Waits for the owner's releases of the lock still in flight, then counts the acquire in
     /// flight. A release of the owner's still in flight may be a last one, which leaves no
     /// replay key: a hold taken now could be the one its retry finds and releases. It goes
-    /// first.
+    /// first. So does a leave of the lock's queue by a waiter of the owner's that gave up (a fair
+    /// lock's, see `lock::fair`): run after this acquire, it would take out the place the
+    /// acquire queues.
     ///
     /// Before that, an owner whose holds lapsed locally while their guards live (a renewal
     /// answered late, a stalled process) drops its field on Redis, where those holds may still

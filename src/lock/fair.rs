@@ -47,7 +47,9 @@ use crate::wait::{subscribe, time_left};
 ///   the queue's head, never to a newcomer while others wait (`try_lock` included: it fails
 ///   rather than jump the queue). A re-entry never waits.
 /// - **Leaving.** A waiter that times out, is cancelled or fails leaves the queue at once (in the
-///   background when dropped), waking the next waiter if it was first and the lock is free.
+///   background when dropped), waking the next waiter if it was first. The owner's next acquire
+///   of the lock waits for that leave, so a `lock()` called again at once queues anew rather
+///   than lose its new place to the leave of the one before.
 /// - **Dead waiters.** A waiter renews its place every third of
 ///   [`Config::with_fair_waiter_timeout`](crate::Config::with_fair_waiter_timeout) (30 s by
 ///   default). One whose process died loses its place when that timeout has passed since its
@@ -56,7 +58,8 @@ use crate::wait::{subscribe, time_left};
 ///   Redisson's deadlines only: a queue of Redisson waiters alone behind a dead relock waiter
 ///   drops it when its Redisson deadline passes, as it would one of its own.)
 /// - **Owners.** Tasks that share an owner (such as `join!` branches) share one place in the
-///   queue; give each its own [`Owner`](crate::Owner) to queue them apart.
+///   queue, which stays while any of them waits (one that gives up leaves it to the others);
+///   give each its own [`Owner`](crate::Owner) to queue them apart.
 /// - **Subscriptions.** Each waiter listens on a channel of its own owner's. Once a waiter has
 ///   the lock, its channel stays subscribed for 2 s unused, so that the same owner's next wait
 ///   (a task taking the lock in a loop) starts subscribed and runs one script fewer; then it is
@@ -300,6 +303,13 @@ impl Turns for FairTurns<'_> {
 /// A waiter's place in a fair lock's queue. Dropped armed (the waiter gave up, ran out of time,
 /// failed or was cancelled), it takes the place out of the queue in the background, after the
 /// attempts sent before it, so the next waiter need not wait out its deadline.
+///
+/// The leave is counted in flight until it ends, and the owner's next acquire of the lock waits
+/// for it, as for a release of the owner's (`Sending::gate`): that acquire's first attempt may
+/// queue the owner, or keep its place, and a leave that ran after it would take the place out,
+/// leaving the owner waiting outside the queue while those who came later go first. The waiters
+/// of one owner share one place (see `Registry::enter`): one that leaves while another still
+/// waits there sends nothing, and the place stays for the other.
 struct LeaveQueue {
     hold: Hold,
     armed: bool,
@@ -313,18 +323,20 @@ impl Drop for LeaveQueue {
             // `Client::shutdown`): the place stays listed for it.
             return;
         }
-        shared
-            .registry
-            .leave(Place::Queue, &self.hold.keys.name, &self.hold.field);
-        if !self.armed {
+        let (name, field) = (&self.hold.keys.name, &self.hold.field);
+        let last = shared.registry.leave(Place::Queue, name, field);
+        if !self.armed || !last {
+            // Taken with the lock, or still the place of another waiter of the owner's.
             return;
         }
+        let leaving = shared.registry.leaving_queue(self.hold.hold_key());
         let hold = self.hold.clone();
         let shared = hold.shared.clone();
         shared
             .background
             .must_run(Arc::new(move |fresh: Option<Arc<Connection>>| {
-                let hold = hold.clone();
+                // The job keeps the leave counted in flight until its last run ends.
+                let (hold, _leaving) = (hold.clone(), &leaving);
                 Box::pin(async move {
                     let shared = &hold.shared;
                     // On the acquires' connection, so it runs after the last of them.

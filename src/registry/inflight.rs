@@ -1,4 +1,4 @@
-//! Acquires and releases in flight, per lock and holder field.
+//! Acquires, releases and leaves of a fair lock's queue in flight, per lock and holder field.
 //!
 //! A release that leaves holds behind writes a replay key, so its retry after a lost reply
 //! replays instead of counting twice. The *last* release mostly writes none: that would cost the
@@ -16,8 +16,14 @@
 //!   lock by the same owner is in flight asks for a replay key, as that acquire may run after it.
 //!
 //! The owner's holds are the only ones with its field, so no other hold can be found by a retry.
-//! Both counts are kept under one mutex, so an acquire and a release that start at once are
+//! The counts are kept under one mutex, so an acquire and a release that start at once are
 //! ordered one way or the other. Releases never wait, so nothing here can deadlock.
+//!
+//! A fair lock's waiter that gives up leaves the queue in the background (see `lock::fair`); its
+//! leave is counted here too, and the owner's next acquire of the lock waits for it as for a
+//! release: that acquire may queue the owner (or keep its place), and a leave that ran after it
+//! would take that place out, so a waiter that asked later would go first. A leave never waits
+//! either.
 //!
 //! The counts are the in-flight part of the client's registry entry of the lock name and holder
 //! field (see `registry`).
@@ -31,6 +37,8 @@ use super::{HoldKey, Registry};
 pub(super) struct Counts {
     acquires: u32,
     releases: u32,
+    /// Leaves of the owner's place in the lock's queue (a fair lock's).
+    leaves: u32,
     /// The longest lease asked for by the acquires in flight since `acquires` was last 0.
     acquire_lease_ms: u64,
     /// The latest moment a hold whose release is in flight could lapse, since `releases` was
@@ -60,15 +68,28 @@ pub(crate) struct Releasing {
     pub(crate) acquire_lease_ms: u64,
 }
 
+/// A leave of the owner's place in a fair lock's queue in flight, from just before it is spawned
+/// until it ends (on whatever runtime or thread runs it): the owner's next acquire of the lock
+/// waits for it.
+pub(crate) struct LeavingQueue {
+    registry: Arc<Registry>,
+    key: HoldKey,
+}
+
 impl Counts {
     pub(super) fn is_empty(&self) -> bool {
-        self.acquires == 0 && self.releases == 0
+        self.acquires == 0 && self.releases == 0 && self.leaves == 0
+    }
+
+    /// Whether an acquire must wait: a release or a leave of the owner's is in flight.
+    fn holds_back(&self) -> bool {
+        self.releases > 0 || self.leaves > 0
     }
 }
 
 impl Registry {
     /// Counts an acquire of `key` with a lease of `lease_ms` in flight, once no release of `key`
-    /// is.
+    /// is, nor a leave of its queue.
     pub(crate) async fn acquiring(self: &Arc<Self>, key: &HoldKey, lease_ms: u64) -> Acquiring {
         if self.try_acquiring(key, lease_ms) {
             return self.acquire_token(key);
@@ -84,10 +105,10 @@ impl Registry {
         }
     }
 
-    /// Counts an acquire of `key` unless a release of it is in flight.
+    /// Counts an acquire of `key` unless a release of it, or a leave of its queue, is in flight.
     fn try_acquiring(&self, key: &HoldKey, lease_ms: u64) -> bool {
         let mut map = self.map.lock().unwrap();
-        if map.get(key).is_some_and(|e| e.in_flight.releases > 0) {
+        if map.get(key).is_some_and(|e| e.in_flight.holds_back()) {
             return false;
         }
         let entry = &mut map.entry(key.clone()).or_default().in_flight;
@@ -119,6 +140,17 @@ impl Registry {
         }
     }
 
+    /// Counts a leave of `key`'s place in its lock's queue in flight; it never waits.
+    pub(crate) fn leaving_queue(self: &Arc<Self>, key: HoldKey) -> LeavingQueue {
+        let mut map = self.map.lock().unwrap();
+        map.entry(key.clone()).or_default().in_flight.leaves += 1;
+        drop(map);
+        LeavingQueue {
+            registry: self.clone(),
+            key,
+        }
+    }
+
     /// Notes that the hold whose release `releasing` stands for could lapse at `at`.
     pub(crate) fn release_lapses(&self, releasing: &Releasing, at: tokio::time::Instant) {
         let mut map = self.map.lock().unwrap();
@@ -144,27 +176,29 @@ impl Registry {
         map.get(key).is_some_and(|e| e.in_flight.releases > 1)
     }
 
-    /// Takes one off `key`'s counts and forgets what is spent; returns the releases left.
-    fn done(&self, key: &HoldKey, count: impl FnOnce(&mut Counts)) -> u32 {
+    /// Takes one off `key`'s counts and forgets what is spent; returns whether nothing holds
+    /// the acquires of `key` back any more (no release, no leave).
+    fn done(&self, key: &HoldKey, count: impl FnOnce(&mut Counts)) -> bool {
         let mut map = self.map.lock().unwrap();
         let Some(entry) = map.get_mut(key) else {
-            return 0;
+            return true;
         };
         count(&mut entry.in_flight);
-        let releases = entry.in_flight.releases;
-        if releases == 0 {
+        if entry.in_flight.releases == 0 {
             entry.in_flight.release_lapse = None;
         }
+        let settled = !entry.in_flight.holds_back();
         Registry::forget(&mut map, key, |_| {});
-        releases
+        settled
     }
 
-    /// How many acquires and releases are in flight, over every lock and field.
+    /// How many acquires, releases and leaves of a queue are in flight, over every lock and
+    /// field.
     pub(crate) fn in_flight(&self) -> usize {
         let map = self.map.lock().unwrap();
         let counts = map.values().map(|e| &e.in_flight);
         counts
-            .map(|c| c.acquires as usize + c.releases as usize)
+            .map(|c| c.acquires as usize + c.releases as usize + c.leaves as usize)
             .sum()
     }
 }
@@ -182,7 +216,15 @@ impl Drop for Acquiring {
 
 impl Drop for Releasing {
     fn drop(&mut self) {
-        if self.registry.done(&self.key, |c| c.releases -= 1) == 0 {
+        if self.registry.done(&self.key, |c| c.releases -= 1) {
+            self.registry.settled.notify_waiters();
+        }
+    }
+}
+
+impl Drop for LeavingQueue {
+    fn drop(&mut self) {
+        if self.registry.done(&self.key, |c| c.leaves -= 1) {
             self.registry.settled.notify_waiters();
         }
     }
@@ -246,6 +288,33 @@ mod tests {
             .expect("the acquire was never let go")
             .unwrap();
         drop(other);
+        assert_eq!(in_flight.entries(), 0, "spent entries are kept");
+    }
+
+    #[tokio::test]
+    async fn an_acquire_waits_for_the_leave_of_its_queue_in_flight() {
+        let in_flight = registry();
+        let leaving = in_flight.leaving_queue(key("a"));
+        assert_eq!(in_flight.in_flight(), 1);
+        let release = in_flight.releasing(key("a"));
+        assert!(
+            !in_flight.releases_beside(&key("a")),
+            "a leave counts as a release"
+        );
+        drop(release);
+        let waiting = tokio::spawn({
+            let in_flight = in_flight.clone();
+            async move {
+                let _acquire = in_flight.acquiring(&key("a"), 30_000).await;
+            }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "went ahead of a leave in flight");
+        drop(leaving);
+        tokio::time::timeout(std::time::Duration::from_secs(5), waiting)
+            .await
+            .expect("the acquire was never let go")
+            .unwrap();
         assert_eq!(in_flight.entries(), 0, "spent entries are kept");
     }
 }

@@ -3,8 +3,8 @@
 //!
 //! - its holds: the live guards, the leases they need and what they know of their hold
 //!   (`holds`);
-//! - the acquires and releases in flight, which order an owner's acquires after its releases
-//!   (`inflight`);
+//! - the acquires, releases and leaves of a queue in flight, which order an owner's acquires
+//!   after its releases and leaves (`inflight`);
 //! - the places its waiters hold on Redis: in the lock's queue (a fair lock's), and claims on the
 //!   lock's next hand-off, which a shutdown gives up before it closes the connection, so a
 //!   closed client's waiter leaves no place behind for the others to wait out.
@@ -145,7 +145,7 @@ type Map = HashMap<HoldKey, Entry, foldhash::fast::RandomState>;
 /// The registry of one client.
 pub(crate) struct Registry {
     map: Mutex<Map>,
-    /// Told whenever a lock and field has no release in flight any more.
+    /// Told whenever a lock and field has no release or leave in flight any more.
     settled: Notify,
     next_id: AtomicU64,
     /// The lease of a watchdog hold.
@@ -187,19 +187,23 @@ impl Registry {
         shared.waiters += 1;
     }
 
-    /// That waiter has left `place`, or is leaving it.
-    pub(crate) fn leave(&self, place: Place, name: &Str, field: &Str) {
+    /// That waiter has left `place`, or is leaving it; whether it was the last of its field's
+    /// waiters there (no other waiter holds the place now).
+    pub(crate) fn leave(&self, place: Place, name: &Str, field: &Str) -> bool {
         let mut map = self.map.lock().unwrap();
         let key = (name.clone(), field.clone());
+        let mut last = true;
         Registry::forget(&mut map, &key, |entry| {
             let shared = entry.place(place);
             if let Some(held) = shared {
                 held.waiters -= 1;
-                if held.waiters == 0 {
+                last = held.waiters == 0;
+                if last {
                     *shared = None;
                 }
             }
         });
+        last
     }
 
     /// Every `place` held now, with the type of its lock.

@@ -315,3 +315,180 @@ async fn work_left_in_flight_is_counted_until_it_ends() {
     );
     assert!(idle(&client));
 }
+
+/// A fair `lock()` that ends without the lock (here a `try_lock_for` that ran out while queued)
+/// leaves the queue in the background, and its owner's next `lock()` must not be overtaken by that
+/// leave. On a runtime of one thread the spawned leave ran only once the next `lock()` had sent
+/// its first attempt, and took out the place that attempt had just kept: the owner waited out of
+/// the queue (until its renewal, a third of the fair waiter timeout), and a newcomer that asked
+/// after it found the lock free and the queue empty and went first. relock-model's fair lock
+/// model found the schedule (`a_failed_lock_s_leave_after_the_next_lock_breaks_fifo`). Now the
+/// owner's next acquire of the lock waits for its leave, as it waits for its releases in flight.
+///
+/// Client 2 hears the server late from its second `lock()` on, so the window between that
+/// `lock()`'s first attempt and its second (after it subscribes) is wide: the test looks at the
+/// queue once the `lock()` waits, then lets the holder release and the newcomer ask.
+#[tokio::test(flavor = "current_thread")]
+async fn a_fair_lock_given_up_leaves_the_queue_before_its_owners_next_lock() {
+    use common::proxy::{Mode, Proxy};
+
+    const DELAY: Duration = Duration::from_millis(250);
+    let server = common::RedisServer::start();
+    let name = common::prefix("cancel-fair-leave");
+    // A place lost stays lost for the whole test: a waiter renews it every 20 s.
+    let fair_client = |url: String| async move {
+        let config = common::config(&url)
+            .with_watchdog_timeout(Duration::from_secs(5))
+            .with_command_timeout(Duration::from_secs(2))
+            .with_fair_waiter_timeout(Duration::from_secs(60));
+        relock::Client::new(config).await.unwrap()
+    };
+    let proxy = Proxy::start(server.port()).await;
+    let holder = fair_client(server.url()).await;
+    let newcomer = fair_client(server.url()).await;
+    let client = fair_client(proxy.url()).await;
+    // Loaded now, so that the leave is one round trip like the rest (the first run of a script
+    // loads it on `NOSCRIPT`).
+    server.cmd(&["SCRIPT", "LOAD", relock::testing::scripts::FAIR_LEAVE]);
+
+    let owner = relock::Owner::new();
+    let lock = client.fair_lock(&name).owned_by(owner.clone());
+    let field = format!("{}:{}", client.id(), owner.id());
+    let queue = || common::raw_lrange(&server, &common::fair_queue_key(&name));
+
+    // Client 0 holds; client 2 queues behind it and gives up. Its leave is spawned as the
+    // `try_lock_for` returns, and nothing has yielded since: it has not run yet.
+    let held = holder.fair_lock(&name).lock().await.unwrap();
+    let gave_up = lock.try_lock_for(Duration::from_millis(100), None).await;
+    assert!(gave_up.unwrap().is_none(), "client 2 got a held lock");
+    assert_eq!(
+        queue(),
+        std::slice::from_ref(&field),
+        "client 2 did not queue"
+    );
+
+    // Client 2 asks again at once, and hears the server late from now on.
+    proxy.set_mode(Mode::Delay(DELAY));
+    let (got_tx, mut got_rx) = tokio::sync::mpsc::unbounded_channel();
+    let again = {
+        let got_tx = got_tx.clone();
+        async move {
+            let guard = lock.lock().await.unwrap();
+            got_tx.send("client 2, which asked first").unwrap();
+            guard.unlock().await.unwrap();
+        }
+    };
+    let then = async {
+        // Its `lock()` waits: its first attempt was answered, and it subscribes.
+        common::until_waiters(&client, 1).await;
+        let queued = queue();
+        // Client 0 releases, and client 1, a newcomer, asks for the lock after client 2 did.
+        held.unlock().await.unwrap();
+        let newcomer = tokio::spawn({
+            let lock = newcomer.fair_lock(&name);
+            async move {
+                let guard = lock.lock().await.unwrap();
+                got_tx.send("client 1, the newcomer").unwrap();
+                guard.unlock().await.unwrap();
+            }
+        });
+        (queued, newcomer)
+    };
+    let both = tokio::time::timeout(Duration::from_secs(10), async { tokio::join!(again, then) });
+    let ((), (queued, newcomer)) = both.await.expect("client 2's lock() hung");
+    common::within(Duration::from_secs(10), newcomer, "the newcomer hung").await;
+    let order = [got_rx.recv().await.unwrap(), got_rx.recv().await.unwrap()];
+    assert_eq!(
+        order,
+        ["client 2, which asked first", "client 1, the newcomer"],
+        "the newcomer went first; the queue held {queued:?} once client 2's lock() waited"
+    );
+    assert_eq!(
+        queued,
+        [field],
+        "client 2's place was not in the queue once its lock() waited"
+    );
+    proxy.set_mode(Mode::Pass);
+    assert!(queue().is_empty());
+}
+
+/// Tasks that share an owner share one place in a fair lock's queue: one that gives up while
+/// another still waits leaves the place to it. Its leave used to take the place out of the queue
+/// anyway, so the owner's other task queued again behind a waiter that came after it, which then
+/// went first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fair_waiter_that_gives_up_leaves_its_owners_place_to_the_owners_other_waiter() {
+    let server = common::RedisServer::start();
+    let name = common::prefix("cancel-fair-shared-place");
+    // A place lost stays lost for the whole test: a waiter renews it every 20 s.
+    let fair_client = || async {
+        let config = common::config(&server.url())
+            .with_watchdog_timeout(Duration::from_secs(5))
+            .with_command_timeout(Duration::from_secs(2))
+            .with_fair_waiter_timeout(Duration::from_secs(60));
+        relock::Client::new(config).await.unwrap()
+    };
+    let (holder, newcomer, client) = (
+        fair_client().await,
+        fair_client().await,
+        fair_client().await,
+    );
+    let owner = relock::Owner::new();
+    let field = format!("{}:{}", client.id(), owner.id());
+    let queue = || common::raw_lrange(&server, &common::fair_queue_key(&name));
+    let until_queued = |waiters: usize| {
+        common::eventually(Duration::from_secs(5), move || async move {
+            queue().len() == waiters
+        })
+    };
+
+    // Client 0 holds; the owner's first task queues, then a newcomer of client 1's behind it.
+    let held = holder.fair_lock(&name).lock().await.unwrap();
+    let (got_tx, mut got_rx) = tokio::sync::mpsc::unbounded_channel();
+    let waiter = tokio::spawn({
+        let (lock, got_tx) = (
+            client.fair_lock(&name).owned_by(owner.clone()),
+            got_tx.clone(),
+        );
+        async move {
+            let guard = lock.lock().await.unwrap();
+            got_tx.send("the owner's waiter").unwrap();
+            guard.unlock().await.unwrap();
+        }
+    });
+    assert!(until_queued(1).await, "the owner did not queue");
+    let newcomer = tokio::spawn({
+        let (lock, got_tx) = (newcomer.fair_lock(&name), got_tx.clone());
+        async move {
+            let guard = lock.lock().await.unwrap();
+            got_tx.send("the newcomer").unwrap();
+            guard.unlock().await.unwrap();
+        }
+    });
+    until_queued(2).await;
+    let queued = queue();
+    assert!(
+        queued.len() == 2 && queued[0] == field,
+        "the newcomer did not queue behind the owner: {queued:?}"
+    );
+
+    // The owner's second task waits in the same place, and gives up.
+    let lock = client.fair_lock(&name).owned_by(owner.clone());
+    let gave_up = lock.try_lock_for(Duration::from_millis(100), None).await;
+    assert!(gave_up.unwrap().is_none(), "the owner got a held lock");
+    // Whatever it left in flight has ended: the place is still the owner's, first in the queue.
+    let settled = common::eventually(Duration::from_secs(5), || async {
+        client.stats().in_flight == 0
+    });
+    assert!(settled.await, "{:?}", client.stats());
+    assert_eq!(
+        queue(),
+        queued,
+        "the owner's place left the queue with its second task"
+    );
+
+    held.unlock().await.unwrap();
+    common::all_within([waiter, newcomer], Duration::from_secs(10), "a waiter hung").await;
+    let order = [got_rx.recv().await.unwrap(), got_rx.recv().await.unwrap()];
+    assert_eq!(order, ["the owner's waiter", "the newcomer"]);
+}
