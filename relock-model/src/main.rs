@@ -23,6 +23,7 @@ const MODELS: &[(&str, Check, Walker)] = &[
     ("semaphore", model::semaphore::check, model::semaphore::walk),
     ("rw", model::rw::check, model::rw::walk),
     ("election", model::election::check, model::election::walk),
+    ("tasks", model::tasks::check, model::tasks::walk),
 ];
 
 fn main() {

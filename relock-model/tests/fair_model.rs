@@ -8,18 +8,22 @@ use relock_model::model::fair::{FairModel, Mutation, Op, Outcome};
 use relock_model::model::Bound;
 
 /// A bound small enough for a test: three clients taking the lock once each, one fault (a
-/// crash or a lost message), one cancel.
+/// crash, a lost message, or an acquire's lost request or reply and its read-back's failure),
+/// one cancel.
 fn small() -> FairModel {
     let mut model = FairModel::new(Bound::Ci);
     model.plans = vec![vec![Op::Lock, Op::Unlock]; 3];
     model.cancellable = vec![true; 3];
     model.max_faults = 1;
     model.lose_reply = false;
+    // Left to `--deep` in `check`, for time.
+    model.lose_acquire = true;
     model.horizon = 20;
     model
 }
 
-/// Two clients, the first re-entering, with every fault (lost replies too), one at most.
+/// Two clients, the first re-entering, with every fault (lost replies, and an acquire's lost
+/// request or reply: a re-entry's read-back counts the holds before it), one at most.
 fn reentry() -> FairModel {
     let mut model = FairModel::new(Bound::Ci);
     model.plans = vec![
@@ -28,6 +32,7 @@ fn reentry() -> FairModel {
     ];
     model.cancellable = vec![true; 2];
     model.max_faults = 1;
+    model.lose_acquire = true;
     model.horizon = 22;
     model
 }
@@ -184,6 +189,30 @@ fn a_cancelled_waiter_that_never_leaves_is_left_behind() {
     assert!(caught(&outcome, LEAVE_CLEAN), "{outcome:?}");
 }
 
+/// An acquire whose reply was lost must read the lock back: taken as not taken, the hold its
+/// script took stays on Redis with no guard.
+#[test]
+fn an_acquire_that_skips_its_read_back_is_caught() {
+    let outcome = mutant(|m| m.mutation = Mutation::SkipReadBack);
+    assert!(caught(&outcome, COUNTS), "{outcome:?}");
+}
+
+/// Found by the model, and fixed: a `lock()` that fails (its acquire's request or reply lost,
+/// the read-back saying "not taken") leaves the queue in the background (`LeaveQueue`'s drop),
+/// and nothing ordered that leave before the owner's next `lock()`. The trace (7 steps):
+/// client 0 holds; client 2's attempt is lost, its read-back finds nothing, its `lock()` fails;
+/// its task calls `lock()` again, whose first attempt queues it at the head; client 0 releases
+/// (client 2, still subscribing, is not woken); the failed `lock()`'s leave runs only now and
+/// takes the new waiter's place out of the queue; client 1, a newcomer, finds the lock free
+/// with nobody queued and takes it ahead of client 2. The owner's next acquire now waits for
+/// the leave (the model with `leave_races` off); `tests/invariants/cancellation.rs` shows the
+/// fix on a real server.
+#[test]
+fn a_failed_lock_s_leave_after_the_next_lock_breaks_fifo() {
+    let outcome = mutant(|m| m.leave_races = true);
+    assert!(caught(&outcome, FIFO), "{outcome:?}");
+}
+
 /// The `relock-model check` bound, timed.
 #[test]
 #[ignore]
@@ -198,7 +227,7 @@ fn ci_bound() {
 #[ignore]
 fn mutation_table() {
     type Edit = fn(&mut FairModel);
-    let mutants: [(&str, Edit); 8] = [
+    let mutants: [(&str, Edit); 10] = [
         ("FAIR_RELEASE: no PUBLISH", release_wakes_nobody),
         ("FAIR_LEAVE: keeps the deadline", leave_keeps_deadline),
         ("FAIR_LEAVE: no PUBLISH", leave_wakes_nobody),
@@ -215,6 +244,13 @@ fn mutation_table() {
             m.mutation = Mutation::NoRenewCap
         }),
         ("client: no leave", |m| m.mutation = Mutation::SkipLeave),
+        ("client: lost acquire reply taken as not taken", |m| {
+            m.mutation = Mutation::SkipReadBack
+        }),
+        (
+            "client before the fix: a failed lock()'s leave after its next lock()",
+            |m| m.leave_races = true,
+        ),
     ];
     for (name, edit) in mutants {
         let outcome = mutant(edit);

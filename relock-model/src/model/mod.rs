@@ -13,6 +13,7 @@ pub mod fair;
 pub mod lock;
 pub mod rw;
 pub mod semaphore;
+pub mod tasks;
 pub mod trace;
 
 /// How far a check goes.

@@ -44,6 +44,22 @@ pub fn acquire(scripts: &Scripts, server: &mut Server, log: &mut Log, i: usize) 
     run(server, log, "FAIR_ACQUIRE", &scripts.acquire, &keys, &args)
 }
 
+/// `scripts::plain::inspect` of the fair lock's hash (`Sending::read_back` after a lost acquire
+/// reply, and the orphan check): INSPECT with KEYS = [lock hash], ARGV = [field, ""]; the
+/// owner's hold count on Redis.
+pub fn inspect(scripts: &Scripts, server: &mut Server, log: &mut Log, i: usize) -> u64 {
+    let field = field(i);
+    let args = [field.as_str(), ""];
+    let reply = run(server, log, "INSPECT", &scripts.inspect, &[LOCK], &args);
+    match reply {
+        Reply::Array(items) => match items.get(2) {
+            Some(Reply::Int(holds)) => (*holds).max(0) as u64,
+            other => panic!("INSPECT answered holds {other:?}"),
+        },
+        other => panic!("INSPECT answered {other:?}"),
+    }
+}
+
 /// How one release is sent (`scripts::ReleaseHow`).
 pub struct ReleaseArgs {
     /// The request id (its replay key).

@@ -10,7 +10,11 @@
 //! |---|---|
 //! | [`Action::Acquire`] | `lock::attempt::Hold::try_once` with `FairTurns::ask` = `Ask::Queue` (FAIR_ACQUIRE "wait": queues, or renews the place), then `FairTurns::wait_turn`'s bound: the hint, at most W/3 |
 //! | [`Action::Subscribe`] | `FairTurns::start` (`wait::subscribe` on `<channel>:<field>`), then the attempt `until_taken` makes at once |
-//! | [`Action::Cancel`], [`Action::Leave`] | dropping a waiting `lock()`: `LeaveQueue`'s drop (FAIR_LEAVE in the background) |
+//! | [`Action::AcquireLost`] | `Hold::try_once` whose request or reply is lost (`Error::is_ambiguous`): the script ran only if the reply was lost |
+//! | [`Action::ReadBack`] | `Sending::read_back` (INSPECT on the lock hash: the owner's field counting more holds than its guards before the send means taken), then `Sending::taken`, or `lock()` fails: its `FairTurns` drop (`LeaveQueue`'s drop) and the task calls `lock()` again |
+//! | [`Action::ReadBackFails`] | the read-back's own error: `lock()` fails, `Sending` dropped armed (`OrphanCheck`), its turns dropped (`LeaveQueue`) |
+//! | [`Action::OrphanCheck`] | `OrphanCheck`'s drop, in the background: INSPECT, then `Hold::release_orphan` (FAIR_RELEASE beside the acquire: its lease kept, a replay key written) if the field counts more holds than the owner's guards |
+//! | [`Action::Cancel`], [`Action::Leave`] | dropping a waiting `lock()` (or one reading back: its `OrphanCheck` too): `LeaveQueue`'s drop (FAIR_LEAVE in the background), as a failed `lock()`'s |
 //! | [`Action::Release`], [`Action::ReleaseReplyLost`] | `lock::release::Hold::release_as` (FAIR_RELEASE), `wait::until_answered`, `Outgoing::settle`, the sweeper's delete |
 //! | [`Action::DropLost`] | `lock::attempt::Sending::gate` after a local lapse: `Registry::lapsed_hold`, `Hold::release_orphan` (FAIR_RELEASE with a TTL of 0) |
 //! | [`Action::Deliver`], [`Action::LoseMessage`] | the hub waking the waiter (`pubsub::Waiter::wait` returns), or the message lost |
@@ -23,6 +27,7 @@ use stateright::{Model, Property};
 
 use super::{Bound, Report};
 
+mod acquire;
 mod calls;
 pub mod properties;
 pub mod state;
@@ -30,7 +35,7 @@ pub mod steps;
 mod trace;
 
 pub use state::{FairState, Op};
-pub use steps::Action;
+pub use steps::{Action, Loss};
 
 /// The script texts the model runs: relock's own, or a mutant's.
 #[derive(Clone, Debug)]
@@ -41,15 +46,18 @@ pub struct Scripts {
     pub release: String,
     /// FAIR_LEAVE.
     pub leave: String,
+    /// INSPECT (the read-back and the orphan check).
+    pub inspect: String,
 }
 
 impl Default for Scripts {
     fn default() -> Scripts {
-        use relock::testing::scripts::{FAIR_ACQUIRE, FAIR_LEAVE, FAIR_RELEASE};
+        use relock::testing::scripts::{FAIR_ACQUIRE, FAIR_LEAVE, FAIR_RELEASE, INSPECT};
         Scripts {
             acquire: FAIR_ACQUIRE.to_string(),
             release: FAIR_RELEASE.to_string(),
             leave: FAIR_LEAVE.to_string(),
+            inspect: INSPECT.to_string(),
         }
     }
 }
@@ -67,6 +75,9 @@ pub enum Mutation {
     /// the lock whatever its count") on its last release: an owner re-entered a hold it lost
     /// locally while Redis still had it, and its last release kept that hold 1 ms.
     ReentersLostHold,
+    /// An acquire whose reply was lost is taken as not taken, without a read-back: the hold
+    /// its script took stays on Redis with no guard.
+    SkipReadBack,
 }
 
 /// The fair lock model and its bounds.
@@ -86,6 +97,17 @@ pub struct FairModel {
     pub lose_message: bool,
     /// A release's reply may be lost after its script ran.
     pub lose_reply: bool,
+    /// An acquire's request or reply may be lost (the client reads the lock back), or its
+    /// read-back fail too (the orphan check reads it in the background).
+    pub lose_acquire: bool,
+    /// A failed `lock()`'s background leave may run after the owner's next `lock()` sent its
+    /// first attempt, as relock's client allowed before the model found it (`LeaveQueue`'s
+    /// drop spawned the leave, and nothing ordered it before the owner's next acquire): the
+    /// stale leave takes the new waiter's place out of the queue, and a waiter that asked after
+    /// it takes the lock first (strict FIFO fails). relock's client now counts the leave in
+    /// flight and the owner's next acquire waits for it (`LeavingQueue`): the model with this
+    /// off.
+    pub leave_races: bool,
     /// A client's process may die.
     pub crash: bool,
     /// The scripts the server runs.
@@ -132,6 +154,10 @@ impl FairModel {
             horizon,
             lose_message: true,
             lose_reply: true,
+            // Lost acquire replies nearly quintuple the states at the CI bound (454,718 against
+            // 96,665); `--deep`, the walks and the tests' small bound have them.
+            lose_acquire: bound == Bound::Deep,
+            leave_races: false,
             crash: true,
             scripts: Scripts::default(),
             mutation: Mutation::None,

@@ -72,6 +72,30 @@ pub fn all() -> Vec<Property<FairModel>> {
         Property::sometimes("a cancelled waiter left the queue", |_, s: &FairState| {
             s.clients.iter().any(|c| c.cancelled == Cancelled::Left)
         }),
+        // Met at once when the bound loses no acquire (`check`'s CI bound, for time).
+        Property::sometimes(
+            "an acquire's reply was lost after its script took the hold",
+            |m: &FairModel, s: &FairState| {
+                !m.lose_acquire
+                    || s.clients.iter().enumerate().any(|(i, c)| match c.phase {
+                        Phase::ReadingBack { held_before, .. } => {
+                            redis_holds(&s.server, i) > u64::from(held_before)
+                        }
+                        _ => false,
+                    })
+            },
+        ),
+        Property::sometimes(
+            "an acquire cancelled with its outcome unknown left a hold its orphan check finds",
+            |m: &FairModel, s: &FairState| {
+                !m.lose_acquire
+                    || s.clients.iter().enumerate().any(|(i, c)| {
+                        c.phase == Phase::OrphanCheck
+                            && c.cancelled != Cancelled::No
+                            && redis_holds(&s.server, i) > 0
+                    })
+            },
+        ),
         Property::sometimes(
             "a release reply was lost and the release is sent again",
             |_, s: &FairState| {
@@ -124,13 +148,14 @@ pub fn leave_clean(s: &FairState) -> bool {
     })
 }
 
-/// No release in flight: the owner's hold count on Redis is what it believes it holds (while
-/// its holds live), plus at most the holds of its lost generation that Redis may still count
-/// (its stale guards'); an owner holding nothing has no field.
+/// No operation in flight (a release's retry, an acquire whose outcome is unknown: reading
+/// back, or its orphan check pending): the owner's hold count on Redis is what it believes it
+/// holds (while its holds live), plus at most the holds of its lost generation that Redis may
+/// still count (its stale guards'); an owner holding nothing has no field.
 pub fn counts_agree(s: &FairState) -> bool {
     let now = s.server.now();
     s.clients.iter().enumerate().all(|(i, c)| {
-        if matches!(c.phase, Phase::Crashed | Phase::Releasing { .. }) {
+        if matches!(c.phase, Phase::Crashed | Phase::Releasing { .. }) || c.unknown() {
             return true;
         }
         let redis = redis_holds(&s.server, i);

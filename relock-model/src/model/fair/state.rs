@@ -26,6 +26,11 @@ pub const REPLAY_TTL: u64 = COMMAND_TIMEOUT * 2 * TRIES as u64;
 /// A release's last retry goes out within `2 * TRIES - 1` command timeouts of its first send:
 /// the clock stops there until the retry is sent.
 pub const RETRY_BY: u64 = COMMAND_TIMEOUT * (2 * TRIES as u64 - 1);
+/// An acquire whose reply was lost reads the lock back on its connection within two command
+/// timeouts of its send (one for the reply it lost, one for the read-back's reconnect and
+/// reply): the model's clock stops there until it is read. Shorter than the lease, so a hold
+/// the read-back finds is never answered late (`Hold::answered_late`).
+pub const READ_BACK_BY: u64 = COMMAND_TIMEOUT * 2;
 
 /// The lock's hash.
 pub const LOCK: &str = "lock";
@@ -71,9 +76,19 @@ pub enum Phase {
         /// Sends so far.
         tries: u8,
     },
-    /// A cancelled acquire whose place is being given up (`LeaveQueue`'s drop: FAIR_LEAVE in
-    /// the background).
-    Leaving,
+    /// An acquire whose reply was lost (its script ran or not): it reads the lock back on its
+    /// connection (`Sending::read_back`).
+    ReadingBack {
+        /// When the acquire was sent (the lease of a hold it took counts from then).
+        sent_at: u64,
+        /// The owner's guards before it was sent (`Sending::held_before`).
+        held_before: u8,
+    },
+    /// An acquire dropped (cancelled) while its outcome was unknown, or whose read-back failed
+    /// too: its `OrphanCheck` reads the lock back in the background and releases a hold no
+    /// guard stands for; the owner's next acquire waits for it (`Sending::gate`: the check
+    /// counts as a release in flight). Cancelled or not is the client's `cancelled`.
+    OrphanCheck,
     /// The process died: its hold expires with its lease, its place lapses with its liveness.
     Crashed,
 }
@@ -110,6 +125,10 @@ pub struct Client {
     pub missed: bool,
     /// Whether its acquire was cancelled, and left.
     pub cancelled: Cancelled,
+    /// A `lock()` of its, cancelled or failed, gives up its place in the background
+    /// (`LeaveQueue`'s drop: FAIR_LEAVE), not yet run. Two such leaves of one owner are one:
+    /// both take the same field out, and the second finds nothing of it.
+    pub leaving: bool,
     /// Release requests sent (the request id of the latest).
     pub requests: u8,
     /// Guards of a lapsed generation: their release sends nothing.
@@ -139,6 +158,7 @@ impl Client {
             inbox: false,
             missed: false,
             cancelled: Cancelled::No,
+            leaving: false,
             requests: 0,
             stale: 0,
             ticket: None,
@@ -165,6 +185,12 @@ impl Client {
     /// A live waiter: in an acquire that waits, not cancelled, not dead.
     pub fn waits(&self) -> bool {
         matches!(self.phase, Phase::Subscribing | Phase::Waiting { .. })
+    }
+
+    /// An acquire whose outcome is unknown: reading back after a lost reply, or its orphan
+    /// check pending. Redis may count a hold of it that the owner does not (yet) believe in.
+    pub fn unknown(&self) -> bool {
+        matches!(self.phase, Phase::ReadingBack { .. } | Phase::OrphanCheck)
     }
 }
 
@@ -279,6 +305,7 @@ impl fmt::Display for Client {
             (self.woken, "woken"),
             (self.inbox, "message-in-flight"),
             (self.missed, "missed-a-message"),
+            (self.leaving, "leave-pending"),
         ];
         for (on, name) in flags {
             if on {

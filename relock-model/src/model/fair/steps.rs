@@ -6,8 +6,8 @@ use crate::server::Reply;
 
 use super::calls::{self, Log, ReleaseArgs};
 use super::state::{
-    channel, field, live_head, locked, queue, Cancelled, Client, FairState, Op, Phase, LEASE,
-    RENEW_EVERY, REPLAY_TTL, RETRY_BY, TRIES,
+    channel, field, live_head, locked, queue, Cancelled, Client, FairState, Op, Phase,
+    READ_BACK_BY, REPLAY_TTL, RETRY_BY, TRIES,
 };
 use super::{FairModel, Mutation};
 
@@ -20,9 +20,26 @@ pub enum Action {
     /// Client `i`'s first attempt found the lock busy: it subscribes to its own channel, then
     /// tries again at once.
     Subscribe(usize),
-    /// Client `i`'s waiting `lock()` is dropped.
+    /// Client `i` sends an acquire attempt (as [`Action::Acquire`], or after subscribing as
+    /// [`Action::Subscribe`]) and its reply never comes: the request was lost before the script
+    /// ran, or the reply after it (a fault). The client reads the lock back.
+    AcquireLost(usize, Loss),
+    /// Client `i` reads the lock back after its acquire's lost reply: its field counting more
+    /// holds than its guards before the send means the acquire took one
+    /// (`Sending::read_back`); else its `lock()` fails, its place is left in the background,
+    /// and its task calls `lock()` again.
+    ReadBack(usize),
+    /// Client `i`'s read-back fails too (a fault): its `lock()` fails, the orphan check reads
+    /// the lock back in the background, and its place is left.
+    ReadBackFails(usize),
+    /// Client `i`'s orphan check: the hold of an acquire nobody received (cancelled, or failed
+    /// with its outcome unknown) is released if the owner's field counts more holds than its
+    /// guards (`OrphanCheck`'s drop, `Hold::release_orphan`).
+    OrphanCheck(usize),
+    /// Client `i`'s waiting `lock()` is dropped (at its subscription, its wait, or while its
+    /// attempt's outcome is unknown).
     Cancel(usize),
-    /// Client `i`'s cancelled acquire leaves the queue (in the background).
+    /// Client `i`'s cancelled or failed `lock()` leaves the queue (in the background).
     Leave(usize),
     /// Client `i` sends a release and gets its reply.
     Release(usize),
@@ -37,8 +54,18 @@ pub enum Action {
     /// Client `i`, about to lock again while its holds lapsed locally, drops its field on
     /// Redis first (`Sending::gate`, `Registry::lapsed_hold`, `Hold::release_orphan`).
     DropLost(usize),
-    /// Time passes to the next event: a key's expiry, a waiter's timer, a retry's latest send.
+    /// Time passes to the next event: a key's expiry, a waiter's timer, a retry's or a
+    /// read-back's latest send.
     Tick,
+}
+
+/// What an acquire's lost reply lost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Loss {
+    /// The request: the script never ran.
+    Request,
+    /// The reply: the script ran.
+    Reply,
 }
 
 impl FairModel {
@@ -51,6 +78,9 @@ impl FairModel {
             match c.phase {
                 Phase::Crashed => continue,
                 Phase::Idle => match next {
+                    // Unless its leave may race it, a failed `lock()`'s leave runs before the
+                    // owner's next `lock()` (see `FairModel::leave_races`).
+                    Some(Op::Lock) if c.leaving && !self.leave_races => {}
                     Some(Op::Lock)
                         if c.holds > 0
                             && now >= c.deadline
@@ -58,7 +88,7 @@ impl FairModel {
                     {
                         actions.push(Action::DropLost(i));
                     }
-                    Some(Op::Lock) => actions.push(Action::Acquire(i)),
+                    Some(Op::Lock) => self.push_acquire(s, i, actions),
                     Some(Op::Unlock) if c.holds == 0 && c.stale > 0 => {
                         actions.push(Action::Release(i));
                     }
@@ -70,21 +100,36 @@ impl FairModel {
                     }
                     _ => {}
                 },
-                Phase::Subscribing => actions.push(Action::Subscribe(i)),
+                Phase::Subscribing => {
+                    actions.push(Action::Subscribe(i));
+                    self.push_lost(s, i, actions);
+                }
                 Phase::Waiting { until } => {
                     if c.woken || now >= until {
-                        actions.push(Action::Acquire(i));
+                        self.push_acquire(s, i, actions);
                     }
                 }
+                Phase::ReadingBack { .. } => {
+                    actions.push(Action::ReadBack(i));
+                    if fault && self.lose_acquire {
+                        actions.push(Action::ReadBackFails(i));
+                    }
+                }
+                Phase::OrphanCheck => actions.push(Action::OrphanCheck(i)),
                 Phase::Releasing { tries, .. } => {
                     actions.push(Action::Release(i));
                     if fault && self.lose_reply && tries + 1 < TRIES {
                         actions.push(Action::ReleaseReplyLost(i));
                     }
                 }
-                Phase::Leaving => actions.push(Action::Leave(i)),
             }
-            if c.waits() && s.cancels < self.max_cancels && self.cancellable[i] {
+            if c.leaving {
+                actions.push(Action::Leave(i));
+            }
+            // A re-entry never waits; an acquire with nothing held may be dropped while it
+            // waits or while its attempt's outcome is unknown.
+            let waits = c.waits() || (matches!(c.phase, Phase::ReadingBack { .. }) && c.holds == 0);
+            if waits && s.cancels < self.max_cancels && self.cancellable[i] {
                 actions.push(Action::Cancel(i));
             }
             if c.inbox {
@@ -95,7 +140,7 @@ impl FairModel {
             }
             // Only a client with something in flight or held: a crash of one before or after
             // its plan changes nothing the others see.
-            let busy = c.phase != Phase::Idle || c.holds > 0;
+            let busy = c.phase != Phase::Idle || c.holds > 0 || c.leaving;
             if fault && self.crash && busy {
                 actions.push(Action::Crash(i));
             }
@@ -105,10 +150,24 @@ impl FairModel {
         }
     }
 
+    /// Client `i`'s next attempt, answered or (a fault) not.
+    fn push_acquire(&self, s: &FairState, i: usize, actions: &mut Vec<Action>) {
+        actions.push(Action::Acquire(i));
+        self.push_lost(s, i, actions);
+    }
+
+    /// Client `i`'s next attempt, its request or its reply lost (a fault).
+    fn push_lost(&self, s: &FairState, i: usize, actions: &mut Vec<Action>) {
+        if s.faults < self.max_faults && self.lose_acquire {
+            actions.push(Action::AcquireLost(i, Loss::Request));
+            actions.push(Action::AcquireLost(i, Loss::Reply));
+        }
+    }
+
     /// The next moment something is due after now, within the horizon. `None` also while a
     /// client's next step is due now: a live process subscribes, runs its due timer and sends
-    /// its retry before the clock passes it (the timing relock's liveness rule assumes: a
-    /// waiter renews well within W).
+    /// its retry or its read-back before the clock passes it (the timing relock's liveness rule
+    /// assumes: a waiter renews well within W).
     pub(super) fn next_event(&self, s: &FairState) -> Option<u64> {
         let now = s.server.now();
         let mut events = Vec::new();
@@ -119,6 +178,8 @@ impl FairModel {
                 Phase::Waiting { until } => events.push(until),
                 Phase::Releasing { sent_at, .. } if sent_at + RETRY_BY <= now => return None,
                 Phase::Releasing { sent_at, .. } => events.push(sent_at + RETRY_BY),
+                Phase::ReadingBack { sent_at, .. } if sent_at + READ_BACK_BY <= now => return None,
+                Phase::ReadingBack { sent_at, .. } => events.push(sent_at + READ_BACK_BY),
                 _ => {}
             }
         }
@@ -137,49 +198,40 @@ impl FairModel {
                 s.clients[i].woken = false;
                 self.attempt(&mut s, i, log);
             }
-            Action::DropLost(i) => {
-                // `Sending::gate` after a local loss: a release with a TTL of 0 under a request
-                // of its own, asked to write its replay key, which the sweeper deletes once the
-                // reply is in; the lost guards are stale from here on.
-                let c = &mut s.clients[i];
-                c.requests += 1;
-                let how = ReleaseArgs {
-                    request: c.requests,
-                    keep: 0,
-                    sent_before: false,
-                    replay_last: true,
-                };
-                calls::release(&self.scripts, &mut s.server, log, i, &how);
-                calls::sweep(&mut s.server, log, i, how.request);
-                let c = &mut s.clients[i];
-                (c.stale, c.holds, c.deadline) = (c.stale + c.holds, 0, 0);
-            }
+            Action::DropLost(i) => self.drop_lost(&mut s, i, log),
             Action::Subscribe(i) => {
                 s.server.subscribe(channel(i).as_bytes());
                 s.clients[i].subscribed = true;
                 self.attempt(&mut s, i, log);
             }
+            Action::AcquireLost(i, loss) => self.acquire_lost(&mut s, i, loss, log),
+            Action::ReadBack(i) => self.read_back(&mut s, i, log),
+            Action::ReadBackFails(i) => {
+                s.faults += 1;
+                self.fail(&mut s, i);
+                s.clients[i].phase = Phase::OrphanCheck;
+            }
+            Action::OrphanCheck(i) => self.orphan_check(&mut s, i, log),
             Action::Cancel(i) => {
                 s.cancels += 1;
                 leave_wait(&mut s, i);
                 let c = &mut s.clients[i];
                 c.pc = self.plans[i].len() as u8;
                 c.ticket = None;
-                if self.mutation == Mutation::SkipLeave {
-                    (c.cancelled, c.phase) = (Cancelled::Left, Phase::Idle);
+                // Dropped with its outcome unknown: its orphan check runs in the background.
+                let unknown = matches!(c.phase, Phase::ReadingBack { .. });
+                c.phase = if unknown {
+                    Phase::OrphanCheck
                 } else {
-                    (c.cancelled, c.phase) = (Cancelled::Pending, Phase::Leaving);
+                    Phase::Idle
+                };
+                if self.mutation == Mutation::SkipLeave {
+                    c.cancelled = Cancelled::Left;
+                } else {
+                    (c.cancelled, c.leaving) = (Cancelled::Pending, true);
                 }
             }
-            Action::Leave(i) => {
-                let reply = calls::leave(&self.scripts, &mut s.server, log, i);
-                assert!(
-                    matches!(reply, Reply::Int(_)),
-                    "FAIR_LEAVE answered {reply:?}"
-                );
-                let c = &mut s.clients[i];
-                (c.cancelled, c.phase) = (Cancelled::Left, Phase::Idle);
-            }
+            Action::Leave(i) => self.left(&mut s, i, log),
             Action::Release(i) => self.release(&mut s, i, false, log),
             Action::ReleaseReplyLost(i) => self.release(&mut s, i, true, log),
             Action::Deliver(i) => {
@@ -223,76 +275,6 @@ impl FairModel {
             s.head = head.map(|h| (h, now, held));
         }
         s
-    }
-
-    /// `Hold::try_once` with `Ask::Queue`, and what `until_taken` / `FairTurns` make of its
-    /// answer.
-    fn attempt(&self, s: &mut FairState, i: usize, log: &mut Log) {
-        let now = s.server.now();
-        let held_before = super::state::redis_holds(&s.server, i);
-        let reply = calls::acquire(&self.scripts, &mut s.server, log, i);
-        // Ghost: the order of queuing.
-        if s.clients[i].ticket.is_none() && queue(&s.server).contains(&field(i).into_bytes()) {
-            s.clients[i].ticket = Some(s.next_ticket);
-            s.next_ticket += 1;
-        }
-        match reply {
-            Reply::Nil => {
-                let c = &mut s.clients[i];
-                if c.holds > 0 && now >= c.deadline {
-                    // A lapsed generation: its guards' releases send nothing.
-                    (c.stale, c.holds) = (c.stale + c.holds, 0);
-                }
-                if held_before == 0 {
-                    self.took(s, i);
-                }
-                let c = &mut s.clients[i];
-                c.deadline = c.deadline.max(now + LEASE);
-                c.holds += 1;
-                c.pc += 1;
-                (c.phase, c.ticket, c.behind) = (Phase::Idle, None, false);
-                leave_wait(s, i);
-            }
-            Reply::Int(ms) => {
-                let behind = live_head(&s.server) != Some(i);
-                let c = &mut s.clients[i];
-                (c.missed, c.behind) = (false, behind);
-                c.phase = if c.subscribed {
-                    // `FairTurns::wait_turn`: the hint (-1: none), at most W/3 (the renewal),
-                    // at least 1 ms.
-                    let hint = u64::try_from(ms).unwrap_or(RENEW_EVERY);
-                    let bound = if self.mutation == Mutation::NoRenewCap {
-                        hint
-                    } else {
-                        hint.min(RENEW_EVERY)
-                    };
-                    Phase::Waiting {
-                        until: now + bound.max(1),
-                    }
-                } else {
-                    Phase::Subscribing
-                };
-            }
-            other => panic!("FAIR_ACQUIRE answered {other:?}"),
-        }
-    }
-
-    /// Ghost bookkeeping of a new hold of client `i` (its field was not on Redis): an overtaking when a live waiter that
-    /// queued before it (or at all, if `i` never queued) still waits.
-    fn took(&self, s: &mut FairState, i: usize) {
-        let mine = s.clients[i].ticket;
-        let mut behind = false;
-        for (j, c) in s.clients.iter().enumerate() {
-            let Some(theirs) = c.ticket.filter(|_| j != i && c.waits()) else {
-                continue;
-            };
-            if mine.is_none_or(|m| theirs < m) {
-                s.overtaken = s.overtaken.or(Some((i as u8, j as u8)));
-            } else {
-                behind = true;
-            }
-        }
-        s.clients[i].handed = mine.is_some() && behind;
     }
 
     /// `Hold::release_as`: one send of a release (its reply lost when `lose`), and, when the
@@ -380,7 +362,7 @@ fn deliver(s: &mut FairState) {
 
 /// Client `i`'s waiter goes (it took the lock, or gave up): its channel is unsubscribed, and a
 /// message on its way finds nobody.
-fn leave_wait(s: &mut FairState, i: usize) {
+pub(super) fn leave_wait(s: &mut FairState, i: usize) {
     let c = &mut s.clients[i];
     if c.subscribed {
         s.server.unsubscribe(channel(i).as_bytes());

@@ -3,7 +3,7 @@
 
 use crate::server::{Reply, Server};
 
-use super::state::{CHANNEL, CLAIM, LEASE, LOCK, WINDOW};
+use super::state::{CHANNEL, CLAIM, LOCK};
 use super::Scripts;
 
 /// What the steps of one transition sent, for a trace (`None`: not recorded).
@@ -36,7 +36,8 @@ pub fn acquire(
     field: &str,
     priority: u32,
 ) -> Reply {
-    let (lease, priority, window) = (LEASE.to_string(), priority.to_string(), WINDOW.to_string());
+    let (lease, window) = (scripts.lease_ms.to_string(), scripts.window_ms.to_string());
+    let priority = priority.to_string();
     let args = [lease.as_str(), field, &priority, &window];
     run(
         server,
@@ -96,7 +97,7 @@ pub fn release(
     let (lease, ttl, window) = (
         how.keep_ms.to_string(),
         how.replay_ttl.to_string(),
-        WINDOW.to_string(),
+        scripts.window_ms.to_string(),
     );
     let flag = |on: bool| if on { "1" } else { "0" };
     let args = [
@@ -122,7 +123,7 @@ pub fn sweep(server: &mut Server, log: &mut Log, key: &str) {
 
 /// `scripts::plain::renew` for one lock: LOCK_RENEW; whether the hold was still there.
 pub fn renew(scripts: &Scripts, server: &mut Server, log: &mut Log, field: &str) -> bool {
-    let lease = LEASE.to_string();
+    let lease = scripts.lease_ms.to_string();
     let reply = run(
         server,
         log,

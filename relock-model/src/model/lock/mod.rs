@@ -24,7 +24,7 @@ use stateright::{Model, Property};
 use super::{Bound, Report};
 
 mod acquire;
-mod calls;
+pub(crate) mod calls;
 pub mod properties;
 mod release;
 pub mod state;
@@ -48,6 +48,10 @@ pub struct Scripts {
     pub unclaim: String,
     /// INSPECT.
     pub inspect: String,
+    /// The lease the client sends with them (ms).
+    pub lease_ms: u64,
+    /// The claim window the client sends with them (ms).
+    pub window_ms: u64,
 }
 
 impl Default for Scripts {
@@ -59,6 +63,8 @@ impl Default for Scripts {
             renew: LOCK_RENEW.to_string(),
             unclaim: UNCLAIM.to_string(),
             inspect: INSPECT.to_string(),
+            lease_ms: state::LEASE,
+            window_ms: state::WINDOW,
         }
     }
 }

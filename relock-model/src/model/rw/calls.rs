@@ -68,6 +68,29 @@ pub fn acquire(
     }
 }
 
+/// `scripts::plain::inspect` as `Sending::read_back` and `OrphanCheck`'s drop ask it, for an
+/// rw lock too: INSPECT on the lock hash with `side`'s field and the view `""` (not the side's
+/// own `LockType::view`); the field's count on Redis (a reader's as the hash has it, its
+/// timeout keys unread).
+pub fn inspect(scripts: &Scripts, server: &mut Server, log: &mut Log, i: usize, side: Side) -> u64 {
+    let field = field(i, side);
+    let reply = run(
+        server,
+        log,
+        "INSPECT",
+        &scripts.inspect,
+        &[LOCK],
+        &[field.as_str(), ""],
+    );
+    match reply {
+        Reply::Array(items) => match items.get(2) {
+            Some(Reply::Int(holds)) => (*holds).max(0) as u64,
+            other => panic!("INSPECT answered holds {other:?}"),
+        },
+        other => panic!("INSPECT answered {other:?}"),
+    }
+}
+
 /// `scripts::rw::release`: RW_READ_RELEASE (message `0`) or RW_WRITE_RELEASE (message `1`) with
 /// the remaining holds' lease (`keep`, 0 on the owner's last), the field, PUBLISH, the replay
 /// key's TTL, the claim window and the retry flag.

@@ -8,6 +8,30 @@ use super::state::{
 };
 use super::RwModel;
 
+/// Whether a client at `phase` has an acquire of `side` whose outcome is not known yet: it
+/// reads the lock back after a lost reply, or its orphan check has yet to release a hold
+/// nobody received.
+fn outcome_unknown(phase: Phase, side: Side) -> bool {
+    match phase {
+        Phase::ReadingBack { side: of, .. } | Phase::OrphanCheck { side: of, .. } => of == side,
+        _ => false,
+    }
+}
+
+/// Some client reads back an acquire of `side` whose lost reply came after its script took
+/// the hold (the side's field counts more than the live guards before the send).
+fn reply_lost_after_taking(m: &RwModel, s: &RwState, side: Side) -> bool {
+    !m.faults.lose_acquire
+        || s.clients.iter().enumerate().any(|(i, c)| match c.phase {
+            Phase::ReadingBack {
+                side: of,
+                held_before,
+                ..
+            } if of == side => redis_holds(&s.server, i, side) > u64::from(held_before),
+            _ => false,
+        })
+}
+
 /// (1) A writer excludes every other owner, as the clients believe it.
 pub const EXCLUSION: &str =
     "a writer excludes everyone else: no writer and other holder both believe they hold";
@@ -73,6 +97,32 @@ pub fn all() -> Vec<Property<RwModel>> {
                 s.clients
                     .iter()
                     .any(|c| c.cancelled == Cancelled::Clean && !c.unclaiming && c.write.holds == 0)
+            },
+        ),
+        Property::sometimes(
+            "a read acquire's reply was lost after its script took the hold",
+            |m: &RwModel, s: &RwState| reply_lost_after_taking(m, s, Side::Read),
+        ),
+        Property::sometimes(
+            "a write acquire's reply was lost after its script took the hold",
+            |m: &RwModel, s: &RwState| reply_lost_after_taking(m, s, Side::Write),
+        ),
+        Property::sometimes(
+            "an acquire cancelled with its outcome unknown left a hold its orphan check finds",
+            |m: &RwModel, s: &RwState| {
+                let now = s.server.now();
+                !m.faults.lose_acquire
+                    || m.max_cancels == 0
+                    || s.clients.iter().enumerate().any(|(i, c)| match c.phase {
+                        Phase::OrphanCheck {
+                            side,
+                            cancelled: true,
+                        } => {
+                            let guards = c.side(side).live_guards(now);
+                            redis_holds(&s.server, i, side) > u64::from(guards)
+                        }
+                        _ => false,
+                    })
             },
         ),
         Property::sometimes(
@@ -146,22 +196,26 @@ pub fn cancel_clean(s: &RwState) -> bool {
     })
 }
 
-/// For each side with no release in flight: the owner's hold count on Redis is what it
-/// believes it holds while its holds live; an owner holding nothing has nothing on Redis.
+/// For each side with no release in flight and no acquire whose outcome is unknown (a
+/// read-back, or an orphan check to run): the owner's hold count on Redis is what it believes
+/// it holds while its holds live, plus at most the holds of its lost generation that Redis may
+/// still count (its stale guards': a re-entry whose read-back came after the side lapsed
+/// locally starts a new generation); an owner holding nothing has nothing on Redis.
 pub fn counts_agree(s: &RwState) -> bool {
     let now = s.server.now();
     s.clients.iter().enumerate().all(|(i, c)| {
         c.phase == Phase::Crashed
             || [Side::Read, Side::Write].into_iter().all(|side| {
                 let h = c.side(side);
-                if h.leaving.is_some() {
+                if h.leaving.is_some() || outcome_unknown(c.phase, side) {
                     return true;
                 }
                 let redis = redis_holds(&s.server, i, side);
                 if h.holds == 0 {
                     redis == 0
                 } else if !h.lost && now < h.deadline {
-                    redis == u64::from(h.holds)
+                    let holds = u64::from(h.holds);
+                    (holds..=holds + u64::from(h.stale)).contains(&redis)
                 } else {
                     true
                 }

@@ -22,6 +22,10 @@ pub const REPLAY_TTL: u64 = COMMAND_TIMEOUT * 2 * TRIES as u64;
 pub const RETRY_BY: u64 = COMMAND_TIMEOUT * (2 * TRIES as u64 - 1);
 /// The watchdog renews every third of the lease (`watchdog::Watchdog::run`).
 pub const RENEW_EVERY: u64 = LEASE / 3;
+/// An acquire whose reply was lost reads the lock back on its connection within two command
+/// timeouts of its send (one for the reply it lost, one for the read-back's reconnect and
+/// reply, as `scripts::met` leaves it): the model's clock stops there until it is read.
+pub const READ_BACK_BY: u64 = COMMAND_TIMEOUT * 2;
 
 /// The lock's hash (`RwLock::name`).
 pub const LOCK: &str = "rw";
@@ -90,6 +94,23 @@ impl Holds {
     pub fn believes(&self, now: u64) -> bool {
         self.using() > 0 && !self.lost && now < self.deadline
     }
+
+    /// The live guards of this side's current generation at `now` (`Registry::guards`, once
+    /// `Sending::gate` marked a lapsed generation lost): none once its holds lapsed locally,
+    /// and not the guard whose release is on its way (unregistered before it is sent).
+    pub fn live_guards(&self, now: u64) -> u8 {
+        if self.lost || now >= self.deadline {
+            0
+        } else {
+            self.using()
+        }
+    }
+
+    /// Whether this side's holds lapsed locally while their guards live (`Registry::lapsed_hold`):
+    /// Redis may still count them.
+    pub fn lapsed(&self, now: u64) -> bool {
+        self.holds > 0 && (self.lost || now >= self.deadline)
+    }
 }
 
 /// Where a client's task stands.
@@ -106,6 +127,27 @@ pub enum Phase {
     },
     /// `unlock().await`: waits for its side's release.
     Unlocking,
+    /// An acquire of `side` whose reply was lost (its script ran or not): it reads the lock
+    /// back on its connection (`Sending::read_back`).
+    ReadingBack {
+        /// The side asked for.
+        side: Side,
+        /// When the acquire was sent (the lease of a hold it took counts from then).
+        sent_at: u64,
+        /// The owner's live guards of `side` before it was sent (`Sending::held_before`).
+        held_before: u8,
+    },
+    /// An acquire of `side` dropped (cancelled) while its outcome was unknown, or whose
+    /// read-back failed too: its `OrphanCheck` reads the lock back in the background and
+    /// releases a hold no guard stands for; the owner's next acquire of `side` waits for it
+    /// (`Sending::gate`), and a cancelled task has nothing left to do.
+    OrphanCheck {
+        /// The side asked for.
+        side: Side,
+        /// Whether the acquire was cancelled (else it failed, and the owner's task calls
+        /// `lock()` again).
+        cancelled: bool,
+    },
     /// The process died: its holds expire with their lease, its claim with its window.
     Crashed,
 }

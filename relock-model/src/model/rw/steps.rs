@@ -6,7 +6,7 @@ use crate::server::Reply;
 
 use super::calls::{self, Log};
 use super::state::{
-    Cancelled, Client, Leaving, Op, Phase, RwState, Side, Upgrade, CHANNEL, LEASE, LOCK,
+    Cancelled, Client, Leaving, Op, Phase, RwState, Side, CHANNEL, LEASE, LOCK, READ_BACK_BY,
     RENEW_EVERY, RETRY_BY, TRIES,
 };
 use super::{Mutation, RwModel};
@@ -19,7 +19,26 @@ pub enum Action {
     Acquire(usize),
     /// Client `i`'s first attempt found the lock busy: it subscribes, then tries again at once.
     Subscribe(usize),
-    /// Client `i`'s waiting `lock()` is dropped.
+    /// Client `i` sends an acquire attempt (as [`Action::Acquire`], or after subscribing as
+    /// [`Action::Subscribe`]) and its reply never comes: the request was lost before the script
+    /// ran, or the reply after it (a fault). The client reads the lock back.
+    AcquireLost(usize, Loss),
+    /// Client `i` reads the lock back after its acquire's lost reply: its side's field counting
+    /// more holds than its live guards of the side means the acquire took one; else its
+    /// `lock()` fails, and its task calls it again.
+    ReadBack(usize),
+    /// Client `i`'s read-back fails too (a fault): its `lock()` fails, and the orphan check
+    /// reads the lock back in the background.
+    ReadBackFails(usize),
+    /// Client `i`'s orphan check: the hold of an acquire nobody received (cancelled, or failed
+    /// with its outcome unknown) is released if the owner's field of the side counts more
+    /// holds than its live guards of the side.
+    OrphanCheck(usize),
+    /// Client `i`, about to acquire a side whose holds lapsed locally while their guards live,
+    /// drops its field of that side on Redis first.
+    DropLost(usize),
+    /// Client `i`'s waiting `lock()` is dropped (at its subscription, its wait, or while its
+    /// attempt's outcome is unknown).
     Cancel(usize),
     /// Client `i`'s background UNCLAIM (a claiming `ClaimGuard` dropped).
     Unclaim(usize),
@@ -46,11 +65,20 @@ pub enum Action {
     Tick,
 }
 
+/// What an acquire's lost reply lost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Loss {
+    /// The request: the script never ran.
+    Request,
+    /// The reply: the script ran.
+    Reply,
+}
+
 const SIDES: [Side; 2] = [Side::Read, Side::Write];
 
 impl RwModel {
     /// The operation client `i` is at, if any is left.
-    fn op(&self, s: &RwState, i: usize) -> Option<Op> {
+    pub(super) fn op(&self, s: &RwState, i: usize) -> Option<Op> {
         self.plans[i].get(s.clients[i].pc as usize).copied()
     }
 
@@ -63,16 +91,34 @@ impl RwModel {
                 continue;
             }
             match (c.phase, self.op(s, i)) {
-                (Phase::Idle, Some(Op::Lock(_))) => actions.push(Action::Acquire(i)),
+                // `Sending::gate`: an acquire of a side waits for the owner's release of it in
+                // flight, and first drops the side's holds that lapsed locally.
+                (Phase::Idle, Some(Op::Lock(side))) if c.side(side).leaving.is_none() => {
+                    if c.side(side).lapsed(now) {
+                        actions.push(Action::DropLost(i));
+                    } else {
+                        self.push_acquire(s, i, actions);
+                    }
+                }
                 (Phase::Idle, Some(Op::Unlock(side) | Op::Drop(side)))
                     if c.side(side).leaving.is_none() =>
                 {
                     actions.push(Action::StartRelease(i));
                 }
-                (Phase::Subscribing, _) => actions.push(Action::Subscribe(i)),
-                (Phase::Waiting { until }, _) if c.woken || now >= until => {
-                    actions.push(Action::Acquire(i));
+                (Phase::Subscribing, _) => {
+                    actions.push(Action::Subscribe(i));
+                    self.push_lost(s, i, actions);
                 }
+                (Phase::Waiting { until }, _) if c.woken || now >= until => {
+                    self.push_acquire(s, i, actions);
+                }
+                (Phase::ReadingBack { .. }, _) => {
+                    actions.push(Action::ReadBack(i));
+                    if fault && self.faults.lose_acquire {
+                        actions.push(Action::ReadBackFails(i));
+                    }
+                }
+                (Phase::OrphanCheck { .. }, _) => actions.push(Action::OrphanCheck(i)),
                 _ => {}
             }
             for side in SIDES {
@@ -90,7 +136,13 @@ impl RwModel {
             if c.unclaiming {
                 actions.push(Action::Unclaim(i));
             }
-            let waits = matches!(c.phase, Phase::Subscribing | Phase::Waiting { .. });
+            // A re-entry never waits; an acquire of a side the owner holds nothing of may be
+            // dropped while it waits or while its attempt's outcome is unknown.
+            let waits = match c.phase {
+                Phase::Subscribing | Phase::Waiting { .. } => true,
+                Phase::ReadingBack { side, .. } => c.side(side).holds == 0,
+                _ => false,
+            };
             if waits && s.cancels < self.max_cancels && self.cancellable[i] {
                 actions.push(Action::Cancel(i));
             }
@@ -104,12 +156,12 @@ impl RwModel {
                 actions.push(Action::Crash(i));
             }
         }
-        // A restart keeps the server down for a lease: not while a release is due (its sends
-        // would fail, not be answered late).
-        let releasing = s
-            .clients
-            .iter()
-            .any(|c| c.read.leaving.is_some() || c.write.leaving.is_some());
+        // A restart keeps the server down for a lease: not while a release or a read-back is
+        // due (its sends would fail, not be answered late).
+        let releasing = s.clients.iter().any(|c| {
+            let reading_back = matches!(c.phase, Phase::ReadingBack { .. });
+            reading_back || c.read.leaving.is_some() || c.write.leaving.is_some()
+        });
         if fault && self.faults.restart && !releasing && now + LEASE <= self.horizon {
             actions.push(Action::Restart);
         }
@@ -122,17 +174,32 @@ impl RwModel {
         }
     }
 
+    /// Client `i`'s next attempt, answered or (a fault) not.
+    fn push_acquire(&self, s: &RwState, i: usize, actions: &mut Vec<Action>) {
+        actions.push(Action::Acquire(i));
+        self.push_lost(s, i, actions);
+    }
+
+    /// Client `i`'s next attempt, its request or its reply lost (a fault).
+    fn push_lost(&self, s: &RwState, i: usize, actions: &mut Vec<Action>) {
+        if s.faults < self.max_faults && self.faults.lose_acquire {
+            actions.push(Action::AcquireLost(i, Loss::Request));
+            actions.push(Action::AcquireLost(i, Loss::Reply));
+        }
+    }
+
     /// The next moment something is due after now, within the horizon; `None` also when a
-    /// release's send is due now.
+    /// release's send or a read-back is due now.
     pub(super) fn next_event(&self, s: &RwState) -> Option<u64> {
         let now = s.server.now();
         let mut due = Vec::new();
         for c in &s.clients {
-            if c.phase == Phase::Crashed {
-                continue;
-            }
-            if let Phase::Waiting { until } = c.phase {
-                due.push(until);
+            match c.phase {
+                Phase::Crashed => continue,
+                Phase::Waiting { until } => due.push(until),
+                Phase::ReadingBack { sent_at, .. } if sent_at + READ_BACK_BY <= now => return None,
+                Phase::ReadingBack { sent_at, .. } => due.push(sent_at + READ_BACK_BY),
+                _ => {}
             }
             for side in SIDES {
                 let h = c.side(side);
@@ -171,18 +238,25 @@ impl RwModel {
                 s.clients[i].subscribed = true;
                 self.attempt(&mut s, i, log);
             }
+            Action::AcquireLost(i, loss) => self.attempt_lost(&mut s, i, loss, log),
+            Action::ReadBack(i) => self.read_back(&mut s, i, log),
+            Action::ReadBackFails(i) => self.read_back_fails(&mut s, i),
+            Action::OrphanCheck(i) => self.orphan_check(&mut s, i, log),
+            Action::DropLost(i) => self.drop_lost(&mut s, i, log),
             Action::Cancel(i) => {
                 s.cancels += 1;
                 leave_wait(&mut s, i);
                 let c = &mut s.clients[i];
                 c.pc = self.plans[i].len() as u8;
-                c.phase = Phase::Idle;
-                if c.claimed && self.mutation != Mutation::SkipUnclaim {
-                    (c.cancelled, c.unclaiming) = (Cancelled::Pending, true);
-                } else {
-                    c.cancelled = Cancelled::Clean;
-                }
-                c.claimed = false;
+                c.phase = match c.phase {
+                    // Dropped with its outcome unknown: the `Sending` leaves its orphan check.
+                    Phase::ReadingBack { side, .. } => Phase::OrphanCheck {
+                        side,
+                        cancelled: true,
+                    },
+                    _ => Phase::Idle,
+                };
+                self.give_up(c, true);
             }
             Action::Unclaim(i) => {
                 calls::unclaim(&self.scripts, &mut s.server, log, i);
@@ -283,70 +357,6 @@ impl RwModel {
         s
     }
 
-    /// `Hold::try_once` with `RwTurns::ask` (a writer claims on every attempt) and what
-    /// `until_taken` / `RwTurns::wait_turn` make of its answer.
-    fn attempt(&self, s: &mut RwState, i: usize, log: &mut Log) {
-        let now = s.server.now();
-        let Some(Op::Lock(side)) = self.op(s, i) else {
-            unreachable!("an attempt at a lock")
-        };
-        if side == Side::Write {
-            s.clients[i].claimed = true;
-        }
-        let reply = calls::acquire(&self.scripts, &mut s.server, log, i, side);
-        let c = &mut s.clients[i];
-        match reply {
-            Reply::Nil => {
-                // `Sending::taken` registers the hold: a new generation when the owner held
-                // nothing live on this side, else an extension.
-                let h = c.side_mut(side);
-                if h.holds > 0 && h.leaving.is_none() && (h.lost || now >= h.deadline) {
-                    (h.stale, h.holds) = (h.stale + h.holds, 0);
-                }
-                if h.holds == 0 {
-                    (h.deadline, h.lost, h.renew_due) = (now + LEASE, false, now + RENEW_EVERY);
-                }
-                h.deadline = self.believed(h.deadline.max(now + LEASE));
-                h.holds += 1;
-                // `RwTurns::acquired`: taking the lock used up the claim.
-                c.claimed = false;
-                c.pc += 1;
-                c.phase = Phase::Idle;
-                leave_wait(s, i);
-            }
-            Reply::Int(ms) => {
-                c.missed = false;
-                c.phase = if c.subscribed {
-                    // `RwTurns::wait_turn`: a message, or the hint (no TTL: the watchdog
-                    // timeout), at least 1 ms.
-                    c.waited = true;
-                    let bound = if ms < 0 { LEASE } else { (ms as u64).max(1) };
-                    Phase::Waiting { until: now + bound }
-                } else {
-                    Phase::Subscribing
-                };
-            }
-            Reply::Error(e) if e.starts_with("RELOCK_UPGRADE") => {
-                // `Error::UpgradeWouldDeadlock`: the task ends (`?`); the dropped `ClaimGuard`
-                // withdraws its claim in the background.
-                c.upgrade = if c.read.leaving.is_some() {
-                    Upgrade::Releasing
-                } else if c.read.holds > 0 {
-                    Upgrade::Holding
-                } else {
-                    Upgrade::Unexplained
-                };
-                if c.claimed {
-                    (c.claimed, c.unclaiming) = (false, true);
-                }
-                c.pc = self.plans[i].len() as u8;
-                c.phase = Phase::Idle;
-                leave_wait(s, i);
-            }
-            other => panic!("{side:?} acquire answered {other:?}"),
-        }
-    }
-
     /// `Hold::release_as`: one send of `side`'s release (its reply lost when `lose`), and, when
     /// the reply comes, `Outgoing::settle`.
     fn release(&self, s: &mut RwState, i: usize, side: Side, lose: bool, log: &mut Log) {
@@ -406,7 +416,7 @@ impl RwModel {
     }
 
     /// The local deadline the owner keeps: `deadline`, or forever for a client that ignores it.
-    fn believed(&self, deadline: u64) -> u64 {
+    pub(super) fn believed(&self, deadline: u64) -> u64 {
         if self.mutation == Mutation::IgnoreDeadline {
             u64::MAX
         } else {
@@ -429,7 +439,7 @@ impl RwModel {
 
 /// Client `i`'s waiter goes (it took the lock, or gave up): the client unsubscribes, and a
 /// message on its way finds nobody.
-fn leave_wait(s: &mut RwState, i: usize) {
+pub(super) fn leave_wait(s: &mut RwState, i: usize) {
     let c = &mut s.clients[i];
     if c.subscribed {
         s.server.unsubscribe(CHANNEL.as_bytes());
