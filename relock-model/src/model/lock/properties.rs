@@ -69,23 +69,26 @@ pub fn all() -> Vec<Property<LockModel>> {
             },
         ),
         Property::sometimes(
-            "an acquire's reply was lost after its script took the hold",
-            |_, s: &LockState| {
-                s.clients.iter().enumerate().any(|(i, c)| match c.phase {
-                    Phase::ReadingBack { held_before, .. } => {
-                        redis_holds(&s.server, i) > u64::from(held_before)
-                    }
-                    _ => false,
-                })
+            "an acquire's reply was lost after its script took the hold (when the bound has them)",
+            |m: &LockModel, s: &LockState| {
+                !m.faults.lose_acquire
+                    || s.clients.iter().enumerate().any(|(i, c)| match c.phase {
+                        Phase::ReadingBack { held_before, .. } => {
+                            redis_holds(&s.server, i) > u64::from(held_before)
+                        }
+                        _ => false,
+                    })
             },
         ),
         Property::sometimes(
-            "an acquire cancelled with its outcome unknown left a hold its orphan check finds",
-            |_, s: &LockState| {
-                s.clients.iter().enumerate().any(|(i, c)| {
-                    c.phase == (Phase::OrphanCheck { cancelled: true })
-                        && redis_holds(&s.server, i) > 0
-                })
+            "an acquire cancelled with its outcome unknown left a hold its orphan check finds \
+             (when the bound has lost acquires)",
+            |m: &LockModel, s: &LockState| {
+                !m.faults.lose_acquire
+                    || s.clients.iter().enumerate().any(|(i, c)| {
+                        c.phase == (Phase::OrphanCheck { cancelled: true })
+                            && redis_holds(&s.server, i) > 0
+                    })
             },
         ),
         Property::sometimes(
