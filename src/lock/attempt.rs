@@ -155,21 +155,33 @@ impl<'a> Sending<'a> {
     /// lock's, see `lock::fair`): run after this acquire, it would take out the place the
     /// acquire queues.
     ///
-    /// Before that, an owner whose holds lapsed locally while their guards live (a renewal
-    /// answered late, a stalled process) drops its field on Redis, where those holds may still
-    /// count: the acquire then starts from nothing there, so a read-back after its lost reply
-    /// tells a hold it took from one it lost, and its guard's lease is the only one on the
-    /// field.
+    /// Once they have ended, an owner whose holds lapsed locally while their guards live (a
+    /// renewal answered late, a stalled process) drops its field on Redis, where those holds may
+    /// still count (`Registry::lapsed_hold`); so does an owner with no live hold whose release,
+    /// or orphan check, ended unanswered and may have left its hold there, to its lease
+    /// (`Registry::left_hold`). The acquire then starts from nothing there, so a read-back after
+    /// its lost request or reply tells a hold it took from one lost or left behind, and its
+    /// guard's lease is the only one on the field. The field is dropped (a release with a TTL of
+    /// 0, `Hold::release_orphan`) with no acquire of the owner's counted in flight, which would
+    /// make it keep the field, and at most once per attempt: a drop that fails leaves the mark
+    /// for the next.
     pub(super) async fn gate(hold: &Hold) -> Acquiring {
         let registry = &hold.shared.registry;
         let key = hold.hold_key();
-        if registry.lapsed_hold(&key) {
+        let mut dropped = false;
+        loop {
+            // Checked after the owner's releases in flight, which may end unanswered.
+            let acquiring = registry.acquiring(&key, hold.lease_ms).await;
+            if dropped || !(registry.lapsed_hold(&key) || registry.left_hold(&key)) {
+                return acquiring;
+            }
+            drop(acquiring);
             let releasing = hold.releasing();
-            if hold.release_orphan(None, &releasing).await == crate::background::Ended::Done {
+            if hold.release_orphan(None, &releasing).await == Ended::Done {
                 registry.dropped(&key);
             }
+            dropped = true;
         }
-        registry.acquiring(&key, hold.lease_ms).await
     }
 
     /// Arms the orphan check of an acquire counted in flight (by [`gate`](Sending::gate)), just
@@ -188,11 +200,16 @@ impl<'a> Sending<'a> {
         self.orphan.disarm();
     }
 
-    /// After a lost reply: whether the acquire took the hold, read back on the acquire's
-    /// connection (after it). The owner's field holding more than its live guards means it did.
+    /// After a lost request or reply: whether the acquire took the hold, read back on the
+    /// acquire's connection (after it). The owner's field holding more than its live guards
+    /// means it did: [`gate`](Sending::gate) dropped whatever of the field no guard stands for
+    /// (a lapsed hold, or one a failed release left), and a reader's holds count only while
+    /// they live (its type's view: a reader field whose timeout keys are all gone holds nothing,
+    /// and is dropped).
     pub(super) async fn read_back(&self, redis: &Connection) -> Result<bool> {
         let hold = self.hold;
-        let state = scripts::inspect(redis, &hold.keys, &hold.field, "").await?;
+        let view = hold.kind.view();
+        let state = scripts::inspect(redis, &hold.keys, &hold.field, view).await?;
         let took = state.holds > u64::from(self.held_before);
         if took {
             tracing::debug!(lock = %hold.keys.name, "acquire reply lost; the read-back shows the hold");
@@ -221,7 +238,9 @@ impl<'a> Sending<'a> {
 /// Armed while an acquire may have taken a hold that no guard stands for yet. Dropped armed (the
 /// caller gave up mid-flight), it reads the lock back and releases one hold if the owner's field
 /// counts more holds than its live guards. The read goes on the acquire's connection, after it,
-/// so it sees what the acquire did.
+/// so it sees what the acquire did. Should the read (or the release) go unanswered, the hold is
+/// left to its lease, and the registry remembers it (`Registry::left_behind`): the owner's next
+/// acquire drops it first (`Sending::gate`).
 struct OrphanCheck<'a> {
     hold: Option<&'a Hold>,
 }
@@ -253,9 +272,15 @@ impl Drop for OrphanCheck<'_> {
                     let redis = fresh
                         .as_deref()
                         .unwrap_or_else(|| shared.acquire_connection());
-                    let inspected = scripts::inspect(redis, &hold.keys, &hold.field, "").await;
+                    let view = hold.kind.view();
+                    let inspected = scripts::inspect(redis, &hold.keys, &hold.field, view).await;
                     let Ok(state) = &inspected else {
-                        return Ended::of(&inspected); // the hold, if any, expires with its lease
+                        // The hold, if any, expires with its lease; the owner's next acquire
+                        // drops it first.
+                        if inspected.as_ref().is_err_and(Error::is_redis) {
+                            shared.registry.left_behind(&hold.hold_key());
+                        }
+                        return Ended::of(&inspected);
                     };
                     if state.holds > u64::from(shared.registry.guards(&hold.hold_key())) {
                         tracing::debug!(lock = %hold.keys.name, "releasing the hold of a cancelled acquire");

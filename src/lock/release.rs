@@ -109,8 +109,10 @@ impl Hold {
         self.shared.background.must_run(Arc::new(job));
     }
 
-    /// Releases a hold no guard stands for: one a cancelled acquire took, or the owner's holds
-    /// that lapsed locally, dropped before it acquires again (`Sending::gate`).
+    /// Releases a hold no guard stands for: one a cancelled acquire took, or, before the owner
+    /// acquires again (`Sending::gate`), its holds that lapsed locally or that a release or
+    /// check of its left on Redis when it ended unanswered (with no live hold of the owner's it
+    /// sends a TTL of 0, which drops the owner's field whatever its count).
     pub(crate) async fn release_orphan(
         &self,
         redis: Option<&Connection>,
@@ -243,8 +245,16 @@ pub(super) struct Outgoing<'a> {
 }
 
 impl<'a> Outgoing<'a> {
-    /// Counts how this release ended (`sent_before`: its answer came to a retry).
+    /// Counts how this release ended (`sent_before`: its answer came to a retry). One that
+    /// ended without an answer that settles it (a Redis error: every send went unanswered, or
+    /// none went out) may leave its hold on Redis, to its lease: the registry remembers it, and
+    /// the owner's next acquire with no live hold drops the owner's field first
+    /// (`Registry::left_behind`, `Sending::gate`).
     pub(super) fn count(&self, settled: &Result<Released>, sent_before: bool) {
+        if settled.as_ref().is_err_and(Error::is_redis) {
+            let hold = self.hold;
+            hold.shared.registry.left_behind(&hold.hold_key());
+        }
         use crate::meter::Unlocked;
         let outcome = match settled {
             Ok(Released::NotHeld) => Unlocked::NotHeld,
@@ -276,6 +286,11 @@ impl<'a> Outgoing<'a> {
     pub(super) fn settle(&self, released: Released, sent_before: bool) -> Result<Released> {
         let hold = self.hold;
         let shared = &hold.shared;
+        if self.keep_ms == 0 || released != Released::StillHeld {
+            // Nothing of the owner's field is left on Redis: not a hold that a release or
+            // check of its left behind either.
+            shared.registry.field_gone(&hold.hold_key());
+        }
         if released == Released::NotHeld && sent_before {
             if !self
                 .lapses_after

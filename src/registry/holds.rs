@@ -23,6 +23,11 @@
 //! ([`Leaving::Lost`]), and the owner's last release frees the lock whatever count Redis has
 //! (`lock::release` sends a TTL of 0 when no hold of the owner's may remain). A release hands the lapse moment on: a last
 //! release whose hold could lapse before its last retry writes a replay key (see `inflight`).
+//!
+//! A release (or the check after a cancelled acquire) that ends unanswered leaves its hold to
+//! its lease on Redis, where no guard stands for it: the entry remembers it
+//! ([`Registry::left_behind`]) until a release answered without the owner's field, and the
+//! owner's next acquire with no live hold drops that field first, as after a lapse.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -243,12 +248,47 @@ impl Registry {
         true
     }
 
-    /// The owner's field of `key` was dropped on Redis after its generation lapsed.
+    /// The owner's field of `key` was dropped on Redis (after its generation lapsed, or after a
+    /// release or check of its ended unanswered): nothing of it is left there.
     pub(crate) fn dropped(&self, key: &HoldKey) {
         let mut map = self.map.lock().unwrap();
+        Registry::forget(&mut map, key, |entry| entry.left = false);
         if let Some(entry) = holding(&mut map, key) {
             entry.dropped = Some(entry.generation);
         }
+    }
+
+    /// A release of the owner's holds of `key`, or the check after an acquire of its cancelled
+    /// mid-flight, ended without an answer that settles it (a Redis error: every send went
+    /// unanswered, or none went out): a hold of the owner's may be left on Redis, to its lease,
+    /// with no guard for it. Its next acquire with no live hold of `key` would take it for the
+    /// hold it took, should its own request be lost (the read-back counts the owner's field
+    /// against its live guards), so that acquire drops the field first
+    /// ([`left_hold`](Registry::left_hold)).
+    pub(crate) fn left_behind(&self, key: &HoldKey) {
+        let mut map = self.map.lock().unwrap();
+        map.entry(key.clone()).or_default().left = true;
+    }
+
+    /// Whether a hold of the owner's may be left on Redis by a release or check of `key` that
+    /// ended unanswered ([`left_behind`](Registry::left_behind)) while the owner has no live
+    /// hold of `key`: the caller drops the owner's field (see `lock::attempt::Sending::gate`)
+    /// and then calls [`dropped`](Registry::dropped). While holds of the owner's live the field
+    /// is theirs too, and stays: the owner's last release drops it whatever its count.
+    pub(crate) fn left_hold(&self, key: &HoldKey) -> bool {
+        let map = self.map.lock().unwrap();
+        map.get(key).is_some_and(|entry| {
+            let live = entry.holding.as_ref();
+            entry.left && live.map_or(true, |h| h.renewing == 0 && h.fixed.is_empty())
+        })
+    }
+
+    /// An answered release left nothing of the owner's field of `key` on Redis (it freed the
+    /// lock, found no hold, or dropped the field whatever its count): no hold a release or
+    /// check left behind remains.
+    pub(crate) fn field_gone(&self, key: &HoldKey) {
+        let mut map = self.map.lock().unwrap();
+        Registry::forget(&mut map, key, |entry| entry.left = false);
     }
 
     /// How long the live holds of `key` need the lock from now: the watchdog timeout while a
@@ -441,6 +481,32 @@ mod tests {
         ) -> BoxFuture<'a, Result<bool>> {
             unreachable!("no shutdown runs here")
         }
+    }
+
+    #[tokio::test]
+    async fn a_hold_left_behind_is_dropped_only_while_the_owner_holds_none() {
+        let registry = Registry::new(Duration::from_secs(30), Arc::new(Meter::detached()));
+        let held: Arc<dyn Held> = Arc::new(Counted);
+        let key: HoldKey = ("orders:42".into(), "client:task-1".into());
+        registry.left_behind(&key);
+        assert!(registry.left_hold(&key));
+        let live = registry.register(
+            key.clone(),
+            &held,
+            true,
+            Instant::now(),
+            Duration::from_secs(30),
+        );
+        assert!(!registry.left_hold(&key), "the field has a live hold");
+        registry.unregister(&key, &live);
+        assert!(registry.left_hold(&key), "forgotten with the last guard");
+        registry.field_gone(&key);
+        assert!(!registry.left_hold(&key));
+        assert_eq!(registry.entries(), 0, "a spent entry is kept");
+        registry.left_behind(&key);
+        registry.dropped(&key);
+        assert!(!registry.left_hold(&key));
+        assert_eq!(registry.entries(), 0, "a spent entry is kept");
     }
 
     #[tokio::test]

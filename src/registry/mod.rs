@@ -121,6 +121,10 @@ struct Entry {
     in_flight: inflight::Counts,
     queued: Option<Shared>,
     claimed: Option<Shared>,
+    /// A release of the owner's, or the check after its acquire cancelled mid-flight, ended
+    /// unanswered: a hold of the owner's may be left on Redis, to its lease, with no guard (see
+    /// [`Registry::left_behind`]).
+    left: bool,
 }
 
 impl Entry {
@@ -129,6 +133,7 @@ impl Entry {
             && self.in_flight.is_empty()
             && self.queued.is_none()
             && self.claimed.is_none()
+            && !self.left
     }
 
     fn place(&mut self, place: Place) -> &mut Option<Shared> {

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use super::family::{lock_name, served_promptly, spawn_waiter, CMD, LONG};
 use common::family::{connect, AnyGuard, Family};
-use common::proxy::Proxy;
+use common::proxy::{Mode, Proxy};
 use common::{raw_pttl, RedisServer};
 use tokio::time::Instant;
 
@@ -49,6 +49,7 @@ macro_rules! per_type {
 
 per_type!(lock_again: locking_again_after_a_loss_drops_the_lost_hold_first);
 per_type!(lost_request: an_acquire_after_a_loss_never_takes_the_lost_hold_for_its_own);
+per_type!(failed_release: an_acquire_after_a_failed_release_never_takes_the_left_hold_for_its_own);
 
 /// The owner's hold lapses locally while Redis keeps it a while longer; the owner takes the
 /// lock again with a long fixed lease, and that acquire's request is lost (it never reaches
@@ -95,6 +96,62 @@ async fn an_acquire_after_a_loss_never_takes_the_lost_hold_for_its_own(family: F
     again.unlock().await.unwrap();
     let error = lost.unlock().await.unwrap_err();
     assert!(error.is_lease_lost(), "{error}");
+    family.assert_no_leaks(&server, &[&client], &[&name]).await;
+}
+
+/// An owner's `unlock()` whose every send goes unanswered (its replies lost, then its
+/// connection cut) fails, and leaves its hold on Redis, to its lease, with no guard for it. The
+/// owner's next acquire, with a far longer lease, has its request lost (it never reaches Redis):
+/// the read-back after it used to find the hold left behind (the owner has no guard, so one hold
+/// on Redis looked like the one just taken) and hand out a guard that believes in a lease Redis
+/// does not have, the left hold lapsing at its own, shorter one while another owner could take
+/// the lock. relock-model found the schedule. Now the owner drops the hold its failed release
+/// may have left before it acquires again, and the read-back finds only what the acquire took.
+async fn an_acquire_after_a_failed_release_never_takes_the_left_hold_for_its_own(family: Family) {
+    /// The lease of the hold the failed release leaves: far shorter than the next acquire's.
+    const LEFT: Duration = Duration::from_secs(4);
+    /// Short, so that the release's three sends fail within a second or so.
+    const QUICK: Duration = Duration::from_millis(250);
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port()).await;
+    let client = connect(&proxy.url(), WATCHDOG, QUICK).await;
+    let name = lock_name(family, "relapse-failed-release");
+    let lock = family.lock(&client, &name);
+    let left = lock.lock_with_lease(LEFT).await.unwrap();
+    let field = family.field_of(&client, &left);
+
+    // Every send of the release goes unanswered: the unlock fails, the hold stays on Redis.
+    proxy.set_mode(Mode::DropReplies);
+    let error = left.unlock().await.unwrap_err();
+    assert!(error.is_redis(), "{error}");
+    proxy.set_mode(Mode::Pass);
+    proxy.cut();
+    assert_eq!(
+        family.holds(&server, &name, &field),
+        1,
+        "the failed release left no hold"
+    );
+
+    // The next acquire's request is lost; the owner tries again until it holds the lock.
+    proxy.drop_next_request(&[&family.acquire_sha(), &name]);
+    let mut tries = 0;
+    let again = loop {
+        tries += 1;
+        assert!(tries <= 5, "the owner never got the lock back");
+        if let Ok(guard) = lock.lock_with_lease(LONG).await {
+            break guard;
+        }
+    };
+    assert!(!again.is_lost());
+    assert_eq!(family.holds(&server, &name, &field), 1);
+    let pttl = raw_pttl(&server, &name);
+    assert!(
+        pttl > (LONG / 2).as_millis() as i64,
+        "the owner's guard believes in a lease of {LONG:?}, Redis keeps the lock {pttl} ms \
+         (the hold the failed release left, taken {tries} tries in)"
+    );
+    assert!(tries > 1, "the acquire's request was not lost");
+    again.unlock().await.unwrap();
     family.assert_no_leaks(&server, &[&client], &[&name]).await;
 }
 
