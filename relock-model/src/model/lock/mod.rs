@@ -9,7 +9,9 @@
 //! |---|---|
 //! | [`Action::Acquire`] | `lock::attempt::Hold::try_once` (LOCK_ACQUIRE), the claim priority of `lock::turns::ClaimGuard::next`, the wait bound of `PlainTurns::next_turn` |
 //! | [`Action::Subscribe`] | `PlainTurns::start` (`wait::subscribe`), then the attempt `until_taken` makes right after |
-//! | [`Action::Cancel`], [`Action::Unclaim`] | dropping a waiting `lock()`: `pubsub::Waiter`'s drop, `ClaimGuard`'s drop (UNCLAIM in the background) |
+//! | [`Action::AcquireLost`], [`Action::ReadBack`] | `Hold::try_once` after an ambiguous error: `Sending::read_back` (INSPECT), then `Sending::taken` or the `lock()`'s error (the task calls it again) |
+//! | [`Action::ReadBackFails`], [`Action::OrphanCheck`] | the read-back failing too: `OrphanCheck`'s drop (INSPECT, then `Hold::release_orphan` of a hold no guard stands for) |
+//! | [`Action::Cancel`], [`Action::Unclaim`] | dropping a waiting `lock()` (or one whose attempt's outcome is unknown: its orphan check first): `pubsub::Waiter`'s drop, `ClaimGuard`'s drop (UNCLAIM in the background) |
 //! | [`Action::Release`], [`Action::ReleaseReplyLost`] | `lock::release::Hold::release_as` (LOCK_RELEASE), `wait::until_answered`, `Outgoing::settle`, the sweeper's delete |
 //! | [`Action::Renew`] | `watchdog::Watchdog::renew_all` (LOCK_RENEW), `Registry::renewed` / `found_gone` |
 //! | [`Action::DropLost`] | `lock::attempt::Sending::gate` after a local lapse: `Registry::lapsed_hold`, `Hold::release_orphan` (LOCK_RELEASE with a TTL of 0) |
