@@ -99,48 +99,31 @@ impl LockModel {
     /// acquire's lease, and a replay key is written, which the sweeper deletes once the reply
     /// is in). Its sends retry until answered (`background::must_run`).
     pub(super) fn release_orphan(&self, s: &mut LockState, i: usize, log: &mut Log) {
+        self.release_unheld(s, i, LEASE, log);
+    }
+
+    /// One release of a hold no guard stands for, keeping `keep_ms`, under a request of its own
+    /// that writes its replay key, deleted by the sweeper once the reply is in.
+    fn release_unheld(&self, s: &mut LockState, i: usize, keep_ms: u64, log: &mut Log) {
         let c = &mut s.clients[i];
         c.requests += 1;
         let how = ReleaseArgs {
-            keep_ms: LEASE,
+            keep_ms,
             replay_ttl: REPLAY_TTL + LEASE,
             request: c.requests,
             sent_before: false,
             replay_last: true,
         };
-        calls::release(
-            &self.scripts,
-            &mut s.server,
-            log,
-            &field(i),
-            &replay_key(i, how.request),
-            &how,
-        );
-        calls::sweep(&mut s.server, log, &replay_key(i, how.request));
+        let replay = replay_key(i, how.request);
+        calls::release(&self.scripts, &mut s.server, log, &field(i), &replay, &how);
+        calls::sweep(&mut s.server, log, &replay);
     }
 
     /// `Sending::gate` after a local loss: the owner's field dropped on Redis (a release with a
     /// TTL of 0 under a request of its own, asked to write its replay key, which the sweeper
     /// deletes once the reply is in); the lost guards are stale from here on.
     pub(super) fn drop_lost(&self, s: &mut LockState, i: usize, log: &mut Log) {
-        let c = &mut s.clients[i];
-        c.requests += 1;
-        let how = ReleaseArgs {
-            keep_ms: 0,
-            replay_ttl: REPLAY_TTL + LEASE,
-            request: c.requests,
-            sent_before: false,
-            replay_last: true,
-        };
-        calls::release(
-            &self.scripts,
-            &mut s.server,
-            log,
-            &field(i),
-            &replay_key(i, how.request),
-            &how,
-        );
-        calls::sweep(&mut s.server, log, &replay_key(i, how.request));
+        self.release_unheld(s, i, 0, log);
         let c = &mut s.clients[i];
         (c.stale, c.holds) = (c.stale + c.holds, 0);
         (c.deadline, c.lost, c.renew_due) = (0, false, 0);
