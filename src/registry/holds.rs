@@ -24,10 +24,8 @@
 //! (`lock::release` sends a TTL of 0 when no hold of the owner's may remain). A release hands the lapse moment on: a last
 //! release whose hold could lapse before its last retry writes a replay key (see `inflight`).
 //!
-//! A release (or the check after a cancelled acquire) that ends unanswered leaves its hold to
-//! its lease on Redis, where no guard stands for it: the entry remembers it
-//! ([`Registry::left_behind`]) until a release answered without the owner's field, and the
-//! owner's next acquire with no live hold drops that field first, as after a lapse.
+//! Holds Redis may still count that no live guard stands for (lapsed, or left by a release that
+//! ended unanswered) are kept in `leftover`.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -43,23 +41,23 @@ pub(super) struct Holding {
     /// Live guards of this field, of every generation.
     guards: u32,
     /// This generation's live watchdog holds.
-    renewing: u32,
+    pub(super) renewing: u32,
     /// This generation's live fixed holds: registration id and deadline.
-    fixed: Vec<(u64, Instant)>,
+    pub(super) fixed: Vec<(u64, Instant)>,
     /// Tells an older generation's guards and renewals from this one's.
-    generation: u64,
+    pub(super) generation: u64,
     /// The type of the hold, which renews it and lets go of it at shutdown.
-    held: Arc<dyn Held>,
+    pub(super) held: Arc<dyn Held>,
     standing: Arc<Signal>,
     /// When the latest release that set the TTL outright was sent: a command sent before it
     /// was overridden by it.
     set_sent_at: Instant,
     /// The lapsed generation whose holds were dropped on Redis (see [`Registry::lapsed_hold`]).
-    dropped: Option<u64>,
+    pub(super) dropped: Option<u64>,
 }
 
 impl Holding {
-    fn lapsed(&self, now: Instant) -> bool {
+    pub(super) fn lapsed(&self, now: Instant) -> bool {
         self.standing.get().is_lost(now)
     }
 
@@ -82,7 +80,7 @@ impl Holding {
     /// Marks this generation lost, once; whether it was not lost before. The caller logs the
     /// loss once it has let go of the registry (a `tracing` subscriber is user code, which must
     /// not run under the registry's lock: should it panic, it would poison it).
-    fn lose(&mut self) -> bool {
+    pub(super) fn lose(&mut self) -> bool {
         if self.standing.get().lost {
             return false;
         }
@@ -124,7 +122,7 @@ pub(crate) enum Leaving {
 }
 
 /// The holds of the entry of `key`, if any.
-fn holding<'a>(map: &'a mut super::Map, key: &HoldKey) -> Option<&'a mut Holding> {
+pub(super) fn holding<'a>(map: &'a mut super::Map, key: &HoldKey) -> Option<&'a mut Holding> {
     map.get_mut(key).and_then(|entry| entry.holding.as_mut())
 }
 
@@ -223,72 +221,6 @@ impl Registry {
         } else {
             Leaving::Lost
         }
-    }
-
-    /// Whether the owner's current generation of holds of `key` lapsed while guards of it
-    /// live, and was not dropped on Redis yet: Redis may still count those holds (a lapse is
-    /// the earliest they can end), and the owner's next acquire would re-enter them there, so
-    /// that a read-back after its lost reply could not tell a stale hold from a new one. Marks
-    /// the generation lost (no renewal follows); the caller drops the owner's field (see
-    /// `lock::attempt::Sending::gate`) and then calls [`dropped`](Registry::dropped).
-    pub(crate) fn lapsed_hold(&self, key: &HoldKey) -> bool {
-        let now = Instant::now();
-        let mut map = self.map.lock().unwrap();
-        let Some(entry) = holding(&mut map, key) else {
-            return false;
-        };
-        if !entry.lapsed(now) || entry.dropped == Some(entry.generation) {
-            return false;
-        }
-        if entry.lose() {
-            let kind = entry.held.primitive();
-            drop(map);
-            self.log_lost(vec![(key.clone(), kind, crate::meter::Loss::Expired)]);
-        }
-        true
-    }
-
-    /// The owner's field of `key` was dropped on Redis (after its generation lapsed, or after a
-    /// release or check of its ended unanswered): nothing of it is left there.
-    pub(crate) fn dropped(&self, key: &HoldKey) {
-        let mut map = self.map.lock().unwrap();
-        Registry::forget(&mut map, key, |entry| entry.left = false);
-        if let Some(entry) = holding(&mut map, key) {
-            entry.dropped = Some(entry.generation);
-        }
-    }
-
-    /// A release of the owner's holds of `key`, or the check after an acquire of its cancelled
-    /// mid-flight, ended without an answer that settles it (a Redis error: every send went
-    /// unanswered, or none went out): a hold of the owner's may be left on Redis, to its lease,
-    /// with no guard for it. Its next acquire with no live hold of `key` would take it for the
-    /// hold it took, should its own request be lost (the read-back counts the owner's field
-    /// against its live guards), so that acquire drops the field first
-    /// ([`left_hold`](Registry::left_hold)).
-    pub(crate) fn left_behind(&self, key: &HoldKey) {
-        let mut map = self.map.lock().unwrap();
-        map.entry(key.clone()).or_default().left = true;
-    }
-
-    /// Whether a hold of the owner's may be left on Redis by a release or check of `key` that
-    /// ended unanswered ([`left_behind`](Registry::left_behind)) while the owner has no live
-    /// hold of `key`: the caller drops the owner's field (see `lock::attempt::Sending::gate`)
-    /// and then calls [`dropped`](Registry::dropped). While holds of the owner's live the field
-    /// is theirs too, and stays: the owner's last release drops it whatever its count.
-    pub(crate) fn left_hold(&self, key: &HoldKey) -> bool {
-        let map = self.map.lock().unwrap();
-        map.get(key).is_some_and(|entry| {
-            let live = entry.holding.as_ref();
-            entry.left && live.map_or(true, |h| h.renewing == 0 && h.fixed.is_empty())
-        })
-    }
-
-    /// An answered release left nothing of the owner's field of `key` on Redis (it freed the
-    /// lock, found no hold, or dropped the field whatever its count): no hold a release or
-    /// check left behind remains.
-    pub(crate) fn field_gone(&self, key: &HoldKey) {
-        let mut map = self.map.lock().unwrap();
-        Registry::forget(&mut map, key, |entry| entry.left = false);
     }
 
     /// How long the live holds of `key` need the lock from now: the watchdog timeout while a
@@ -421,7 +353,7 @@ impl Registry {
     }
 
     /// Logs and counts the holds just found lost; called with the registry unlocked.
-    fn log_lost(&self, lost: Vec<Loss>) {
+    pub(super) fn log_lost(&self, lost: Vec<Loss>) {
         for (key, kind, why) in lost {
             self.meter.lost(kind, &key.0, why);
             tracing::warn!(lock = %key.0, holder = %key.1, "lock lease lost: {}", why.why());

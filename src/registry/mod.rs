@@ -15,6 +15,7 @@
 
 mod holds;
 mod inflight;
+mod leftover;
 mod standing;
 
 use std::collections::HashMap;
