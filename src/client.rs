@@ -166,6 +166,11 @@ impl Client {
             lease: config.watchdog_timeout,
             batch: config.renewal_batch,
             per_slot: config.redis.server.is_clustered(),
+            // With replica sync, renewals go on its connection, followed by a WAIT there.
+            replica_sync: replica_sync.as_ref().map(|s| ReplicaSync {
+                redis: s.redis.clone(),
+                timeout_ms: s.timeout_ms,
+            }),
         };
         tokio::spawn(watchdog.run(shutdown.subscribe()));
         let hub = Hub::start(

@@ -39,8 +39,9 @@ pub struct ClientStats {
     /// Holds (and permits) found lost: their lock gone, renewals late, a lease run out, the
     /// client shut down.
     pub leases_lost: u64,
-    /// Watchdog renewals of one lock or permit that got an answer (renewed, or gone while its
-    /// guards lived: not a renewal that crossed its holder's release).
+    /// Watchdog renewals of one lock or permit that got an answer (renewed, gone while its
+    /// guards lived, or, with replica sync, renewed but not acknowledged by a replica in time;
+    /// not a renewal that crossed its holder's release).
     pub renewals: u64,
     /// Watchdog renewals that failed (the connection, a timeout).
     pub renewal_errors: u64,

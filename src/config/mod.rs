@@ -176,6 +176,20 @@ impl Config {
     /// released and the acquire fails with [`Error::NotReplicated`]: a failover to a replica could
     /// otherwise lose a lock its holder believes it has. Off by default; with it on, a server
     /// without replicas fails every acquire.
+    ///
+    /// It covers the watchdog's renewals too, of every watchdog hold (locks, permits and
+    /// election terms alike): they go on the same connection, each batch followed by `WAIT 1
+    /// <timeout>`, and a hold's local deadline (what [`LockGuard::lost`](crate::LockGuard::lost)
+    /// and [`Term::run`](crate::Term::run) go by) counts only from renewals a replica
+    /// acknowledged. So after a failover to a replica that acknowledged, nobody else can take
+    /// the lock (or lead) before its holder's local deadline. A renewal no replica acknowledged
+    /// in time leaves the deadline where it was, and a hold with none acknowledged for a whole
+    /// lease is lost, as for a late renewal: keep `timeout` well under a third of the watchdog
+    /// timeout, as a renewal round waits for it. Without replica sync, a failover to a replica
+    /// that lacks the last renewal lets another take the lock up to one renewal period before
+    /// the holder's local deadline (the time between the sends of its last two renewals: a third
+    /// of the watchdog timeout plus how late the watchdog's round started), a period more for
+    /// each further renewal it lacks, and at once if it lacks the acquire.
     pub fn with_replica_sync(mut self, timeout: Duration) -> Config {
         self.replica_sync = Some(timeout);
         self

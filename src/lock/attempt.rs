@@ -8,9 +8,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fred::interfaces::{ClientLike, ServerInterface};
-use fred::types::config::Options;
-use fred::types::ClusterHash;
 use tokio::time::Instant;
 
 use super::kind::Ask;
@@ -99,23 +96,11 @@ impl Hold {
         late
     }
 
-    /// Waits for one replica to acknowledge the hold just taken.
+    /// Waits for one replica to acknowledge the hold just taken (taken on `sync`'s connection,
+    /// whose every earlier write the `WAIT` covers).
     pub(crate) async fn await_replica(&self, sync: &ReplicaSync) -> Result<()> {
-        let options = Options {
-            cluster_hash: Some(ClusterHash::Custom(fred::util::redis_keyslot(
-                self.keys.name.as_bytes(),
-            ))),
-            timeout: Some(self.shared.command_timeout + Duration::from_millis(sync.timeout_ms)),
-            max_attempts: Some(1),
-            ..Default::default()
-        };
-        let acked: i64 = sync
-            .redis
-            .with_options(&options)
-            .wait(1, sync.timeout_ms as i64)
-            .await
-            .map_err(|e| Error::redis(e, &sync.redis.server))?;
-        if acked >= 1 {
+        let slot = fred::util::redis_keyslot(self.keys.name.as_bytes());
+        if crate::watchdog::replica_acknowledged(sync, slot).await? {
             Ok(())
         } else {
             Err(Error::NotReplicated {

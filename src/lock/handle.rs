@@ -145,20 +145,50 @@ impl Handle {
         acquire::acquire(&hold, hold.kind.turns(&hold, wait), wait).await
     }
 
+    /// Takes the lock with a watchdog lease of its own, `lease`, instead of the client's
+    /// watchdog timeout: the watchdog renews it every third of `lease` while its guard lives
+    /// (an election's `with_lease`, client-go's `LeaseDuration`). Waits at most `wait` (`None`:
+    /// as long as it takes), taking turns as the type makes them. The guard is a watchdog
+    /// guard in every other way ([`LockGuard::lease`] is `None`).
+    pub(crate) async fn acquire_renewed(
+        &self,
+        lease: Duration,
+        wait: Option<Duration>,
+    ) -> Result<Option<LockGuard>> {
+        self.shared.check_open()?;
+        let hold = self.renewed_hold(lease)?;
+        acquire::acquire(&hold, hold.kind.turns(&hold, wait), wait).await
+    }
+
     /// The hold an acquire of this handle asks for: with the watchdog's lease (`lease: None`)
     /// or a fixed one, for the handle's owner (the current task's unless one was given). The
     /// error of a bad name or lease.
     pub(crate) fn hold(&self, lease: Option<Duration>) -> Result<Hold> {
-        let shared = &self.shared;
-        let keys = self.keys.clone()?;
-        let (lease, lease_ms) = match lease {
-            None => (Lease::Watchdog, shared.watchdog_ms),
+        match lease {
+            None => self.hold_as(Lease::Watchdog, self.shared.watchdog_ms),
             // The lease as Redis gets it: whole milliseconds, a remainder rounded up.
             Some(lease) => {
                 let ms = millis(lease, "lease")?;
-                (Lease::Fixed(Duration::from_millis(ms)), ms)
+                self.hold_as(Lease::Fixed(Duration::from_millis(ms)), ms)
             }
-        };
+        }
+    }
+
+    /// The hold of a watchdog lease of its own (see [`acquire_renewed`](Self::acquire_renewed)):
+    /// the error of a bad name, or of a lease too short to renew every third of (under 3 ms).
+    pub(crate) fn renewed_hold(&self, lease: Duration) -> Result<Hold> {
+        let ms = millis(lease, "lease")?;
+        if ms < 3 {
+            return Err(Error::invalid(format!(
+                "a renewed lease must be at least 3 ms so it can be renewed every third of it, got {lease:?}"
+            )));
+        }
+        self.hold_as(Lease::Watchdog, ms)
+    }
+
+    fn hold_as(&self, lease: Lease, lease_ms: u64) -> Result<Hold> {
+        let shared = &self.shared;
+        let keys = self.keys.clone()?;
         let owner = self.owner();
         let field: Str = self.kind.field(shared.holder_field(&owner));
         Ok(Hold {
@@ -228,5 +258,90 @@ impl Handle {
         let keys = self.keys.clone()?;
         let field = self.kind.field(self.shared.holder_field(&self.owner()));
         scripts::inspect(&self.shared.redis, &keys, &field, self.kind.view()).await
+    }
+}
+
+/// A watchdog lease of a hold's own against a real server (feature `testing`, which relock's own
+/// tests turn on).
+#[cfg(all(test, feature = "testing"))]
+mod tests {
+    use std::time::Duration;
+
+    use crate::testing::RedisServer;
+    use crate::{Client, Config};
+
+    /// The lease left of `name` on `server`, in ms (`PTTL`).
+    fn pttl(server: &RedisServer, name: &str) -> i64 {
+        let reply = server.command(&["PTTL", name]).unwrap();
+        reply.trim_start_matches(':').trim().parse().unwrap()
+    }
+
+    /// A hold with a short lease of its own is renewed with it, every third of it, while the
+    /// client's long watchdog timeout is in force for the other holds, and outlives many of
+    /// its leases; released, it is no longer renewed.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_hold_with_its_own_lease_is_renewed_with_it_until_released() {
+        const CLIENT: Duration = Duration::from_secs(30);
+        const OWN: Duration = Duration::from_millis(600);
+        let server = RedisServer::start().unwrap();
+        let config = Config::from_url(&server.url())
+            .unwrap()
+            .with_watchdog_timeout(CLIENT)
+            .with_command_timeout(Duration::from_secs(2));
+        let client = Client::new(config).await.unwrap();
+        let (short, long) = ("own-lease:short", "own-lease:long");
+
+        let long_guard = client.lock(long).lock().await.unwrap();
+        let guard = client
+            .lock(short)
+            .handle
+            .acquire_renewed(OWN, None)
+            .await
+            .unwrap()
+            .expect("a free lock");
+        assert_eq!(guard.lease(), None, "a watchdog guard");
+        let ttl = pttl(&server, short);
+        assert!(
+            0 < ttl && ttl <= 600,
+            "acquired with its own lease: PTTL {ttl}"
+        );
+
+        // Four of its leases: only renewals keep it.
+        let started = tokio::time::Instant::now();
+        while started.elapsed() < OWN * 4 {
+            let ttl = pttl(&server, short);
+            assert!(
+                0 < ttl && ttl <= 600,
+                "renewed with its own lease: PTTL {ttl}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(!guard.is_lost(), "renewed every third of its own lease");
+        let renewals = client.stats().renewals;
+        assert!(renewals >= 6, "{renewals} renewals in four of its leases");
+        // The other hold keeps the client's lease, not renewed yet (a third of 30 s).
+        let ttl = pttl(&server, long);
+        assert!(ttl > 25_000, "the client's lease was cut short: PTTL {ttl}");
+        // What a release leaving holds behind would set the TTL to: each field's own lease.
+        let need = |name| {
+            let key = client.lock(name).handle.hold(None).unwrap().hold_key();
+            client.shared.registry.need(&key)
+        };
+        assert_eq!(need(long), Some(CLIENT));
+        assert_eq!(need(short), Some(OWN));
+
+        guard.unlock().await.unwrap();
+        assert_eq!(client.stats().renewing, 1);
+        let released = client.stats().renewals;
+        tokio::time::sleep(OWN).await;
+        assert_eq!(
+            client.stats().renewals,
+            released,
+            "a released hold was renewed"
+        );
+        assert_eq!(pttl(&server, short), -2, "the lock was left behind");
+
+        long_guard.unlock().await.unwrap();
+        client.shutdown().await.unwrap();
     }
 }

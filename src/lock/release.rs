@@ -16,7 +16,7 @@ use futures::future::BoxFuture;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::kind::Hold;
+use super::kind::{Hold, Lease};
 use crate::background::Ended;
 use crate::config::ceil_millis;
 use crate::connection::Connection;
@@ -213,7 +213,12 @@ impl Hold {
         // holds of the owner's on Redis for as long as this release's TTL, or a renewal sent
         // before the stall, keeps them, so the key outlives both and the retry never counts
         // twice while a hold it could strike lives.
-        let replay_ttl = retries + Duration::from_millis(keep_ms).max(shared.watchdog_timeout);
+        // A hold renewed with a lease of its own (an election's) is renewed with that lease.
+        let renewed_for = match self.lease {
+            Lease::Watchdog => Duration::from_millis(self.lease_ms).max(shared.watchdog_timeout),
+            Lease::Fixed(_) => shared.watchdog_timeout,
+        };
+        let replay_ttl = retries + Duration::from_millis(keep_ms).max(renewed_for);
         Outgoing {
             hold: self,
             replay: how.replay,

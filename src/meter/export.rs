@@ -77,7 +77,7 @@ pub(super) struct Export {
     /// The user's mapper from a lock's name to its `name` label, and the handles of each
     /// (kind, label) met so far: the mapper's labels are few by design.
     names: Option<(NameLabel, Mutex<Labelled>)>,
-    renewals: OnceLock<[Counter; 3]>,
+    renewals: OnceLock<[Counter; 4]>,
     renewal_lag: OnceLock<Histogram>,
     wakeups: OnceLock<Counter>,
     resubscribes: OnceLock<Counter>,
@@ -182,9 +182,11 @@ impl Export {
             Renewed::Extended => 0,
             Renewed::Gone => 1,
             Renewed::Failed => 2,
+            Renewed::Unreplicated => 3,
         };
         let renewals = self.renewals.get_or_init(|| {
-            ["renewed", "gone", "error"].map(|o| counter!("relock_renewals_total", "outcome" => o))
+            ["renewed", "gone", "error", "unreplicated"]
+                .map(|o| counter!("relock_renewals_total", "outcome" => o))
         });
         renewals[i].increment(1);
     }
@@ -286,7 +288,7 @@ fn describe() {
     describe_counter!(
         "relock_renewals_total",
         Unit::Count,
-        "Watchdog renewals per lock, by outcome: renewed, gone, error."
+        "Watchdog renewals per lock, by outcome: renewed, gone, error, unreplicated (replica sync: no replica acknowledged it in time)."
     );
     describe_histogram!("relock_renewal_lag_seconds", Unit::Seconds, "How late the watchdog's rounds start: a starved runtime shows here before leases are lost.");
     describe_counter!(

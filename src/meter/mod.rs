@@ -125,6 +125,9 @@ pub(crate) enum Renewed {
     Gone,
     /// The renewal failed (the connection, a timeout).
     Failed,
+    /// With replica sync: the primary extended the lease but no replica acknowledged it in
+    /// time, so the hold's local deadline did not move.
+    Unreplicated,
 }
 
 /// The dependency-free tally behind [`ClientStats`](crate::ClientStats).

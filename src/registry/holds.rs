@@ -2,8 +2,9 @@
 //! field) with its live guards, the leases they need and what they know of their hold.
 //!
 //! Every live guard is counted here under its lock name and holder field, with the lease its
-//! hold needs: a watchdog hold needs the watchdog timeout, renewed; a fixed hold needs its own
-//! deadline (its acquire's send time plus its lease). All holds of one owner share the lock's one
+//! hold needs: a watchdog hold needs its watchdog lease (the client's watchdog timeout, or one of
+//! its own), renewed; a fixed hold needs its own deadline (its acquire's send time plus its
+//! lease). All holds of one owner share the lock's one
 //! TTL, so relock keeps this rule: **the lock's TTL is never shorter than what any live hold
 //! needs, and never longer than the longest of them.** An acquire and a renewal only ever extend
 //! the TTL (`lua/lock/acquire.lua`, `lua/lock/renew.lua`), and a release that leaves holds
@@ -14,6 +15,8 @@
 //!
 //! Each field also keeps the earliest moment its hold can lapse: the send time of the latest
 //! command that confirmed its lease, plus that lease (the server applied it after it was sent).
+//! With replica sync, a command confirms a lease only once a replica acknowledged it (the
+//! watchdog reports a renewal here only then), so a failover to that replica keeps the moment.
 //! Past that moment a guard reports itself lost at once, before any round trip: a holder whose
 //! process was stopped past its lease learns it as soon as it runs again. A loss is final for the
 //! holds it struck; a later acquire by the same owner starts a new *generation* with a fresh
@@ -40,8 +43,12 @@ use super::{Held, HoldKey, Registry};
 pub(super) struct Holding {
     /// Live guards of this field, of every generation.
     guards: u32,
-    /// This generation's live watchdog holds.
-    pub(super) renewing: u32,
+    /// This generation's live watchdog holds: registration id and lease (the client's watchdog
+    /// timeout, or the hold's own). The field is renewed with the longest of them.
+    pub(super) renewing: Vec<(u64, Duration)>,
+    /// When the watchdog last sent a renewal of this field (at first, when its first hold's
+    /// acquire was sent): it is due again a third of its lease later.
+    renewal_sent: Instant,
     /// This generation's live fixed holds: registration id and deadline.
     pub(super) fixed: Vec<(u64, Instant)>,
     /// Tells an older generation's guards and renewals from this one's.
@@ -88,9 +95,24 @@ impl Holding {
             s.lost = true;
             true
         });
-        self.renewing = 0;
+        self.renewing.clear();
         self.fixed.clear();
         true
+    }
+
+    /// The lease the watchdog renews this field with: the longest of its live watchdog holds'
+    /// (`None`: it has none).
+    fn renewal_lease(&self) -> Option<Duration> {
+        self.renewing.iter().map(|&(_, lease)| lease).max()
+    }
+
+    /// When the watchdog is due to renew this field: a third of its lease after the last
+    /// renewal was sent (`None`: nothing to renew).
+    fn renewal_due(&self) -> Option<Instant> {
+        if self.standing.get().lost {
+            return None;
+        }
+        Some(self.renewal_sent + self.renewal_lease()? / 3)
     }
 }
 
@@ -99,6 +121,9 @@ impl Drop for Holding {
         self.standing.end();
     }
 }
+
+/// A lock due for renewal: its key, the generation of its entry, its type and its lease.
+pub(crate) type Due = (HoldKey, u64, Arc<dyn Held>, Duration);
 
 /// A hold just found lost: its key, its primitive, and why.
 type Loss = (HoldKey, crate::primitive::Primitive, crate::meter::Loss);
@@ -131,11 +156,13 @@ impl Registry {
     pub(crate) fn guards(&self, key: &HoldKey) -> u32 {
         let map = self.map.lock().unwrap();
         let holding = map.get(key).and_then(|e| e.holding.as_ref());
-        holding.map_or(0, |e| e.renewing + e.fixed.len() as u32)
+        holding.map_or(0, |e| (e.renewing.len() + e.fixed.len()) as u32)
     }
 
     /// Counts a new guard of a hold of type `held`; its acquire was sent at `sent_at` and asked
-    /// for `lease`, renewed by the watchdog when `renew` (a watchdog lease).
+    /// for `lease`, renewed by the watchdog when `renew` (a watchdog lease: the client's
+    /// watchdog timeout, or one of the hold's own, which the watchdog then renews every third
+    /// of, and the field with the longest lease of its live watchdog holds).
     pub(crate) fn register(
         &self,
         key: HoldKey,
@@ -151,7 +178,8 @@ impl Registry {
         // A first hold starts its first generation here: one signal made, none replaced.
         let entry = entry.holding.get_or_insert_with(|| Holding {
             guards: 0,
-            renewing: 0,
+            renewing: Vec::new(),
+            renewal_sent: sent_at,
             fixed: Vec::new(),
             generation: id,
             held: held.clone(),
@@ -176,25 +204,36 @@ impl Registry {
                 lost: false,
                 lapses_after: sent_at + lease,
             });
-            entry.renewing = 0;
+            entry.renewing.clear();
+            entry.renewal_sent = sent_at;
             entry.fixed.clear();
             entry.set_sent_at = sent_at;
         }
         entry.guards += 1;
         if renew {
-            entry.renewing += 1;
+            if entry.renewing.is_empty() {
+                // Its first watchdog hold: due a third of the lease after this acquire.
+                entry.renewal_sent = sent_at;
+            }
+            entry.renewing.push((id, lease));
         } else {
             entry.fixed.push((id, sent_at + lease));
         }
         if entry.generation != id {
             entry.extended(sent_at, lease); // a re-entry; a new generation starts with it
         }
-        Registration {
+        let registration = Registration {
             id,
             generation: entry.generation,
             renew,
             standing: entry.standing.clone(),
+        };
+        drop(map);
+        if renew && lease < self.watchdog {
+            // Due sooner than the watchdog may plan to wake.
+            self.sooner.notify_one();
         }
+        registration
     }
 
     /// Forgets a guard. Called before its release is sent, so no renewal follows the release.
@@ -207,7 +246,7 @@ impl Registry {
         let current = entry.generation == registration.generation;
         if current {
             if registration.renew {
-                entry.renewing = entry.renewing.saturating_sub(1);
+                entry.renewing.retain(|(id, _)| *id != registration.id);
             } else {
                 entry.fixed.retain(|(id, _)| *id != registration.id);
             }
@@ -223,14 +262,14 @@ impl Registry {
         }
     }
 
-    /// How long the live holds of `key` need the lock from now: the watchdog timeout while a
-    /// watchdog hold lives, else what is left of the latest fixed deadline (`None`: no live
-    /// hold, or only fixed ones past their deadline).
+    /// How long the live holds of `key` need the lock from now: the longest lease of its live
+    /// watchdog holds while one lives, else what is left of the latest fixed deadline (`None`:
+    /// no live hold, or only fixed ones past their deadline).
     pub(crate) fn need(&self, key: &HoldKey) -> Option<Duration> {
         let map = self.map.lock().unwrap();
         let entry = map.get(key)?.holding.as_ref()?;
-        if entry.renewing > 0 {
-            return Some(self.watchdog);
+        if let Some(lease) = entry.renewal_lease() {
+            return Some(lease);
         }
         let now = Instant::now();
         let latest = entry.fixed.iter().map(|(_, deadline)| *deadline).max()?;
@@ -259,19 +298,64 @@ impl Registry {
         }
     }
 
-    /// The locks to renew now, with the generation of their entry and their type.
-    pub(crate) fn due(&self) -> Vec<(HoldKey, u64, Arc<dyn Held>)> {
-        let map = self.map.lock().unwrap();
+    /// The locks to renew at `now`, with the generation of their entry, their type and the
+    /// lease to renew them with; each counts as renewed from `now` on. The locks due by `now`
+    /// are renewed, and with them, so they share script calls, every lock due within the shortest
+    /// renewal period (a third of a lease) of those, but at most half its own period early.
+    /// Also the moment the next lock is due (`None`: none is renewed).
+    pub(crate) fn due(&self, now: Instant) -> (Vec<Due>, Option<Instant>) {
+        let mut map = self.map.lock().unwrap();
+        // The shortest renewal period of the locks due now.
+        let shortest = map
+            .values()
+            .filter_map(|e| e.holding.as_ref())
+            .filter_map(|e| Some((e.renewal_due()?, e.renewal_lease()? / 3)))
+            .filter(|&(at, _)| at <= now)
+            .map(|(_, period)| period)
+            .min();
         let holdings = map
-            .iter()
-            .filter_map(|(k, e)| Some((k, e.holding.as_ref()?)));
-        holdings
-            .filter(|(_, e)| e.renewing > 0 && !e.standing.get().lost)
-            .map(|(k, e)| (k.clone(), e.generation, e.held.clone()))
-            .collect()
+            .iter_mut()
+            .filter_map(|(k, e)| Some((k, e.holding.as_mut()?)));
+        let mut due = Vec::new();
+        let mut next: Option<Instant> = None;
+        for (key, entry) in holdings {
+            let (Some(at), Some(lease)) = (entry.renewal_due(), entry.renewal_lease()) else {
+                continue;
+            };
+            let early = shortest.map(|shortest| shortest.min(lease / 6));
+            let at = if early.is_some_and(|early| at <= now + early) {
+                due.push((key.clone(), entry.generation, entry.held.clone(), lease));
+                entry.renewal_sent = now;
+                now + lease / 3
+            } else {
+                at
+            };
+            next = Some(next.map_or(at, |next| next.min(at)));
+        }
+        (due, next)
     }
 
-    pub(crate) fn renewed(&self, key: &HoldKey, generation: u64, sent_at: Instant) {
+    /// When the next lock is due for renewal (`None`: none is renewed).
+    pub(crate) fn next_due(&self) -> Option<Instant> {
+        let map = self.map.lock().unwrap();
+        let holdings = map.values().filter_map(|e| e.holding.as_ref());
+        holdings.filter_map(Holding::renewal_due).min()
+    }
+
+    /// Completes once a watchdog hold with a lease shorter than the client's registered: it may
+    /// be due before the watchdog planned to wake.
+    pub(crate) async fn due_sooner(&self) {
+        self.sooner.notified().await;
+    }
+
+    /// A renewal of `key`'s hold of `generation`, sent at `sent_at` with `lease`, extended it.
+    pub(crate) fn renewed(
+        &self,
+        key: &HoldKey,
+        generation: u64,
+        sent_at: Instant,
+        lease: Duration,
+    ) {
         let now = Instant::now();
         let mut map = self.map.lock().unwrap();
         if let Some(entry) = holding(&mut map, key) {
@@ -286,7 +370,7 @@ impl Registry {
                     self.log_lost(vec![(key.clone(), kind, crate::meter::Loss::RenewalLate)]);
                 }
             } else {
-                entry.extended(sent_at, self.watchdog);
+                entry.extended(sent_at, lease);
             }
         }
     }
@@ -317,7 +401,7 @@ impl Registry {
             .filter_map(|(k, e)| Some((k, e.holding.as_mut()?)));
         let mut lost = Vec::new();
         for (key, entry) in holdings {
-            if entry.renewing > 0 && entry.lapsed(now) && entry.lose() {
+            if !entry.renewing.is_empty() && entry.lapsed(now) && entry.lose() {
                 let why = crate::meter::Loss::RenewalLate;
                 lost.push((key.clone(), entry.held.primitive(), why));
             }
@@ -367,7 +451,7 @@ impl Registry {
         let (mut holds, mut renewing) = (0, 0);
         for holding in holdings {
             holds += 1;
-            renewing += usize::from(holding.renewing > 0);
+            renewing += usize::from(!holding.renewing.is_empty());
         }
         (holds, renewing)
     }
@@ -474,5 +558,57 @@ mod tests {
         assert!(!anew.standing.get().lost);
         let counts = registry.meter.counts();
         assert_eq!((counts.leases_lost, counts.renewals), (1, 2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn each_field_is_due_a_third_of_its_own_lease_after_its_last_renewal() {
+        let client = Duration::from_secs(30);
+        let registry = Registry::new(client, Arc::new(Meter::detached()));
+        let held: Arc<dyn Held> = Arc::new(Counted);
+        let long: HoldKey = ("orders:long".into(), "client:task-1".into());
+        let short: HoldKey = ("orders:short".into(), "client:task-1".into());
+        let s = Duration::from_secs;
+        let t0 = Instant::now();
+        let _long = registry.register(long.clone(), &held, true, t0, client);
+        let short_hold = registry.register(short.clone(), &held, true, t0, s(3));
+        assert_eq!(registry.need(&short), Some(s(3)));
+        assert_eq!(registry.next_due(), Some(t0 + s(1)));
+
+        // Not before half its period has passed.
+        let (due, next) = registry.due(t0 + Duration::from_millis(400));
+        assert!(due.is_empty());
+        assert_eq!(next, Some(t0 + s(1)));
+        let (due, next) = registry.due(t0 + s(1));
+        let renewed: Vec<_> = due.iter().map(|d| (d.0.clone(), d.3)).collect();
+        assert_eq!(renewed, vec![(short.clone(), s(3))]);
+        assert_eq!(next, Some(t0 + s(2)));
+
+        // A field due within the period of one due now is renewed with it: the long one (due
+        // at 10 s) not at 5 s, but at 9 s, with the short one (due at 2 s, renewed late).
+        let (due, _) = registry.due(t0 + s(5));
+        let renewed: Vec<_> = due.iter().map(|d| d.0.clone()).collect();
+        assert_eq!(renewed, vec![short.clone()]);
+        let (due, _) = registry.due(t0 + s(9));
+        let mut renewed: Vec<_> = due.iter().map(|d| (d.0.clone(), d.3)).collect();
+        renewed.sort();
+        assert_eq!(renewed, vec![(long.clone(), client), (short.clone(), s(3))]);
+
+        // A renewal extends the field's deadline by the lease it was sent with.
+        registry.renewed(&short, short_hold.generation, t0 + s(9), s(3));
+        assert_eq!(short_hold.standing.get().lapses_after, t0 + s(12));
+
+        // A re-entry with a longer lease of its own: the field is renewed with the longest.
+        let longer = registry.register(short.clone(), &held, true, t0 + s(9), s(60));
+        assert_eq!(registry.need(&short), Some(s(60)));
+        assert_eq!(registry.next_due(), Some(t0 + s(19)), "the long field's");
+        registry.unregister(&short, &longer);
+        assert_eq!(registry.need(&short), Some(s(3)));
+
+        // Released: no longer renewed.
+        assert_eq!(registry.next_due(), Some(t0 + s(10)));
+        registry.unregister(&short, &short_hold);
+        assert_eq!(registry.next_due(), Some(t0 + s(19)), "the long field's");
+        let (due, _) = registry.due(t0 + s(12));
+        assert!(due.is_empty());
     }
 }

@@ -65,7 +65,7 @@ impl Registry {
         let map = self.map.lock().unwrap();
         map.get(key).is_some_and(|entry| {
             let live = entry.holding.as_ref();
-            entry.left && live.map_or(true, |h| h.renewing == 0 && h.fixed.is_empty())
+            entry.left && live.map_or(true, |h| h.renewing.is_empty() && h.fixed.is_empty())
         })
     }
 

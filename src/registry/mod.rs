@@ -33,6 +33,7 @@ use crate::meter::Meter;
 
 pub(crate) use holds::{Leaving, Registration};
 pub(crate) use inflight::{Acquiring, Releasing};
+pub(crate) use standing::Signal;
 
 /// A lock name and a holder field.
 pub(crate) type HoldKey = (Str, Str);
@@ -154,8 +155,10 @@ pub(crate) struct Registry {
     /// Told whenever a lock and field has no release or leave in flight any more.
     settled: Notify,
     next_id: AtomicU64,
-    /// The lease of a watchdog hold.
+    /// The lease of a watchdog hold without one of its own (the client's watchdog timeout).
     watchdog: Duration,
+    /// Told when a watchdog hold with a shorter lease registers (see [`Registry::due_sooner`]).
+    sooner: Notify,
     /// Where holds found lost are counted.
     pub(crate) meter: Arc<Meter>,
 }
@@ -168,6 +171,7 @@ impl Registry {
             settled: Notify::new(),
             next_id: AtomicU64::new(1),
             watchdog,
+            sooner: Notify::new(),
             meter,
         }
     }

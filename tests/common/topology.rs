@@ -782,6 +782,49 @@ impl Sentinels {
         self.converge(Duration::from_secs(20));
     }
 
+    /// Cuts the replica off the primary for good while both keep running, as a replication link
+    /// that failed: the replica is given a wrong `masterauth` (a primary without a password
+    /// refuses any `AUTH` too), then the primary drops its replica connection, so every attempt
+    /// of the replica to sync again fails at `AUTH`. Waits until the replica reports its link
+    /// down and the primary no replica.
+    ///
+    /// The replica keeps the data it had and stays a replica of the same primary, so the
+    /// Sentinels still list it; from here on it receives none of the primary's writes. A forced
+    /// failover ([`failover`](Self::failover)) still promotes it while its link has been down
+    /// for less than 10 × down-after-milliseconds (10 s here): Sentinel's rule for a replica
+    /// fit to promote.
+    pub fn cut_replica_link(&self) {
+        let primary = self.primary();
+        let replica = self.replica();
+        let reply = replica.cmd(&["CONFIG", "SET", "masterauth", "relock-test-wrong-password"]);
+        assert!(
+            reply.starts_with("+OK"),
+            "CONFIG SET masterauth failed: {reply:?}"
+        );
+        // `slave` rather than `replica`: what every server version understands.
+        let reply = primary.cmd(&["CLIENT", "KILL", "TYPE", "slave"]);
+        assert!(reply.starts_with(':'), "CLIENT KILL TYPE slave: {reply:?}");
+        let (p, r) = (primary.port(), replica.port());
+        wait_for(
+            Duration::from_secs(5),
+            &format!("replica {r} to lose its link to primary {p}"),
+            |last| {
+                let rep = replication_info(r)?;
+                let pri = replication_info(p)?;
+                *last = format!(
+                    "replica role={:?} link={:?}; primary connected_slaves={:?}",
+                    rep.get("role"),
+                    rep.get("master_link_status"),
+                    pri.get("connected_slaves"),
+                );
+                let cut = rep.get("role").map(String::as_str) == Some("slave")
+                    && rep.get("master_link_status").map(String::as_str) == Some("down")
+                    && pri.get("connected_slaves").map(String::as_str) == Some("0");
+                cut.then_some(())
+            },
+        );
+    }
+
     /// Waits until every Sentinel reports a primary other than `old`, and that server answers
     /// `role:master`. Returns its port.
     pub fn wait_new_primary(&self, old: u16, within: Duration) -> u16 {

@@ -6,6 +6,7 @@ mod common;
 
 mod cluster;
 mod dead_server;
+mod election_failover;
 mod reconnect;
 mod replica_sync;
 mod sentinel;
