@@ -97,11 +97,17 @@ fn change_text(change: &Change) -> String {
             seq,
             epoch,
             leader,
+            metadata,
             at,
+            ..
         } => format!(
-            "#{seq} {} elected    epoch {epoch}  {}",
+            "#{seq} {} elected    epoch {epoch}  {}{}",
             clock(*at),
-            who(leader)
+            who(leader),
+            metadata
+                .as_deref()
+                .map(|m| format!("  {m}"))
+                .unwrap_or_default()
         ),
         Change::Proclaimed {
             seq,
@@ -115,6 +121,7 @@ fn change_text(change: &Change) -> String {
             epoch,
             reason,
             at,
+            ..
         } => format!(
             "#{seq} {} vacant     epoch {epoch}  {}",
             clock(*at),
@@ -139,9 +146,11 @@ fn change_json(change: &Change) -> Value {
             seq,
             epoch,
             leader: l,
+            metadata,
             at,
+            ..
         } => {
-            json!({"seq": seq, "event": "elected", "epoch": epoch, "leader": leader(l), "at_ms": millis(*at)})
+            json!({"seq": seq, "event": "elected", "epoch": epoch, "leader": leader(l), "metadata": metadata, "at_ms": millis(*at)})
         }
         Change::Proclaimed {
             seq,
@@ -149,6 +158,7 @@ fn change_json(change: &Change) -> Value {
             leader: l,
             metadata,
             at,
+            ..
         } => {
             json!({"seq": seq, "event": "proclaimed", "epoch": epoch, "leader": leader(l), "metadata": metadata, "at_ms": millis(*at)})
         }
@@ -157,6 +167,7 @@ fn change_json(change: &Change) -> Value {
             epoch,
             reason,
             at,
+            ..
         } => json!({"seq": seq, "event": "vacant", "epoch": epoch, "reason": match reason {
             relock::Vacancy::Resigned => "resigned",
             relock::Vacancy::Forced => "forced",

@@ -28,8 +28,13 @@ pub enum Change {
         epoch: u64,
         /// Who leads.
         leader: Candidate,
+        /// The metadata it campaigned with, if any.
+        metadata: Option<String>,
         /// When, by the server's clock.
         at: SystemTime,
+        /// Its stamp in history (see [`Cursor`]); `None` for an entry written by a relock
+        /// before stamps.
+        stamp: Option<String>,
     },
     /// The leader proclaimed new metadata within its term
     /// ([`Term::proclaim`](crate::Term::proclaim)).
@@ -44,6 +49,9 @@ pub enum Change {
         metadata: String,
         /// When, by the server's clock.
         at: SystemTime,
+        /// Its stamp in history (see [`Cursor`]); `None` for an entry written by a relock
+        /// before stamps.
+        stamp: Option<String>,
     },
     /// The term of `epoch` ended: nobody leads until the next election.
     Vacant {
@@ -57,13 +65,29 @@ pub enum Change {
         /// lapsed, when the lapse was first noticed (by a candidate, a watcher or
         /// [`leader`](crate::Election::leader)).
         at: SystemTime,
+        /// Its stamp in history (see [`Cursor`]); `None` for an entry written by a relock
+        /// before stamps.
+        stamp: Option<String>,
     },
-    /// History between two places was lost: the changes after `after` (the last one this
-    /// watch delivered, 0 for none) and before `next` (the next one it delivers) are gone. With
-    /// `next` above `after + 1` they were trimmed (history keeps about the last 1,000 changes);
-    /// with `next` at or below `after`, history itself was rewritten behind the watch (a server
-    /// that lost its data, or a failover to a replica that had not received the last changes),
-    /// and what follows is that new history.
+    /// The watch could not follow history from `after` (the last place it delivered, 0 for
+    /// none) to `next` (the next place it delivers): changes were lost in between, and what it
+    /// delivers from `next` on is history as it is now. Either history was **trimmed** (it
+    /// keeps about the last 1,000 changes): the changes after `after` and before `next` are
+    /// gone; or history was **rewritten** behind the watch: the entry the watch delivered at
+    /// `after` is no longer there or no longer the same (a failover to a replica that had not
+    /// received the last changes, after which new changes took their places; a server that
+    /// lost its data; a history deleted, or its entries deleted; a
+    /// [`watch_after`](crate::Election::watch_after) with a [`Cursor`] of another history, or
+    /// a seq history does not reach). The watch then goes on from the newest change of the new
+    /// history, so `next` may be at, below or above `after`: whatever was delivered before the
+    /// gap may differ from what history now holds, and a follower should take the state from
+    /// the changes after it.
+    ///
+    /// A rewritten history is noticed by the stamp of the entry at `after` (see [`Cursor`]): a
+    /// watch that has delivered a change, or that resumes from a [`Cursor`], compares it at
+    /// each read. A watch resumed from a bare seq (`watch_after(seq)` with a `u64`) has no
+    /// stamp to compare until its first delivery, and notices only a history shorter than the
+    /// seq.
     Gap {
         /// The last place delivered before the gap (0: none).
         after: u64,
@@ -81,6 +105,104 @@ impl Change {
             | Change::Vacant { seq, .. } => *seq,
             Change::Gap { next, .. } => *next,
         }
+    }
+
+    /// Where a watch that delivered this change stands, to keep (as text: [`Cursor`] is
+    /// `Display` and `FromStr`) and resume from with
+    /// [`watch_after`](crate::Election::watch_after); `None` for a gap (keep the change after
+    /// it).
+    pub fn cursor(&self) -> Option<Cursor> {
+        match self {
+            Change::Elected { seq, stamp, .. }
+            | Change::Proclaimed { seq, stamp, .. }
+            | Change::Vacant { seq, stamp, .. } => Some(Cursor {
+                seq: *seq,
+                stamp: stamp.clone(),
+            }),
+            Change::Gap { .. } => None,
+        }
+    }
+
+    /// Its stamp in history, if it has one.
+    pub(super) fn stamp(&self) -> Option<&str> {
+        match self {
+            Change::Elected { stamp, .. }
+            | Change::Proclaimed { stamp, .. }
+            | Change::Vacant { stamp, .. } => stamp.as_deref(),
+            Change::Gap { .. } => None,
+        }
+    }
+}
+
+/// A place in an election's history that can be checked: the seq of a change and the stamp of
+/// its entry, from [`Change::cursor`], for [`watch_after`](crate::Election::watch_after).
+///
+/// Each entry of history has a stamp that follows from the entry and from the stamp of the
+/// entry before it, so two histories whose entries at a seq have the same stamp hold the same
+/// changes up to there. A watch resumed from a cursor compares the stamp with the entry at its
+/// seq and reports a [`Change::Gap`] when history is not the one the cursor was taken from (it
+/// was rewritten by a failover, deleted and grown again, or it is another election's).
+///
+/// As text (`Display`, `FromStr`), `<seq>:<stamp>`, or `<seq>` without a stamp; a `u64`
+/// converts to a cursor without a stamp, which can only tell a history shorter than its seq.
+///
+/// ```
+/// let cursor: relock::Cursor = "12:9f86d081884c7d65".parse().unwrap();
+/// assert_eq!(cursor.seq(), 12);
+/// assert_eq!(cursor.to_string(), "12:9f86d081884c7d65");
+/// assert_eq!(relock::Cursor::from(12).to_string(), "12");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Cursor {
+    seq: u64,
+    stamp: Option<String>,
+}
+
+impl Cursor {
+    /// The seq of the change it follows.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// The stamp of that change's entry, if known.
+    pub fn stamp(&self) -> Option<&str> {
+        self.stamp.as_deref()
+    }
+}
+
+impl From<u64> for Cursor {
+    fn from(seq: u64) -> Cursor {
+        Cursor { seq, stamp: None }
+    }
+}
+
+impl std::fmt::Display for Cursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.stamp {
+            Some(stamp) => write!(f, "{}:{stamp}", self.seq),
+            None => write!(f, "{}", self.seq),
+        }
+    }
+}
+
+impl std::str::FromStr for Cursor {
+    type Err = Error;
+
+    /// `<seq>:<stamp>` or `<seq>`; [`Error::InvalidArgument`] for anything else.
+    fn from_str(text: &str) -> Result<Cursor> {
+        let bad = || Error::invalid(format!("not a history cursor: {text:?}"));
+        let (seq, stamp) = match text.split_once(':') {
+            Some((seq, stamp)) => {
+                let ok = !stamp.is_empty() && stamp.bytes().all(|b| b.is_ascii_hexdigit());
+                (seq, Some(stamp.to_string()).filter(|_| ok).ok_or_else(bad)?)
+            }
+            None => (text, String::new()),
+        };
+        let seq = seq.parse::<u64>().map_err(|_| bad())?;
+        Ok(Cursor {
+            seq,
+            stamp: Some(stamp).filter(|s| !s.is_empty()),
+        })
     }
 }
 
@@ -156,12 +278,15 @@ fn entry(value: Value, context: &str, server: &str) -> Result<Entry> {
         host: get("host"),
         program: get("program"),
     };
+    let stamp = fields.get("stamp").filter(|s| !s.is_empty()).cloned();
     let change = match get("event").as_str() {
         "elected" => Change::Elected {
             seq,
             epoch,
             leader: leader(),
+            metadata: fields.get("metadata").filter(|m| !m.is_empty()).cloned(),
             at,
+            stamp,
         },
         "proclaimed" => Change::Proclaimed {
             seq,
@@ -169,6 +294,7 @@ fn entry(value: Value, context: &str, server: &str) -> Result<Entry> {
             leader: leader(),
             metadata: get("metadata"),
             at,
+            stamp,
         },
         "vacant" => Change::Vacant {
             seq,
@@ -179,6 +305,7 @@ fn entry(value: Value, context: &str, server: &str) -> Result<Entry> {
                 _ => Vacancy::Lapsed,
             },
             at,
+            stamp,
         },
         _ => return Err(bad(&Value::from(id))),
     };
@@ -198,8 +325,13 @@ pub(super) struct Observed {
     pub(super) epoch: u64,
     /// The newest place in history (0: it is empty).
     pub(super) newest: u64,
+    /// The oldest place in history (0: it is empty).
+    pub(super) oldest: u64,
     /// The entries asked for.
     pub(super) entries: Vec<Entry>,
+    /// The entry at the place read after, as history has it now (`None`: none there, or not
+    /// asked for).
+    pub(super) at_after: Option<Entry>,
 }
 
 /// What to read of history.
@@ -207,7 +339,7 @@ pub(super) struct Observed {
 pub(super) enum Read {
     /// Its newest entry.
     Newest,
-    /// At most `count` entries after place `after`.
+    /// At most `count` entries after place `after`, and the entry at `after`.
     After { after: u64, count: u32 },
 }
 
@@ -220,18 +352,25 @@ pub(super) async fn observe(
     keys: &ElectionKeys,
     read: Read,
 ) -> Result<Observed> {
-    let (after, count) = match read {
-        Read::Newest => (-1, 1),
-        Read::After { after, count } => (after.min(i64::MAX as u64) as i64, count),
+    // Stream IDs as text, counted here: a seq history cannot reach (past 2^64 - 1) reads
+    // nothing, and a seq past Lua's 2^53 reaches the script exact.
+    let (from, count, at) = match read {
+        Read::Newest => (String::new(), 0, String::new()),
+        Read::After { after, count } => match after.checked_add(1) {
+            Some(next) => (format!("{next}-0"), count, format!("{after}-0")),
+            None => ("0-0".to_string(), 0, format!("{after}-0")),
+        },
     };
+    let at = if at == "0-0" { String::new() } else { at };
     let reply = OBSERVE
         .run(
             redis,
             &keys.with_lock(lock),
             &[
                 text(publish),
-                Value::Integer(after),
+                Value::from(from),
                 Value::Integer(i64::from(count)),
+                Value::from(at),
             ],
         )
         .await
@@ -240,17 +379,25 @@ pub(super) async fn observe(
     let Value::Array(items) = reply else {
         return Err(unexpected(&reply, lock, server));
     };
-    let [leader, pttl, epoch, newest, entries]: [Value; 5] = items
+    let [leader, pttl, epoch, newest, entries, at_after, oldest]: [Value; 7] = items
         .try_into()
         .map_err(|items: Vec<Value>| unexpected(&Value::Array(items), lock, server))?;
-    let entries = match entries {
+    let list = |value: Value| match value {
         Value::Array(list) => list
             .into_iter()
             .map(|e| entry(e, &keys.history, server))
-            .collect::<Result<Vec<_>>>()?,
-        Value::Null => Vec::new(),
-        other => return Err(unexpected(&other, &keys.history, server)),
+            .collect::<Result<Vec<_>>>(),
+        Value::Null => Ok(Vec::new()),
+        other => Err(unexpected(&other, &keys.history, server)),
     };
+    let seq = |value: Value| {
+        value
+            .as_string()
+            .and_then(|s| s.parse::<u64>().ok())
+            .ok_or_else(|| unexpected(&value, &keys.history, server))
+    };
+    let entries = list(entries)?;
+    let at_after = list(at_after)?.into_iter().next();
     Ok(Observed {
         leader: match leader {
             Value::Null => None,
@@ -258,8 +405,10 @@ pub(super) async fn observe(
         },
         pttl_ms: integer(pttl, lock, server)?,
         epoch: integer(epoch, lock, server)?.max(0) as u64,
-        newest: integer(newest, lock, server)?.max(0) as u64,
+        newest: seq(newest)?,
+        oldest: seq(oldest)?,
         entries,
+        at_after,
     })
 }
 

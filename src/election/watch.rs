@@ -10,7 +10,7 @@ use std::time::Duration;
 use fred::bytes_utils::Str;
 use futures::stream::{BoxStream, Stream, StreamExt};
 
-use super::history::{observe, Change, Entry, Observed, Read};
+use super::history::{observe, Change, Cursor, Entry, Observed, Read};
 use super::office::ElectionKeys;
 use crate::error::{Error, Result};
 use crate::pubsub::{Waiter, Wakes};
@@ -34,6 +34,18 @@ const AFTER_ERROR: Duration = Duration::from_millis(500);
 /// after every reconnect. A term whose lease runs out changes nothing on Redis by itself: the
 /// watch reads again when the leader's lease would end, and reports the vacancy then (as the
 /// next candidate's acquire would).
+///
+/// **A history rewritten behind the watch is never followed silently.** Each entry of history
+/// has a stamp that follows from it and from the entry before it (see [`Cursor`]). At each read
+/// the watch also reads the entry at the place it delivered last and compares it with what it
+/// delivered: when that entry is gone (deleted) or different (a failover lost the last changes
+/// and new ones took their places, or history was deleted and grew again past that place), or
+/// history is now shorter than that place, it reports a [`Change::Gap`] and follows the new
+/// history from its newest change. History trimmed past the watch is a gap too, and the watch
+/// goes on from the oldest change left. So what a watch delivers between two gaps is always
+/// consecutive changes of one history. A watch resumed from a bare seq
+/// ([`watch_after`](crate::Election::watch_after) with a `u64`) has no stamp to check until it
+/// delivers a change: before that it notices only a history shorter than the seq.
 ///
 /// A failed read is an item (`Err`); the stream goes on after it, and reads again within half
 /// a second, or at once when the connection comes back. It ends after
@@ -70,13 +82,17 @@ impl Watch {
         shared: Arc<Shared>,
         lock: Str,
         keys: ElectionKeys,
-        after: Option<u64>,
+        after: Option<Cursor>,
     ) -> Watch {
+        let mark = after
+            .as_ref()
+            .and_then(|c| c.stamp().map(|s| Mark::Stamp(s.to_string())));
         let watcher = Watcher {
             shared,
             lock,
             keys,
-            after,
+            after: after.map(|c| c.seq()),
+            mark,
             last_epoch: 0,
             pending: VecDeque::new(),
             waiter: None,
@@ -100,6 +116,9 @@ struct Watcher {
     keys: ElectionKeys,
     /// The last place delivered (`None`: none yet; the first read takes the newest).
     after: Option<u64>,
+    /// What history must still hold at `after` for the watch to follow it (`None`: nothing
+    /// to check: nothing delivered there, or a bare seq to resume from).
+    mark: Option<Mark>,
     /// The epoch of the last change delivered.
     last_epoch: u64,
     /// Changes read and not delivered yet.
@@ -110,6 +129,32 @@ struct Watcher {
     failed: bool,
     /// Whether it delivered [`Error::Closed`].
     closed: bool,
+}
+
+/// What a watch delivered at its place, to tell whether history still holds it.
+enum Mark {
+    /// The entry's stamp.
+    Stamp(String),
+    /// An entry without a stamp (written before stamps): the change itself.
+    Change(Change),
+}
+
+impl Mark {
+    /// The mark of a change delivered.
+    fn of(change: &Change) -> Mark {
+        match change.stamp() {
+            Some(stamp) => Mark::Stamp(stamp.to_string()),
+            None => Mark::Change(change.clone()),
+        }
+    }
+
+    /// Whether `change`, at the marked place in history now, is the one marked.
+    fn holds(&self, change: &Change) -> bool {
+        match self {
+            Mark::Stamp(stamp) => change.stamp() == Some(stamp.as_str()),
+            Mark::Change(marked) => marked == change,
+        }
+    }
 }
 
 /// Every message on an election's channel wakes every watch of it.
@@ -187,26 +232,34 @@ impl Watcher {
             }
             return bound;
         };
-        if seen.entries.is_empty() && seen.newest < after {
-            // History was rewritten behind this watch, and holds fewer changes than it saw:
-            // from here on it follows the new history, from its newest change.
+        // History was rewritten behind this watch when it holds fewer changes than the watch
+        // saw, or, holding its place (not trimmed past it), no longer holds there what the
+        // watch delivered: from here on it follows the new history, from its newest change.
+        let shorter = seen.entries.is_empty() && seen.newest < after;
+        let rewritten = match (&self.mark, &seen.at_after) {
+            (Some(mark), Some(there)) => !mark.holds(&there.change),
+            (Some(_), None) => seen.newest >= after && seen.oldest <= after,
+            (None, _) => false,
+        };
+        if shorter || rewritten {
             self.pending.push_back(Change::Gap {
                 after,
                 next: seen.newest.max(1),
             });
             self.after = Some(seen.newest.saturating_sub(1));
+            self.mark = None;
             self.last_epoch = 0;
             return Duration::ZERO;
         }
-        let mut entries = seen.entries.into_iter().peekable();
-        if let Some(first) = entries.peek() {
-            let (seq, epoch) = place(&first.change);
-            if seq != after + 1 || epoch < self.last_epoch {
+        // A change that does not follow the one before (history trimmed past the watch, or an
+        // entry deleted) comes after a gap.
+        for Entry { change, .. } in seen.entries {
+            let (seq, epoch) = place(&change);
+            let after = self.after.unwrap_or(0);
+            if after.checked_add(1) != Some(seq) || epoch < self.last_epoch {
                 self.pending.push_back(Change::Gap { after, next: seq });
                 self.last_epoch = 0;
             }
-        }
-        for Entry { change, .. } in entries {
             self.deliver(change);
         }
         bound
@@ -216,6 +269,7 @@ impl Watcher {
     fn deliver(&mut self, change: Change) {
         let (seq, epoch) = place(&change);
         self.after = Some(seq);
+        self.mark = Some(Mark::of(&change));
         self.last_epoch = epoch;
         self.pending.push_back(change);
     }

@@ -56,6 +56,10 @@ pub struct Stream {
     pub entries: Vec<(StreamId, Vec<(Bytes, Bytes)>)>,
     /// The greatest ID ever added.
     pub last_id: StreamId,
+    /// How many entries were ever added (`XINFO STREAM`'s `entries-added`).
+    pub entries_added: u64,
+    /// The greatest ID `XDEL` deleted (`XINFO STREAM`'s `max-deleted-entry-id`).
+    pub max_deleted: StreamId,
 }
 
 /// A hash: fields in the order they were first set, as Redis keeps a small hash (a listpack,

@@ -1,5 +1,5 @@
 //! Stream commands: `XADD` (explicit or automatic IDs, `MAXLEN`), `XRANGE`, `XREVRANGE`,
-//! `XLEN`, `XDEL`, `XTRIM`.
+//! `XLEN`, `XDEL`, `XTRIM`, `XINFO STREAM` (without `FULL`).
 //!
 //! `MAXLEN ~ n` trims whole blocks of 100 entries from the head, as Redis trims whole nodes of
 //! its radix tree (`stream-node-max-entries` 100); Redis also closes a node at 4 KiB, which this
@@ -32,7 +32,15 @@ pub(super) fn dispatch(server: &mut Server, name: &str, args: &[Bytes]) -> Optio
                 return Ok(Reply::Int(0));
             };
             let before = s.entries.len();
-            s.entries.retain(|(id, _)| !ids.contains(id));
+            let mut max_deleted = s.max_deleted;
+            s.entries.retain(|(id, _)| {
+                let gone = ids.contains(id);
+                if gone {
+                    max_deleted = max_deleted.max(*id);
+                }
+                !gone
+            });
+            s.max_deleted = max_deleted;
             Ok(Reply::Int((before - s.entries.len()) as i64))
         }),
         "xtrim" => arity(name, args, 3, false).and_then(|_| {
@@ -42,8 +50,78 @@ pub(super) fn dispatch(server: &mut Server, name: &str, args: &[Bytes]) -> Optio
             };
             Ok(Reply::Int(trim(s, limit) as i64))
         }),
+        "xinfo" => xinfo(server, args),
         _ => return None,
     })
+}
+
+/// `XINFO STREAM key` as Redis 7.0 answers it (Redis 6.x: without `max-deleted-entry-id`,
+/// `entries-added`, `recorded-first-entry-id`). `radix-tree-keys` and `radix-tree-nodes` are
+/// the radix tree's of a stream whose nodes each hold 100 entries (one node per 100 entries,
+/// one more tree node than nodes): Redis's own also depend on the entries' sizes and IDs (no
+/// script of relock's reads them).
+fn xinfo(server: &mut Server, args: &[Bytes]) -> Outcome {
+    let Some(sub) = args.first() else {
+        return Err(errors::arity("xinfo"));
+    };
+    if !sub.eq_ignore_ascii_case(b"stream") {
+        return Err(Reply::error(format!(
+            "ERR unknown subcommand '{}'. Try XINFO HELP.",
+            String::from_utf8_lossy(sub)
+        )));
+    }
+    let key = match &args[1..] {
+        [key] => key,
+        [] => return Err(errors::arity("xinfo|stream")),
+        _ => return Err(errors::syntax()),
+    };
+    let redis6 = server.version == super::Version::Redis6;
+    let Some(s) = stream(server, key)? else {
+        return Err(Reply::error("ERR no such key"));
+    };
+    let entry = |e: Option<&(StreamId, Vec<(Bytes, Bytes)>)>| match e {
+        None => Reply::Nil,
+        Some((id, fields)) => Reply::Array(vec![
+            Reply::bulk(id.to_string()),
+            Reply::Array(
+                fields
+                    .iter()
+                    .flat_map(|(f, v)| [Reply::Bulk(f.clone()), Reply::Bulk(v.clone())])
+                    .collect(),
+            ),
+        ]),
+    };
+    let nodes = s.entries.len().div_ceil(NODE_ENTRIES) as i64;
+    let mut reply = vec![
+        Reply::bulk("length"),
+        Reply::Int(s.entries.len() as i64),
+        Reply::bulk("radix-tree-keys"),
+        Reply::Int(nodes),
+        Reply::bulk("radix-tree-nodes"),
+        Reply::Int(nodes + 1),
+        Reply::bulk("last-generated-id"),
+        Reply::bulk(s.last_id.to_string()),
+    ];
+    if !redis6 {
+        let first = s.entries.first().map(|(id, _)| *id).unwrap_or_default();
+        reply.extend([
+            Reply::bulk("max-deleted-entry-id"),
+            Reply::bulk(s.max_deleted.to_string()),
+            Reply::bulk("entries-added"),
+            Reply::Int(s.entries_added as i64),
+            Reply::bulk("recorded-first-entry-id"),
+            Reply::bulk(first.to_string()),
+        ]);
+    }
+    reply.extend([
+        Reply::bulk("groups"),
+        Reply::Int(0),
+        Reply::bulk("first-entry"),
+        entry(s.entries.first()),
+        Reply::bulk("last-entry"),
+        entry(s.entries.last()),
+    ]);
+    Ok(Reply::Array(reply))
 }
 
 fn invalid_id() -> Reply {
@@ -191,6 +269,7 @@ fn xadd(server: &mut Server, name: &str, args: &[Bytes]) -> Outcome {
         .collect();
     s.entries.push((id, pairs));
     s.last_id = id;
+    s.entries_added += 1;
     if let Some(limit) = limit {
         trim(s, limit);
     }

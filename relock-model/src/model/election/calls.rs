@@ -154,19 +154,21 @@ pub fn proclaim(
     )
 }
 
-/// `history::observe`: ELECTION_OBSERVE after `after` (`None`: the newest entry only, `-1`),
-/// as `after.min(i64::MAX)`.
+/// `history::observe`: ELECTION_OBSERVE after `after` (`None`: the newest entry only), the
+/// stream IDs as text as relock counts them: from `after + 1` (nothing when that passes
+/// `u64::MAX`), and the entry at `after` (none at 0).
 pub fn observe(scripts: &Scripts, server: &mut Server, log: &mut Log, after: Option<u64>) -> Reply {
-    let after = match after {
-        None => "-1".to_string(),
-        Some(after) => after.min(i64::MAX as u64).to_string(),
+    let (from, count, at) = match after {
+        None => (String::new(), 0, String::new()),
+        Some(after) => match after.checked_add(1) {
+            Some(next) => (format!("{next}-0"), READ_AT_ONCE, format!("{after}-0")),
+            None => ("0-0".to_string(), 0, format!("{after}-0")),
+        },
     };
-    let count = match after.as_str() {
-        "-1" => "1".to_string(),
-        _ => READ_AT_ONCE.to_string(),
-    };
+    let at = if at == "0-0" { String::new() } else { at };
+    let count = count.to_string();
     let keys = [LOCK, EPOCH, HISTORY, CHANGES];
-    let args = ["PUBLISH", after.as_str(), &count];
+    let args = ["PUBLISH", from.as_str(), &count, at.as_str()];
     run(
         server,
         log,

@@ -139,7 +139,8 @@ impl ElectionModel {
     /// A replica beside the primary and one failover to it, which loses what the replica
     /// lacked; with `replica_sync`, terms are granted once the replica has them (the deployment
     /// `docs/election.md` asks for). relock's promises are known not to hold all here
-    /// (wave5.md C1, C2; issue 44).
+    /// (wave5.md C2, and epochs without replica sync; issue 44). C1 (a rewritten history the
+    /// watcher missed) is fixed: `tests/election_model.rs`'s `c1_…`.
     pub fn failover(bound: Bound, replica_sync: bool) -> ElectionModel {
         let name = if replica_sync {
             "election-failover-synced"

@@ -3,7 +3,7 @@
 
 use stateright::Property;
 
-use super::state::{history, holder, ElectionState, Phase};
+use super::state::{history, holder, last_id, ElectionState, Phase};
 use super::ElectionModel;
 
 /// (1) Each term's epoch is above every earlier term's.
@@ -18,6 +18,8 @@ pub const RESIGN_RECORDED: &str =
     "history's newest entry never names a term whose resign the server confirmed";
 /// (5) No script of relock's fails.
 pub const NO_ERROR: &str = "no script answers an error";
+/// The watcher reported a gap (reached where history is rewritten, damaged, or resumed past).
+pub const GAP_REPORTED: &str = "the watcher reports a gap";
 
 /// The properties, `always` first; the `sometimes` ones depend on the faults `model` injects.
 pub fn all(model: &ElectionModel) -> Vec<Property<ElectionModel>> {
@@ -67,6 +69,21 @@ pub fn all(model: &ElectionModel) -> Vec<Property<ElectionModel>> {
             },
         ));
     }
+    if model.watch_from.is_some() || model.faults.delete_newest || model.faults.failover {
+        all.push(Property::sometimes(GAP_REPORTED, |_, s: &ElectionState| {
+            s.watcher.gaps > 0
+        }));
+    }
+    if model.faults.delete_newest {
+        all.push(Property::sometimes(
+            "a term is granted and written to history past a deleted entry",
+            |_, s: &ElectionState| {
+                let h = history(&s.server.keyspace);
+                let skips = h.windows(2).any(|w| w[1].0 > w[0].0 + 1);
+                skips && h.last().is_some_and(|(_, t)| t.starts_with("elected"))
+            },
+        ));
+    }
     if model.faults.failover {
         all.push(Property::sometimes(
             "a term is granted after a failover",
@@ -96,9 +113,13 @@ pub fn one_leader(s: &ElectionState) -> bool {
 /// entry is that candidate's.
 pub fn resign_recorded(s: &ElectionState) -> bool {
     let h = history(&s.server.keyspace);
-    let Some((_, newest)) = h.last() else {
+    let Some((seq, newest)) = h.last() else {
         return true;
     };
+    if last_id(&s.server.keyspace) != Some(*seq) {
+        // The last entry written is gone (deleted by the world): no record to check.
+        return true;
+    }
     if newest.starts_with("vacant") {
         return holder(&s.server.keyspace).is_none();
     }

@@ -153,6 +153,9 @@ pub struct Watcher {
     pub phase: WatchPhase,
     /// The last place delivered (`Watcher::after`; `None`: the first read takes the newest).
     pub after: Option<u64>,
+    /// What history must hold at `after` (`Watcher::mark`): the stamp of the entry delivered
+    /// there (`None`: nothing delivered there).
+    pub mark: Option<String>,
     /// The epoch of the last change delivered (`Watcher::last_epoch`).
     pub last_epoch: u64,
     /// Woken by a message or a reconnect, not consumed yet.
@@ -173,6 +176,7 @@ impl Watcher {
         Watcher {
             phase: WatchPhase::Start,
             after,
+            mark: None,
             last_epoch: 0,
             woken: false,
             inbox: false,
@@ -247,6 +251,15 @@ pub fn history(keys: &Keyspace) -> Vec<(u64, String)> {
         .collect()
 }
 
+/// The seq of the last ID the history stream in `keys` gave (its newest entry's, unless that
+/// was deleted), if there is a stream.
+pub fn last_id(keys: &Keyspace) -> Option<u64> {
+    match &keys.keys.get(HISTORY.as_bytes())?.data {
+        Data::Stream(stream) => Some(stream.last_id.ms),
+        _ => None,
+    }
+}
+
 /// The field that holds the election's lock hash in `keys`, if any.
 pub fn holder(keys: &Keyspace) -> Option<String> {
     let entry = keys.keys.get(LOCK.as_bytes())?;
@@ -289,6 +302,9 @@ impl fmt::Display for Watcher {
             "{:?} after={:?} last_epoch={}",
             self.phase, self.after, self.last_epoch
         )?;
+        if let Some(mark) = &self.mark {
+            write!(f, " mark=[{mark}]")?;
+        }
         if self.woken {
             write!(f, " woken")?;
         }

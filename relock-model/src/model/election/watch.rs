@@ -1,6 +1,7 @@
 //! The watcher's read: `watch::Watcher::next` (subscribed before its first read) and
-//! `Watcher::take` (the gap rule, and when to read again), with the ghost check of what it
-//! delivered against the history it read.
+//! `Watcher::take` (the gap rules: trimmed, shorter, rewritten at its place by the stamp of the
+//! entry there; and when to read again), with the ghost check of what it delivered against the
+//! history it read.
 
 use crate::server::Reply;
 
@@ -9,10 +10,12 @@ use super::state::{describe, history, ElectionState, WatchPhase, AFTER_ERROR, CH
 use super::steps::failed;
 use super::ElectionModel;
 
-/// One entry as `history::entry` parses it: seq, epoch, and the model's description.
+/// One entry as `history::entry` parses it: seq, epoch, stamp, and the model's description.
 struct Seen {
     seq: u64,
     epoch: u64,
+    /// Its stamp, or (an entry without one) its description: `Mark::of`.
+    mark: String,
     text: String,
 }
 
@@ -45,10 +48,16 @@ fn entries(reply: &Reply) -> Vec<Seen> {
             .find(|(f, _)| f == b"epoch")
             .and_then(|(_, v)| std::str::from_utf8(v).ok()?.parse().ok())
             .unwrap_or(0);
+        let text = describe(&fields);
+        let mark = match fields.iter().find(|(f, _)| f == b"stamp") {
+            Some((_, stamp)) => format!("stamp {}", String::from_utf8_lossy(stamp)),
+            None => format!("entry {text}"),
+        };
         out.push(Seen {
             seq,
             epoch,
-            text: describe(&fields),
+            mark,
+            text,
         });
     }
     out
@@ -64,7 +73,7 @@ impl ElectionModel {
         s.watcher.woken = false;
         let reply = calls::observe(&self.scripts, &mut s.server, log, s.watcher.after);
         let parts = match &reply {
-            Reply::Array(parts) if parts.len() == 5 => parts.clone(),
+            Reply::Array(parts) if parts.len() == 7 => parts.clone(),
             other => {
                 // A failed read is an item; the watch reads again after AFTER_ERROR.
                 failed(s, "ELECTION_OBSERVE", other);
@@ -78,11 +87,16 @@ impl ElectionModel {
             Reply::Int(ms) => ms,
             _ => -2,
         };
-        let newest = match parts[3] {
-            Reply::Int(n) => n.max(0) as u64,
+        let seq = |reply: &Reply| match reply {
+            Reply::Bulk(text) => std::str::from_utf8(text)
+                .ok()
+                .and_then(|t| t.parse().ok())
+                .unwrap_or(0),
             _ => 0,
         };
+        let (newest, oldest) = (seq(&parts[3]), seq(&parts[6]));
         let seen = entries(&parts[4]);
+        let at_after = entries(&parts[5]).into_iter().next();
         // `take`: the bound of the next wait.
         let mut bound = if pttl > 0 { pttl as u64 + 1 } else { LEASE };
         let w = &mut s.watcher;
@@ -94,21 +108,30 @@ impl ElectionModel {
                     deliver(w, e);
                 }
             }
-            Some(after) if seen.is_empty() && newest < after => {
-                // History was rewritten behind the watch, shorter than what it saw.
+            Some(after)
+                if (seen.is_empty() && newest < after)
+                    || match (&w.mark, &at_after) {
+                        (Some(mark), Some(there)) => *mark != there.mark,
+                        (Some(_), None) => newest >= after && oldest <= after,
+                        (None, _) => false,
+                    } =>
+            {
+                // History was rewritten behind the watch: shorter than what it saw, or no
+                // longer holding at its place what it delivered there.
                 gap(w);
                 w.after = Some(newest.saturating_sub(1));
+                w.mark = None;
                 w.last_epoch = 0;
                 bound = 0;
             }
-            Some(after) => {
-                if let Some(first) = seen.first() {
-                    if first.seq != after + 1 || first.epoch < w.last_epoch {
+            Some(_) => {
+                // Each change that does not follow the one before comes after a gap.
+                for e in seen {
+                    let after = w.after.unwrap_or(0);
+                    if after.checked_add(1) != Some(e.seq) || e.epoch < w.last_epoch {
                         gap(w);
                         w.last_epoch = 0;
                     }
-                }
-                for e in seen {
                     deliver(w, e);
                 }
             }
@@ -146,6 +169,7 @@ fn deliver(w: &mut super::state::Watcher, e: Seen) {
         }
     }
     w.after = Some(e.seq);
+    w.mark = Some(e.mark);
     w.last_epoch = e.epoch;
     w.seen.push((e.seq, e.text));
 }
