@@ -120,7 +120,7 @@ impl Background {
     }
 
     /// The runtime to spawn on: the current one, else the client's if it runs by itself.
-    fn runtime(&self) -> Option<Handle> {
+    pub(crate) fn runtime(&self) -> Option<Handle> {
         match Handle::try_current() {
             Ok(current) => Some(current),
             Err(_) if self.runtime.runtime_flavor() == RuntimeFlavor::MultiThread => {

@@ -39,7 +39,10 @@ mod watchdog;
 pub use backoff::Backoff;
 pub use client::Client;
 pub use config::Config;
-pub use election::{Candidate, Change, Election, Leader, Term, TermInfo, Vacancy, Watch};
+pub use election::{
+    Candidate, Change, Cursor, Election, Leader, Leadership, Role, Term, TermContext, TermEnd,
+    Vacancy, Watch,
+};
 pub use error::{Error, Result};
 pub use fence::Fence;
 pub use lock::{

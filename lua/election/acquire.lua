@@ -16,7 +16,8 @@
 -- ARGV[6]  the candidate's pid
 -- ARGV[7]  the candidate's host
 -- ARGV[8]  the candidate's program
--- ARGV[9]  (with KEYS[6]) the lock-delay in ms
+-- ARGV[9]  (with KEYS[6]) the lock-delay in ms; else ignored (relock sends 0)
+-- ARGV[10] (optional) the candidate's metadata, written with its election ('' or absent: none)
 --
 -- Reply:   {epoch, vacant_ms} when the term was taken: vacant_ms is how long history says the
 --          election was vacant before (-1 when history has no vacancy before it); {epoch, -1}
@@ -33,6 +34,9 @@ end
 if on_key(1, 'hlen') == 0 then
     local left = delay and delay_left(6) or 0
     if left > 0 then
+        -- The vacancy is written now, at the lapse, so the term that follows the delay measures
+        -- the vacancy from here.
+        history_settle(4, seq, fields, history_now(), KEYS[5], ARGV[5])
         return {left, 'delayed'}
     end
     local wait = claim_pass(2, ARGV[2], ARGV[4])
@@ -55,7 +59,7 @@ if on_key(1, 'hlen') == 0 then
     end
     history_add(4, seq, at, KEYS[5], ARGV[5], 'event', 'elected', 'epoch', epoch,
         'leader', ARGV[2], 'pid', ARGV[6], 'host', ARGV[7], 'program', ARGV[8], 'since', at,
-        'metadata', '')
+        'metadata', ARGV[10] or '')
     return {epoch, vacant}
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then

@@ -33,7 +33,7 @@ use crate::error::{Error, Result};
 use crate::{ClientStats, Config};
 
 mod election;
-pub use election::Watch;
+pub use election::{Leadership, TermContext, Watch};
 mod locks;
 mod sync;
 

@@ -6,6 +6,7 @@
 //! fenced lock's token, so a [`Fence`](crate::Fence) refuses the writes of any earlier term.
 
 mod history;
+mod leading;
 mod office;
 mod term;
 mod watch;
@@ -21,8 +22,9 @@ use crate::lock::{lock_delay_ms, Handle, Kind};
 use crate::owner::Owner;
 use crate::scripts::Delay;
 
-pub use history::{Candidate, Change, Vacancy};
-pub use term::{Term, TermInfo};
+pub use history::{Candidate, Change, Cursor, Vacancy};
+pub use leading::{Leadership, Role, TermEnd};
+pub use term::{Term, TermContext};
 pub use watch::Watch;
 
 use history::{observe, Change as Seen, Read};
@@ -45,7 +47,7 @@ use crate::names::prefix::ELECTION as PREFIX;
 /// let term = election.campaign().await?; // waits until this candidate leads
 /// // The work runs until it ends or the term may have ended, whichever comes first; then the
 /// // term is given back.
-/// term.run(|term| async move { schedule(term.epoch).await }).await?;
+/// term.run(|term| async move { schedule(term.epoch()).await }).await?;
 /// # Ok(()) }
 /// ```
 ///
@@ -56,6 +58,12 @@ pub struct Election {
     handle: Handle,
     keys: ElectionKeys,
     client: Client,
+    /// The lock-delay in ms (0: none).
+    delay_ms: u64,
+    /// Its terms' own lease (`None`: the client's watchdog timeout).
+    lease: Option<Duration>,
+    /// What its candidates are elected with (empty: nothing).
+    metadata: Str,
 }
 
 impl Election {
@@ -65,13 +73,27 @@ impl Election {
         let office = Office {
             keys: keys.clone(),
             delay: None,
+            metadata: Str::new(),
         };
         Election {
             handle: Handle::new(client.shared.clone(), lock, Kind::of(office)),
             keys,
             name,
             client,
+            delay_ms: 0,
+            lease: None,
+            metadata: Str::new(),
         }
+    }
+
+    /// Gives the election's lock handle the office of its present settings.
+    fn set_office(&mut self) {
+        let office = Office {
+            keys: self.keys.clone(),
+            delay: (self.delay_ms > 0).then(|| Delay::new(self.handle.name(), self.delay_ms)),
+            metadata: self.metadata.clone(),
+        };
+        self.handle.set_kind(Kind::of(office));
     }
 
     /// The election's name.
@@ -101,13 +123,60 @@ impl Election {
     ///
     /// [`Error::InvalidArgument`] for a delay over 60 s, or above zero but under 1 ms.
     pub fn with_lock_delay(mut self, delay: Duration) -> Result<Election> {
-        let ms = lock_delay_ms(delay)?;
-        let office = Office {
-            keys: self.keys.clone(),
-            delay: (ms > 0).then(|| Delay::new(self.handle.name(), ms)),
-        };
-        self.handle.set_kind(Kind::of(office));
+        self.delay_ms = lock_delay_ms(delay)?;
+        self.set_office();
         Ok(self)
+    }
+
+    /// The same election whose terms have a lease of their own, `lease` (client-go's
+    /// `LeaseDuration`), instead of the client's watchdog timeout: the watchdog renews a term
+    /// every third of it, and a leader that dies without resigning is followed once it has run
+    /// out. Shorter means a faster takeover after a death and more renewals; the term's local
+    /// deadline ([`Term::lost`]) is counted from it. Every candidate of the election should set
+    /// the same lease (each term is renewed with the lease of the candidate that won it).
+    ///
+    /// ```no_run
+    /// # async fn run(client: relock::Client) -> relock::Result<()> {
+    /// use std::time::Duration;
+    /// let election = client.election("scheduler").with_lease(Duration::from_secs(5))?;
+    /// let term = election.campaign().await?; // renewed every 1.67 s
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a lease under 3 ms (it is renewed every third of it) or
+    /// longer than a lease can be.
+    pub fn with_lease(mut self, lease: Duration) -> Result<Election> {
+        let ms = crate::config::millis(lease, "an election's lease")?;
+        if ms < 3 {
+            return Err(Error::invalid(format!(
+                "an election's lease must be at least 3 ms so it can be renewed every third of it, got {lease:?}"
+            )));
+        }
+        self.lease = Some(Duration::from_millis(ms));
+        Ok(self)
+    }
+
+    /// The same election whose candidates are elected with `metadata` (an address to reach
+    /// the leader at, say; etcd's `Campaign(val)`): written in the same step that elects one,
+    /// so [`Change::Elected`] and [`leader`](Self::leader) carry it from the term's first
+    /// moment. [`Term::proclaim`] replaces it within a term. Empty: none (the default).
+    ///
+    /// ```no_run
+    /// # async fn run(client: relock::Client) -> relock::Result<()> {
+    /// let election = client.election("scheduler").with_metadata("10.0.0.7:8080");
+    /// let term = election.campaign().await?;
+    /// assert_eq!(
+    ///     election.leader().await?.and_then(|leader| leader.metadata).as_deref(),
+    ///     Some("10.0.0.7:8080")
+    /// );
+    /// # Ok(()) }
+    /// ```
+    pub fn with_metadata(mut self, metadata: impl Into<String>) -> Election {
+        self.metadata = Str::from(metadata.into());
+        self.set_office();
+        self
     }
 
     /// Waits until this caller leads, and returns its term: at once when nobody leads, else
@@ -123,10 +192,54 @@ impl Election {
     /// Cancel safe: a campaign dropped while it waits leaves no candidate behind, and one whose
     /// acquire had reached Redis gives the term back in the background.
     pub async fn campaign(&self) -> Result<Term> {
+        self.campaign_as(Owner::new()).await
+    }
+
+    /// [`campaign`](Self::campaign) as the candidate `owner`.
+    async fn campaign_as(&self, owner: Owner) -> Result<Term> {
+        let term = self.stand(owner, None).await?;
+        Ok(term.expect("an unbounded wait ends only with the term"))
+    }
+
+    /// Campaigns as the candidate `owner`, waiting at most `wait` (`None`: as long as it
+    /// takes), with the election's lease.
+    async fn stand(&self, owner: Owner, wait: Option<Duration>) -> Result<Option<Term>> {
         self.check()?;
-        let guard = self.candidate().acquire(None, None).await?;
-        let guard = guard.expect("an unbounded wait ends only with the term");
-        Ok(Term::new(guard, self.clone()))
+        let candidate = self.handle.clone().owned_by(owner);
+        let guard = match self.lease {
+            Some(lease) => candidate.acquire_renewed(lease, wait).await?,
+            None => candidate.acquire(None, wait).await?,
+        };
+        Ok(guard.map(|guard| Term::new(guard, self.clone())))
+    }
+
+    /// [`campaign`](Self::campaign) with `metadata` written with the election, as
+    /// [`with_metadata`](Self::with_metadata) does: `Change::Elected` and `leader()` carry it
+    /// from the term's first moment.
+    ///
+    /// # Errors
+    ///
+    /// As [`campaign`](Self::campaign).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`campaign`](Self::campaign).
+    pub async fn campaign_with(&self, metadata: impl Into<String>) -> Result<Term> {
+        self.clone().with_metadata(metadata).campaign().await
+    }
+
+    /// Waits at most `wait` to lead: `Some(term)` once this caller leads, `None` when `wait`
+    /// passed first (the candidate is withdrawn then, leaving nothing behind).
+    ///
+    /// # Errors
+    ///
+    /// As [`campaign`](Self::campaign).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`campaign`](Self::campaign).
+    pub async fn campaign_for(&self, wait: Duration) -> Result<Option<Term>> {
+        self.stand(Owner::new(), Some(wait)).await
     }
 
     /// Leads if nobody does: `Some(term)`, or `None` at once when another candidate leads (or
@@ -140,9 +253,7 @@ impl Election {
     ///
     /// As [`campaign`](Self::campaign).
     pub async fn try_campaign(&self) -> Result<Option<Term>> {
-        self.check()?;
-        let guard = self.candidate().acquire(None, Some(Duration::ZERO)).await?;
-        Ok(guard.map(|guard| Term::new(guard, self.clone())))
+        self.stand(Owner::new(), Some(Duration::ZERO)).await
     }
 
     /// Who leads now, read from Redis: `None` when nobody does. A term that ended by its lease
@@ -198,8 +309,10 @@ impl Election {
             };
             if *epoch == seen.epoch && who.field == field {
                 leader.since = newest.since;
-                if let Seen::Proclaimed { metadata, .. } = newest.change {
-                    leader.metadata = Some(metadata);
+                match newest.change {
+                    Seen::Proclaimed { metadata, .. } => leader.metadata = Some(metadata),
+                    Seen::Elected { metadata, .. } => leader.metadata = metadata,
+                    _ => {}
                 }
             }
         }
@@ -250,14 +363,38 @@ impl Election {
         self.watch_from(None)
     }
 
-    /// The election's changes after place `seq` ([`Change::seq`] of the last change a watch
-    /// saw, kept elsewhere): every later change, each once, in order, with a [`Change::Gap`]
-    /// first when history no longer has the change after `seq`.
-    pub fn watch_after(&self, seq: u64) -> Watch {
-        self.watch_from(Some(seq))
+    /// The election's changes after a place kept elsewhere (a database, a file): every later
+    /// change, each once, in order, with a [`Change::Gap`] first when history no longer has
+    /// the change after it, or is not the history the place was taken in.
+    ///
+    /// The place is best a [`Cursor`] ([`Change::cursor`] of the last change handled, kept as
+    /// text): the watch checks that history still holds that change at its seq, and reports a
+    /// gap, then follows history from its newest change, when it does not (history rewritten
+    /// by a failover that lost changes, deleted and grown again, or another election's). A bare
+    /// seq (`u64`, [`Change::seq`]) is accepted too, but has nothing to check: the watch
+    /// notices only a history shorter than the seq, until it delivers its first change. Any
+    /// seq is accepted: one past the newest in history (`u64::MAX` included) is a history
+    /// shorter than the seq, a gap.
+    ///
+    /// ```no_run
+    /// # async fn run(client: relock::Client, kept: String) -> relock::Result<()> {
+    /// use futures::StreamExt;
+    /// let cursor: relock::Cursor = kept.parse()?; // from a change's `cursor()`
+    /// let mut changes = client.election("scheduler").watch_after(cursor);
+    /// while let Some(change) = changes.next().await {
+    ///     let change = change?;
+    ///     // ... handle it, then keep where it stands:
+    ///     if let Some(cursor) = change.cursor() {
+    ///         let _kept = cursor.to_string();
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn watch_after(&self, after: impl Into<Cursor>) -> Watch {
+        self.watch_from(Some(after.into()))
     }
 
-    fn watch_from(&self, after: Option<u64>) -> Watch {
+    fn watch_from(&self, after: Option<Cursor>) -> Watch {
         let shared = self.client.shared.clone();
         if let Err(e) = self.check() {
             return Watch::failed(e);
@@ -268,11 +405,6 @@ impl Election {
     /// The election's lock hash, `relock_election:<name>`.
     fn lock_name(&self) -> Str {
         Str::from(self.handle.name())
-    }
-
-    /// A handle of the election's lock for a new candidate.
-    fn candidate(&self) -> Handle {
-        self.handle.clone().owned_by(Owner::new())
     }
 
     fn check(&self) -> Result<()> {

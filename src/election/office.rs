@@ -76,10 +76,12 @@ impl ElectionKeys {
     }
 }
 
-/// The election's lock type: its keys, and its lock-delay if it has one.
+/// The election's lock type: its keys, its lock-delay if it has one, and the metadata its
+/// candidates are elected with (empty: none).
 pub(super) struct Office {
     pub(super) keys: ElectionKeys,
     pub(super) delay: Option<Delay>,
+    pub(super) metadata: Str,
 }
 
 impl LockType for Office {
@@ -195,8 +197,9 @@ impl Office {
         ];
         if let Some(delay) = &self.delay {
             keys.push(Key::from(&delay.shadow));
-            args.push(ms_arg(delay.ms));
         }
+        args.push(ms_arg(self.delay.as_ref().map_or(0, |delay| delay.ms)));
+        args.push(Value::String(self.metadata.clone()));
         let reply = ACQUIRE
             .run(redis, &keys, &args)
             .await

@@ -123,6 +123,12 @@ impl LockGuard {
         Lost::from_future(self.registration.standing.clone().lost())
     }
 
+    /// The standing behind [`lost`](Self::lost) and [`is_lost`](Self::is_lost), for a handle
+    /// that outlives a borrow of the guard (an election term's context).
+    pub(crate) fn standing(&self) -> Arc<crate::registry::Signal> {
+        self.registration.standing.clone()
+    }
+
     /// Whether [`lost`](Self::lost) has completed (or would complete at once): true from the
     /// earliest moment the lease can have run out, checked against the clock without a round
     /// trip. The same snapshot caveat applies.

@@ -178,18 +178,28 @@ struct Capture {
     handles: std::sync::Mutex<
         std::collections::HashMap<String, std::sync::Arc<std::sync::atomic::AtomicU64>>,
     >,
+    /// Each histogram's last sample, as f64 bits.
+    last: std::sync::Mutex<
+        std::collections::HashMap<String, std::sync::Arc<std::sync::atomic::AtomicU64>>,
+    >,
 }
 
-/// A histogram that keeps only its number of samples, in the cell [`Capture`] reads. Counters
-/// and gauges need no wrapper: `metrics` records them straight into the cell (a gauge's value
-/// as f64 bits).
+/// A histogram that keeps its number of samples, in the cell [`Capture`] reads, and its last
+/// sample. Counters and gauges need no wrapper: `metrics` records them straight into the cell
+/// (a gauge's value as f64 bits).
 #[cfg(feature = "metrics")]
-struct Samples(std::sync::Arc<std::sync::atomic::AtomicU64>);
+struct Samples {
+    count: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    last: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
 
 #[cfg(feature = "metrics")]
 impl metrics::HistogramFn for Samples {
-    fn record(&self, _value: f64) {
-        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    fn record(&self, value: f64) {
+        self.count
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let bits = value.to_bits();
+        self.last.store(bits, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -220,6 +230,14 @@ impl Capture {
 
     fn gauge(&self, key: &str) -> f64 {
         f64::from_bits(self.count(key))
+    }
+
+    /// A histogram's last sample, by `name{k=v,...}`; `None` before its first.
+    fn last(&self, key: &str) -> Option<f64> {
+        (self.count(key) > 0).then(|| {
+            let last = self.last.lock().unwrap();
+            f64::from_bits(last[key].load(std::sync::atomic::Ordering::Relaxed))
+        })
     }
 }
 
@@ -260,7 +278,12 @@ impl metrics::Recorder for Capture {
         key: &metrics::Key,
         _: &metrics::Metadata<'_>,
     ) -> metrics::Histogram {
-        metrics::Histogram::from_arc(std::sync::Arc::new(Samples(self.handle(key))))
+        let mut cells = self.last.lock().unwrap();
+        let last = cells.entry(Capture::text(key)).or_default().clone();
+        metrics::Histogram::from_arc(std::sync::Arc::new(Samples {
+            count: self.handle(key),
+            last,
+        }))
     }
 }
 
@@ -364,4 +387,42 @@ fn every_primitive_reports_under_its_kind() {
         let runs = format!("relock_script_duration_seconds{{script={script}}}");
         assert!(capture.count(&runs) >= 1, "{script}");
     }
+}
+
+/// Under a lock-delay, the vacancy metric measures the vacancy: a leader that stops renewing
+/// (its client shut down keeping its term) lapses; the candidate that meets the lock-delay
+/// records the vacancy then, and the term it takes after the delay measures from there (it
+/// measured nothing when the delayed attempt wrote nothing).
+#[cfg(feature = "metrics")]
+#[test]
+fn the_vacancy_metric_measures_a_lock_delay() {
+    let capture = Capture::default();
+    let server = common::RedisServer::start();
+    let delay = Duration::from_millis(800);
+    metrics::with_local_recorder(&capture, || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let lease = Duration::from_millis(600);
+            let name = common::prefix("metrics-vacancy");
+            let leaving = common::client(&server, lease).await;
+            let leader = leaving.election(&name).with_lock_delay(delay).unwrap();
+            let term = leader.campaign().await.unwrap();
+            leaving.shutdown_keeping_locks().await.unwrap();
+            drop(term);
+            let next = common::client(&server, lease).await;
+            let election = next.election(&name).with_lock_delay(delay).unwrap();
+            let _term = election.campaign().await.unwrap();
+        });
+    });
+    let vacancy = capture
+        .last("relock_election_vacancy_seconds{}")
+        .expect("the second term recorded its vacancy");
+    println!("vacancy {vacancy:.3} s with a lock-delay of {delay:?}");
+    assert!(
+        vacancy >= delay.as_secs_f64() / 2.0,
+        "a vacancy of {vacancy} s under a lock-delay of {delay:?}"
+    );
 }

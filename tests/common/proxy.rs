@@ -40,6 +40,8 @@ struct Shared {
     cut: watch::Sender<u64>,
     swallowed: AtomicUsize,
     connections: AtomicUsize,
+    /// While set, every new connection is closed at once ([`Proxy::set_down`]).
+    down: std::sync::atomic::AtomicBool,
 }
 
 /// A running proxy; it stops (and closes its connections) when dropped.
@@ -61,11 +63,16 @@ impl Proxy {
             cut: watch::Sender::new(0),
             swallowed: AtomicUsize::new(0),
             connections: AtomicUsize::new(0),
+            down: std::sync::atomic::AtomicBool::new(false),
         });
         let task = tokio::spawn({
             let shared = shared.clone();
             async move {
                 while let Ok((client, _)) = listener.accept().await {
+                    if shared.down.load(Ordering::SeqCst) {
+                        drop(client);
+                        continue;
+                    }
                     shared.connections.fetch_add(1, Ordering::Relaxed);
                     tokio::spawn(serve(client, upstream_port, shared.clone()));
                 }
@@ -82,6 +89,15 @@ impl Proxy {
     /// Sets what happens to replies from now on.
     pub fn set_mode(&self, mode: Mode) {
         *self.shared.mode.lock().unwrap() = mode;
+    }
+
+    /// Cuts the client off the server (`true`: every connection open now closes and new ones
+    /// are closed at once, as a partition that resets connections would) or lets it back.
+    pub fn set_down(&self, down: bool) {
+        self.shared.down.store(down, Ordering::SeqCst);
+        if down {
+            self.cut();
+        }
     }
 
     /// Closes every connection open now; the client's reconnects get fresh ones.

@@ -103,10 +103,10 @@ async fn run_gives_the_term_back_once_the_work_has_ended() {
     let election = second.election(&name);
     let out = term
         .run(|info| async move {
-            assert_eq!(info.epoch, epoch);
+            assert_eq!(info.epoch(), epoch);
             // Still the leader while the work runs.
             assert!(election.try_campaign().await.unwrap().is_none());
-            info.epoch * 10
+            info.epoch() * 10
         })
         .await
         .unwrap();
@@ -118,7 +118,9 @@ async fn run_gives_the_term_back_once_the_work_has_ended() {
 
 /// The leader's lease ends behind its back (its key deleted, as a lapse or a failover to a
 /// replica without it would): `run` stops the work, fails with `LeaseLost`, and the work does
-/// nothing more; the next leader's epoch is higher and a fence refuses the old one.
+/// nothing more; the next leader's epoch is higher and a fence refuses the old one. A `run`
+/// that let its work go on past the term (a work handed to a task of its own and not stopped,
+/// say) fails the last check: the work steps every 5 ms.
 #[tokio::test]
 async fn run_stops_the_work_when_the_term_may_have_ended() {
     let (server, first, second, name) =
@@ -126,6 +128,7 @@ async fn run_stops_the_work_when_the_term_may_have_ended() {
     let term = first.election(&name).campaign().await.unwrap();
     let old_epoch = term.epoch();
     let steps = Arc::new(AtomicU64::new(0));
+    let started = std::time::Instant::now();
     let running = tokio::spawn({
         let steps = steps.clone();
         term.run(move |_| async move {
@@ -135,9 +138,11 @@ async fn run_stops_the_work_when_the_term_may_have_ended() {
             }
         })
     });
-    while steps.load(Ordering::SeqCst) == 0 {
+    while steps.load(Ordering::SeqCst) < 3 {
         tokio::task::yield_now().await;
     }
+    // How long a step took here, now: the wait below is many of them.
+    let step = started.elapsed() / 3;
     server.cmd(&["DEL", &key(&name)]);
     let ended = common::within(HANG, running, "the work was never stopped").await;
     match ended {
@@ -157,9 +162,50 @@ async fn run_stops_the_work_when_the_term_may_have_ended() {
         fence.set(old_epoch, &data, "old").await,
         Err(Error::StaleToken { .. })
     ));
-    // The work ran no step after `run` returned (it would have, every 5 ms).
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // The work ran no step after `run` returned, in the time of 20 of its steps.
+    tokio::time::sleep((step * 20).max(Duration::from_millis(100))).await;
     assert_eq!(steps.load(Ordering::SeqCst), stopped_at);
+}
+
+/// `run` reads the term's deadline before every poll of the work: work woken again and again
+/// (here it yields at every step) never resumes once the term may have ended, though `lost()`
+/// completes only when the runtime's timer turns, on the next whole millisecond or later (so
+/// without the check, the work is polled many more times: hundreds, here). The
+/// leader's renewals are held back (`CLIENT PAUSE`), so the term ends by its local deadline.
+#[tokio::test]
+async fn run_never_resumes_the_work_past_the_terms_deadline() {
+    let (server, first, _second, name) =
+        common::setup_two("election_deadline", Duration::from_millis(600)).await;
+    let term = first.election(&name).campaign().await.unwrap();
+    let (polls, late) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let running = tokio::spawn({
+        let (polls, late) = (polls.clone(), late.clone());
+        term.run(move |term| async move {
+            loop {
+                polls.fetch_add(1, Ordering::SeqCst);
+                if term.is_lost() {
+                    late.fetch_add(1, Ordering::SeqCst);
+                }
+                tokio::task::yield_now().await;
+            }
+        })
+    });
+    while polls.load(Ordering::SeqCst) == 0 {
+        tokio::task::yield_now().await;
+    }
+    server.cmd(&["CLIENT", "PAUSE", "2000"]);
+    let ended = common::within(HANG, running, "the work was never stopped").await;
+    assert!(matches!(ended, Err(Error::LeaseLost { .. })), "{ended:?}");
+    let late = late.load(Ordering::SeqCst);
+    println!(
+        "{} polls, {late} saw the term lost",
+        polls.load(Ordering::SeqCst)
+    );
+    // The poll during which the deadline passed may see it (it began before); none after it.
+    assert!(
+        late <= 1,
+        "the work was polled {late} times after the term's deadline"
+    );
 }
 
 #[tokio::test]
@@ -194,6 +240,114 @@ async fn a_cancelled_campaign_leaves_no_candidate_behind() {
         .await
         .unwrap()
         .is_some());
+}
+
+/// Metadata given at campaign time is written with the election: `leader()` and the watch's
+/// `Elected` carry it from the term's first moment, before any proclaim; a proclaim replaces
+/// it, and the next term (campaigned without) has none.
+#[tokio::test]
+async fn metadata_given_at_campaign_time_shows_from_the_first_moment() {
+    let (_server, first, second, name) =
+        common::setup_two("election_metadata", Duration::from_secs(30)).await;
+    let watcher = second.election(&name);
+    let mut watch = watcher.watch();
+    let term = first
+        .election(&name)
+        .campaign_with("10.0.0.7:8080")
+        .await
+        .unwrap();
+    let leader = watcher.leader().await.unwrap().expect("a leader");
+    assert_eq!(leader.epoch, term.epoch());
+    assert_eq!(leader.metadata.as_deref(), Some("10.0.0.7:8080"));
+    let elected = watch.next().await.unwrap().unwrap();
+    match &elected {
+        relock::Change::Elected {
+            epoch, metadata, ..
+        } => {
+            assert_eq!(*epoch, term.epoch());
+            assert_eq!(metadata.as_deref(), Some("10.0.0.7:8080"));
+        }
+        other => panic!("expected Elected, got {other:?}"),
+    }
+    term.proclaim("10.0.0.8:8080").await.unwrap();
+    let leader = watcher.leader().await.unwrap().expect("a leader");
+    assert_eq!(leader.metadata.as_deref(), Some("10.0.0.8:8080"));
+    term.resign().await.unwrap();
+    let plain = watcher.campaign().await.unwrap();
+    let leader = watcher.leader().await.unwrap().expect("a leader");
+    assert_eq!(leader.epoch, plain.epoch());
+    assert_eq!(leader.metadata, None);
+}
+
+/// `campaign_for` gives up after its wait while another leads, leaving no candidate behind,
+/// and leads once the leader resigns within it.
+#[tokio::test]
+async fn campaign_for_waits_at_most_its_wait() {
+    let (server, first, second, name) =
+        common::setup_two("election_campaign_for", Duration::from_secs(30)).await;
+    let term = first.election(&name).campaign().await.unwrap();
+    let election = second.election(&name);
+    let wait = Duration::from_millis(200);
+    let started = std::time::Instant::now();
+    assert!(election.campaign_for(wait).await.unwrap().is_none());
+    assert!(started.elapsed() >= wait);
+    assert_eq!(second.stats().waiters, 0, "the candidate was withdrawn");
+    let waiting = tokio::spawn({
+        let election = election.clone();
+        async move { election.campaign_for(HANG).await }
+    });
+    common::until_waiters(&second, 1).await;
+    let old = term.epoch();
+    term.resign().await.unwrap();
+    let next = common::within(HANG, waiting, "never led").await.unwrap();
+    let next = next.expect("led once the leader resigned");
+    assert!(next.epoch() > old);
+    assert!(common::raw_exists(&server, &key(&name)));
+}
+
+/// An election's own lease: on clients whose watchdog timeout is 30 s, a term of a 600 ms lease
+/// is renewed with it (its TTL never above 600 ms, alive after several of them), and once its
+/// leader stops renewing (its client shut down keeping its holds) the next candidate leads
+/// after that lease, far sooner than the client's.
+#[tokio::test]
+async fn an_election_with_its_own_lease_is_renewed_and_followed_by_it() {
+    let (server, first, second, name) =
+        common::setup_two("election_own_lease", Duration::from_secs(30)).await;
+    let lease = Duration::from_millis(600);
+    let term = first
+        .election(&name)
+        .with_lease(lease)
+        .unwrap()
+        .campaign()
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    while started.elapsed() < lease * 3 {
+        let left = common::raw_pttl(&server, &key(&name));
+        assert!(left > 0 && left <= 600, "a TTL of {left} ms");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!term.is_lost(), "the term was not renewed with its lease");
+    let election = second.election(&name).with_lease(lease).unwrap();
+    assert!(election.try_campaign().await.unwrap().is_none());
+    first.shutdown_keeping_locks().await.unwrap();
+    let stopped = std::time::Instant::now();
+    let next = election.campaign().await.unwrap();
+    let took = stopped.elapsed();
+    println!("followed {took:?} after the leader stopped renewing a {lease:?} lease");
+    assert!(next.epoch() > term.epoch());
+    assert!(
+        took < Duration::from_secs(15),
+        "followed after {took:?}: the client's 30 s lease, not the election's"
+    );
+    assert!(matches!(
+        second.election(&name).with_lease(Duration::from_millis(2)),
+        Err(Error::InvalidArgument { .. })
+    ));
+    assert!(matches!(
+        second.election(&name).with_lease(Duration::ZERO),
+        Err(Error::InvalidArgument { .. })
+    ));
 }
 
 #[tokio::test]
@@ -400,7 +554,7 @@ async fn election_child_worker() {
     let ended = term
         .run(|term| async move {
             for step in 0i64.. {
-                fence.set(term.epoch, &data, step).await.unwrap();
+                fence.set(term.epoch(), &data, step).await.unwrap();
                 common::child::say(format!("{STEP}{step}"));
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }

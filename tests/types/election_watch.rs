@@ -312,23 +312,29 @@ async fn election_child_watcher() {
     let Some(env) = common::child::env() else {
         return;
     };
-    let client = Client::new(common::config(&env.text("REDIS_URL")))
-        .await
-        .unwrap();
+    let config = common::config(&env.text("REDIS_URL")).with_watchdog_timeout(REREAD);
+    let client = Client::new(config).await.unwrap();
     let mut watch = client.election(env.text("ELECTION")).watch();
     while let Some(change) = watch.next().await {
         common::child::say(format!("{SAW}{}", line(&change.unwrap())));
     }
 }
 
+/// The watchdog timeout of [`every_process_watching_sees_the_same_changes`]'s clients: a watch
+/// that missed a message reads again only when the leader's lease would end (up to this long)
+/// or, nobody leading, after this long.
+const REREAD: Duration = Duration::from_secs(60);
+
 /// Three processes watch one election while terms come and go, and every subscriber
 /// connection is killed in the middle (the changes made while they reconnect included): each
-/// sees the same changes, once each, in order.
+/// sees the same changes, once each, in order, within a third of the time a watch takes to read
+/// again by itself: only a watch that reads again on the reconnect passes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_process_watching_sees_the_same_changes() {
+    let within = REREAD / 3;
     let server = RedisServer::start();
     let name = common::prefix("election_watch_3");
-    let client = common::client(&server, Duration::from_secs(30)).await;
+    let client = common::client(&server, REREAD).await;
     let election = client.election(&name);
     let term = election.campaign().await.unwrap();
     let mut own = election.watch();
@@ -348,19 +354,20 @@ async fn every_process_watching_sees_the_same_changes() {
     let killed = common::resp_int(&server.cmd(&["CLIENT", "KILL", "TYPE", "pubsub"]));
     assert!(killed >= 3, "every watcher's subscriber: {killed}");
     term.resign().await.unwrap();
-    let other = common::client(&server, Duration::from_secs(30)).await;
+    let other = common::client(&server, REREAD).await;
     let term = other.election(&name).campaign().await.unwrap();
     term.proclaim("b").await.unwrap();
     term.resign().await.unwrap();
 
     let mut seen = vec![first];
-    seen.extend(take(&mut own, 5).await.iter().map(line));
+    let rest = tokio::time::timeout(within, take(&mut own, 5)).await;
+    seen.extend(rest.expect("the watch missed the changes").iter().map(line));
     assert_eq!(seen.len(), 6);
     for (i, line) in seen.iter().enumerate() {
         assert!(line.starts_with(&format!("{} ", i + 1)), "{seen:?}");
     }
     for child in &children {
-        let all = common::eventually(HANG, || async { child.reports(SAW).len() >= 6 }).await;
+        let all = common::eventually(within, || async { child.reports(SAW).len() >= 6 }).await;
         assert!(all, "a child missed changes: {:?}", child.reports(SAW));
         assert_eq!(child.reports(SAW), seen, "a child saw another history");
     }

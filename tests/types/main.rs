@@ -9,6 +9,8 @@ mod blocking;
 mod combining;
 mod election;
 mod election_chaos;
+mod election_history;
+mod election_loop;
 mod election_watch;
 mod fair;
 mod fair_leave;

@@ -137,7 +137,7 @@ async fn election_chaos_worker() {
                 let fence = current.fence(keys.0.clone());
                 let seed = rng.gen();
                 let ended = term
-                    .run(|info| lead(info.epoch, fence, keys.clone(), busy.clone(), seed))
+                    .run(|info| lead(info.epoch(), fence, keys.clone(), busy.clone(), seed))
                     .await;
                 // A step still on its way ends first: one write at a time per worker.
                 drop(busy.lock().await);
