@@ -228,23 +228,38 @@ fn known_failover_without_replica_sync() {
     assert!(!found.is_empty());
 }
 
-/// wave5.md C2: with `Config::with_replica_sync` a term is granted once the replica has it, but
-/// its renewals do not wait for the replica: a renewal the primary confirmed and the replica
-/// lacks moves the leader's local deadline past the TTL the promoted replica has, and a second
-/// candidate leads there while the first still does. The plans hold no proclaim and no resign,
-/// so only a renewal can do it.
+/// wave5.md C2, fixed: with `Config::with_replica_sync` a term is granted once the replica has
+/// it, and a renewal moves the leader's local deadline only once a replica acknowledged it (the
+/// watchdog's `WAIT`), so a renewal the primary confirmed and the replica lacks leaves the
+/// deadline at what the promoted replica keeps: no second candidate leads there while the first
+/// still does. The plans hold no proclaim and no resign, so only a renewal could do it.
 #[test]
-fn known_c2_a_renewal_the_replica_lacks_lets_a_second_leader_in() {
+fn c2_a_renewal_the_replica_lacks_lets_no_second_leader_in() {
     let mut model = ElectionModel::failover(Bound::Ci, true);
     model.plans = vec![vec![Op::Campaign], vec![Op::Campaign]];
-    assert!(caught(&find("C2", model), properties::ONE_LEADER));
+    let found = find("C2", model);
+    assert!(found.is_empty(), "{found:?}");
 }
 
-/// The same with `Config::with_replica_sync`, the deployment docs/election.md asks for.
+/// The watchdog before the fix (a renewal moves the deadline whether a replica has it or not)
+/// is caught: two leaders at once.
+#[test]
+fn mutant_renewals_that_do_not_wait_for_the_replica_make_two_leaders() {
+    let mut model = ElectionModel::failover(Bound::Ci, true);
+    model.plans = vec![vec![Op::Campaign], vec![Op::Campaign]];
+    model.renew_without_wait = true;
+    assert!(caught(&find("C2 mutant", model), properties::ONE_LEADER));
+}
+
+/// The same with `Config::with_replica_sync`, the deployment docs/election.md asks for: a
+/// resign the primary confirmed and the replica lacks is rolled back by the failover, so
+/// history names the resigned term as leading again (left open: a resign does not wait for
+/// a replica).
 #[test]
 fn known_failover_with_replica_sync() {
     let found = find("failover synced", ElectionModel::failover(Bound::Ci, true));
     assert!(!found.is_empty());
+    assert!(!caught(&found, properties::ONE_LEADER), "{found:?}");
 }
 
 /// The `Bound::Ci` check `relock-model check` runs, and both failover configurations in full

@@ -8,7 +8,7 @@
 //! | step | relock |
 //! |---|---|
 //! | [`Action::Acquire`], [`Action::Subscribe`] | `Election::campaign` → `lock::acquire::acquire` → `Hold::try_once` → `Office::take` (ELECTION_ACQUIRE), the waits of `PlainTurns` (subscribe, then try again; wait for a message or the leader's PTTL), the claim priority of `ClaimGuard::next`; `Term::new` (the epoch is the reply's) |
-//! | [`Action::Renew`] | `watchdog::Watchdog::renew_all` (LOCK_RENEW), `Registry::renewed` / `found_gone`: the local deadline is the renewal's send time + lease |
+//! | [`Action::Renew`], [`Action::RenewUnacked`] | `watchdog::Watchdog::renew_all` (LOCK_RENEW; with replica sync, `WAIT` after it), `Registry::renewed` / `found_gone`: the local deadline is the send time + lease of the last renewal (with replica sync: the last one a replica acknowledged) |
 //! | [`Action::Proclaim`] | `Term::proclaim` → `history::proclaim` (ELECTION_PROCLAIM) |
 //! | [`Action::Release`], [`Action::ReleaseReplyLost`] | `Term::resign` → `LockGuard::unlock` → `Office::give_back` (ELECTION_RELEASE), `wait::until_answered`'s retry, the sweeper's delete of the replay key |
 //! | [`Action::WatchRead`] | `watch::Watcher::next` (subscribe first, then `history::observe`: ELECTION_OBSERVE) and `Watcher::take` (the gap rule, the next read at the lease's end) |
@@ -95,8 +95,12 @@ pub struct ElectionModel {
     pub horizon: u64,
     /// The faults the world may inject.
     pub faults: Faults,
-    /// `Config::with_replica_sync`: a term is granted once the replica has it.
+    /// `Config::with_replica_sync`: a term is granted once the replica has it, and a renewal
+    /// moves the leader's local deadline once the replica has it.
     pub replica_sync: bool,
+    /// A mutant of the watchdog before issue 44: with replica sync, a renewal moves the local
+    /// deadline whether or not a replica acknowledged it (wave5.md C2).
+    pub renew_without_wait: bool,
     /// The scripts the server runs.
     pub scripts: Scripts,
     /// Stop at the first `always` violation (for mutants and known bugs).
@@ -130,6 +134,7 @@ impl ElectionModel {
                 ..Faults::default()
             },
             replica_sync: false,
+            renew_without_wait: false,
             scripts: Scripts::default(),
             stop_early: false,
             target_states,

@@ -19,8 +19,12 @@ pub enum Action {
     Acquire(usize),
     /// Candidate `i`'s first attempt found a leader: it subscribes, then tries again at once.
     Subscribe(usize),
-    /// Candidate `i`'s watchdog renews its term.
+    /// Candidate `i`'s watchdog renews its term (with replica sync: and a replica acknowledges
+    /// it, so the replica has every write made so far).
     Renew(usize),
+    /// With replica sync: candidate `i`'s watchdog renews its term on the primary, and no
+    /// replica acknowledges it in time (the `WAIT` times out): the local deadline stays.
+    RenewUnacked(usize),
     /// Candidate `i` proclaims its metadata.
     Proclaim(usize),
     /// Candidate `i` sends its resign and gets its reply.
@@ -74,6 +78,9 @@ impl ElectionModel {
                     }
                     if c.epoch.is_some() && !c.lost && now >= c.renew_due {
                         actions.push(Action::Renew(i));
+                        if self.replica_sync && s.replica.is_some() {
+                            actions.push(Action::RenewUnacked(i));
+                        }
                     }
                 }
                 Phase::Subscribing => actions.push(Action::Subscribe(i)),
@@ -184,11 +191,22 @@ impl ElectionModel {
                 let priority = ask(&mut s.candidates[i]);
                 self.attempt(&mut s, i, priority, log);
             }
-            Action::Renew(i) => {
+            Action::Renew(i) | Action::RenewUnacked(i) => {
                 let held = calls::renew(&self.scripts, &mut s.server, log, i);
+                // `Watchdog::renew_all`: with replica sync, the batch's `WAIT`; the deadline
+                // moves only on a renewal a replica acknowledged.
+                let replicated = matches!(action, Action::Renew(_));
+                let acked = !self.replica_sync || self.renew_without_wait || replicated;
+                if self.replica_sync && replicated {
+                    if let Some(replica) = &mut s.replica {
+                        *replica = s.server.keyspace.clone();
+                    }
+                }
                 let c = &mut s.candidates[i];
                 if held && now < c.deadline {
-                    c.deadline = c.deadline.max(now + LEASE);
+                    if acked {
+                        c.deadline = c.deadline.max(now + LEASE);
+                    }
                 } else {
                     c.lost = true;
                 }
