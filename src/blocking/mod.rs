@@ -33,7 +33,9 @@ use crate::error::{Error, Result};
 use crate::{ClientStats, Config};
 
 mod election;
-pub use election::{Leadership, TermContext, Watch};
+mod leading;
+pub use election::Watch;
+pub use leading::{Leadership, TermContext};
 mod locks;
 mod sync;
 

@@ -16,6 +16,7 @@
 mod holds;
 mod inflight;
 mod leftover;
+mod renewals;
 mod standing;
 
 use std::collections::HashMap;

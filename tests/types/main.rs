@@ -6,8 +6,10 @@
 mod common;
 
 mod blocking;
+mod blocking_election;
 mod combining;
 mod election;
+mod election_campaign;
 mod election_chaos;
 mod election_history;
 mod election_loop;
