@@ -7,15 +7,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use super::{block, call, outside_async, Election, Runtime};
-use crate::backoff::Delays;
-use crate::error::{Error, Result};
-use crate::{Backoff, Role, TermEnd};
-
-/// The first wait after a failed campaign of a leader loop; each next one doubles, up to
-/// [`RETRY_MAX`] (as the async loop's).
-const RETRY_FIRST: Duration = Duration::from_millis(100);
-/// The longest wait between two failed campaigns.
-const RETRY_MAX: Duration = Duration::from_secs(5);
+use crate::error::Result;
+use crate::{Role, TermEnd};
 
 impl Election {
     /// Leads for as long as the loop runs, as [`crate::Election::lead`] does, with `work` on a
@@ -62,8 +55,8 @@ impl Election {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for an empty name, or inside an
-    /// async runtime; [`Error::Closed`] once the client has shut down.
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an empty name, or inside an
+    /// async runtime; [`Error::Closed`](crate::Error::Closed) once the client has shut down.
     pub fn lead<F>(&self, work: F) -> Result<Leadership>
     where
         F: FnMut(&TermContext) + Send + 'static,
@@ -145,7 +138,8 @@ impl TermContext {
     ///
     /// # Errors
     ///
-    /// As [`crate::Term::proclaim`]; [`Error::InvalidArgument`] inside an async runtime.
+    /// As [`crate::Term::proclaim`]; [`Error::InvalidArgument`](crate::Error::InvalidArgument)
+    /// inside an async runtime.
     pub fn proclaim(&self, metadata: impl AsRef<str>) -> Result<u64> {
         call(&self.runtime, self.inner.proclaim(metadata))
     }
@@ -194,7 +188,7 @@ impl Leadership {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] inside an async runtime.
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) inside an async runtime.
     pub fn next_within(&mut self, timeout: Duration) -> Result<Option<Role>> {
         // The timer is made inside the runtime, which it needs.
         let roles = &mut self.roles;
@@ -254,30 +248,11 @@ impl Looping {
     where
         F: FnMut(&TermContext) + Send + 'static,
     {
-        let backoff = Backoff::exponential(RETRY_FIRST, RETRY_MAX, 2.0).expect("a valid backoff");
-        let mut delays = Delays::new(backoff);
         loop {
             let mut stop = self.stopped.clone();
-            let campaign = tokio::select! {
-                biased;
-                _ = stop.wait_for(|stop| *stop) => return,
-                campaign = self.election.campaign_following(self.roles.clone()) => campaign,
+            let Some(term) = self.election.next_term(&self.roles, &mut stop).await else {
+                return;
             };
-            let term = match campaign {
-                Ok(term) => term,
-                Err(Error::Closed) => return,
-                Err(error) => {
-                    let election = self.election.name();
-                    tracing::warn!(election, %error, "a leader loop's campaign failed; retrying");
-                    let pause = delays.next();
-                    tokio::select! {
-                        biased;
-                        _ = stop.wait_for(|stop| *stop) => return,
-                        () = tokio::time::sleep(pause) => continue,
-                    }
-                }
-            };
-            delays = Delays::new(backoff);
             let epoch = term.epoch();
             self.report(Role::Leading { epoch });
 

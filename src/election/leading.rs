@@ -203,35 +203,16 @@ struct Looping {
 }
 
 impl Looping {
-    async fn run<F, Fut>(mut self, mut work: F)
+    async fn run<F, Fut>(self, mut work: F)
     where
         F: FnMut(TermContext) -> Fut,
         Fut: Future<Output = ()>,
     {
-        let backoff = Backoff::exponential(RETRY_FIRST, RETRY_MAX, 2.0).expect("a valid backoff");
-        let mut delays = Delays::new(backoff);
         loop {
             let mut stop = self.stopped.clone();
-            let campaign = tokio::select! {
-                biased;
-                _ = stop.wait_for(|stop| *stop) => return,
-                campaign = self.campaign() => campaign,
+            let Some(term) = self.election.next_term(&self.roles, &mut stop).await else {
+                return;
             };
-            let term = match campaign {
-                Ok(term) => term,
-                Err(Error::Closed) => return,
-                Err(error) => {
-                    let election = self.election.name();
-                    tracing::warn!(election, %error, "a leader loop's campaign failed; retrying");
-                    let pause = delays.next();
-                    tokio::select! {
-                        biased;
-                        _ = stop.wait_for(|stop| *stop) => return,
-                        () = tokio::time::sleep(pause) => continue,
-                    }
-                }
-            };
-            delays = Delays::new(backoff);
             let epoch = term.epoch();
             self.report(Role::Leading { epoch });
             let stopping = async move {
@@ -251,13 +232,61 @@ impl Looping {
         }
     }
 
-    /// Campaigns as a new candidate, reporting each other candidate elected meanwhile.
-    async fn campaign(&mut self) -> Result<super::Term> {
+    /// Reports a role change; nobody reading is no error.
+    fn report(&self, role: Role) {
+        let _ = self.roles.send(role);
+    }
+}
+
+impl Election {
+    /// What [`lead`](Self::lead) checks before it starts a loop (the blocking loop's too): the
+    /// name, and that the client is open.
+    pub(crate) fn check_lead(&self) -> Result<()> {
+        self.check()?;
+        self.client.shared.check_open()
+    }
+
+    /// A leader loop's next term (the blocking loop's too): campaigns as a new candidate,
+    /// reporting on `roles` a [`Role::Following`] for each other candidate elected meanwhile,
+    /// and after a failed campaign waits (100 ms doubling to 5 s, with jitter) and campaigns
+    /// again. `None` once `stop` turns true or the client has shut down.
+    pub(crate) async fn next_term(
+        &self,
+        roles: &mpsc::UnboundedSender<Role>,
+        stop: &mut watch::Receiver<bool>,
+    ) -> Option<super::Term> {
+        let backoff = Backoff::exponential(RETRY_FIRST, RETRY_MAX, 2.0).expect("a valid backoff");
+        let mut delays = Delays::new(backoff);
+        loop {
+            let campaign = tokio::select! {
+                biased;
+                _ = stop.wait_for(|stop| *stop) => return None,
+                campaign = self.campaign_following(roles) => campaign,
+            };
+            let error = match campaign {
+                Ok(term) => return Some(term),
+                Err(Error::Closed) => return None,
+                Err(error) => error,
+            };
+            let election = self.name();
+            tracing::warn!(election, %error, "a leader loop's campaign failed; retrying");
+            let pause = delays.next();
+            tokio::select! {
+                biased;
+                _ = stop.wait_for(|stop| *stop) => return None,
+                () = tokio::time::sleep(pause) => {}
+            }
+        }
+    }
+
+    /// Campaigns as a new candidate, reporting on `roles` each other candidate elected
+    /// meanwhile (told apart from this one by its holder field).
+    async fn campaign_following(&self, roles: &mpsc::UnboundedSender<Role>) -> Result<super::Term> {
         let owner = Owner::new();
-        let field = self.election.client.shared.holder_field(&owner);
-        let campaign = self.election.campaign_as(owner);
+        let field = self.client.shared.holder_field(&owner);
+        let campaign = self.campaign_as(owner);
         tokio::pin!(campaign);
-        let mut changes = Some(self.election.watch());
+        let mut changes = Some(self.watch());
         let mut reported = 0;
         loop {
             let Some(watching) = changes.as_mut() else {
@@ -272,43 +301,11 @@ impl Looping {
                         if leader.field != field && epoch > reported =>
                     {
                         reported = epoch;
-                        self.report(Role::Following { epoch, leader });
+                        let _ = roles.send(Role::Following { epoch, leader });
                     }
                     Some(_) => {}
                 },
             }
         }
-    }
-
-    /// Reports a role change; nobody reading is no error.
-    fn report(&self, role: Role) {
-        let _ = self.roles.send(role);
-    }
-}
-
-#[cfg(feature = "blocking")]
-impl Election {
-    /// What [`lead`](Self::lead) checks before it starts a loop, for the blocking loop: the
-    /// name, and that the client is open.
-    pub(crate) fn check_lead(&self) -> Result<()> {
-        self.check()?;
-        self.client.shared.check_open()
-    }
-
-    /// The leader loop's campaign, for the blocking loop (`crate::blocking`): campaigns as a
-    /// new candidate, reporting on `roles` a [`Role::Following`] for each other candidate
-    /// elected meanwhile (told apart from this one by its holder field, which only the loop
-    /// knows).
-    pub(crate) async fn campaign_following(
-        &self,
-        roles: mpsc::UnboundedSender<Role>,
-    ) -> Result<super::Term> {
-        let (_stop, stopped) = watch::channel(false);
-        let mut looping = Looping {
-            election: self.clone(),
-            roles,
-            stopped,
-        };
-        looping.campaign().await
     }
 }

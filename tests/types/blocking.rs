@@ -18,7 +18,7 @@ use relock::Owner;
 const THREADS: usize = 8;
 const ROUNDS: usize = 4;
 
-fn connect(server: &RedisServer) -> Client {
+pub(super) fn connect(server: &RedisServer) -> Client {
     let config = relock::Config::from_url(&server.url())
         .unwrap()
         .with_watchdog_timeout(Duration::from_secs(5))
@@ -236,7 +236,7 @@ async fn a_call_inside_an_async_runtime_is_an_error_not_a_stall() {
 }
 
 /// Polls `check` every 10 ms until it is true or `within` passes.
-fn wait_until(within: Duration, check: impl Fn() -> bool) -> bool {
+pub(super) fn wait_until(within: Duration, check: impl Fn() -> bool) -> bool {
     let deadline = Instant::now() + within;
     while Instant::now() < deadline {
         if check() {

@@ -10,28 +10,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::blocking::{connect, wait_until};
 use common::RedisServer;
-use relock::blocking::Client;
-
-fn connect(server: &RedisServer) -> Client {
-    let config = relock::Config::from_url(&server.url())
-        .unwrap()
-        .with_watchdog_timeout(Duration::from_secs(5))
-        .with_command_timeout(Duration::from_secs(2));
-    Client::new(config).unwrap()
-}
-
-/// Polls `check` every 10 ms until it is true or `within` passes.
-fn wait_until(within: Duration, check: impl Fn() -> bool) -> bool {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if check() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    check()
-}
 
 /// The next role change of a blocking loop, at most [`common::HANG`] away.
 fn next_role(leadership: &mut relock::blocking::Leadership, who: &str) -> relock::Role {

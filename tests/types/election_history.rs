@@ -6,46 +6,10 @@ use crate::common;
 use std::time::Duration;
 
 use futures::StreamExt;
-use relock::{Change, Cursor, Watch};
+use relock::{Cursor, Watch};
 
-use common::{RedisServer, HANG};
-
-/// The election's key on Redis, as the docs name it.
-fn key(name: &str) -> String {
-    format!("relock_election:{name}")
-}
-
-/// The election's history stream on Redis.
-fn history(name: &str) -> String {
-    format!("relock_election_log:{{relock_election:{name}}}")
-}
-
-/// The next change of `watch`, which must come within [`HANG`].
-async fn next(watch: &mut Watch) -> Change {
-    tokio::time::timeout(HANG, watch.next())
-        .await
-        .expect("no change came")
-        .expect("the watch ended")
-        .expect("the watch failed")
-}
-
-/// A change in one line: its place, what it is and its epoch (for a gap: where it ends).
-fn line(change: &Change) -> String {
-    match change {
-        Change::Elected { seq, epoch, .. } => format!("{seq} elected {epoch}"),
-        Change::Proclaimed {
-            seq,
-            epoch,
-            metadata,
-            ..
-        } => format!("{seq} proclaimed {epoch} {metadata}"),
-        Change::Vacant {
-            seq, epoch, reason, ..
-        } => format!("{seq} vacant {epoch} {reason:?}"),
-        Change::Gap { after, next } => format!("gap {after} {next}"),
-        other => format!("{other:?}"),
-    }
-}
+use super::election_watch::{history, key, line, next};
+use common::RedisServer;
 
 /// The next `n` changes of `watch`, one line each.
 async fn lines(watch: &mut Watch, n: usize) -> Vec<String> {

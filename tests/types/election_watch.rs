@@ -13,17 +13,17 @@ use relock::{Change, Client, Election, Vacancy, Watch};
 use common::{RedisServer, HANG};
 
 /// The election's key on Redis, as the docs name it.
-fn key(name: &str) -> String {
+pub(super) fn key(name: &str) -> String {
     format!("relock_election:{name}")
 }
 
 /// The election's history stream on Redis.
-fn history(name: &str) -> String {
+pub(super) fn history(name: &str) -> String {
     format!("relock_election_log:{{relock_election:{name}}}")
 }
 
 /// The next change of `watch`, which must come within [`HANG`].
-async fn next(watch: &mut Watch) -> Change {
+pub(super) async fn next(watch: &mut Watch) -> Change {
     tokio::time::timeout(HANG, watch.next())
         .await
         .expect("no change came")
@@ -41,7 +41,7 @@ async fn take(watch: &mut Watch, n: usize) -> Vec<Change> {
 }
 
 /// A change in one line: its place, what it is and its epoch (for a gap: where it ends).
-fn line(change: &Change) -> String {
+pub(super) fn line(change: &Change) -> String {
     match change {
         Change::Elected { seq, epoch, .. } => format!("{seq} elected {epoch}"),
         Change::Proclaimed {
