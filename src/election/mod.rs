@@ -243,7 +243,9 @@ impl Election {
     }
 
     /// Leads if nobody does: `Some(term)`, or `None` at once when another candidate leads (or
-    /// a lock-delay is in force).
+    /// a lock-delay is in force). Also `None` on a vacant election whose hand-off a waiting
+    /// candidate has claimed: the candidate that waited leads first (its claim lasts until it
+    /// has taken the term, at most the claim window).
     ///
     /// # Errors
     ///
