@@ -123,3 +123,79 @@ async fn an_election_with_its_own_lease_is_renewed_and_followed_by_it() {
         Err(Error::InvalidArgument { .. })
     ));
 }
+
+/// A client of `url` whose claims on a hand-off outlive the lease they wait on by `window`.
+async fn claiming(url: &str, window: Duration) -> relock::Client {
+    let config = common::config(url)
+        .with_watchdog_timeout(Duration::from_secs(5))
+        .with_command_timeout(Duration::from_secs(2))
+        .with_claim_window(window);
+    relock::Client::new(config).await.expect("connect")
+}
+
+/// In a child: a candidate on `ELECTION` at `REDIS_URL` whose claims outlive the lease they
+/// wait on by `CLAIM_MS`; it campaigns and waits.
+#[tokio::test]
+#[ignore = "a child process of try_campaign_yields_to_a_candidate_that_claimed_the_hand_off"]
+async fn election_child_candidate() {
+    let Some(env) = common::child::env() else {
+        return;
+    };
+    let client = claiming(&env.text("REDIS_URL"), env.millis("CLAIM_MS")).await;
+    let _term = client
+        .election(env.text("ELECTION"))
+        .campaign()
+        .await
+        .unwrap();
+    common::child::say("LEADS");
+    std::future::pending::<()>().await;
+}
+
+/// `try_campaign` says `None` on a vacant election whose hand-off a waiting candidate has
+/// claimed, until that candidate leads or its claim lapses (here the waiting candidate, in a
+/// child process, is stopped after it claimed, so it never comes to lead, and its claim lapses
+/// at the resigning client's claim window).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn try_campaign_yields_to_a_candidate_that_claimed_the_hand_off() {
+    let server = common::RedisServer::start();
+    let name = common::prefix("election_claimed");
+    let window = Duration::from_millis(1500);
+    let leader = claiming(&server.url(), window).await;
+    let other = claiming(&server.url(), window).await;
+    let term = leader.election(&name).campaign().await.unwrap();
+    let env = [
+        ("REDIS_URL", server.url()),
+        ("ELECTION", name.clone()),
+        ("CLAIM_MS", window.as_millis().to_string()),
+    ];
+    let path = concat!(module_path!(), "::election_child_candidate");
+    let mut child = common::child::Child::spawn(path, &env);
+    let claim = format!("relock_claim:{{{}}}", key(&name));
+    let claimed = common::eventually(HANG, || async { common::raw_exists(&server, &claim) }).await;
+    assert!(claimed, "the waiting candidate never claimed the hand-off");
+    let frozen = common::faults::Frozen::stop(child.pid());
+    term.resign().await.unwrap();
+    let resigned = std::time::Instant::now();
+    let election = other.election(&name);
+    let first = election.try_campaign().await.unwrap();
+    if resigned.elapsed() < window / 2 {
+        assert!(first.is_none(), "led past a live claim");
+    }
+    let mut led = first;
+    let deadline = std::time::Instant::now() + HANG;
+    while led.is_none() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        led = election.try_campaign().await.unwrap();
+    }
+    let took = resigned.elapsed();
+    let term = led.expect("the claim never lapsed");
+    println!("led {took:?} after the resign, with a claim window of {window:?}");
+    assert!(
+        took >= window / 2,
+        "led {took:?} after the resign, before the claim could lapse"
+    );
+    assert_eq!(child.count("LEADS"), 0);
+    drop(frozen);
+    child.kill().await;
+    term.resign().await.unwrap();
+}
