@@ -173,9 +173,8 @@ impl Election {
         F: FnMut(TermContext) -> Fut + Send + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        self.check()?;
+        self.check_lead()?;
         let shared = &self.client.shared;
-        shared.check_open()?;
         let runtime = shared.background.runtime().ok_or_else(|| {
             Error::invalid("a leader loop must be started inside a tokio runtime")
         })?;
