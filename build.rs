@@ -26,11 +26,11 @@ fn main() {
             );
             needed.insert(need.clone());
         }
-        entries.push((path, needs, summary(text), wraps_every_script(text)));
+        entries.push((path, needs, summary(text)));
     }
 
     let mut out = String::from("catalogue! {\n");
-    for (path, needs, summary, wraps) in &entries {
+    for (path, needs, summary) in &entries {
         let mut doc = format!("{summary}\n\nThe text of `lua/{path}.lua`");
         if !needs.is_empty() {
             let after: Vec<String> = needs.iter().map(|n| format!("`lua/{n}.lua`")).collect();
@@ -40,16 +40,13 @@ fn main() {
         if needed.contains(*path) {
             doc.push_str(" A fragment: other scripts start with it.");
         }
-        if *wraps {
-            doc.push_str(" It runs every script: no script of its own.");
-        }
         let parts: Vec<String> = needs
             .iter()
             .chain([*path])
             .map(|p| format!("{p:?}"))
             .collect();
         writeln!(out, "    #[doc = {doc:?}]").unwrap();
-        let kind = if needed.contains(*path) || *wraps {
+        let kind = if needed.contains(*path) {
             "fragment"
         } else {
             "script"
@@ -63,9 +60,9 @@ fn main() {
     out.push_str("// Read by the tests only.\n");
     out.push_str("#[cfg_attr(not(any(test, feature = \"testing\")), allow(dead_code))]\n");
     out.push_str("pub const ALL: &[(&str, &str)] = &[\n");
-    for (path, _, _, _) in entries
+    for (path, _, _) in entries
         .iter()
-        .filter(|(path, _, _, wraps)| !needed.contains(*path) && !wraps)
+        .filter(|(path, _, _)| !needed.contains(*path))
     {
         let name = const_name(path);
         writeln!(out, "    ({name:?}, {name}),").unwrap();
@@ -98,13 +95,6 @@ fn needs(text: &str) -> Vec<String> {
         .map(|part| part.trim().to_owned())
         .filter(|part| !part.is_empty())
         .collect()
-}
-
-/// Whether the file's header says `-- Wraps: every script`: the dispatcher's loop, which the
-/// client puts after every script (src/scripts/combine.rs); not a script of the catalogue.
-fn wraps_every_script(text: &str) -> bool {
-    let mut header = text.lines().take_while(|line| line.starts_with("--"));
-    header.any(|line| line.trim() == "-- Wraps: every script")
 }
 
 /// The file's first comment paragraph, on one line.

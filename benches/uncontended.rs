@@ -14,8 +14,7 @@
 //! runs the plain lock's acquire script and its release publishes nothing, so its pairs/s must
 //! be at least `Lock`'s (target ≥ 1.0× `Lock`'s, same run); `FairLock` runs its own scripts (the
 //! queue and deadline keys are read on every acquire and release), and is printed for
-//! information. (A client that combines overlapping calls has a bench of its own:
-//! `benches/combining.rs`.) `cargo bench --bench uncontended` (env `RUNS`, default 3).
+//! information. `cargo bench --bench uncontended` (env `RUNS`, default 3).
 
 mod common;
 

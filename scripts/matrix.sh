@@ -7,7 +7,6 @@
 #
 #     scripts/matrix.sh                        # every server scripts/servers.sh knows
 #     scripts/matrix.sh redis-6.0 valkey-9.1   # some
-#     MATRIX_COMBINING=redis-8.2 scripts/matrix.sh   # redis-8.2's run with combining on
 #
 # The servers run side by side, MATRIX_JOBS at a time (default 2): the runners mostly wait on
 # leases, faults and failovers. Each run's output goes to MATRIX_LOGS (default: a temporary
@@ -47,19 +46,11 @@ for line in sys.stdin:
 ' | sort)
 [ -n "$binaries" ] || { echo "matrix.sh: no test binaries were built" >&2; exit 1; }
 
-# The servers (by name) whose runs build the tests' clients with combining on
-# (`RELOCK_TEST_COMBINING=on`, read by tests/common's `config`), so that one run covers both the
-# server and every call going out in batches: MATRIX_COMBINING="redis-8.2", say.
-combining=" ${MATRIX_COMBINING:-} "
-combining_of() { [[ "$combining" == *" $1 "* ]] && echo on || echo off; }
-
 # Runs every test binary against one server, one binary after another, each to its own log.
 run_server() {
     local name=$1 program=$2 runner dir exe
-    local combine
-    combine=$(combining_of "$name")
     while read -r runner dir exe; do
-        (cd "$dir" && RELOCK_REDIS_SERVER=$program RELOCK_TEST_COMBINING=$combine "$exe" --skip tls \
+        (cd "$dir" && RELOCK_REDIS_SERVER=$program "$exe" --skip tls \
             >"$logs/$name.$runner.log" 2>&1) || true
     done <<<"$binaries"
     echo "matrix.sh: $name done" >&2
@@ -89,9 +80,7 @@ printf '\n|---|'
 for _ in $runners; do printf -- '---|'; done
 printf '\n'
 while read -r name version _; do
-    label=$version
-    [ "$(combining_of "$name")" = on ] && label="$version, combining on"
-    printf '| %s (%s) |' "$name" "$label"
+    printf '| %s (%s) |' "$name" "$version"
     for runner in $runners; do
         log="$logs/$name.$runner.log"
         # libtest's closing line: "test result: ok. 38 passed; 0 failed; 1 ignored; ..."

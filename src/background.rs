@@ -223,7 +223,7 @@ impl Rescuer {
             runtime.block_on(async {
                 let redis = builder.build().ok()?;
                 let meter = Arc::new(crate::meter::Meter::detached());
-                let connection = Arc::new(Connection::new(redis, &server, meter, false));
+                let connection = Arc::new(Connection::new(redis, &server, meter));
                 connection.init().await.ok()?;
                 Some(connection)
             })

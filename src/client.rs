@@ -151,7 +151,7 @@ impl Client {
                 naming::set_name_everywhere(&sync, clustered, &name).await;
                 tokio::spawn(naming::keep_name(sync.clone(), name, shutdown.subscribe()));
                 Some(ReplicaSync {
-                    redis: Connection::new(sync, &server, meter.clone(), config.combining),
+                    redis: Connection::new(sync, &server, meter.clone()),
                     timeout_ms: millis(timeout, "replica sync timeout")?,
                 })
             }
@@ -159,7 +159,7 @@ impl Client {
         };
 
         let registry = Arc::new(Registry::new(config.watchdog_timeout, meter.clone()));
-        let connection = Connection::new(redis.clone(), &server, meter.clone(), config.combining);
+        let connection = Connection::new(redis.clone(), &server, meter.clone());
         let watchdog = Watchdog {
             redis: connection.clone(),
             registry: registry.clone(),
@@ -311,7 +311,6 @@ impl Client {
             wakeups: counts.wakeups,
             resubscribes: counts.resubscribes,
             noscript_reloads: counts.noscript_reloads,
-            batch_sizes: counts.batch_sizes,
         }
     }
 

@@ -12,7 +12,6 @@ use fred::interfaces::ClientLike;
 use tokio::time::Instant;
 
 use crate::meter::Meter;
-use crate::scripts::Combiner;
 
 /// A fred client as relock's scripts use it: with the server its errors name, and the clock of
 /// its connection being down.
@@ -27,27 +26,17 @@ pub(crate) struct Connection {
     pub(crate) timeout: Duration,
     /// Where its scripts' durations and reloads are counted.
     pub(crate) meter: Arc<Meter>,
-    /// Where its calls that overlap queue to go out together; `None`: each goes out alone.
-    pub(crate) combiner: Option<Arc<Combiner>>,
 }
 
 impl Connection {
-    /// A connection whose overlapping script calls go out together when `combining` (never on
-    /// a cluster, whose scripts may touch one slot each).
-    pub(crate) fn new(
-        redis: Redis,
-        server: &str,
-        meter: Arc<Meter>,
-        combining: bool,
-    ) -> Connection {
-        let combining = combining && !redis.is_clustered();
+    /// A connection of `redis` to `server`, whose scripts are counted in `meter`.
+    pub(crate) fn new(redis: Redis, server: &str, meter: Arc<Meter>) -> Connection {
         Connection {
             timeout: redis.perf_config().default_command_timeout,
             redis,
             server: server.into(),
             down: Arc::default(),
             meter,
-            combiner: combining.then(Arc::default),
         }
     }
 }

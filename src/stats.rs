@@ -56,10 +56,4 @@ pub struct ClientStats {
     pub resubscribes: u64,
     /// Scripts the server did not know (`NOSCRIPT`), loaded and run again.
     pub noscript_reloads: u64,
-    /// With combining on ([`Config::with_combining`](crate::Config::with_combining)): the
-    /// script sends of the client's connection by how many calls each carried, in powers of
-    /// two: `[0]` one call (sent as its own script), `[1]` two or three (sent together, as one
-    /// script), `[2]` four to seven, and so on to `[7]`, 128 (the most one send carries). All
-    /// zero with combining off.
-    pub batch_sizes: [u64; 8],
 }

@@ -50,7 +50,6 @@ pub struct Config {
     pub(crate) claim_window: Duration,
     pub(crate) fair_waiter_timeout: Duration,
     pub(crate) poll_interval: Duration,
-    pub(crate) combining: bool,
     /// The `metrics` feature's mapper from a lock's name to its `name` label.
     #[cfg(feature = "metrics")]
     pub(crate) metric_names: Option<NameLabel>,
@@ -145,7 +144,6 @@ impl Config {
             claim_window: DEFAULT_CLAIM_WINDOW,
             fair_waiter_timeout: Duration::from_secs(30),
             poll_interval: Duration::from_secs(5),
-            combining: false,
             #[cfg(feature = "metrics")]
             metric_names: None,
         }
@@ -244,23 +242,6 @@ impl Config {
     /// semaphore's waiter also looks when the earliest lease of a permit that is out ends.
     pub fn with_poll_interval(mut self, interval: Duration) -> Config {
         self.poll_interval = interval;
-        self
-    }
-
-    /// Whether script calls of many tasks that overlap on the client's connection go out
-    /// together, as one `EVALSHA` of a dispatcher script that runs each call's script in turn
-    /// (off by default). A call that overlaps no other goes out alone either way, and each call
-    /// keeps its own errors and guarantees: one still queued when its command timeout ends fails
-    /// as not sent. Off, every call is its own `EVALSHA`, as `MONITOR` then shows. On a cluster
-    /// every call goes out alone. [`ClientStats::batch_sizes`](crate::ClientStats::batch_sizes)
-    /// counts the sends by the calls each carried.
-    ///
-    /// It saves the client most of its system calls when many tasks lock at once, but does not
-    /// make them faster: the server's cost per call is running the script, which a batch does
-    /// not lower, and a call waits for the batch before it to be answered (see `benches/README.md`,
-    /// "Combining", in the repository).
-    pub fn with_combining(mut self, combining: bool) -> Config {
-        self.combining = combining;
         self
     }
 

@@ -146,7 +146,6 @@ struct Tally {
     wakeups: AtomicU64,
     resubscribes: AtomicU64,
     noscript_reloads: AtomicU64,
-    batch_sizes: [AtomicU64; 8],
 }
 
 /// The counts of a [`Meter`], read at once.
@@ -165,7 +164,6 @@ pub(crate) struct Counts {
     pub(crate) wakeups: u64,
     pub(crate) resubscribes: u64,
     pub(crate) noscript_reloads: u64,
-    pub(crate) batch_sizes: [u64; 8],
 }
 
 /// A client's meter (see the module's documentation).
@@ -217,7 +215,6 @@ impl Meter {
             wakeups: get(&t.wakeups),
             resubscribes: get(&t.resubscribes),
             noscript_reloads: get(&t.noscript_reloads),
-            batch_sizes: std::array::from_fn(|k| get(&t.batch_sizes[k])),
         }
     }
 
@@ -303,12 +300,6 @@ impl Meter {
         add(&self.tally.resubscribes);
         #[cfg(feature = "metrics")]
         self.export.resubscribed();
-    }
-
-    /// A send of a combining connection went out carrying `calls` calls (1 to 128).
-    pub(crate) fn sent(&self, calls: usize) {
-        let bucket = (usize::BITS - 1 - calls.max(1).leading_zeros()).min(7);
-        add(&self.tally.batch_sizes[bucket as usize]);
     }
 
     /// Script `script` ran for `took`; `reloaded`: the server did not know it (`NOSCRIPT`), so

@@ -25,14 +25,12 @@ use crate::meter::ScriptId;
 use crate::redis_error::{self, classify, What};
 
 pub mod catalogue;
-mod combine;
 pub(crate) mod fair;
 pub(crate) mod fence;
 pub(crate) mod multi;
 mod plain;
 pub(crate) mod rw;
 
-pub(crate) use combine::Combiner;
 pub(crate) use plain::{
     abandon, acquire, busy_or_delayed, delay_left, force_release, inspect, release, released,
     renew, renew_delayed, unclaim, Answer, Claim, Delay, Inspection, ReleaseHow, Released,
@@ -103,14 +101,8 @@ impl Script {
             down.up();
             let sent = Instant::now();
             // The common case: connected, with the whole timeout left, which fred applies to a
-            // command sent without options, so none are built per command; sent with the calls
-            // of other tasks when they overlap.
-            let reply = match &redis.combiner {
-                Some(combiner) if self.metered.slot != ScriptId::UNNAMED.slot => {
-                    combiner.run(self, redis, keys, args).await
-                }
-                _ => Box::pin(self.run_once(redis, None, keys, args)).await,
-            };
+            // command sent without options, so none are built per command.
+            let reply = Box::pin(self.run_once(redis, None, keys, args)).await;
             match reply {
                 Err(e) if classify(&e) == What::NotRouted => {}
                 Err(e) => return Err(met(redis, e, sent)),

@@ -36,12 +36,9 @@ fn uuid_like() -> String {
     )
 }
 
-/// The settings of `url` as the tests' clients start from them: with combining on when
-/// `RELOCK_TEST_COMBINING` is `on` (off by default, as the library is), so the suites can run
-/// both ways.
+/// The settings of `url` as the tests' clients start from them.
 pub fn config(url: &str) -> relock::Config {
-    let on = std::env::var("RELOCK_TEST_COMBINING").is_ok_and(|v| v == "on");
-    relock::Config::from_url(url).unwrap().with_combining(on)
+    relock::Config::from_url(url).unwrap()
 }
 
 /// A client with a short watchdog timeout, as tests want.

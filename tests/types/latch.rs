@@ -153,10 +153,8 @@ async fn bad_input_is_refused_with_nothing_changed() {
 #[tokio::test]
 async fn one_message_wakes_every_waiter_of_a_client_without_another_read() {
     let server = RedisServer::start();
-    // The server counts the waiters' looks by its EVALSHAs: each call goes out alone.
-    let config = common::config(&server.url())
-        .with_poll_interval(Duration::from_secs(60))
-        .with_combining(false);
+    // The server counts the waiters' looks by its EVALSHAs.
+    let config = common::config(&server.url()).with_poll_interval(Duration::from_secs(60));
     let client = relock::Client::new(config).await.unwrap();
     let name = common::prefix("latch-one-read");
     let latch = common::latch(&client, &name, 1).await;

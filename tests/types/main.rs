@@ -7,7 +7,6 @@ mod common;
 
 mod blocking;
 mod blocking_election;
-mod combining;
 mod election;
 mod election_campaign;
 mod election_chaos;

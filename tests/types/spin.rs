@@ -570,7 +570,7 @@ async fn cancelled_spin_acquires_leave_no_hold_behind() {
         common::until_gone(&server, &claim, Duration::from_secs(10)).await,
         "a claim outlived its TTL"
     );
-    // And the lock works as before. Once in a clean-clone run (Redis 8.2, combining on) a
+    // And the lock works as before. Once in a clean-clone run (Redis 8.2, calls combined) a
     // try_lock here found it busy with nothing on Redis before: what stands in the way is
     // printed, and the lock must still come within the wait of a hang.
     let lock = clients[1].spin_lock(&name);
