@@ -2,8 +2,11 @@
 //! `lua/`: one constant per file, named after its path (`lua/fair/acquire.lua` is
 //! `FAIR_ACQUIRE`), whose source is the files its `-- Needs: a/b, c/d` header line names, in that
 //! order, then the file itself (a script's, not a fragment's, inside the wrapper that
-//! `catalogue!` puts around it). A new script, or a new type's folder of them, is picked up
-//! without any Rust to edit.
+//! `catalogue!` puts around it). A script carries of each fragment only the top-level functions
+//! it reaches (`prune`, written to `OUT_DIR/scripts/`): every `EVALSHA` runs a script's text
+//! from its top, which makes each of its functions again, so one it never calls costs every
+//! call. A new script, or a new type's
+//! folder of them, is picked up without any Rust to edit.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -29,12 +32,19 @@ fn main() {
         entries.push((path, needs, summary(text)));
     }
 
+    let pruned = Path::new(&std::env::var("OUT_DIR").unwrap()).join("scripts");
+    std::fs::create_dir_all(&pruned).unwrap();
     let mut out = String::from("catalogue! {\n");
     for (path, needs, summary) in &entries {
         let mut doc = format!("{summary}\n\nThe text of `lua/{path}.lua`");
         if !needs.is_empty() {
             let after: Vec<String> = needs.iter().map(|n| format!("`lua/{n}.lua`")).collect();
-            write!(doc, " after {}", after.join(", ")).unwrap();
+            let pruned = if needed.contains(*path) {
+                ""
+            } else {
+                " (of each, the functions this script reaches)"
+            };
+            write!(doc, " after {}{pruned}", after.join(", ")).unwrap();
         }
         doc.push('.');
         if needed.contains(*path) {
@@ -46,13 +56,16 @@ fn main() {
             .map(|p| format!("{p:?}"))
             .collect();
         writeln!(out, "    #[doc = {doc:?}]").unwrap();
-        let kind = if needed.contains(*path) {
-            "fragment"
-        } else {
-            "script"
-        };
         let name = const_name(path);
-        writeln!(out, "    {name} = {kind} [{}];", parts.join(", ")).unwrap();
+        if needed.contains(*path) {
+            writeln!(out, "    {name} = fragment [{}];", parts.join(", ")).unwrap();
+        } else {
+            // A script: its fragments, pruned of the functions it never reaches, then itself.
+            let texts: Vec<&str> = needs.iter().map(|n| files[n.as_str()].as_str()).collect();
+            let source = prune(&texts, &files[path.as_str()]);
+            std::fs::write(pruned.join(format!("{name}.lua")), source).unwrap();
+            writeln!(out, "    {name} = script [{name:?}];").unwrap();
+        }
     }
     out.push_str("}\n\n");
     out.push_str("/// Every script above (not the fragments other scripts start with), as (its\n");
@@ -95,6 +108,109 @@ fn needs(text: &str) -> Vec<String> {
         .map(|part| part.trim().to_owned())
         .filter(|part| !part.is_empty())
         .collect()
+}
+
+/// A script's source: `fragments` in order, each without the top-level `local function`s that
+/// `script` never reaches (called, or named, from its own text or from a function it reaches),
+/// then `script`. Every other line of a fragment is kept. A fragment's function is a line
+/// `local function <name>(` up to the first line `end` after it (the fragments' layout), with
+/// the comment lines right above it.
+fn prune(fragments: &[&str], script: &str) -> String {
+    let chunks: Vec<Vec<Chunk>> = fragments.iter().map(|text| chunks(text)).collect();
+    let mut reached: std::collections::BTreeSet<String> = words(script).collect();
+    for chunk in chunks.iter().flatten() {
+        if chunk.function.is_none() {
+            reached.extend(words(&chunk.text));
+        }
+    }
+    loop {
+        let before = reached.len();
+        for chunk in chunks.iter().flatten() {
+            if chunk.function.as_ref().is_some_and(|f| reached.contains(f)) {
+                reached.extend(words(&chunk.text));
+            }
+        }
+        if reached.len() == before {
+            break;
+        }
+    }
+    let mut out = String::new();
+    for chunk in chunks.iter().flatten() {
+        if chunk
+            .function
+            .as_ref()
+            .map_or(true, |f| reached.contains(f))
+        {
+            out.push_str(&chunk.text);
+        }
+    }
+    out.push_str(script);
+    out
+}
+
+/// A piece of a fragment: a top-level function with its comment (`function`: its name), or
+/// the lines between two of them.
+struct Chunk {
+    function: Option<String>,
+    text: String,
+}
+
+/// A fragment's text cut into [`Chunk`]s, which joined give the text back.
+fn chunks(text: &str) -> Vec<Chunk> {
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    let mut out = Vec::new();
+    let mut rest = String::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let Some(name) = lines[i]
+            .strip_prefix("local function ")
+            .and_then(|r| r.split('(').next())
+        else {
+            rest.push_str(lines[i]);
+            i += 1;
+            continue;
+        };
+        // The comment right above it goes with it.
+        let kept: Vec<&str> = rest.split_inclusive('\n').collect();
+        let mut cut = kept.len();
+        while cut > 0 && kept[cut - 1].starts_with("--") {
+            cut -= 1;
+        }
+        let comment = kept[cut..].concat();
+        let before = kept[..cut].concat();
+        if !before.is_empty() {
+            out.push(Chunk {
+                function: None,
+                text: before,
+            });
+        }
+        rest.clear();
+        let end = (i..lines.len())
+            .find(|&j| lines[j].trim_end() == "end")
+            .unwrap_or_else(|| panic!("local function {name} has no `end` line"));
+        let mut body = comment;
+        body.push_str(&lines[i..=end].concat());
+        out.push(Chunk {
+            function: Some(name.trim().to_owned()),
+            text: body,
+        });
+        i = end + 1;
+    }
+    if !rest.is_empty() {
+        out.push(Chunk {
+            function: None,
+            text: rest,
+        });
+    }
+    out
+}
+
+/// The identifiers in `text` (its comments included: a name only a comment mentions keeps a
+/// function it did not need, which costs nothing but the function).
+fn words(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .filter(|w| !w.is_empty())
+        .map(str::to_owned)
 }
 
 /// The file's first comment paragraph, on one line.
