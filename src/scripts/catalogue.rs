@@ -7,7 +7,8 @@
 //! key, the type check of a lock hash, the lease that never shortens), and a type's own
 //! fragment in its folder (`lua/fair/queue.lua`, `lua/rw/readers.lua`, `lua/fence/check.lua`).
 //! A script's source is the fragments its header's `-- Needs: a/b, c/d` line names, in that
-//! order, then its own file, run as one function whose error tables are returned as replies (see
+//! order (of each, the top-level functions the script reaches: `build.rs` prunes the others),
+//! then its own file, run as one function whose error tables are returned as replies (see
 //! the `@script` arm below): that text is what the client hashes, loads and runs by `EVALSHA`,
 //! and each script's header comment gives its KEYS / ARGV / reply contract. A fragment reads
 //! only the keys and arguments its callers pass it, so every key a script touches is still one
@@ -27,9 +28,12 @@
 //! // (`lua/common/claim.lua`), the lease's, then the lock's own acquire (`lua/lock/acquire.lua`,
 //! // whose header says `-- Needs:` those three), run as one function whose errors are replies.
 //! assert!(scripts::LOCK_ACQUIRE.starts_with("local function relock_script()"));
-//! assert!(scripts::LOCK_ACQUIRE.contains(scripts::COMMON_COUNTER));
-//! assert!(scripts::LOCK_ACQUIRE.contains(scripts::COMMON_CLAIM));
+//! assert!(scripts::LOCK_ACQUIRE.contains("local function on_key("));
+//! assert!(scripts::LOCK_ACQUIRE.contains("local function claim_take("));
 //! assert!(scripts::LOCK_ACQUIRE.contains("-- Acquire a reentrant lock"));
+//! // Of each fragment, a script carries the functions it reaches: a release takes no claim.
+//! assert!(scripts::COMMON_CLAIM.contains("local function claim_take("));
+//! assert!(!scripts::LOCK_RELEASE.contains("local function claim_take("));
 //! assert!(scripts::ALL.contains(&("LOCK_ACQUIRE", scripts::LOCK_ACQUIRE)));
 //! // Fragments have constants too, but are no scripts of their own.
 //! assert!(!scripts::ALL.iter().any(|(name, _)| *name == "COMMON_CLAIM"));
