@@ -307,23 +307,6 @@ impl Registry {
         holdings.map(|(k, e)| (k.clone(), e.held.clone())).collect()
     }
 
-    /// Marks every hold lost, saying `why`.
-    pub(crate) fn lose_all(&self, why: crate::meter::Loss) {
-        let mut map = self.map.lock().unwrap();
-        let holdings = map
-            .iter_mut()
-            .filter_map(|(k, e)| Some((k, e.holding.as_mut()?)));
-        let lost: Vec<_> = holdings
-            .filter_map(|(key, entry)| {
-                entry
-                    .lose()
-                    .then(|| (key.clone(), entry.held.primitive(), why))
-            })
-            .collect();
-        drop(map);
-        self.log_lost(lost);
-    }
-
     /// Logs and counts the holds just found lost; called with the registry unlocked.
     pub(super) fn log_lost(&self, lost: Vec<Loss>) {
         for (key, kind, why) in lost {

@@ -1,6 +1,7 @@
 //! What the watchdog asks of the registry and tells it: which holds are due for renewal (each a
 //! third of its lease after its last renewal), and what each renewal found (extended, gone, or
-//! answered too late), which moves or ends the holds' standing (see `holds`).
+//! answered too late), which moves or ends the holds' standing (see `holds`); and the holds
+//! marked lost at once at a shutdown.
 
 use std::time::Duration;
 
@@ -118,6 +119,23 @@ impl Registry {
                 lost.push((key.clone(), entry.held.primitive(), why));
             }
         }
+        drop(map);
+        self.log_lost(lost);
+    }
+
+    /// Marks every hold lost, saying `why`.
+    pub(crate) fn lose_all(&self, why: crate::meter::Loss) {
+        let mut map = self.map.lock().unwrap();
+        let holdings = map
+            .iter_mut()
+            .filter_map(|(k, e)| Some((k, e.holding.as_mut()?)));
+        let lost: Vec<_> = holdings
+            .filter_map(|(key, entry)| {
+                entry
+                    .lose()
+                    .then(|| (key.clone(), entry.held.primitive(), why))
+            })
+            .collect();
         drop(map);
         self.log_lost(lost);
     }
