@@ -81,6 +81,23 @@ fn main() {
         writeln!(out, "    ({name:?}, {name}),").unwrap();
     }
     out.push_str("];\n");
+    let scripts: Vec<&String> = entries
+        .iter()
+        .map(|(path, _, _)| *path)
+        .filter(|path| !needed.contains(*path))
+        .collect();
+    let library = library(&files, &needed, &scripts);
+    let dest = Path::new(&std::env::var("OUT_DIR").unwrap()).join("library.lua");
+    std::fs::write(dest, library).unwrap();
+    out.push_str("\n/// The scripts flagged `no-writes` (their header's `-- Flags:` line), by constant name:\n");
+    out.push_str("/// called by `FCALL_RO`.\n");
+    out.push_str("pub(crate) const READ_ONLY: &[&str] = &[\n");
+    for path in &scripts {
+        if flags(&files[path.as_str()]).contains(&"no-writes".to_owned()) {
+            writeln!(out, "    {:?},", const_name(path)).unwrap();
+        }
+    }
+    out.push_str("];\n");
     let dest = Path::new(&std::env::var("OUT_DIR").unwrap()).join("catalogue.rs");
     std::fs::write(dest, out).unwrap();
 }
@@ -220,7 +237,10 @@ fn summary(text: &str) -> String {
         .map_while(|line| line.strip_prefix("--"))
         .map(str::trim)
         .take_while(|line| {
-            !line.is_empty() && !line.starts_with("Needs:") && !line.starts_with("Wraps:")
+            !line.is_empty()
+                && !line.starts_with("Needs:")
+                && !line.starts_with("Wraps:")
+                && !line.starts_with("Flags:")
         })
         .collect();
     // As Markdown text: no HTML tags or link brackets out of `<name>` or `KEYS[1]`.
@@ -234,4 +254,128 @@ fn summary(text: &str) -> String {
 /// `fair/read_acquire` → `FAIR_READ_ACQUIRE`.
 fn const_name(path: &str) -> String {
     path.replace('/', "_").to_uppercase()
+}
+
+/// The `-- Flags:` of a script's header (`no-writes`, `allow-oom`), in order.
+fn flags(text: &str) -> Vec<String> {
+    let header = text.lines().take_while(|line| line.starts_with("--"));
+    let flags: Vec<String> = header
+        .filter_map(|line| line.strip_prefix("-- Flags:"))
+        .flat_map(|list| list.split(','))
+        .map(|flag| flag.trim().to_owned())
+        .filter(|flag| !flag.is_empty())
+        .collect();
+    for flag in &flags {
+        assert!(
+            flag == "no-writes" || flag == "allow-oom",
+            "unknown script flag {flag}: relock's scripts use no-writes or allow-oom"
+        );
+    }
+    flags
+}
+
+/// Every script as one function library (`FUNCTION LOAD`), but for its first line (the
+/// `#!lua name=` shebang, which the client writes with the library's id, as it writes the
+/// id in place of each `@ID@`).
+///
+/// The library's top level declares `KEYS`, `ARGV` and `CALL` (the run's own table of
+/// per-call state, which the `EVALSHA` path makes a fresh local per run) and then every
+/// fragment that defines functions, whole and once, in an order where each comes after those
+/// it calls: built at load, not per call. A fragment without functions (the fence's check) is
+/// code that runs per call: it goes into each script that needs it, before the script. Each
+/// script is registered as `relock_@ID@_<its constant, lower case>`, its callback setting
+/// `KEYS`, `ARGV` and `CALL` for the fragments' functions (one function runs at a time on a
+/// server, so the shared upvalues never mix two calls), with its header's flags.
+fn library(
+    files: &BTreeMap<String, String>,
+    fragments: &std::collections::BTreeSet<String>,
+    scripts: &[&String],
+) -> String {
+    let defines = |path: &str| -> Vec<String> {
+        chunks(&files[path])
+            .into_iter()
+            .filter_map(|chunk| chunk.function)
+            .collect()
+    };
+    let shared: Vec<&String> = fragments
+        .iter()
+        .filter(|path| !defines(path).is_empty())
+        .collect();
+    // At top level a fragment may define functions and constants, no state: a value kept from
+    // one call to the next would be a bug only the library path has.
+    for path in &shared {
+        for chunk in chunks(&files[path.as_str()]) {
+            if chunk.function.is_some() {
+                continue;
+            }
+            for line in chunk.text.lines() {
+                let line = line.trim_end();
+                if line.is_empty() || line.starts_with("--") {
+                    continue;
+                }
+                let constant = line
+                    .strip_prefix("local ")
+                    .and_then(|rest| rest.split_once(" = "))
+                    .is_some_and(|(name, value)| {
+                        name.chars().all(|c| c.is_ascii_uppercase() || c == '_')
+                            && (value.parse::<f64>().is_ok()
+                                || (value.starts_with('\'') && value.ends_with('\'')))
+                    });
+                assert!(
+                    constant,
+                    "lua/{path}.lua: `{line}` at top level is neither a function nor a constant \
+                     (keep per-call state in CALL)"
+                );
+            }
+        }
+    }
+    // Each fragment after those whose functions it calls.
+    let mut order: Vec<&String> = Vec::new();
+    let mut left = shared.clone();
+    while !left.is_empty() {
+        let ready = left.iter().position(|path| {
+            let text = &files[path.as_str()];
+            let used: std::collections::BTreeSet<String> = words(text).collect();
+            left.iter()
+                .filter(|other| *other != path)
+                .all(|other| defines(other).iter().all(|f| !used.contains(f)))
+        });
+        let at =
+            ready.unwrap_or_else(|| panic!("the fragments {left:?} call each other in a circle"));
+        order.push(left.remove(at));
+    }
+    let mut names = std::collections::BTreeMap::new();
+    for path in &order {
+        for name in defines(path) {
+            if let Some(other) = names.insert(name.clone(), path.to_string()) {
+                panic!("lua/{path}.lua and lua/{other}.lua both define {name}");
+            }
+        }
+    }
+
+    let mut out = String::from("local KEYS, ARGV, CALL\n");
+    for path in &order {
+        writeln!(out, "-- lua/{path}.lua").unwrap();
+        out.push_str(&files[path.as_str()]);
+    }
+    for path in scripts {
+        let text = &files[path.as_str()];
+        let flags: Vec<String> = flags(text).iter().map(|f| format!("'{f}'")).collect();
+        let name = const_name(path).to_lowercase();
+        writeln!(
+            out,
+            "redis.register_function{{function_name = 'relock_@ID@_{name}', flags = {{{}}}, \
+             callback = function(keys, args)\nKEYS, ARGV, CALL = keys, args, {{}}",
+            flags.join(", ")
+        )
+        .unwrap();
+        for need in needs(text) {
+            if !shared.contains(&&need) {
+                out.push_str(&files[need.as_str()]);
+            }
+        }
+        out.push_str(text);
+        out.push_str("end}\n");
+    }
+    out
 }

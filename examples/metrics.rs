@@ -13,7 +13,8 @@
 //! With `--rounds N` it does a fixed amount of work instead, and says what it did: one acquire
 //! and release, then each task takes the lock N times; then one lease is lost on purpose (a watchdog lock on
 //! `reports:nightly` whose key is deleted behind its holder's back); then the server forgets its
-//! scripts (`SCRIPT FLUSH`) before one more acquire and release of `orders:42`. It prints a line
+//! scripts (`SCRIPT FLUSH`, and `FUNCTION FLUSH` where it calls them as functions) before one
+//! more acquire and release of `orders:42`. It prints a line
 //! starting with `done` and serves `/metrics` until it is stopped, for a test to scrape.
 //! Other options: `--addr HOST:PORT` (default `127.0.0.1:9898`) and `--tasks N` (default 4);
 //! `REDIS_URL` picks a server of your own. `--help` says all this.
@@ -143,19 +144,25 @@ async fn main() -> relock::Result<()> {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
 
-    // The server forgets relock's scripts: the next ones are loaded again (NOSCRIPT).
-    let flush = CustomCommand::new_static("SCRIPT", ClusterHash::Random, false);
+    // The server forgets relock's scripts: the next ones are loaded again (NOSCRIPT), or the
+    // library once, by the first call that finds its function gone.
+    let functions = client.stats().scripts == relock::ScriptCalls::Functions;
+    let what = if functions { "FUNCTION" } else { "SCRIPT" };
+    let flush = CustomCommand::new_static(what, ClusterHash::Random, false);
     let _: Value = client
         .redis()
         .custom(flush, vec!["FLUSH"])
         .await
-        .expect("SCRIPT FLUSH");
+        .expect("FLUSH");
     client.lock("orders:42").lock().await?.unlock().await?;
 
     let stats = client.stats();
     println!(
-        "done: acquired={} leases_lost={} noscript_reloads={}",
-        stats.acquired, stats.leases_lost, stats.noscript_reloads
+        "done: acquired={} leases_lost={} noscript_reloads={} scripts={}",
+        stats.acquired,
+        stats.leases_lost,
+        stats.noscript_reloads,
+        if functions { "functions" } else { "evalsha" }
     );
     // Serve until stopped.
     std::future::pending::<()>().await;

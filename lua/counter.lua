@@ -1,5 +1,6 @@
 -- Reads a counter: a semaphore's available permits or a latch's remaining count.
 -- Needs: common/counter
+-- Flags: no-writes
 --
 -- KEYS[1]  the counter <name>
 --

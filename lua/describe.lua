@@ -1,6 +1,7 @@
 -- Read everything relock and Redisson keep under one name, in one consistent step, writing nothing
 -- (`Client::inspect`, the `relock` command line).
 -- Needs: rw/readers
+-- Flags: no-writes
 --
 -- KEYS[1]  <name>: a lock hash, or a semaphore's or latch's count
 -- KEYS[2]  the fair queue redisson_lock_queue:{<name>}

@@ -1,5 +1,6 @@
 -- Withdraw a hand-off claim: a waiter that claimed the lock's next free moment gave up.
 -- Needs: common/counter, common/claim
+-- Flags: allow-oom
 --
 -- KEYS[1]  the hand-off claim relock_claim:{<name>} ("<priority>:<holder field>")
 -- KEYS[2]  optional: a channel to wake when the claim goes (a read-write lock's, whose readers

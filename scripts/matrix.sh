@@ -7,6 +7,7 @@
 #
 #     scripts/matrix.sh                        # every server scripts/servers.sh knows
 #     scripts/matrix.sh redis-6.0 valkey-9.1   # some
+#     MATRIX_EVALSHA=redis-8.2 scripts/matrix.sh   # redis-8.2's run with every script by EVALSHA
 #
 # The servers run side by side, MATRIX_JOBS at a time (default 2): the runners mostly wait on
 # leases, faults and failovers. Each run's output goes to MATRIX_LOGS (default: a temporary
@@ -46,11 +47,19 @@ for line in sys.stdin:
 ' | sort)
 [ -n "$binaries" ] || { echo "matrix.sh: no test binaries were built" >&2; exit 1; }
 
+# The servers (by name) whose runs build the tests' clients with functions off
+# (`RELOCK_TEST_FUNCTIONS=off`, read by tests/common's `config`), so that one run covers the
+# server with every script sent by EVALSHA: MATRIX_EVALSHA="redis-8.2", say.
+evalsha=" ${MATRIX_EVALSHA:-} "
+functions_of() { [[ "$evalsha" == *" $1 "* ]] && echo off || echo on; }
+
 # Runs every test binary against one server, one binary after another, each to its own log.
 run_server() {
     local name=$1 program=$2 runner dir exe
+    local functions
+    functions=$(functions_of "$name")
     while read -r runner dir exe; do
-        (cd "$dir" && RELOCK_REDIS_SERVER=$program "$exe" --skip tls \
+        (cd "$dir" && RELOCK_REDIS_SERVER=$program RELOCK_TEST_FUNCTIONS=$functions "$exe" --skip tls \
             >"$logs/$name.$runner.log" 2>&1) || true
     done <<<"$binaries"
     echo "matrix.sh: $name done" >&2
@@ -80,7 +89,9 @@ printf '\n|---|'
 for _ in $runners; do printf -- '---|'; done
 printf '\n'
 while read -r name version _; do
-    printf '| %s (%s) |' "$name" "$version"
+    label=$version
+    [ "$(functions_of "$name")" = off ] && label="$version, EVALSHA forced"
+    printf '| %s (%s) |' "$name" "$label"
     for runner in $runners; do
         log="$logs/$name.$runner.log"
         # libtest's closing line: "test result: ok. 38 passed; 0 failed; 1 ignored; ..."

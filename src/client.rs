@@ -25,6 +25,7 @@ use crate::meter::Meter;
 use crate::naming::{self, Role};
 use crate::pubsub::Hub;
 use crate::registry::{Closing, Place, Registry};
+use crate::scripts::library::{self, CallPath};
 use crate::scripts::{PUBLISH, SPUBLISH};
 use crate::shared::{ReplicaSync, Shared};
 use crate::stats::ClientStats;
@@ -127,6 +128,9 @@ impl Client {
             }
         };
         let sharded = config.redis.server.is_clustered() && facts.major >= 7;
+        // Functions or EVALSHA, for every connection of this client to this server.
+        let calls = Arc::new(CallPath::default());
+        calls.set(library::choose(&redis, clustered, config.functions, facts.major, &server).await);
         // One server under two addresses is still one server (a multi-lock must know).
         let server_id = if config.redis.server.is_clustered() {
             None
@@ -151,7 +155,7 @@ impl Client {
                 naming::set_name_everywhere(&sync, clustered, &name).await;
                 tokio::spawn(naming::keep_name(sync.clone(), name, shutdown.subscribe()));
                 Some(ReplicaSync {
-                    redis: Connection::new(sync, &server, meter.clone()),
+                    redis: Connection::new(sync, &server, meter.clone()).calling(&calls),
                     timeout_ms: millis(timeout, "replica sync timeout")?,
                 })
             }
@@ -159,7 +163,7 @@ impl Client {
         };
 
         let registry = Arc::new(Registry::new(config.watchdog_timeout, meter.clone()));
-        let connection = Connection::new(redis.clone(), &server, meter.clone());
+        let connection = Connection::new(redis.clone(), &server, meter.clone()).calling(&calls);
         let watchdog = Watchdog {
             redis: connection.clone(),
             registry: registry.clone(),
@@ -311,6 +315,7 @@ impl Client {
             wakeups: counts.wakeups,
             resubscribes: counts.resubscribes,
             noscript_reloads: counts.noscript_reloads,
+            scripts: self.shared.redis.calls.get(),
         }
     }
 

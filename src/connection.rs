@@ -12,6 +12,7 @@ use fred::interfaces::ClientLike;
 use tokio::time::Instant;
 
 use crate::meter::Meter;
+use crate::scripts::library::CallPath;
 
 /// A fred client as relock's scripts use it: with the server its errors name, and the clock of
 /// its connection being down.
@@ -26,6 +27,9 @@ pub(crate) struct Connection {
     pub(crate) timeout: Duration,
     /// Where its scripts' durations and reloads are counted.
     pub(crate) meter: Arc<Meter>,
+    /// Whether its scripts go as functions (`FCALL`) or by `EVALSHA`: `EVALSHA` until the
+    /// client loaded its library at connect.
+    pub(crate) calls: Arc<CallPath>,
 }
 
 impl Connection {
@@ -37,7 +41,17 @@ impl Connection {
             server: server.into(),
             down: Arc::default(),
             meter,
+            calls: Arc::default(),
         }
+    }
+}
+
+impl Connection {
+    /// This connection, its scripts going the way `calls` says (shared with other connections
+    /// of its client).
+    pub(crate) fn calling(mut self, calls: &Arc<CallPath>) -> Connection {
+        self.calls = calls.clone();
+        self
     }
 }
 

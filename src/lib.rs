@@ -51,7 +51,8 @@ pub use lock::{
 };
 pub use owner::Owner;
 pub use redlock::{RedLock, RedLockGuard};
-pub use stats::ClientStats;
+pub use scripts::library_name;
+pub use stats::{ClientStats, Evalsha, ScriptCalls};
 pub use sync::{CountDownLatch, Permit, PermitSemaphore, Semaphore};
 pub use wait::Lost;
 

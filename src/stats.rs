@@ -54,6 +54,56 @@ pub struct ClientStats {
     /// Subscriptions brought back after a reconnect, or waiters all woken after missed
     /// messages.
     pub resubscribes: u64,
-    /// Scripts the server did not know (`NOSCRIPT`), loaded and run again.
+    /// Scripts the server did not know (`NOSCRIPT`, or `ERR Function not found` for the
+    /// function library), loaded and run again.
     pub noscript_reloads: u64,
+    /// How the client sends its scripts: as functions of relock's library (`FCALL`), or by
+    /// `EVALSHA`, and why.
+    pub scripts: ScriptCalls,
+}
+
+/// How a client sends its scripts ([`ClientStats::scripts`]), chosen at connect.
+///
+/// ```no_run
+/// # async fn f(client: relock::Client) {
+/// use relock::ScriptCalls;
+/// match client.stats().scripts {
+///     ScriptCalls::Functions => println!("FCALL, library {}", relock::library_name()),
+///     ScriptCalls::Evalsha(why) => println!("EVALSHA: {why}"),
+///     _ => {}
+/// }
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ScriptCalls {
+    /// As functions of relock's library ([`library_name`](crate::library_name)), loaded at
+    /// connect: `FCALL`, or `FCALL_RO` for a script that writes nothing. The server makes the
+    /// scripts' shared Lua functions once, when it loads the library, instead of on every call.
+    Functions,
+    /// By `EVALSHA` of each script's text (of each fragment, the functions it reaches).
+    Evalsha(Evalsha),
+}
+
+/// Why a client sends its scripts by `EVALSHA` ([`ScriptCalls::Evalsha`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Evalsha {
+    /// [`Config::with_functions(false)`](crate::Config::with_functions).
+    Configured,
+    /// The server has no functions (Redis 6.x).
+    NoFunctions,
+    /// The server refused `FUNCTION LOAD` (an ACL without it, a managed service without
+    /// functions); the debug log line at connect has its answer.
+    Refused,
+}
+
+impl std::fmt::Display for Evalsha {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Evalsha::Configured => "functions turned off by Config::with_functions(false)",
+            Evalsha::NoFunctions => "the server has no functions (before Redis 7.0)",
+            Evalsha::Refused => "the server refused FUNCTION LOAD",
+        })
+    }
 }

@@ -1,6 +1,7 @@
 -- End an election's term whoever leads (an operator's override): delete its lock and lock-delay,
 -- write the vacancy (`forced`) to history, and wake a waiting candidate.
 -- Needs: common/counter, common/claim, election/history
+-- Flags: allow-oom
 --
 -- KEYS[1]  the election's lock hash relock_election:<name>
 -- KEYS[2]  the candidates' wake-up channel redisson_lock__channel:{<lock>}

@@ -28,8 +28,14 @@ local HISTORY_LENGTH = 1000
 -- The greatest seq a stream ID can hold (2^64 - 1), as text.
 local HISTORY_SEQ_MAX = '18446744073709551615'
 
--- The stamp of the newest entry of each history read or written by this script, by KEYS index.
-local history_stamps = {}
+-- The stamp of the newest entry of each history read or written by this run, by KEYS index (in
+-- `CALL`, the run's own table).
+local function history_stamps()
+    if not CALL.history_stamps then
+        CALL.history_stamps = {}
+    end
+    return CALL.history_stamps
+end
 
 -- The newest entry of history KEYS[i]: its seq and its fields as a table, or nil when there is
 -- none.
@@ -43,7 +49,7 @@ local function history_last(i)
     for j = 1, #list, 2 do
         fields[list[j]] = list[j + 1]
     end
-    history_stamps[i] = fields.stamp or ''
+    history_stamps()[i] = fields.stamp or ''
     return tonumber(string.match(newest[1], '^([0-9]+)%-')), fields
 end
 
@@ -83,7 +89,7 @@ local function history_next(i)
     local next = history_increment(last)
     if #next > #HISTORY_SEQ_MAX or (#next == #HISTORY_SEQ_MAX and next > HISTORY_SEQ_MAX) then
         redis.call('del', KEYS[i])
-        history_stamps[i] = ''
+        history_stamps()[i] = ''
         return '1'
     end
     return next
@@ -91,7 +97,7 @@ end
 
 -- The stamp of history KEYS[i]'s newest entry ('' for none, or one without a stamp).
 local function history_stamp(i)
-    local stamp = history_stamps[i]
+    local stamp = history_stamps()[i]
     if stamp == nil then
         local newest = redis.call('xrevrange', KEYS[i], '+', '-', 'COUNT', 1)[1]
         stamp = ''
@@ -124,7 +130,7 @@ local function history_add(i, seq, at, channel, publish, ...)
     fields[#text + 2] = stamp
     redis.call('xadd', KEYS[i], 'MAXLEN', '~', HISTORY_LENGTH, next .. '-0',
         unpack(fields, 1, #text + 2))
-    history_stamps[i] = stamp
+    history_stamps()[i] = stamp
     if publish ~= '' then
         redis.call(publish, channel, next)
     end

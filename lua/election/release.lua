@@ -1,6 +1,7 @@
 -- Resign: give an election's term back, write its vacancy (`resigned`) to history, and wake a
 -- waiting candidate. Also a shutdown's release of the term (which writes no replay key).
 -- Needs: common/counter, common/claim, common/delay, common/replay, election/history
+-- Flags: allow-oom
 --
 -- KEYS[1]  the election's lock hash relock_election:<name>
 -- KEYS[2]  the candidates' wake-up channel redisson_lock__channel:{<lock>}

@@ -1,5 +1,6 @@
 -- Delete a fair lock whoever holds it, and wake the head of the queue on its own channel.
 -- Needs: common/counter, common/hash, fair/queue
+-- Flags: allow-oom
 --
 -- KEYS[1]  the lock hash <name>
 -- KEYS[2]  the queue redisson_lock_queue:{<name>}

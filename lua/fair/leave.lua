@@ -1,6 +1,7 @@
 -- A waiter gives up (timed out, cancelled, failed): remove it from the queue, move those behind
 -- it up one place, and wake the next head if it was the head.
 -- Needs: common/counter, fair/queue
+-- Flags: allow-oom
 --
 -- KEYS[1]  the lock hash <name>
 -- KEYS[2]  the queue redisson_lock_queue:{<name>}

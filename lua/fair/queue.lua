@@ -20,8 +20,9 @@
 -- relock waiter still goes within relock's timeout; a live one also keeps its deadline at least
 -- max(Q, W) past its last run, so a long hold never makes it pass.
 --
--- `now()` is the server's clock in ms (`TIME`, read once per run, and only by a run that needs
--- it: an uncontended acquire or release does not): every deadline relock writes is on it.
+-- `now()` is the server's clock in ms (`TIME`, read once per run and kept in `CALL`, the run's
+-- own table, and only by a run that needs it: an uncontended acquire or release does not):
+-- every deadline relock writes is on it.
 -- `live_head(a)` drops dead heads, as many as there are in a row, and returns the live head, or
 -- nil. A head is dead when its deadline has passed, when it has none at all (debris: a list
 -- entry without a deadline could otherwise hold the queue forever), or when its liveness record
@@ -31,13 +32,12 @@
 -- this file): a key of another type fails the script, named, and before `live_head()` writes; a
 -- script that writes before calling it checks those keys first.
 
-local clock
 local function now()
-    if not clock then
+    if not CALL.clock then
         local t = redis.call('time')
-        clock = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+        CALL.clock = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
     end
-    return clock
+    return CALL.clock
 end
 
 -- When `field` (queued) counts as dead at the latest: its deadline, or its liveness record if

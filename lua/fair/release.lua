@@ -1,6 +1,7 @@
 -- Release one hold of a fair lock; the last hold deletes the lock and wakes the head of the queue
 -- on its own channel.
 -- Needs: common/counter, common/replay, common/delay, fair/queue
+-- Flags: allow-oom
 --
 -- A release that leaves holds behind writes a replay key, so that its retry after a lost reply
 -- does not count it twice. The last release writes one only when ARGV[8] asks, as the plain

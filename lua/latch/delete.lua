@@ -1,5 +1,6 @@
 -- Deletes a count-down latch (Redisson's delete): it is open from then on.
 -- Needs: common/counter
+-- Flags: allow-oom
 --
 -- KEYS[1]  the count <name>
 -- KEYS[2]  the channel redisson_countdownlatch__channel__{<name>}

@@ -2,6 +2,7 @@
 -- fair, spin or fenced lock's); wake a waiter if that frees the lock: the lock's waiters on its
 -- channel and, when the lock has a fair queue, the queue's first waiter on its own channel.
 -- Needs: common/counter, common/claim
+-- Flags: allow-oom
 --
 -- KEYS[1]  the lock hash <name>
 -- KEYS[2]  the wake-up channel redisson_lock__channel:{<name>}

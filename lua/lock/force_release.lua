@@ -1,6 +1,7 @@
 -- Delete a lock whoever holds it, and wake a waiter. A name held as a read-write lock (the hash
 -- has a `mode`) goes with its readers' timeout keys, as rw/force_release.lua deletes it.
 -- Needs: common/counter, common/claim, common/hash, rw/readers
+-- Flags: allow-oom
 --
 -- KEYS[1]  the lock hash <name>
 -- KEYS[2]  the wake-up channel redisson_lock__channel:{<name>}

@@ -1,5 +1,6 @@
 -- Release one hold of a reentrant lock; the last hold deletes the lock and wakes a waiter.
 -- Needs: common/counter, common/claim, common/replay, common/delay
+-- Flags: allow-oom
 --
 -- A release that leaves holds behind writes a replay key, so that its retry after a lost reply
 -- does not count it twice. The last release writes one only when ARGV[8] asks, which saves the

@@ -2,6 +2,7 @@
 -- Never creates a lock: a lock that is gone stays gone. Never shortens one either: a fixed hold
 -- of the same owner may need longer than the watchdog lease.
 -- Needs: common/lease
+-- Flags: allow-oom
 --
 -- KEYS[i]    the lock hash of lock i (all in one cluster slot)
 -- ARGV[1]    lease in ms: the TTL is raised to it when shorter

@@ -2,6 +2,7 @@
 -- still there, and its shadow lease with it: the shadow then outlives the lock by the delay it
 -- names. As lua/lock/renew.lua otherwise: never creates a lock, never shortens one.
 -- Needs: common/counter, common/lease, common/delay
+-- Flags: allow-oom
 --
 -- KEYS[2i-1]  the lock hash of lock i (all in one cluster slot)
 -- KEYS[2i]    its shadow lease relock_lease:{<name>}: "<delay ms>:<holder field>"

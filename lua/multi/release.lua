@@ -3,6 +3,7 @@
 -- as lua/lock/release.lua releases one lock; the parts are independent (one may be held no more
 -- while the others are released).
 -- Needs: common/counter, common/claim, common/replay
+-- Flags: allow-oom
 --
 -- KEYS     for each part i = 1..k, four keys:
 -- KEYS[4i-3]  the lock hash <name>

@@ -1,5 +1,6 @@
 -- Gives back one permit of a permit semaphore by its id (Redisson's tryRelease).
 -- Needs: common/counter, permit/leases
+-- Flags: allow-oom
 --
 -- KEYS[1]  the counter <name>
 -- KEYS[2]  the wake-up channel redisson_sc:{<name>}

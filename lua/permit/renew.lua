@@ -1,5 +1,6 @@
 -- Extends the leases of many permits at once (the watchdog's renewal of live permits).
 -- Needs: common/counter, permit/leases
+-- Flags: allow-oom
 --
 -- KEYS[i]  the leases {<name>}:timeout of the i-th permit's semaphore
 -- ARGV[1]  the lease in ms: each renewed permit's lease ends this long after the server's now

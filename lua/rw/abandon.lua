@@ -3,6 +3,7 @@
 -- stay). Wake the lock's waiters when that frees the lock, or when a writer's leaving turns it
 -- into a read lock.
 -- Needs: common/counter, common/claim, rw/readers
+-- Flags: allow-oom
 --
 -- KEYS[1]  the lock hash <name>
 -- KEYS[2]  the read-write lock's channel redisson_rwlock:{<name>}

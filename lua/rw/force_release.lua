@@ -1,6 +1,7 @@
 -- Delete a read-write lock whoever holds it, when it is in the asked-for mode, and wake its
 -- waiters (Redisson's forceUnlock of the read or the write lock).
 -- Needs: common/counter, common/claim, common/hash, rw/readers
+-- Flags: allow-oom
 --
 -- KEYS[1]  the lock hash <name>
 -- KEYS[2]  the wake-up channel redisson_rwlock:{<name>}

@@ -1,6 +1,7 @@
 -- Release one read hold of a read-write lock. The last reader out deletes the lock and wakes
 -- its waiters.
 -- Needs: common/counter, common/claim, common/replay, rw/readers
+-- Flags: allow-oom
 --
 -- KEYS[1]  the lock hash <name>
 -- KEYS[2]  the wake-up channel redisson_rwlock:{<name>}

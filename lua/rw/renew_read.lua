@@ -2,6 +2,7 @@
 -- TTL to cover them. Only a living reader is renewed (one of its timeout keys still there):
 -- renewal never brings back a hold that lapsed, and never extends another reader's.
 -- Needs: common/hash, common/lease, rw/readers
+-- Flags: allow-oom
 --
 -- KEYS[i]    the lock hash of lock i (all in one cluster slot)
 -- ARGV[1]    lease in ms: each timeout key and the lock's TTL are raised to it when shorter

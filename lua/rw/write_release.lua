@@ -2,6 +2,7 @@
 -- when the writer also took read holds, turns it into a read lock (a downgrade); either way it
 -- wakes every waiter, since readers may now come in.
 -- Needs: common/counter, common/claim, common/replay, rw/readers
+-- Flags: allow-oom
 --
 -- KEYS[1]  the lock hash <name>
 -- KEYS[2]  the wake-up channel redisson_rwlock:{<name>}

@@ -1,5 +1,6 @@
 -- Deletes a semaphore: its counter and, for a permit semaphore, its leases.
 -- Needs: common/counter
+-- Flags: allow-oom
 --
 -- KEYS[1]  the counter <name>
 -- KEYS[2]  (a permit semaphore only) its leases {<name>}:timeout

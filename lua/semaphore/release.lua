@@ -1,6 +1,7 @@
 -- Gives permits back to a semaphore and wakes its waiters (Redisson's RSemaphore release, with a
 -- replay key so that a retry after a lost reply counts once).
 -- Needs: common/counter, common/replay
+-- Flags: allow-oom
 --
 -- KEYS[1]  the counter <name> (created when missing, as Redisson does)
 -- KEYS[2]  the wake-up channel redisson_sc:{<name>}

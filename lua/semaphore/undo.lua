@@ -1,5 +1,6 @@
 -- Gives back the permits of an acquire that was cancelled after it was sent, if it took any.
 -- Needs: common/counter
+-- Flags: allow-oom
 --
 -- KEYS[1]  the counter <name>
 -- KEYS[2]  the wake-up channel redisson_sc:{<name>}

@@ -28,6 +28,7 @@ pub(crate) const MAX_MILLIS: u128 = (1 << 53) - 1;
 /// | `claim_window` | 10 ms | how long a waiter's claim on a lock's next hand-off outlives the lease it waits on |
 /// | `fair_waiter_timeout` | 30 s | how long a fair lock's waiter that stopped answering keeps its place in the queue |
 /// | `poll_interval` | 5 s | how long a semaphore's or latch's waiter sleeps without a message before it looks again |
+/// | `functions` | on | call the scripts as functions of relock's library (`FCALL`) where the server allows, else by `EVALSHA` |
 ///
 /// # Examples
 ///
@@ -50,6 +51,7 @@ pub struct Config {
     pub(crate) claim_window: Duration,
     pub(crate) fair_waiter_timeout: Duration,
     pub(crate) poll_interval: Duration,
+    pub(crate) functions: bool,
     /// The `metrics` feature's mapper from a lock's name to its `name` label.
     #[cfg(feature = "metrics")]
     pub(crate) metric_names: Option<NameLabel>,
@@ -144,6 +146,7 @@ impl Config {
             claim_window: DEFAULT_CLAIM_WINDOW,
             fair_waiter_timeout: Duration::from_secs(30),
             poll_interval: Duration::from_secs(5),
+            functions: true,
             #[cfg(feature = "metrics")]
             metric_names: None,
         }
@@ -242,6 +245,19 @@ impl Config {
     /// semaphore's waiter also looks when the earliest lease of a permit that is out ends.
     pub fn with_poll_interval(mut self, interval: Duration) -> Config {
         self.poll_interval = interval;
+        self
+    }
+
+    /// Sets whether the client calls its scripts as functions of relock's library (on by
+    /// default). On, at connect the client loads the library ([`library_name`](crate::library_name))
+    /// where the server has functions (Redis 7.0 and later, Valkey) and allows `FUNCTION LOAD`,
+    /// and then calls each script by `FCALL`: the server makes the Lua functions the scripts
+    /// share once, at load, not on every call. Off, or where the server has no functions or
+    /// refuses the load, it sends each script by `EVALSHA`, as Redis 6.x requires. Either way
+    /// the keys, values and messages are the same; [`ClientStats::scripts`](crate::ClientStats::scripts)
+    /// says which path a client took, and why.
+    pub fn with_functions(mut self, on: bool) -> Config {
+        self.functions = on;
         self
     }
 
@@ -349,6 +365,7 @@ impl fmt::Debug for Config {
             .field("claim_window", &self.claim_window)
             .field("fair_waiter_timeout", &self.fair_waiter_timeout)
             .field("poll_interval", &self.poll_interval)
+            .field("functions", &self.functions)
             .finish()
     }
 }

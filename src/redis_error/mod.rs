@@ -23,6 +23,10 @@ pub(crate) enum What<'a> {
     /// The server does not know the script's SHA1 (`NOSCRIPT`: after a restart, a failover or
     /// `SCRIPT FLUSH`): load it and run it again.
     NoScript,
+    /// The server does not know the function (`ERR Function not found`: relock's library is
+    /// not loaded there, after a restart, a failover, `FUNCTION FLUSH` or on a new cluster
+    /// master): load the library and call it again.
+    NoFunction,
     /// A key holds another type than the command works on (`WRONGTYPE`, from Redis or from a
     /// relock script that answers as Redis would).
     WrongType(Blamed),
@@ -90,6 +94,8 @@ impl What<'_> {
 const NOT_ROUTED: &str = "Failed to route";
 /// Redis's reply to `EVALSHA` of a script it does not know.
 const NO_SCRIPT: &str = "NOSCRIPT";
+/// Redis's reply to `FCALL` of a function it does not know.
+const NO_FUNCTION: &str = "ERR Function not found";
 /// Redis's reply to a command on a key of another type.
 const WRONG_TYPE: &str = "WRONGTYPE";
 /// The start of `lua/fence/check.lua`'s answer for a fence key of another type.
@@ -119,6 +125,8 @@ pub(crate) fn classify(error: &RedisError) -> What<'_> {
         What::NotRouted
     } else if text.starts_with(NO_SCRIPT) {
         What::NoScript
+    } else if text.starts_with(NO_FUNCTION) {
+        What::NoFunction
     } else if let Some(reply) = text.find(RELOCK).map(|at| &text[at..]) {
         let (code, payload) = reply.split_once(' ').unwrap_or((reply, ""));
         What::Relock { code, payload }

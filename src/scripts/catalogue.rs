@@ -27,7 +27,7 @@
 //! // The composed acquire script: the key checks (`lua/common/counter.lua`), the claim's rules
 //! // (`lua/common/claim.lua`), the lease's, then the lock's own acquire (`lua/lock/acquire.lua`,
 //! // whose header says `-- Needs:` those three), run as one function whose errors are replies.
-//! assert!(scripts::LOCK_ACQUIRE.starts_with("local function relock_script()"));
+//! assert!(scripts::LOCK_ACQUIRE.starts_with("local CALL = {}\nlocal function relock_script()"));
 //! assert!(scripts::LOCK_ACQUIRE.contains("local function on_key("));
 //! assert!(scripts::LOCK_ACQUIRE.contains("local function claim_take("));
 //! assert!(scripts::LOCK_ACQUIRE.contains("-- Acquire a reentrant lock"));
@@ -72,9 +72,12 @@ macro_rules! catalogue {
     // Lua mistake, `user_script:3: attempt to …`) is raised again as it was. (Under `pcall` Redis 7 would hand over an error table as a
     // string, which is why 7.0 and later do without.) The parts' locals are the function's
     // locals as they were the chunk's, and a write made before an error stays made, as Redis
-    // keeps it either way.
+    // keeps it either way. `CALL` is the run's own table, where a fragment keeps what it learns
+    // for the rest of the run (the server's time): fresh per run here, as the function library's
+    // callbacks make it fresh per call.
     (@script $name:literal) => {
         concat!(
+            "local CALL = {}\n",
             "local function relock_script()\n",
             include_str!(concat!(env!("OUT_DIR"), "/scripts/", $name, ".lua")),
             "end\n",
@@ -95,6 +98,10 @@ macro_rules! catalogue {
 
 // Written by `build.rs` from the files under `lua/` and their `-- Needs:` lines.
 include!(concat!(env!("OUT_DIR"), "/catalogue.rs"));
+
+/// Every script above as one function library, without its `#!lua name=` line and with `@ID@`
+/// for its id (see [`super::library`]); written by `build.rs`.
+pub(crate) const LIBRARY_BODY: &str = include_str!(concat!(env!("OUT_DIR"), "/library.lua"));
 
 #[cfg(test)]
 mod tests {

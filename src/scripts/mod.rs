@@ -16,6 +16,7 @@ use std::time::Duration;
 use fred::bytes_utils::Str;
 use fred::interfaces::{ClientLike, LuaInterface};
 use fred::types::config::Options;
+use fred::types::{ClusterHash, CustomCommand};
 use fred::types::{Key, Value};
 use tokio::time::Instant;
 
@@ -23,14 +24,17 @@ use crate::connection::Connection;
 use crate::error::{Error, Result, Shown};
 use crate::meter::ScriptId;
 use crate::redis_error::{self, classify, What};
+use crate::stats::{Evalsha, ScriptCalls};
 
 pub mod catalogue;
 pub(crate) mod fair;
 pub(crate) mod fence;
+pub(crate) mod library;
 pub(crate) mod multi;
 mod plain;
 pub(crate) mod rw;
 
+pub use library::library_name;
 pub(crate) use plain::{
     abandon, acquire, busy_or_delayed, delay_left, force_release, inspect, release, released,
     renew, renew_delayed, unclaim, Answer, Claim, Delay, Inspection, ReleaseHow, Released,
@@ -52,16 +56,21 @@ pub(crate) struct Script {
     /// How metrics name it: its place in [`catalogue::ALL`] and its name there (unnamed: a
     /// script made at run time).
     metered: ScriptId,
+    /// Its function in relock's library, and whether it writes nothing (called by
+    /// `FCALL_RO`); none for a script made at run time, which always goes by `EVALSHA`.
+    function: Option<(Str, bool)>,
 }
 
 impl Script {
     pub(crate) fn new(lua: &'static str) -> Script {
         let mut script = Script::from_text(Str::from_static(lua));
         let found = catalogue::ALL.iter().position(|(_, text)| *text == lua);
-        script.metered = found.map_or(ScriptId::UNNAMED, |slot| ScriptId {
-            slot,
-            name: catalogue::ALL[slot].0,
-        });
+        if let Some(slot) = found {
+            let name = catalogue::ALL[slot].0;
+            script.metered = ScriptId { slot, name };
+            let read_only = catalogue::READ_ONLY.contains(&name);
+            script.function = Some((library::LIBRARY.function(name), read_only));
+        }
         script
     }
 
@@ -72,6 +81,7 @@ impl Script {
             sha: fred::util::sha1_hash(&lua).into(),
             lua,
             metered: ScriptId::UNNAMED,
+            function: None,
         }
     }
 
@@ -155,8 +165,87 @@ impl Script {
         result
     }
 
-    /// [`run_once`](Self::run_once) unmetered: its reply, and whether it was loaded again.
+    /// [`run_once`](Self::run_once) unmetered: its reply, and whether it (or the library) was
+    /// loaded again.
     async fn send_once(
+        &self,
+        redis: &Connection,
+        timeout: Option<Duration>,
+        keys: &[Key],
+        args: &[Value],
+    ) -> (std::result::Result<Value, fred::error::Error>, bool) {
+        match &self.function {
+            Some((name, read_only)) if redis.calls.functions() => {
+                let called = self
+                    .call_function(redis, timeout, name, *read_only, keys, args)
+                    .await;
+                match called {
+                    Some(done) => done,
+                    // The library could not be loaded again: by `EVALSHA` from now on.
+                    None => self.send_script(redis, timeout, keys, args).await,
+                }
+            }
+            _ => self.send_script(redis, timeout, keys, args).await,
+        }
+    }
+
+    /// One `FCALL` (`FCALL_RO` when `read_only`) of the script's function `name`, and on `ERR
+    /// Function not found` (nothing ran) a load of the library and a second, all within
+    /// `timeout` as [`run_once`](Self::run_once) says. `None` when the server refused to load
+    /// the library (the client then goes by `EVALSHA`, as at a connect that met the refusal).
+    async fn call_function(
+        &self,
+        redis: &Connection,
+        timeout: Option<Duration>,
+        name: &Str,
+        read_only: bool,
+        keys: &[Key],
+        args: &[Value],
+    ) -> Option<(std::result::Result<Value, fred::error::Error>, bool)> {
+        let started = Instant::now();
+        let within = |timeout: Duration| Options {
+            timeout: Some(
+                timeout
+                    .saturating_sub(started.elapsed())
+                    .max(Duration::from_millis(1)),
+            ),
+            ..Options::default()
+        };
+        let first = match timeout {
+            // The common case: no options built per call.
+            None => fcall(&**redis, name, read_only, keys, args).await,
+            Some(timeout) => {
+                let redis = redis.with_options(&within(timeout));
+                fcall(&redis, name, read_only, keys, args).await
+            }
+        };
+        let Err(e) = &first else {
+            return Some((first, false));
+        };
+        if classify(e) != What::NoFunction {
+            return Some((first, false));
+        }
+        let timeout = timeout.unwrap_or(redis.timeout);
+        let clustered = redis.inner().config.server.is_clustered();
+        match library::load(&redis.with_options(&within(timeout)), clustered).await {
+            Ok(()) => {}
+            Err(e) if library::refused(&e) => {
+                tracing::debug!(
+                    server = %redis.server,
+                    "relock's function library could not be loaded again ({e}): scripts go by \
+                     EVALSHA from now on"
+                );
+                redis.calls.set(ScriptCalls::Evalsha(Evalsha::Refused));
+                return None;
+            }
+            Err(e) => return Some((Err(e), false)),
+        }
+        let redis = redis.with_options(&within(timeout));
+        Some((fcall(&redis, name, read_only, keys, args).await, true))
+    }
+
+    /// [`send_once`](Self::send_once) by `EVALSHA`.
+    async fn send_script(
         &self,
         redis: &Connection,
         timeout: Option<Duration>,
@@ -173,41 +262,29 @@ impl Script {
             ..Options::default()
         };
         let first = match timeout {
-            None => {
-                redis
-                    .evalsha::<Value, _, _, _>(self.sha.clone(), keys.to_vec(), args.to_vec())
-                    .await
-            }
+            None => send(&**redis, "EVALSHA", &self.sha, keys, args).await,
             Some(timeout) => {
-                redis
-                    .with_options(&within(timeout))
-                    .evalsha::<Value, _, _, _>(self.sha.clone(), keys.to_vec(), args.to_vec())
-                    .await
+                let redis = redis.with_options(&within(timeout));
+                send(&redis, "EVALSHA", &self.sha, keys, args).await
             }
         };
         match first {
             Err(e) if classify(&e) == What::NoScript => {
                 // Within what is left of the first send's timeout.
                 let timeout = timeout.unwrap_or(redis.timeout);
-                let loaded = redis
-                    .with_options(&within(timeout))
-                    .script_load_cluster::<(), _>(self.lua.clone())
-                    .await;
+                let redis = redis.with_options(&within(timeout));
+                let loaded = redis.script_load_cluster::<(), _>(self.lua.clone()).await;
                 if let Err(e) = loaded {
                     return (Err(e), false);
                 }
-                let result = redis
-                    .with_options(&within(timeout))
-                    .evalsha(self.sha.clone(), keys.to_vec(), args.to_vec())
-                    .await;
+                let redis = redis.with_options(&within(timeout));
+                let result = send(&redis, "EVALSHA", &self.sha, keys, args).await;
                 // Flushed again between the load and the run (`SCRIPT FLUSH` twice in a row):
                 // sent with its text this time, which no flush can come between.
                 let result = match result {
                     Err(e) if classify(&e) == What::NoScript => {
-                        redis
-                            .with_options(&within(timeout))
-                            .eval(self.lua.clone(), keys.to_vec(), args.to_vec())
-                            .await
+                        let redis = redis.with_options(&within(timeout));
+                        send(&redis, "EVAL", &self.lua, keys, args).await
                     }
                     result => result,
                 };
@@ -216,6 +293,47 @@ impl Script {
             result => (result, false),
         }
     }
+}
+
+/// `FCALL` of `name` (`FCALL_RO` when `read_only`) on `redis`.
+async fn fcall<C: ClientLike>(
+    redis: &C,
+    name: &Str,
+    read_only: bool,
+    keys: &[Key],
+    args: &[Value],
+) -> std::result::Result<Value, fred::error::Error> {
+    let command = if read_only { "FCALL_RO" } else { "FCALL" };
+    send(redis, command, name, keys, args).await
+}
+
+/// `command` (`EVALSHA`, `EVAL`, `FCALL`, `FCALL_RO`) of `what` (a SHA1, a text, a function's
+/// name) with `keys` and `args`, routed by its first key's slot.
+///
+/// Sent as a command of relock's own rather than by fred's `evalsha` or `fcall`, which fred
+/// sends one at a time: it writes nothing else on the connection until their reply came, so
+/// tasks that call scripts at once each wait a whole round trip behind the others. relock's
+/// scripts do not depend on one another's being loaded (each handles `NOSCRIPT` or a missing
+/// function itself), so they go pipelined, as any other command; and the options of `redis`
+/// (a timeout) apply, which fred's own methods do not take from a `with_options` client.
+async fn send<C: ClientLike>(
+    redis: &C,
+    command: &'static str,
+    what: &Str,
+    keys: &[Key],
+    args: &[Value],
+) -> std::result::Result<Value, fred::error::Error> {
+    let hash = keys.first().map_or(ClusterHash::Random, |key| {
+        ClusterHash::Custom(key.cluster_hash())
+    });
+    let mut sent = Vec::with_capacity(2 + keys.len() + args.len());
+    sent.push(Value::String(what.clone()));
+    sent.push(Value::Integer(keys.len() as i64));
+    sent.extend(keys.iter().cloned().map(Value::from));
+    sent.extend(args.iter().cloned());
+    redis
+        .custom(CustomCommand::new_static(command, hash, false), sent)
+        .await
 }
 
 /// An error that a command sent at `sent` met. A broken connection was likely dead already when

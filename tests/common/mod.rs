@@ -36,9 +36,12 @@ fn uuid_like() -> String {
     )
 }
 
-/// The settings of `url` as the tests' clients start from them.
+/// The settings of `url` as the tests' clients start from them: scripts called as functions
+/// where the server has them, as the library does, unless `RELOCK_TEST_FUNCTIONS` is `off`
+/// (every script by `EVALSHA`), so the suites can run both ways.
 pub fn config(url: &str) -> relock::Config {
-    relock::Config::from_url(url).unwrap()
+    let off = std::env::var("RELOCK_TEST_FUNCTIONS").is_ok_and(|v| v == "off");
+    relock::Config::from_url(url).unwrap().with_functions(!off)
 }
 
 /// A client with a short watchdog timeout, as tests want.
