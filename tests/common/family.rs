@@ -228,7 +228,7 @@ impl Family {
     pub fn watch_waiters(self, server: &RedisServer) -> WaitWatch {
         WaitWatch {
             family: self,
-            evalsha_before: super::raw_command_calls(server, "evalsha"),
+            evalsha_before: super::raw_script_calls(server),
         }
     }
 
@@ -344,7 +344,7 @@ impl WaitWatch {
                     })
                 }
                 Family::Spin => {
-                    let calls = super::raw_command_calls(server, "evalsha");
+                    let calls = super::raw_script_calls(server);
                     calls >= self.evalsha_before + 2 * total as u64
                 }
             }

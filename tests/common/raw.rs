@@ -161,6 +161,15 @@ pub fn raw_command_calls(server: &RedisServer, command: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// How many scripts `server` ran for its clients, whichever way they were sent: `EVALSHA`,
+/// `EVAL`, `FCALL` and `FCALL_RO`.
+pub fn raw_script_calls(server: &RedisServer) -> u64 {
+    ["evalsha", "eval", "fcall", "fcall_ro"]
+        .iter()
+        .map(|command| raw_command_calls(server, command))
+        .sum()
+}
+
 /// How many `SCRIPT LOAD`s the server ran: `cmdstat_script|load` from Redis 7.0 (and Valkey),
 /// where each subcommand is counted apart; before 7.0 every `SCRIPT` subcommand counts under
 /// `cmdstat_script`, so the `SCRIPT FLUSH`es a test sent itself (`flushes`) are taken off.

@@ -480,7 +480,7 @@ async fn watchdog_renews_locks_on_every_master_per_slot() {
     let calls_before: Vec<u64> = cluster
         .nodes()
         .iter()
-        .map(|n| common::raw_command_calls(n, "evalsha"))
+        .map(|n| common::raw_script_calls(n))
         .collect();
 
     let held_for = LEASE * 3;
@@ -510,7 +510,7 @@ async fn watchdog_renews_locks_on_every_master_per_slot() {
         assert!(!guard.is_lost(), "{name}");
     }
     for (node, before) in cluster.nodes().iter().zip(calls_before) {
-        let ran = common::raw_command_calls(node, "evalsha") - before;
+        let ran = common::raw_script_calls(node) - before;
         assert!(ran >= 16, "node {} ran only {ran} scripts", node.port());
         assert_eq!(
             topology::error_count(node, "CROSSSLOT"),

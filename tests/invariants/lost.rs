@@ -73,10 +73,10 @@ async fn a_loss_is_final_even_when_a_late_renewal_finds_the_lock() {
     common::faults::resume(pid);
 
     // The watchdog's next renewal finds the field: still the guard stays lost.
-    let calls = common::raw_command_calls(&server, "evalsha");
+    let calls = common::raw_script_calls(&server);
     assert!(
         common::eventually(SOON, || async {
-            common::raw_command_calls(&server, "evalsha") > calls + 1
+            common::raw_script_calls(&server) > calls + 1
         })
         .await
     );

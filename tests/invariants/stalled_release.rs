@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::family::raw_keys;
 use common::proxy::Proxy;
-use common::{raw_command_calls, raw_holds, RedisServer};
+use common::{raw_holds, raw_script_calls, RedisServer};
 use relock::Client;
 
 /// The owner's watchdog timeout: the lock outlives the stall by far.
@@ -69,7 +69,7 @@ async fn a_release_retried_after_a_stall_counts_once() {
     // The release's first send runs; its reply is lost with its connection.
     let release_sha = fred::util::sha1_hash(relock::testing::scripts::LOCK_RELEASE);
     beside.proxy.swallow_next_reply(&[&release_sha, &name]);
-    let scripts_before = raw_command_calls(&server, "evalsha");
+    let scripts_before = raw_script_calls(&server);
     let unlock = tokio::spawn(released.unlock());
     // Until the reply is swallowed this task yields, so the unlock can send; from then on it
     // blocks the thread, so the client cannot see the closed connection and retry before the
@@ -89,7 +89,7 @@ async fn a_release_retried_after_a_stall_counts_once() {
     assert!(ran, "the release never reached the server");
     std::thread::sleep(STALL);
     assert_eq!(
-        raw_command_calls(&server, "evalsha"),
+        raw_script_calls(&server),
         scripts_before + 1,
         "the retry went out before the stall: the schedule was not the one under test"
     );

@@ -8,6 +8,7 @@ mod delay_scripts;
 mod fair_redisson_queue;
 mod fair_scripts;
 mod fixture;
+mod functions;
 mod multi_scripts;
 mod redisson_compat;
 mod redisson_sync;

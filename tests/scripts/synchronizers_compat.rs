@@ -21,7 +21,8 @@ use std::time::{Duration, Instant};
 use common::redisson_sync::{now_ms, Redisson, NO_LEASE};
 use common::{
     eventually, latch_channel, leases_key, polling_client, raw_command_calls, raw_count,
-    raw_exists, raw_zrange_hex, semaphore_channel, RawSubscriber, RedisServer, HANG, PROMPT,
+    raw_exists, raw_script_calls, raw_zrange_hex, semaphore_channel, RawSubscriber, RedisServer,
+    HANG, PROMPT,
 };
 use fred::interfaces::{KeysInterface, LuaInterface};
 use fred::types::Value;
@@ -81,14 +82,14 @@ async fn relock_parked(
     evalsha: u64,
 ) {
     let parked = eventually(SOON, || async {
-        client.stats().waiters == waiters && raw_command_calls(server, "evalsha") >= evalsha
+        client.stats().waiters == waiters && raw_script_calls(server) >= evalsha
     })
     .await;
     assert!(
         parked,
         "relock never had {waiters} waiter(s) parked: {:?}, {} EVALSHA of {evalsha}",
         client.stats(),
-        raw_command_calls(server, "evalsha")
+        raw_script_calls(server)
     );
 }
 
@@ -602,7 +603,7 @@ async fn relock_semaphore_waiter_is_woken_by_redisson_release_and_add_permits() 
     assert!(!sem.try_acquire(1).await.unwrap(), "none to take"); // the script is loaded
 
     for how in ["release(1)", "addPermits(1)"] {
-        let base = raw_command_calls(&server, "evalsha");
+        let base = raw_script_calls(&server);
         let waiter = spawn_timed({
             let sem = sem.clone();
             async move { sem.acquire(1).await }
@@ -641,7 +642,7 @@ async fn relock_permit_waiter_is_woken_by_redisson_release_and_add_permits() {
             pes.try_acquire().await.unwrap().is_none(),
             "Redisson holds it"
         );
-        let base = raw_command_calls(&server, "evalsha");
+        let base = raw_script_calls(&server);
         let waiter = spawn_timed({
             let pes = pes.clone();
             async move { pes.acquire().await }
@@ -912,7 +913,7 @@ async fn a_redisson_release_of_k_permits_wakes_k_relock_waiters() {
     assert!(!sem.try_acquire(1).await.unwrap(), "none to take"); // the script is loaded
 
     // One at a time, so that each parks behind the one before (without an attempt).
-    let base = raw_command_calls(&server, "evalsha");
+    let base = raw_script_calls(&server);
     let mut waiters = Vec::new();
     for n in 1..=4 {
         let sem = sem.clone();
@@ -954,7 +955,7 @@ async fn a_redisson_release_of_k_permits_wakes_k_relock_waiters() {
     assert_eq!(client.stats().waiters, 0);
 
     // A waiter for 2 permits, fed one at a time.
-    let base = raw_command_calls(&server, "evalsha");
+    let base = raw_script_calls(&server);
     let waiter = spawn_timed({
         let sem = sem.clone();
         async move { sem.acquire(2).await }
@@ -992,7 +993,7 @@ async fn relock_latch_waiters_are_woken_by_redisson_count_down() {
     assert!(jlatch.try_set_count(2).await);
     assert_eq!(latch.count().await.unwrap(), 2); // the script is loaded
 
-    let base = raw_command_calls(&server, "evalsha");
+    let base = raw_script_calls(&server);
     let plain = spawn_timed({
         let latch = latch.clone();
         async move { latch.wait().await }
@@ -1088,7 +1089,7 @@ async fn latch_delete_from_either_side() {
     // Redisson deletes, relock's waiter goes.
     assert!(latch.try_set_count(1).await.unwrap());
     assert_eq!(latch.count().await.unwrap(), 1); // the script is loaded
-    let base = raw_command_calls(&server, "evalsha");
+    let base = raw_script_calls(&server);
     let waiter = spawn_timed({
         let latch = latch.clone();
         async move { latch.wait().await }

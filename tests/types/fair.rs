@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::{
     eventually, fair_queue_key, fair_timeout_key, raw_command_calls, raw_exists, raw_lrange,
-    raw_time_ms, RedisServer,
+    raw_script_calls, raw_time_ms, RedisServer,
 };
 use fred::interfaces::ListInterface;
 use relock::Owner;
@@ -204,7 +204,7 @@ async fn a_killed_waiter_at_the_head_delays_the_next_by_at_most_its_deadline() {
 
     child.kill().await;
     let killed = Instant::now();
-    let calls_before = raw_command_calls(&server, "evalsha");
+    let calls_before = raw_script_calls(&server);
     holder.unlock().await.unwrap();
     let (acquired, guard) = common::within(
         Duration::from_secs(30),
@@ -212,7 +212,7 @@ async fn a_killed_waiter_at_the_head_delays_the_next_by_at_most_its_deadline() {
         "the queue is stuck behind a dead head",
     )
     .await;
-    let calls = raw_command_calls(&server, "evalsha") - calls_before;
+    let calls = raw_script_calls(&server) - calls_before;
     let waited = acquired - killed;
     // The dead waiter renewed its place at most a waiter timeout before it was killed.
     assert!(
@@ -494,7 +494,7 @@ async fn an_owner_that_waits_again_gets_a_hand_off_in_three_scripts() {
 
     // It waits again.
     let held = lock(&first).lock_with_lease(lease).await.unwrap();
-    let scripts_before = raw_command_calls(&server, "evalsha");
+    let scripts_before = raw_script_calls(&server);
     let subscribes_before = raw_command_calls(&server, "subscribe");
     let waiting = spawn_waiter(&looping);
     assert_eq!(
@@ -503,7 +503,7 @@ async fn an_owner_that_waits_again_gets_a_hand_off_in_three_scripts() {
     );
     held.unlock().await.unwrap();
     let guard = waiting.await.unwrap();
-    let scripts = raw_command_calls(&server, "evalsha") - scripts_before;
+    let scripts = raw_script_calls(&server) - scripts_before;
     assert!(scripts <= 3, "the hand-off ran {scripts} scripts");
     assert_eq!(
         raw_command_calls(&server, "subscribe"),

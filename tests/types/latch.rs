@@ -161,7 +161,7 @@ async fn one_message_wakes_every_waiter_of_a_client_without_another_read() {
     // One look first, so the script is loaded: 50 first looks at once would each meet
     // `NOSCRIPT` and count twice below.
     assert!(!latch.wait_for(Duration::ZERO).await.unwrap());
-    let spawned = common::raw_command_calls(&server, "evalsha");
+    let spawned = common::raw_script_calls(&server);
     let waiters: Vec<_> = (0..50)
         .map(|_| {
             let latch = latch.clone();
@@ -172,18 +172,17 @@ async fn one_message_wakes_every_waiter_of_a_client_without_another_read() {
     // 100 looks done, on a loaded machine too, before the looks after the message are counted.
     assert!(
         common::eventually(Duration::from_secs(10), || async {
-            client.stats().waiters == 50
-                && common::raw_command_calls(&server, "evalsha") - spawned >= 100
+            client.stats().waiters == 50 && common::raw_script_calls(&server) - spawned >= 100
         })
         .await,
         "the waiters never settled: {:?}, {} scripts",
         client.stats(),
-        common::raw_command_calls(&server, "evalsha") - spawned
+        common::raw_script_calls(&server) - spawned
     );
-    let scripts_before = common::raw_command_calls(&server, "evalsha");
+    let scripts_before = common::raw_script_calls(&server);
     latch.count_down().await.unwrap();
     common::all_within(waiters, common::HANG, "a waiter hung").await;
-    let scripts = common::raw_command_calls(&server, "evalsha") - scripts_before;
+    let scripts = common::raw_script_calls(&server) - scripts_before;
     // The count-down is one script; 50 waiters reading the count again would be 50 more.
     assert!(scripts < 10, "{scripts} scripts ran to wake 50 waiters");
 }

@@ -66,10 +66,10 @@ async fn renewals_never_cut_a_longer_fixed_hold() {
     let fixed = lock.lock_with_lease(long).await.unwrap();
     let renewed = lock.lock().await.unwrap();
     // Every renewal is one more EVALSHA on this server of the test's own.
-    let calls = common::raw_command_calls(&server, "evalsha");
+    let calls = common::raw_script_calls(&server);
     assert!(
         common::eventually(SOON, || async {
-            common::raw_command_calls(&server, "evalsha") >= calls + 3
+            common::raw_script_calls(&server) >= calls + 3
         })
         .await,
         "the watchdog never renewed"

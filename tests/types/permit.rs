@@ -256,10 +256,10 @@ async fn the_watchdog_renews_many_permits_per_script_call() {
     for _ in 0..HELD {
         permits.push(sem.acquire().await.unwrap());
     }
-    let before = common::raw_command_calls(&server, "evalsha");
+    let before = common::raw_script_calls(&server);
     let started = std::time::Instant::now();
     tokio::time::sleep(lease * 3).await;
-    let scripts = common::raw_command_calls(&server, "evalsha") - before;
+    let scripts = common::raw_script_calls(&server) - before;
     // One renewal period is a third of the lease: count how many passed, with one to spare.
     let periods = (started.elapsed().as_millis() / (lease / 3).as_millis()) as u64 + 1;
     assert!(

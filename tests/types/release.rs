@@ -340,6 +340,7 @@ async fn a_dropped_re_entry_and_an_unlock_at_once_keep_the_lock_for_each_other()
     let name = common::prefix("release-two-at-once");
     let lock = client.lock(name.clone());
     let sha = fred::util::sha1_hash(relock::testing::scripts::LOCK_RELEASE);
+    let function = format!("{}_lock_release", relock::library_name());
     for round in 0..20 {
         let guard = lock.lock().await.unwrap();
         drop(lock.try_lock().await.unwrap().expect("a re-entry"));
@@ -369,7 +370,11 @@ async fn a_dropped_re_entry_and_an_unlock_at_once_keep_the_lock_for_each_other()
                 _ => None,
             })
             .collect();
-        if args.len() > 3 && args[0].eq_ignore_ascii_case("evalsha") && args[1] == sha {
+        // By EVALSHA of the release script, or FCALL of its function.
+        let release = (args.len() > 3)
+            && ((args[0].eq_ignore_ascii_case("evalsha") && args[1] == sha)
+                || (args[0].eq_ignore_ascii_case("fcall") && args[1] == function));
+        if release {
             let keys: usize = args[2].parse().unwrap();
             keeps.push(args[3 + keys + 1].parse::<u64>().unwrap());
         }

@@ -33,7 +33,7 @@ fn quick() -> Backoff {
 /// How many `EVALSHA`s the server ran: every acquire attempt is one (as are releases, renewals
 /// and inspections, which the tests keep out of the windows they count).
 fn evalsha_calls(server: &RedisServer) -> u64 {
-    common::raw_command_calls(server, "evalsha")
+    common::raw_script_calls(server)
 }
 
 /// How many subscribe commands of each kind the server ran.

@@ -8,7 +8,7 @@ use common::child;
 
 use std::time::Duration;
 
-use common::{raw_command_calls, raw_exists, raw_hexists, raw_pttl, resp_int};
+use common::{raw_exists, raw_hexists, raw_pttl, raw_script_calls, resp_int};
 use tokio::time::Instant;
 
 /// The marker the child process prints once it holds the lock, followed by its holder field.
@@ -252,7 +252,7 @@ async fn renewals_are_batched() {
     assert_eq!(resp_int(&server.cmd(&exists_args)) as usize, LOCKS);
 
     // Nothing but the watchdog talks to this server from here on.
-    let before = raw_command_calls(&server, "evalsha");
+    let before = raw_script_calls(&server);
     let started = Instant::now();
     let mut checks = 0;
     while started.elapsed() < lease * 3 {
@@ -262,7 +262,7 @@ async fn renewals_are_batched() {
         checks += 1;
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let after = raw_command_calls(&server, "evalsha");
+    let after = raw_script_calls(&server);
     let elapsed = started.elapsed();
     let periods = elapsed.as_millis() as f64 / period.as_millis() as f64;
     let calls = after - before;
