@@ -86,6 +86,10 @@ impl Client {
                 // A lock script in flight when the connection drops must fail, not be sent again
                 // on the new connection: a second run would count a hold twice.
                 c.max_command_attempts = 1;
+                // And a command that meets `MOVED` or `ASK` comes back unsent rather than
+                // failing as one that may have run (fred counts the redirected write against
+                // those attempts): relock sends a script again to the slot's new owner.
+                c.max_redirections = 0;
             })
             .set_policy(ReconnectPolicy::new_exponential(0, 20, 1000, 2));
         let server = server_name(&config.redis.server);

@@ -1,10 +1,12 @@
 //! `relock`: who holds a lock, who waits, and a live view, for relock's and Redisson's locks.
 //!
 //! Exit codes: 0 ok, 1 error (the server cannot be reached, a command failed), 2 usage (a bad
-//! argument, or `unlock --force` without `--yes` and no terminal to confirm on), 3 not found or
-//! not locked (nothing relock knows under the name, no name matched, nothing to unlock).
+//! argument, or `unlock --force` or `functions remove-old` without `--yes` and no terminal to
+//! confirm on), 3 not found or not locked (nothing relock knows under the name, no name matched,
+//! nothing to unlock).
 
 mod election;
+mod functions;
 mod json;
 mod live;
 mod text;
@@ -102,6 +104,38 @@ enum Command {
         #[arg(long, default_value_t = 1000)]
         limit: usize,
     },
+    /// relock's Redis function libraries on the server (on each primary of a cluster).
+    ///
+    /// On Redis 7.0 and later and on Valkey, a relock client loads its scripts at connect as
+    /// one function library, `relock_<16 hex digits>` (a hash of its text), and calls them by
+    /// FCALL. Each relock build whose scripts differ has a library of its own, so those of
+    /// earlier builds stay on a server after an upgrade: a little memory, nothing else. This
+    /// lists them, one a line: the name, how many functions, and `current` for this build's
+    /// library (which connecting loads), `other build` for the others. A server without
+    /// functions (before Redis 7.0), or that does not allow them, is said so: relock sends its
+    /// scripts by EVALSHA there.
+    Functions {
+        #[command(subcommand)]
+        action: Option<FunctionsAction>,
+    },
+    /// The server: its address and version, its relock function libraries, and how relock sends
+    /// its scripts there (as functions, or by EVALSHA and why).
+    Info,
+}
+
+#[derive(Subcommand)]
+enum FunctionsAction {
+    /// Remove (FUNCTION DELETE) every relock library but this build's.
+    ///
+    /// Without --yes it lists what it would remove and asks on a terminal (without one it
+    /// removes nothing). A library still used by running clients of another relock build is
+    /// loaded again by them when they next call it (their FCALL meets "Function not found" and
+    /// they reload the library), so removing it is safe, but costs each of them one reload.
+    RemoveOld {
+        /// Do not ask for confirmation (required when stdin is not a terminal).
+        #[arg(long)]
+        yes: bool,
+    },
 }
 
 /// How a command ended, beyond success: the exit code and what to say.
@@ -190,6 +224,11 @@ async fn run(cli: Cli) -> Outcome {
             }
             live::top(&client, &cli.url, &pattern, limit, interval, cli.json).await
         }
+        Command::Functions { action: None } => functions::list(&client, cli.json).await,
+        Command::Functions {
+            action: Some(FunctionsAction::RemoveOld { yes }),
+        } => functions::remove_old(&client, yes, cli.json).await,
+        Command::Info => functions::info(&client, cli.json).await,
     };
     // Read-only: nothing of ours to release; close the connections quietly.
     let _ = client.shutdown_keeping_locks().await;

@@ -20,6 +20,11 @@ pub(crate) enum What<'a> {
     /// fred found no connection to send the command on ("Failed to route command."): nothing
     /// was sent, so it may be sent again.
     NotRouted,
+    /// A cluster node answered `MOVED` or `ASK` (a slot resharded, a failover), and fred, told
+    /// to follow no redirection (see [`Client::new`](crate::Client::new)), gave the command
+    /// back unsent to the node named: it ran nowhere. fred has synced its slot map by then,
+    /// so sending it again reaches the slot's owner.
+    Redirected,
     /// The server does not know the script's SHA1 (`NOSCRIPT`: after a restart, a failover or
     /// `SCRIPT FLUSH`): load it and run it again.
     NoScript,
@@ -92,6 +97,8 @@ impl What<'_> {
 
 /// fred's text for a command it found no connection for.
 const NOT_ROUTED: &str = "Failed to route";
+/// fred's text for a command that met more `MOVED` or `ASK` replies than it may follow.
+const REDIRECTED: &str = "Too many redirections";
 /// Redis's reply to `EVALSHA` of a script it does not know.
 const NO_SCRIPT: &str = "NOSCRIPT";
 /// Redis's reply to `FCALL` of a function it does not know.
@@ -123,6 +130,8 @@ pub(crate) fn classify(error: &RedisError) -> What<'_> {
     }
     if text.starts_with(NOT_ROUTED) {
         What::NotRouted
+    } else if text.starts_with(REDIRECTED) {
+        What::Redirected
     } else if text.starts_with(NO_SCRIPT) {
         What::NoScript
     } else if text.starts_with(NO_FUNCTION) {

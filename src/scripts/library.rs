@@ -128,7 +128,8 @@ pub(crate) async fn choose(
             ScriptCalls::Functions
         }
         Err(e) => {
-            let why = if e.details().contains("unknown command") {
+            // No such command on a server that should have it: renamed away, refused.
+            let why = if e.details().contains("unknown command") && major < 7 {
                 Evalsha::NoFunctions
             } else {
                 Evalsha::Refused

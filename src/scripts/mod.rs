@@ -114,7 +114,7 @@ impl Script {
             // command sent without options, so none are built per command.
             let reply = Box::pin(self.run_once(redis, None, keys, args)).await;
             match reply {
-                Err(e) if classify(&e) == What::NotRouted => {}
+                Err(e) if matches!(classify(&e), What::NotRouted | What::Redirected) => {}
                 Err(e) => return Err(met(redis, e, sent)),
                 result => return result,
             }
@@ -135,7 +135,10 @@ impl Script {
             let sent = Instant::now();
             let left = deadline.saturating_duration_since(sent);
             match Box::pin(self.run_once(redis, Some(left), keys, args)).await {
-                Err(e) if classify(&e) == What::NotRouted && Instant::now() < deadline => {
+                Err(e)
+                    if matches!(classify(&e), What::NotRouted | What::Redirected)
+                        && Instant::now() < deadline =>
+                {
                     tokio::time::sleep(Duration::from_millis(5)).await;
                 }
                 Err(e) => return Err(met(redis, e, sent)),

@@ -480,7 +480,7 @@ async fn watchdog_renews_locks_on_every_master_per_slot() {
     let calls_before: Vec<u64> = cluster
         .nodes()
         .iter()
-        .map(|n| common::raw_script_calls(n))
+        .map(common::raw_script_calls)
         .collect();
 
     let held_for = LEASE * 3;

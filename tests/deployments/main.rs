@@ -7,6 +7,7 @@ mod common;
 mod cluster;
 mod dead_server;
 mod election_failover;
+mod functions;
 mod reconnect;
 mod replica_sync;
 mod sentinel;

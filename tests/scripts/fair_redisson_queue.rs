@@ -124,8 +124,7 @@ async fn a_dead_relock_waiter_among_redisson_waiters_goes_within_relocks_waiter_
     let server = Arc::new(RedisServer::start());
     let name = common::prefix("fair-mixed-dead-relock");
     let config = |server: &RedisServer| {
-        relock::Config::from_url(&server.url())
-            .unwrap()
+        common::config(&server.url())
             .with_fair_waiter_timeout(TIMEOUT)
             .with_command_timeout(Duration::from_secs(2))
     };

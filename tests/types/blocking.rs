@@ -19,8 +19,7 @@ const THREADS: usize = 8;
 const ROUNDS: usize = 4;
 
 pub(super) fn connect(server: &RedisServer) -> Client {
-    let config = relock::Config::from_url(&server.url())
-        .unwrap()
+    let config = common::config(&server.url())
         .with_watchdog_timeout(Duration::from_secs(5))
         .with_command_timeout(Duration::from_secs(2));
     Client::new(config).unwrap()

@@ -276,9 +276,8 @@ const LEADS: &str = "LEADS ";
 /// In a child: a client on `REDIS_URL` (watchdog `WATCHDOG_MS`) that leads `ELECTION`, and
 /// says so with the term's epoch.
 async fn child_leads(env: &common::child::Settings) -> (Client, Term) {
-    let config = relock::Config::from_url(&env.text("REDIS_URL"))
-        .unwrap()
-        .with_watchdog_timeout(env.millis("WATCHDOG_MS"));
+    let config =
+        common::config(&env.text("REDIS_URL")).with_watchdog_timeout(env.millis("WATCHDOG_MS"));
     let client = Client::new(config).await.unwrap();
     let mut election = client.election(env.text("ELECTION"));
     if let Some(delay) = env.optional_millis("DELAY_MS") {

@@ -269,9 +269,8 @@ async fn election_loop_child() {
     let Some(env) = common::child::env() else {
         return;
     };
-    let config = relock::Config::from_url(&env.text("REDIS_URL"))
-        .unwrap()
-        .with_watchdog_timeout(env.millis("WATCHDOG_MS"));
+    let config =
+        common::config(&env.text("REDIS_URL")).with_watchdog_timeout(env.millis("WATCHDOG_MS"));
     let client = Client::new(config).await.unwrap();
     let work = steady(Steps::default());
     let mut leadership = client.election(env.text("ELECTION")).lead(work).unwrap();

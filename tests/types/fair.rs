@@ -29,8 +29,7 @@ async fn fair_setup(test: &str, waiter_timeout: Duration) -> (RedisServer, reloc
 
 /// A client on `url` with a short fair waiter timeout.
 async fn fair_client_at(url: &str, waiter_timeout: Duration) -> relock::Client {
-    let config = relock::Config::from_url(url)
-        .unwrap()
+    let config = common::config(url)
         .with_watchdog_timeout(Duration::from_secs(5))
         .with_command_timeout(Duration::from_secs(2))
         .with_fair_waiter_timeout(waiter_timeout);
@@ -405,8 +404,7 @@ async fn a_waiter_that_fails_leaves_no_entry_behind() {
     let waiter_timeout = Duration::from_millis(900);
     let (server, holder_client, name) = fair_setup("fair-fails", waiter_timeout).await;
     let holder = holder_client.fair_lock(&name).lock().await.unwrap();
-    let config = relock::Config::from_url(&server.url())
-        .unwrap()
+    let config = common::config(&server.url())
         .with_command_timeout(Duration::from_millis(300))
         .with_fair_waiter_timeout(waiter_timeout);
     let client = relock::Client::new(config).await.unwrap();

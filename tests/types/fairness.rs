@@ -111,9 +111,7 @@ async fn alternation(grace: Duration, tasks: [usize; 2]) -> (usize, usize) {
     let order = Arc::new(Mutex::new(Vec::new()));
     let mut clients = Vec::new();
     for _ in 0..2 {
-        let config = relock::Config::from_url(&server.url())
-            .unwrap()
-            .with_handoff_grace(grace);
+        let config = common::config(&server.url()).with_handoff_grace(grace);
         clients.push(relock::Client::new(config).await.unwrap());
     }
     let tasks: Vec<_> = clients
@@ -221,8 +219,7 @@ async fn a_waiter_that_lost_a_race_to_another_process_gets_the_next_hand_off() {
     // use it: 5 s here instead of the default 10 ms, which a loaded machine can miss. A newcomer
     // that ignored claims would take the free lock at once.
     let with_window = || async {
-        let config = relock::Config::from_url(&server.url())
-            .unwrap()
+        let config = common::config(&server.url())
             .with_watchdog_timeout(Duration::from_secs(20))
             .with_claim_window(Duration::from_secs(5));
         relock::Client::new(config).await.unwrap()

@@ -642,9 +642,7 @@ async fn holders_paused_past_their_lease_lose_no_increment() {
 #[tokio::test]
 async fn on_a_cluster_keys_in_the_fence_slot_pass_and_others_are_refused() {
     let cluster = Cluster::start(3);
-    let config = relock::Config::from_url(&cluster.url())
-        .unwrap()
-        .with_command_timeout(Duration::from_secs(3));
+    let config = common::config(&cluster.url()).with_command_timeout(Duration::from_secs(3));
     let client = tokio::time::timeout(Duration::from_secs(10), Client::new(config))
         .await
         .expect("the cluster client did not connect within 10 s")

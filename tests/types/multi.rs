@@ -389,8 +389,7 @@ async fn child_multi_worker() {
     let run_for = env.millis("MULTI_RUN_MS");
     let seed: u64 = env.number("MULTI_SEED");
     let prefix = env.text("MULTI_PREFIX");
-    let config = relock::Config::from_url(&env.text("MULTI_LOCK_URL"))
-        .unwrap()
+    let config = common::config(&env.text("MULTI_LOCK_URL"))
         .with_watchdog_timeout(Duration::from_secs(5))
         .with_command_timeout(Duration::from_secs(3));
     let client = Client::new(config).await.expect("connect");
@@ -1039,8 +1038,7 @@ async fn a_dead_server_fails_the_acquire_and_releases_the_other_parts() {
     let connect = |server: &RedisServer| {
         let url = server.url();
         async move {
-            let config = relock::Config::from_url(&url)
-                .unwrap()
+            let config = common::config(&url)
                 .with_watchdog_timeout(WATCHDOG)
                 .with_command_timeout(Duration::from_secs(1));
             Client::new(config).await.unwrap()
@@ -1260,8 +1258,7 @@ async fn an_early_part_that_expires_while_waiting_is_taken_again() {
 async fn on_a_cluster_across_masters_slots_and_rw_sides() {
     let cluster = Cluster::start(3);
     let connect = || async {
-        let config = relock::Config::from_url(&cluster.url())
-            .unwrap()
+        let config = common::config(&cluster.url())
             .with_watchdog_timeout(WATCHDOG)
             .with_command_timeout(Duration::from_secs(3));
         timeout(Duration::from_secs(10), Client::new(config))

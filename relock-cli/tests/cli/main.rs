@@ -19,6 +19,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 
 mod bad_input;
 mod election;
+mod functions;
 mod terminal;
 
 const WATCHDOG: Duration = Duration::from_secs(10);
