@@ -303,5 +303,5 @@ fn describe() {
         Unit::Seconds,
         "A Lua script's round trip, by script."
     );
-    describe_counter!("relock_noscript_reloads_total", Unit::Count, "Scripts the server did not know (NOSCRIPT: a restart, failover or SCRIPT FLUSH), loaded and run again.");
+    describe_counter!("relock_noscript_reloads_total", Unit::Count, "Scripts the server did not know (NOSCRIPT: a restart, failover or SCRIPT FLUSH; or their function library, Function not found), loaded and run again.");
 }

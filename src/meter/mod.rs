@@ -302,8 +302,8 @@ impl Meter {
         self.export.resubscribed();
     }
 
-    /// Script `script` ran for `took`; `reloaded`: the server did not know it (`NOSCRIPT`), so
-    /// it was loaded and run again.
+    /// Script `script` ran for `took`; `reloaded`: the server did not know it (`NOSCRIPT`, or its
+    /// function: `ERR Function not found`), so it (or the library) was loaded and run again.
     pub(crate) fn script(&self, script: ScriptId, took: Duration, reloaded: bool) {
         if reloaded {
             add(&self.tally.noscript_reloads);

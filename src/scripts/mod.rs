@@ -2,9 +2,11 @@
 //!
 //! Each script's source is composed by [`catalogue`] from `lua/` (a type's scripts in
 //! `lua/<type>/`, the rules several share in `lua/common/`), with its KEYS / ARGV / reply
-//! contract in its own file's header. It is hashed once per process and run by `EVALSHA`; when
-//! the server answers `NOSCRIPT` (after a restart, a failover or `SCRIPT FLUSH`) it is loaded
-//! and run again. A type's file outside this module runs its own scripts the same way:
+//! contract in its own file's header. Where the server has functions, a script is called as a
+//! function of relock's library ([`library`]: `FCALL`, loaded at connect and again on `ERR
+//! Function not found`); elsewhere its text is hashed once per process and run by `EVALSHA`,
+//! loaded and run again when the server answers `NOSCRIPT` (after a restart, a failover or
+//! `SCRIPT FLUSH`). A type's file outside this module runs its own scripts the same way:
 //! `static ACQUIRE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::<TYPE>_ACQUIRE))`, then
 //! `ACQUIRE.run(redis, &keys, &args)`, with [`text`], [`ms_arg`] and [`integer`] for the
 //! arguments and the reply. A lock script must never be applied

@@ -123,7 +123,7 @@ impl Family {
         self.poll_pause() + slack
     }
 
-    /// The SHA1 of this type's acquire script, as it appears in its `EVALSHA` request.
+    /// What names this type's acquire script in its request (`sent_as`).
     pub fn acquire_sha(self) -> String {
         self.sha_of([
             scripts::LOCK_ACQUIRE,
@@ -133,7 +133,7 @@ impl Family {
         ])
     }
 
-    /// The SHA1 of this type's release script, as it appears in its `EVALSHA` request.
+    /// What names this type's release script in its request (`sent_as`).
     pub fn release_sha(self) -> String {
         self.sha_of([
             scripts::LOCK_RELEASE,
@@ -143,10 +143,10 @@ impl Family {
         ])
     }
 
-    /// The SHA1 of this type's script of `[plain, fair, write, read]`: the plain lock's serves
+    /// What names this type's script of `[plain, fair, write, read]` in its request: the plain lock's serves
     /// the spin and fenced locks too.
     fn sha_of(self, [plain, fair, write, read]: [&str; 4]) -> String {
-        fred::util::sha1_hash(match self {
+        super::sent_as(match self {
             Family::Lock | Family::Spin | Family::Fenced => plain,
             Family::Fair => fair,
             Family::Write => write,

@@ -36,6 +36,46 @@ fn uuid_like() -> String {
     )
 }
 
+/// Whether this run's clients (made from [`config`]) call their scripts as functions: the
+/// server has them (Redis 7.0 and later, Valkey) and `RELOCK_TEST_FUNCTIONS` is not `off`.
+pub fn functions_in_use() -> bool {
+    let off = std::env::var("RELOCK_TEST_FUNCTIONS").is_ok_and(|v| v == "off");
+    !off && relock::testing::server_version().map_or(true, |v| v.at_least(7, 0))
+}
+
+/// What names the catalogue script `lua` in its request from this run's clients, for a proxy
+/// to recognise it: its function's name (`FCALL relock_<id>_lock_release …`), or its SHA1
+/// (`EVALSHA <sha> …`).
+pub fn sent_as(lua: &str) -> String {
+    if !functions_in_use() {
+        return fred::util::sha1_hash(lua);
+    }
+    let (name, _) = relock::testing::scripts::ALL
+        .iter()
+        .find(|(_, text)| *text == lua)
+        .expect("a script of the catalogue");
+    format!("{}_{}", relock::library_name(), name.to_lowercase())
+}
+
+/// Makes `server` forget relock's scripts: `SCRIPT FLUSH`, and `FUNCTION FLUSH` where it has
+/// functions.
+pub fn flush_scripts(server: &RedisServer) {
+    assert!(server.cmd(&["SCRIPT", "FLUSH"]).starts_with("+OK"));
+    if relock::testing::server_version().map_or(true, |v| v.at_least(7, 0)) {
+        assert!(server.cmd(&["FUNCTION", "FLUSH"]).starts_with("+OK"));
+    }
+}
+
+/// How many of relock's scripts `server` holds: those in its script cache, and 1 for this
+/// build's function library.
+pub fn raw_loaded_scripts(server: &RedisServer) -> u64 {
+    let library = relock::testing::server_version().map_or(true, |v| v.at_least(7, 0))
+        && server
+            .cmd(&["FUNCTION", "LIST", "LIBRARYNAME", relock::library_name()])
+            .contains(relock::library_name());
+    raw_cached_scripts(server) + u64::from(library)
+}
+
 /// The settings of `url` as the tests' clients start from them: scripts called as functions
 /// where the server has them, as the library does, unless `RELOCK_TEST_FUNCTIONS` is `off`
 /// (every script by `EVALSHA`), so the suites can run both ways.

@@ -1655,13 +1655,13 @@ async fn script_flush_mid_run_keeps_every_operation_working(family: Family) {
             progress(&register, 3).await,
             "the workers stalled after {flush} flushes"
         );
-        assert!(server.cmd(&["SCRIPT", "FLUSH"]).starts_with("+OK"));
+        common::flush_scripts(&server);
     }
     assert!(progress(&register, 3).await, "the workers stalled");
     stop.store(true, Ordering::Relaxed);
     let sections = join_workers(workers, Duration::from_secs(30)).await;
     // The last flush emptied the cache and the workers went on: what it holds was loaded again.
-    let reloaded = common::raw_cached_scripts(&server);
+    let reloaded = common::raw_loaded_scripts(&server);
     println!(
         "{}: {sections} sections across {FLUSHES} flushes, {reloaded} scripts loaded again",
         family.name()

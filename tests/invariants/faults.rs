@@ -26,7 +26,7 @@ const FENCED_WRITE: &str = "if redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
      redis.call('set', KEYS[2], ARGV[2]) return 1 end return 0";
 
 fn sha(lua: &str) -> String {
-    fred::util::sha1_hash(lua)
+    common::sent_as(lua)
 }
 
 fn release_sha() -> String {

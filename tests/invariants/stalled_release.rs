@@ -67,7 +67,7 @@ async fn a_release_retried_after_a_stall_counts_once() {
     assert_eq!(raw_holds(&server, &name, &field), 2);
 
     // The release's first send runs; its reply is lost with its connection.
-    let release_sha = fred::util::sha1_hash(relock::testing::scripts::LOCK_RELEASE);
+    let release_sha = common::sent_as(relock::testing::scripts::LOCK_RELEASE);
     beside.proxy.swallow_next_reply(&[&release_sha, &name]);
     let scripts_before = raw_script_calls(&server);
     let unlock = tokio::spawn(released.unlock());
