@@ -8,24 +8,27 @@ use super::{Link, Shared, State};
 use crate::server::{Data, Reply, Server};
 
 /// A key as both servers are compared on: its type, its value, its expiry (ms, or none).
-type Dump = BTreeMap<Vec<u8>, (String, Reply, Option<u64>)>;
+pub(super) type Dump = BTreeMap<Vec<u8>, (String, Reply, Option<u64>)>;
 
+/// Runs `args` on `server` at each instant the real server may have run it at (and each
+/// script tick), until both the reply and the keyspace are the real server's: the server as it
+/// is after the run that agreed, or after the first run and what differed (the report's text,
+/// after its `--- difference <n> `).
 pub(super) fn compare(
-    shared: &Shared,
-    state: &mut State,
+    server: &Server,
     args: &[Vec<u8>],
     reply: &Reply,
     instants: std::ops::RangeInclusive<u64>,
     real: &Dump,
     read: u64,
-) {
+) -> (Server, Option<String>) {
     let real = settled(real, read);
     let mut first = None;
     for at in instants {
         // The script's clock may move on by a ms at any of its commands (or not at all).
         let mut tick = None;
         loop {
-            let mut sim = state.server.clone();
+            let mut sim = server.clone();
             sim.set_clock(at);
             sim.set_script_tick(tick);
             let sim_reply = sim.call(args);
@@ -33,8 +36,7 @@ pub(super) fn compare(
             sim.set_script_tick(None);
             let sim_dump = settled(&sim_dump(&mut sim), read);
             if normal(args, &sim_reply) == normal(args, reply) && sim_dump == real {
-                state.server = sim;
-                return;
+                return (sim, None);
             }
             if first.is_none() {
                 first = Some((sim, sim_reply, sim_dump, at));
@@ -47,10 +49,8 @@ pub(super) fn compare(
         }
     }
     let (sim, sim_reply, sim_dump, at) = first.expect("at least one instant");
-    state.differences += 1;
     let mut text = format!(
-        "--- difference {} (simulated at {at} ms): {}\nreal reply: {reply}\nsim reply:  {sim_reply}\n",
-        state.differences,
+        "(simulated at {at} ms): {}\nreal reply: {reply}\nsim reply:  {sim_reply}\n",
         describe(args)
     );
     let keys: BTreeSet<&Vec<u8>> = real.keys().chain(sim_dump.keys()).collect();
@@ -65,6 +65,13 @@ pub(super) fn compare(
             ));
         }
     }
+    (sim, Some(text))
+}
+
+/// Numbers a difference, prints it to stderr and appends it to the report.
+pub(super) fn report(shared: &Shared, state: &mut State, difference: &str) {
+    state.differences += 1;
+    let text = format!("--- difference {} {difference}", state.differences);
     eprint!("{text}");
     if let Some(path) = &shared.report {
         if let Ok(mut file) = std::fs::OpenOptions::new()
@@ -75,7 +82,6 @@ pub(super) fn compare(
             let _ = file.write_all(text.as_bytes());
         }
     }
-    state.server = sim;
 }
 
 fn show(entry: Option<&(String, Reply, Option<u64>)>) -> String {
@@ -107,20 +113,49 @@ fn settled(dump: &Dump, read: u64) -> Dump {
         .collect()
 }
 
-/// A reply as compared: an error without the location Redis 7 adds to a script's raised
-/// error, and `KEYS`'s keys sorted (Redis lists them in its hash table's order).
+/// A reply as compared: an error without the location Redis 7 adds to a script's or a
+/// function's raised error, `KEYS`'s keys sorted (Redis lists them in its hash table's order),
+/// and so are `FUNCTION LIST`'s libraries and each library's functions.
 fn normal(args: &[Vec<u8>], reply: &Reply) -> Reply {
     if args[0].eq_ignore_ascii_case(b"keys") {
         if let Reply::Array(items) = reply {
-            let mut items = items.clone();
-            items.sort_by_key(|a| a.to_resp());
-            return Reply::Array(items);
+            return Reply::Array(sorted(items.clone()));
+        }
+    }
+    if args[0].eq_ignore_ascii_case(b"function")
+        && args
+            .get(1)
+            .is_some_and(|sub| sub.eq_ignore_ascii_case(b"list"))
+    {
+        if let Reply::Array(libraries) = reply {
+            let libraries = libraries.iter().map(|library| match library {
+                Reply::Array(fields) => Reply::Array(
+                    fields
+                        .chunks(2)
+                        .flat_map(|pair| match pair {
+                            [key, Reply::Array(functions)] if *key == Reply::bulk("functions") => {
+                                vec![key.clone(), Reply::Array(sorted(functions.clone()))]
+                            }
+                            other => other.to_vec(),
+                        })
+                        .collect(),
+                ),
+                other => other.clone(),
+            });
+            return Reply::Array(sorted(libraries.collect()));
         }
     }
     error_without_location(reply)
 }
 
-/// An error reply without the location Redis 7 adds to a script's raised error.
+/// `items` in the order of their RESP bytes.
+fn sorted(mut items: Vec<Reply>) -> Vec<Reply> {
+    items.sort_by_key(|a| a.to_resp());
+    items
+}
+
+/// An error reply without the location Redis 7 adds to a script's or a function's raised
+/// error (` script: <sha or function>, on @user_script:<line>.` or `@user_function:<line>.`).
 fn error_without_location(reply: &Reply) -> Reply {
     match reply {
         Reply::Error(message) => match message.find(" script: ") {

@@ -20,6 +20,7 @@
 use std::collections::BTreeMap;
 
 pub mod data;
+pub mod functions;
 pub mod lua;
 pub mod reply;
 
@@ -56,6 +57,8 @@ pub struct Server {
     pub keyspace: Keyspace,
     /// Scripts loaded (by `SCRIPT LOAD` or a first `EVAL`), by their SHA1 in lowercase hex.
     scripts: BTreeMap<String, lua::Script>,
+    /// The function libraries loaded (`FUNCTION LOAD`, Redis 7).
+    functions: functions::Functions,
     /// How many connections are subscribed to each channel (`PUBLISH`'s reply counts them).
     subscribers: BTreeMap<Bytes, i64>,
     /// Messages published and not yet taken by [`Server::take_published`].
@@ -93,6 +96,7 @@ impl Server {
             now: 0,
             keyspace: Keyspace::default(),
             scripts: BTreeMap::new(),
+            functions: functions::Functions::default(),
             subscribers: BTreeMap::new(),
             published: Vec::new(),
             script: ScriptClock::default(),
@@ -198,19 +202,22 @@ impl Server {
         }
     }
 
-    /// A restart that lost everything (no persistence): keys, scripts, subscriptions.
+    /// A restart that lost everything (no persistence): keys, scripts, function libraries,
+    /// subscriptions.
     pub fn restart_empty(&mut self) {
         self.keyspace = Keyspace::default();
         self.scripts.clear();
+        self.functions.clear();
         self.subscribers.clear();
         self.published.clear();
     }
 
     /// A restart that reloaded every write (an AOF fsynced on every write, `appendfsync
-    /// always`): the keys stay, with their expiries (absolute, as the AOF keeps them); scripts
-    /// and subscriptions are gone.
+    /// always`): the keys stay, with their expiries (absolute, as the AOF keeps them), and so
+    /// do the function libraries (the AOF loads them again); scripts and subscriptions are gone.
     pub fn restart_keeping_data(&mut self) {
         self.scripts.clear();
+        self.functions.reload();
         self.subscribers.clear();
         self.published.clear();
     }
@@ -228,12 +235,24 @@ impl Server {
             self.script.commands = 0;
         }
         match name.as_str() {
-            "eval" | "evalsha" | "eval_ro" | "evalsha_ro" if in_script => Err(Reply::error(
-                "ERR This Redis command is not allowed from script",
-            )),
-            "eval" | "eval_ro" => lua::eval(self, rest, false),
-            "evalsha" | "evalsha_ro" => lua::eval(self, rest, true),
+            "function" | "fcall" | "fcall_ro" if self.version == Version::Redis6 => {
+                Err(functions::unknown_command_redis6(args))
+            }
+            "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" | "function"
+                if in_script =>
+            {
+                Err(Reply::error(
+                    "ERR This Redis command is not allowed from script",
+                ))
+            }
+            "eval" => lua::eval(self, rest, false, false),
+            "eval_ro" => lua::eval(self, rest, false, true),
+            "evalsha" => lua::eval(self, rest, true, false),
+            "evalsha_ro" => lua::eval(self, rest, true, true),
             "script" => lua::script_command(self, rest),
+            "function" => functions::function_command(self, rest),
+            "fcall" => functions::fcall(self, rest, false),
+            "fcall_ro" => functions::fcall(self, rest, true),
             "publish" | "spublish" => self.publish(&name, rest),
             _ => generic::dispatch(self, &name, rest)
                 .or_else(|| strings::dispatch(self, &name, rest))
@@ -253,6 +272,16 @@ impl Server {
         Ok(Reply::Int(
             self.subscribers.get(channel).copied().unwrap_or(0),
         ))
+    }
+
+    /// The function libraries loaded.
+    pub fn functions(&self) -> &functions::Functions {
+        &self.functions
+    }
+
+    /// The function libraries loaded, mutable.
+    pub(crate) fn functions_mut(&mut self) -> &mut functions::Functions {
+        &mut self.functions
     }
 
     /// The scripts loaded, by SHA1.
