@@ -295,3 +295,101 @@ async fn on_a_full_server_a_holder_renews_and_releases_and_nobody_acquires() {
     assert!(!common::raw_exists(&server, &held));
     server.cmd(&["CONFIG", "SET", "maxmemory", "0"]);
 }
+
+/// A writer into a shared buffer, for a `tracing` subscriber's lines.
+#[derive(Clone, Default)]
+struct Lines(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Lines {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Lines {
+    type Writer = Lines;
+
+    fn make_writer(&'a self) -> Lines {
+        self.clone()
+    }
+}
+
+/// What relock logs at debug level while a client connects to `url` with `functions`.
+fn connect_logged(url: &str, functions: bool) -> (String, ScriptCalls) {
+    let lines = Lines::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::DEBUG)
+        .with_ansi(false)
+        .with_writer(lines.clone())
+        .finish();
+    let _logged = tracing::subscriber::set_default(subscriber);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let calls = runtime.block_on(async {
+        let config = relock::Config::from_url(url)
+            .unwrap()
+            .with_functions(functions);
+        let client = Client::new(config).await.unwrap();
+        let calls = client.stats().scripts;
+        client.shutdown().await.unwrap();
+        calls
+    });
+    let text = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
+    let said: Vec<&str> = text
+        .lines()
+        .filter(|line| {
+            line.contains("relock calls its scripts") || line.contains("relock sends its scripts")
+        })
+        .collect();
+    assert_eq!(said.len(), 1, "said once at connect: {text}");
+    (said[0].to_owned(), calls)
+}
+
+#[test]
+fn the_path_a_client_takes_is_said_once_in_a_debug_line_at_connect() {
+    let server = RedisServer::start();
+    let (line, calls) = connect_logged(&server.url(), false);
+    assert_eq!(calls, ScriptCalls::Evalsha(Evalsha::Configured));
+    assert!(
+        line.contains("EVALSHA") && line.contains("Config::with_functions(false)"),
+        "{line}"
+    );
+    let (line, calls) = connect_logged(&server.url(), true);
+    if has_functions() {
+        assert_eq!(calls, ScriptCalls::Functions);
+        assert!(
+            line.contains("FCALL") && line.contains(relock::library_name()),
+            "{line}"
+        );
+        let reply = server.cmd(&[
+            "ACL",
+            "SETUSER",
+            "logged",
+            "on",
+            ">secret",
+            "~*",
+            "&*",
+            "+@all",
+            "-function",
+        ]);
+        assert!(reply.starts_with("+OK"), "{reply}");
+        let url = format!("redis://logged:secret@127.0.0.1:{}", server.port());
+        let (line, calls) = connect_logged(&url, true);
+        assert_eq!(calls, ScriptCalls::Evalsha(Evalsha::Refused));
+        // The server's answer, as it gave it.
+        assert!(
+            line.contains("refused FUNCTION LOAD") && line.contains("NOPERM"),
+            "{line}"
+        );
+    } else {
+        assert_eq!(calls, ScriptCalls::Evalsha(Evalsha::NoFunctions));
+        assert!(line.contains("no functions"), "{line}");
+    }
+}
