@@ -32,21 +32,29 @@
 //!
 //! Each difference is appended to the report file (and printed to stderr) as a block that
 //! names the command, both replies and the keys that differ; an empty report is conformance.
+//!
+//! The parts: `real` (the links to the real server and the state the connections share),
+//! `simulator` (the one thread the simulated server runs on), `compare` (the comparison and
+//! its report) and `subscriptions` (a connection once it subscribed). This file holds the
+//! command line, the listener and each connection's commands until it subscribes.
 
-use std::collections::BTreeSet;
 use std::io::{self, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use crate::resp::{self, command_args, encode_command};
 use crate::server::{Reply, Server, Version};
 
 mod compare;
+mod real;
+mod simulator;
+mod subscriptions;
 
-use compare::{compare, real_dump, report};
+use compare::{compare, report};
+use real::{Link, State};
+use simulator::Simulator;
+use subscriptions::subscribed;
 
 /// Commands that go to the real server alone.
 const PASSTHROUGH: &[&str] = &[
@@ -103,9 +111,6 @@ fn passthrough(name: &str, args: &[Vec<u8>]) -> bool {
             })
 }
 
-/// How long to wait for the real server to confirm a subscription change.
-const CONFIRM_TIMEOUT: Duration = Duration::from_secs(5);
-
 /// Serves the mirror: `--real <port>` (required), `--report <file>`.
 pub fn main(args: &[String]) {
     let mut real = None;
@@ -161,176 +166,6 @@ struct Shared {
     report: Option<PathBuf>,
     simulator: Simulator,
     state: Mutex<State>,
-}
-
-/// The one thread that runs the simulated server's commands, whichever connection sent them:
-/// Lua interpreters are one per thread, and a function library's top-level locals persist
-/// from one `FCALL` to the next whatever connection sends it, as on one real server.
-struct Simulator {
-    jobs: Mutex<mpsc::Sender<Job>>,
-}
-
-type Job = Box<dyn FnOnce() + Send>;
-
-impl Simulator {
-    fn start() -> Simulator {
-        let (jobs, queue) = mpsc::channel::<Job>();
-        std::thread::spawn(move || {
-            for job in queue {
-                // A job that panicked drops its reply channel: its connection sees an error.
-                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
-            }
-        });
-        Simulator {
-            jobs: Mutex::new(jobs),
-        }
-    }
-
-    /// Runs `f` on the simulator's thread and returns what it returned.
-    fn run<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> io::Result<T> {
-        let (done, result) = mpsc::channel();
-        let job: Job = Box::new(move || {
-            let _ = done.send(f());
-        });
-        self.jobs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .send(job)
-            .map_err(|_| io::Error::other("the simulator's thread is gone"))?;
-        result
-            .recv()
-            .map_err(|_| io::Error::other("the simulated server panicked"))
-    }
-
-    /// Runs `f` on `state`'s server, on the simulator's thread.
-    fn with_server<T: Send + 'static>(
-        &self,
-        state: &mut State,
-        f: impl FnOnce(&mut Server) -> T + Send + 'static,
-    ) -> io::Result<T> {
-        let mut server = std::mem::replace(&mut state.server, Server::new(Version::Redis7));
-        let (server, out) = self.run(move || {
-            let out = f(&mut server);
-            (server, out)
-        })?;
-        state.server = server;
-        Ok(out)
-    }
-}
-
-struct State {
-    server: Server,
-    /// The mirror's own connection to the real server: `TIME` and the keyspace reads.
-    control: Option<Link>,
-    /// The real server's `run_id` when the control link was opened: another one is a restart.
-    run_id: Option<String>,
-    differences: usize,
-}
-
-/// A connection to the real server, for one command at a time.
-struct Link {
-    reader: BufReader<TcpStream>,
-    writer: TcpStream,
-}
-
-impl Link {
-    fn open(port: u16) -> io::Result<Link> {
-        let writer = TcpStream::connect(("127.0.0.1", port))?;
-        writer.set_nodelay(true)?;
-        Ok(Link {
-            reader: BufReader::new(writer.try_clone()?),
-            writer,
-        })
-    }
-
-    fn call(&mut self, args: &[Vec<u8>]) -> io::Result<Reply> {
-        self.writer.write_all(&encode_command(args))?;
-        resp::read(&mut self.reader)?.ok_or_else(|| io::ErrorKind::UnexpectedEof.into())
-    }
-}
-
-impl State {
-    /// The real server's keyspace, read on the control link. A link the server closed (a
-    /// `CLIENT KILL`, a restart) is opened again; if the server restarted meanwhile, the
-    /// simulated one restarts too.
-    fn real_keyspace(&mut self, port: u16) -> io::Result<compare::Dump> {
-        if let Some(link) = self.control.as_mut() {
-            match real_dump(link) {
-                Ok(dump) => return Ok(dump),
-                Err(_) => self.control = None,
-            }
-        }
-        let mut link = Link::open(port)?;
-        let run_id = run_id(&mut link)?;
-        if self.run_id.as_ref().is_some_and(|known| *known != run_id) {
-            let appendonly =
-                link.call(&[b"CONFIG".to_vec(), b"GET".to_vec(), b"appendonly".to_vec()])?;
-            if appendonly == Reply::Array(vec![Reply::bulk("appendonly"), Reply::bulk("yes")]) {
-                self.server.restart_keeping_data();
-            } else {
-                self.server.restart_empty();
-            }
-        }
-        self.run_id = Some(run_id);
-        let dump = real_dump(&mut link)?;
-        self.control = Some(link);
-        Ok(dump)
-    }
-
-    /// The control link, opened if there is none.
-    fn control(&mut self, port: u16) -> io::Result<&mut Link> {
-        if self.control.is_none() {
-            let mut link = Link::open(port)?;
-            self.run_id = Some(run_id(&mut link)?);
-            self.control = Some(link);
-        }
-        Ok(self.control.as_mut().expect("just opened"))
-    }
-
-    /// Gives the simulated server the real one's function libraries, and nothing else.
-    fn copy_functions(&mut self, port: u16, simulator: &Simulator) -> io::Result<()> {
-        let list = self.control(port)?.call(&[
-            b"FUNCTION".to_vec(),
-            b"LIST".to_vec(),
-            b"WITHCODE".to_vec(),
-        ])?;
-        let codes: Vec<Vec<u8>> = match list {
-            Reply::Array(libraries) => libraries
-                .iter()
-                .filter_map(|library| match library {
-                    Reply::Array(fields) => fields
-                        .chunks(2)
-                        .find(|pair| pair[0] == Reply::bulk("library_code"))
-                        .and_then(|pair| match &pair[1] {
-                            Reply::Bulk(code) => Some(code.clone()),
-                            _ => None,
-                        }),
-                    _ => None,
-                })
-                .collect(),
-            _ => Vec::new(),
-        };
-        simulator.with_server(self, move |server| {
-            server.command(&["FUNCTION", "FLUSH"]);
-            for code in codes {
-                server.command(&[b"FUNCTION".to_vec(), b"LOAD".to_vec(), code]);
-            }
-        })
-    }
-}
-
-/// The server's `run_id` (`INFO server`): another one after a reconnect is a restart.
-fn run_id(link: &mut Link) -> io::Result<String> {
-    let info = link.call(&[b"INFO".to_vec(), b"server".to_vec()])?;
-    let Reply::Bulk(text) = info else {
-        return Err(io::Error::other("INFO server: a bad reply"));
-    };
-    Ok(String::from_utf8_lossy(&text)
-        .lines()
-        .find_map(|line| line.strip_prefix("run_id:"))
-        .unwrap_or_default()
-        .trim()
-        .to_string())
 }
 
 /// One client connection: commands one at a time, until it subscribes.
@@ -443,91 +278,4 @@ fn clock_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
-}
-
-/// A connection that subscribed: the real server's pushes go through as they come; each
-/// subscription change is counted on the simulated server once the real one confirmed it.
-fn subscribed(
-    shared: &Shared,
-    first: Vec<Vec<u8>>,
-    mut reader: BufReader<TcpStream>,
-    writer: TcpStream,
-    upstream: Link,
-) -> io::Result<()> {
-    let (confirmed, confirmations) = mpsc::channel::<(bool, Option<Vec<u8>>, i64)>();
-    let Link {
-        reader: mut up_reader,
-        writer: mut up_writer,
-    } = upstream;
-    let mut to_client = writer.try_clone()?;
-    let pump = std::thread::spawn(move || {
-        while let Ok(Some(message)) = resp::read(&mut up_reader) {
-            if let Reply::Array(parts) = &message {
-                if let [Reply::Bulk(kind), channel, Reply::Int(left)] = &parts[..] {
-                    let kind = String::from_utf8_lossy(kind).to_lowercase();
-                    let channel = match channel {
-                        Reply::Bulk(c) => Some(c.clone()),
-                        _ => None,
-                    };
-                    if kind.ends_with("unsubscribe") {
-                        let _ = confirmed.send((false, channel, *left));
-                    } else if kind.ends_with("subscribe") {
-                        let _ = confirmed.send((true, channel, *left));
-                    }
-                }
-            }
-            if to_client.write_all(&message.to_resp()).is_err() {
-                break;
-            }
-        }
-    });
-    let mut channels: BTreeSet<Vec<u8>> = BTreeSet::new();
-    let mut next = Some(first);
-    while let Some(args) = next.take() {
-        let name = String::from_utf8_lossy(&args[0]).to_lowercase();
-        {
-            let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
-            if up_writer.write_all(&encode_command(&args)).is_err() {
-                break;
-            }
-            let expected = match name.as_str() {
-                "subscribe" | "ssubscribe" | "psubscribe" | "unsubscribe" | "sunsubscribe"
-                | "punsubscribe" => args.len().saturating_sub(1),
-                _ => 0,
-            };
-            let all = expected == 0 && name.ends_with("unsubscribe");
-            let mut seen = 0;
-            while seen < expected || all {
-                let Ok((subscribe, channel, left)) = confirmations.recv_timeout(CONFIRM_TIMEOUT)
-                else {
-                    break;
-                };
-                seen += 1;
-                if let Some(channel) = channel.filter(|_| !name.starts_with('p')) {
-                    if subscribe && channels.insert(channel.clone()) {
-                        state.server.subscribe(&channel);
-                    } else if !subscribe && channels.remove(&channel) {
-                        state.server.unsubscribe(&channel);
-                    }
-                }
-                if all && left == 0 {
-                    break;
-                }
-            }
-        }
-        match resp::read(&mut reader) {
-            Ok(Some(value)) => next = command_args(value).filter(|a| !a.is_empty()),
-            _ => break,
-        }
-    }
-    {
-        let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
-        let _ = up_writer.shutdown(std::net::Shutdown::Both);
-        for channel in &channels {
-            state.server.unsubscribe(channel);
-        }
-    }
-    let _ = pump.join();
-    let _ = writer.shutdown(std::net::Shutdown::Both);
-    Ok(())
 }

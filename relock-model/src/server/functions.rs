@@ -13,7 +13,7 @@
 //! and nothing else (no `redis.call`, no `string`); its callbacks run with the scripts' globals
 //! (`redis.call` and the rest, no `KEYS` or `ARGV`), which they may read but not assign.
 //!
-//! On [`Version::Redis6`] none of these commands exists: each is an unknown command, in Redis
+//! On [`Version::Redis6`](super::Version::Redis6) none of these commands exists: each is an unknown command, in Redis
 //! 6.2's words.
 
 use std::collections::BTreeMap;
