@@ -208,14 +208,7 @@ impl Script {
         args: &[Value],
     ) -> Option<(std::result::Result<Value, fred::error::Error>, bool)> {
         let started = Instant::now();
-        let within = |timeout: Duration| Options {
-            timeout: Some(
-                timeout
-                    .saturating_sub(started.elapsed())
-                    .max(Duration::from_millis(1)),
-            ),
-            ..Options::default()
-        };
+        let within = |timeout: Duration| left_of(timeout, started);
         let first = match timeout {
             // The common case: no options built per call.
             None => fcall(&**redis, name, read_only, keys, args).await,
@@ -258,14 +251,7 @@ impl Script {
         args: &[Value],
     ) -> (std::result::Result<Value, fred::error::Error>, bool) {
         let started = Instant::now();
-        let within = |timeout: Duration| Options {
-            timeout: Some(
-                timeout
-                    .saturating_sub(started.elapsed())
-                    .max(Duration::from_millis(1)),
-            ),
-            ..Options::default()
-        };
+        let within = |timeout: Duration| left_of(timeout, started);
         let first = match timeout {
             None => send(&**redis, "EVALSHA", &self.sha, keys, args).await,
             Some(timeout) => {
@@ -297,6 +283,18 @@ impl Script {
             }
             result => (result, false),
         }
+    }
+}
+
+/// Options whose timeout is what is left of `timeout` since `started` (at least 1 ms).
+fn left_of(timeout: Duration, started: Instant) -> Options {
+    Options {
+        timeout: Some(
+            timeout
+                .saturating_sub(started.elapsed())
+                .max(Duration::from_millis(1)),
+        ),
+        ..Options::default()
     }
 }
 

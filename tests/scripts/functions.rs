@@ -36,6 +36,16 @@ fn libraries(server: &RedisServer) -> Vec<String> {
         .collect()
 }
 
+/// Makes user `name` (password `secret`, every key, channel and command, then `rules`) on
+/// `server`, and returns its URL.
+fn user(server: &RedisServer, name: &str, rules: &[&str]) -> String {
+    let mut setuser = vec!["ACL", "SETUSER", name, "on", ">secret", "~*", "&*", "+@all"];
+    setuser.extend(rules);
+    let reply = server.cmd(&setuser);
+    assert!(reply.starts_with("+OK"), "{reply}");
+    format!("redis://{name}:secret@127.0.0.1:{}", server.port())
+}
+
 /// One lock and unlock of `name`, which must succeed.
 async fn lock_and_unlock(client: &Client, name: &str) {
     let guard = client.lock(name).lock().await.expect("lock");
@@ -193,19 +203,7 @@ async fn a_user_without_function_load_falls_back_to_evalsha() {
         return;
     }
     let server = RedisServer::start();
-    let reply = server.cmd(&[
-        "ACL",
-        "SETUSER",
-        "nofunctions",
-        "on",
-        ">secret",
-        "~*",
-        "&*",
-        "+@all",
-        "-function",
-    ]);
-    assert!(reply.starts_with("+OK"), "{reply}");
-    let url = format!("redis://nofunctions:secret@127.0.0.1:{}", server.port());
+    let url = user(&server, "nofunctions", &["-function"]);
     let client = connect(&url).await;
     assert_eq!(
         client.stats().scripts,
@@ -223,11 +221,7 @@ async fn a_client_that_may_no_longer_load_its_library_goes_on_by_evalsha() {
         return;
     }
     let server = RedisServer::start();
-    let reply = server.cmd(&[
-        "ACL", "SETUSER", "shifting", "on", ">secret", "~*", "&*", "+@all",
-    ]);
-    assert!(reply.starts_with("+OK"), "{reply}");
-    let url = format!("redis://shifting:secret@127.0.0.1:{}", server.port());
+    let url = user(&server, "shifting", &[]);
     let client = connect(&url).await;
     assert_eq!(client.stats().scripts, ScriptCalls::Functions);
     let name = common::prefix("functions-shifting");
@@ -368,19 +362,7 @@ fn the_path_a_client_takes_is_said_once_in_a_debug_line_at_connect() {
             line.contains("FCALL") && line.contains(relock::library_name()),
             "{line}"
         );
-        let reply = server.cmd(&[
-            "ACL",
-            "SETUSER",
-            "logged",
-            "on",
-            ">secret",
-            "~*",
-            "&*",
-            "+@all",
-            "-function",
-        ]);
-        assert!(reply.starts_with("+OK"), "{reply}");
-        let url = format!("redis://logged:secret@127.0.0.1:{}", server.port());
+        let url = user(&server, "logged", &["-function"]);
         let (line, calls) = connect_logged(&url, true);
         assert_eq!(calls, ScriptCalls::Evalsha(Evalsha::Refused));
         // The server's answer, as it gave it.
