@@ -142,7 +142,8 @@ pub(crate) async fn choose(
 
 /// Whether `error`, `FUNCTION LOAD`'s, says the server will not load a library for this
 /// client: no such command (Redis 6.x, a managed service, the command renamed away), an ACL
-/// that does not allow it, or functions refused otherwise.
+/// that does not allow it, no Lua engine (Valkey's unloaded: `EVALSHA` then says so, and the
+/// call fails `Unsupported` as a connect would), or functions refused otherwise.
 pub(crate) fn refused(error: &fred::error::Error) -> bool {
     let text = error.details();
     [
@@ -151,6 +152,7 @@ pub(crate) fn refused(error: &fred::error::Error) -> bool {
         "unknown subcommand",
         "not allowed",
         "disabled",
+        "Engine 'lua' not found",
     ]
     .iter()
     .any(|word| text.contains(word))
