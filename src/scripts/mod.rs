@@ -313,12 +313,12 @@ async fn fcall<C: ClientLike>(
 /// `command` (`EVALSHA`, `EVAL`, `FCALL`, `FCALL_RO`) of `what` (a SHA1, a text, a function's
 /// name) with `keys` and `args`, routed by its first key's slot.
 ///
-/// Sent as a command of relock's own rather than by fred's `evalsha` or `fcall`, which fred
-/// sends one at a time: it writes nothing else on the connection until their reply came, so
-/// tasks that call scripts at once each wait a whole round trip behind the others. relock's
-/// scripts do not depend on one another's being loaded (each handles `NOSCRIPT` or a missing
-/// function itself), so they go pipelined, as any other command; and the options of `redis`
-/// (a timeout) apply, which fred's own methods do not take from a `with_options` client.
+/// Sent as a command of relock's own rather than by fred's `evalsha` or `fcall`: fred's
+/// `with_options` client has no `LuaInterface` of its own, so its `evalsha` went to the client
+/// underneath (by `Deref`) and its options (the timeout of what is left of a call) were
+/// dropped; here they apply. The command's arguments are built in one vector per call, the
+/// keys and arguments shared by reference count, where `evalsha` copied both into vectors of
+/// their own first.
 async fn send<C: ClientLike>(
     redis: &C,
     command: &'static str,
