@@ -3,7 +3,7 @@
 //! timeout instead of queueing for a reconnect).
 
 use std::ops::Deref;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -12,7 +12,7 @@ use fred::interfaces::ClientLike;
 use tokio::time::Instant;
 
 use crate::meter::Meter;
-use crate::scripts::library::CallPath;
+use crate::stats::{Evalsha, ScriptCalls};
 
 /// A fred client as relock's scripts use it: with the server its errors name, and the clock of
 /// its connection being down.
@@ -111,4 +111,35 @@ pub(crate) fn on_node<C: ClientLike>(
         cluster_node: node.cloned(),
         ..Default::default()
     })
+}
+
+/// How a connection's scripts go out, shared by its clones; readable without a lock.
+#[derive(Default)]
+pub(crate) struct CallPath(AtomicU8);
+
+impl CallPath {
+    /// The path in use.
+    pub(crate) fn get(&self) -> ScriptCalls {
+        match self.0.load(Ordering::Relaxed) {
+            1 => ScriptCalls::Functions,
+            2 => ScriptCalls::Evalsha(Evalsha::NoFunctions),
+            3 => ScriptCalls::Evalsha(Evalsha::Refused),
+            _ => ScriptCalls::Evalsha(Evalsha::Configured),
+        }
+    }
+
+    pub(crate) fn set(&self, calls: ScriptCalls) {
+        let code = match calls {
+            ScriptCalls::Functions => 1,
+            ScriptCalls::Evalsha(Evalsha::NoFunctions) => 2,
+            ScriptCalls::Evalsha(Evalsha::Refused) => 3,
+            ScriptCalls::Evalsha(Evalsha::Configured) => 0,
+        };
+        self.0.store(code, Ordering::Relaxed);
+    }
+
+    /// Whether scripts go by `FCALL`.
+    pub(crate) fn functions(&self) -> bool {
+        self.0.load(Ordering::Relaxed) == 1
+    }
 }

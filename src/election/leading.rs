@@ -174,7 +174,7 @@ impl Election {
         Fut: Future<Output = ()> + Send + 'static,
     {
         self.check_lead()?;
-        let shared = &self.client.shared;
+        let shared = &self.shared;
         let runtime = shared.background.runtime().ok_or_else(|| {
             Error::invalid("a leader loop must be started inside a tokio runtime")
         })?;
@@ -218,7 +218,7 @@ impl Looping {
                 let _ = stop.wait_for(|stop| *stop).await;
             };
             let ended = term.run_until(&mut work, stopping).await;
-            let closed = self.election.client.shared.check_open().is_err();
+            let closed = self.election.shared.check_open().is_err();
             let reason = match ended {
                 Ended::Done(()) => TermEnd::WorkDone,
                 Ended::Lost if !closed => TermEnd::LeaseLost,
@@ -242,7 +242,7 @@ impl Election {
     /// name, and that the client is open.
     pub(crate) fn check_lead(&self) -> Result<()> {
         self.check()?;
-        self.client.shared.check_open()
+        self.shared.check_open()
     }
 
     /// A leader loop's next term (the blocking loop's too): campaigns as a new candidate,
@@ -282,7 +282,7 @@ impl Election {
     /// meanwhile (told apart from this one by its holder field).
     async fn campaign_following(&self, roles: &mpsc::UnboundedSender<Role>) -> Result<super::Term> {
         let owner = Owner::new();
-        let field = self.client.shared.holder_field(&owner);
+        let field = self.shared.holder_field(&owner);
         let campaign = self.campaign_as(owner);
         tokio::pin!(campaign);
         let mut changes = Some(self.watch());

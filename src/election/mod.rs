@@ -11,16 +11,17 @@ mod office;
 mod term;
 mod watch;
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use fred::bytes_utils::Str;
 
-use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::inspect::Party;
 use crate::lock::{lock_delay_ms, Handle, Kind};
 use crate::owner::Owner;
 use crate::scripts::Delay;
+use crate::shared::Shared;
 
 pub use history::{Candidate, Change, Cursor, Vacancy};
 pub use leading::{Leadership, Role, TermEnd};
@@ -33,7 +34,7 @@ use office::{ElectionKeys, Office};
 use crate::names::prefix::ELECTION as PREFIX;
 
 /// A leader election: at most one [`Term`] of it is alive at a time, across every process
-/// that campaigns on its name. From [`Client::election`].
+/// that campaigns on its name. From [`Client::election`](crate::Client::election).
 ///
 /// Each [`campaign`](Self::campaign) is a candidate of its own, even two of one task (unlike a
 /// lock, a term does not re-enter). The leader's term lasts while it is alive: the watchdog
@@ -57,7 +58,7 @@ pub struct Election {
     name: String,
     handle: Handle,
     keys: ElectionKeys,
-    client: Client,
+    shared: Arc<Shared>,
     /// The lock-delay in ms (0: none).
     delay_ms: u64,
     /// Its terms' own lease (`None`: the client's watchdog timeout).
@@ -67,7 +68,7 @@ pub struct Election {
 }
 
 impl Election {
-    pub(crate) fn new(client: Client, name: String) -> Election {
+    pub(crate) fn new(shared: Arc<Shared>, name: String) -> Election {
         let lock = format!("{PREFIX}{name}");
         let keys = ElectionKeys::new(&lock);
         let office = Office {
@@ -76,10 +77,10 @@ impl Election {
             metadata: Str::new(),
         };
         Election {
-            handle: Handle::new(client.shared.clone(), lock, Kind::of(office)),
+            handle: Handle::new(shared.clone(), lock, Kind::of(office)),
             keys,
             name,
-            client,
+            shared,
             delay_ms: 0,
             lease: None,
             metadata: Str::new(),
@@ -105,7 +106,7 @@ impl Election {
     /// a resign (its lease ran out: the leader died, stalled, or lost Redis), this handle's
     /// candidates wait `delay` more before one leads, so that requests the old leader still had
     /// in flight land first (Chubby's lock-delay). A resign (also a dropped [`Term`] and
-    /// [`Client::shutdown`]) imposes none: a waiting candidate leads at once.
+    /// [`Client::shutdown`](crate::Client::shutdown)) imposes none: a waiting candidate leads at once.
     /// [`Duration::ZERO`] turns it off (the default). Every candidate of the election should set
     /// the same delay: one without it does not read the delay and may lead at once. It is the
     /// lock-delay of [`Lock::with_lock_delay`](crate::Lock::with_lock_delay), with its limits:
@@ -271,7 +272,7 @@ impl Election {
     /// Cancel safe: what it may write (a lapsed term's vacancy) is written whole or not at all.
     pub async fn leader(&self) -> Result<Option<Leader>> {
         self.check()?;
-        let shared = &self.client.shared;
+        let shared = &self.shared;
         shared.check_open()?;
         let lock = self.lock_name();
         let seen = observe(
@@ -285,7 +286,7 @@ impl Election {
         let Some(field) = seen.leader else {
             return Ok(None);
         };
-        let inspected = self.client.inspect(&lock).await?;
+        let inspected = self.shared.inspect(&lock).await?;
         let party = inspected
             .holders
             .into_iter()
@@ -397,7 +398,7 @@ impl Election {
     }
 
     fn watch_from(&self, after: Option<Cursor>) -> Watch {
-        let shared = self.client.shared.clone();
+        let shared = self.shared.clone();
         if let Err(e) = self.check() {
             return Watch::failed(e);
         }
@@ -432,7 +433,7 @@ pub struct Leader {
     /// The leader's epoch: its term's [`Term::epoch`].
     pub epoch: u64,
     /// The leader: its client and owner, and the process behind it (pid, host, program) while
-    /// its client has a connection open, as [`Client::inspect`] shows a holder.
+    /// its client has a connection open, as [`Client::inspect`](crate::Client::inspect) shows a holder.
     pub party: Party,
     /// What it proclaimed last in this term ([`Term::proclaim`]); `None` before it did, or
     /// when history lost the term's entries.

@@ -28,7 +28,7 @@ pub struct Term {
 
 impl Term {
     pub(super) fn new(guard: LockGuard, election: Election) -> Term {
-        let field = election.client.shared.holder_field(guard.owner()).into();
+        let field = election.shared.holder_field(guard.owner()).into();
         let epoch = guard
             .fencing_token()
             .expect("an election's acquire gives an epoch");
@@ -283,7 +283,7 @@ impl TermContext {
     ///
     /// As [`Term::proclaim`].
     pub async fn proclaim(&self, metadata: impl AsRef<str>) -> Result<u64> {
-        let shared = &self.election.client.shared;
+        let shared = &self.election.shared;
         shared.check_open()?;
         let (redis, publish) = (&shared.redis, shared.publish);
         let lock = self.election.lock_name();

@@ -1,4 +1,4 @@
-//! [`Client::inspect`]: one name, every key relock and Redisson keep beside it, and the
+//! [`Client::inspect`](crate::Client::inspect): one name, every key relock and Redisson keep beside it, and the
 //! processes behind its holders.
 
 use std::collections::BTreeSet;
@@ -7,40 +7,20 @@ use fred::interfaces::ClientLike;
 use fred::types::{ClusterHash, CustomCommand, Key, Value};
 use once_cell::sync::Lazy;
 
-use crate::client::Client;
 use crate::connection::on_node;
 use crate::error::{Error, Result};
 use crate::names::{latch_channel, leases_key, prefix, prefixed};
 use crate::scripts::{catalogue, Script};
+use crate::shared::Shared;
 
 use super::parse::*;
 use super::*;
 
 static DESCRIBE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::DESCRIBE));
 
-impl Client {
-    /// Everything relock and Redisson keep under `name`: what it is, who holds it (with the
-    /// process behind each relock holder), its lease, its waiters, token, lock-delay, count.
-    /// It writes nothing.
-    ///
-    /// ```no_run
-    /// # async fn run(client: relock::Client) -> relock::Result<()> {
-    /// let seen = client.inspect("order:42").await?;
-    /// for holder in &seen.holders {
-    ///     match holder.party.process() {
-    ///         Some(p) => println!("{} holds: pid {} on {}", holder.party.owner, p.pid.unwrap_or(0), p.host),
-    ///         None if holder.party.is_gone() => println!("its holder is gone; frees in {} ms", seen.pttl_ms),
-    ///         None => println!("a Redisson client holds it"),
-    ///     }
-    /// }
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidArgument`] for an empty name, [`Error::Redis`] when the server cannot
-    /// be read.
-    pub async fn inspect(&self, name: &str) -> Result<Inspection> {
+impl Shared {
+    /// [`Client::inspect`](crate::Client::inspect)'s work.
+    pub(crate) async fn inspect(&self, name: &str) -> Result<Inspection> {
         if name.is_empty() {
             return Err(Error::invalid("a name to inspect must not be empty"));
         }
@@ -54,7 +34,7 @@ impl Client {
         name: &str,
         connections: &[ClientConnection],
     ) -> Result<Inspection> {
-        let redis = &self.shared.redis;
+        let redis = &self.redis;
         let fair = crate::names::FairKeys::new(name);
         let keys: Vec<String> = vec![
             name.to_owned(),
@@ -239,13 +219,13 @@ impl Client {
     /// Connections subscribed to each of `channels`, summed over a cluster's nodes (sharded
     /// channels: asked of the slot's owner).
     async fn subscribers(&self, channels: &[String]) -> Result<Vec<u64>> {
-        let redis = &self.shared.redis;
+        let redis = &self.redis;
         let mut totals = vec![0u64; channels.len()];
         if channels.is_empty() {
             return Ok(totals);
         }
         let failed = |e| Error::redis(e, &redis.server);
-        if self.shared.publish == crate::scripts::SPUBLISH {
+        if self.publish == crate::scripts::SPUBLISH {
             for (i, channel) in channels.iter().enumerate() {
                 let slot = fred::util::redis_keyslot(channel.as_bytes());
                 let command = CustomCommand::new_static("PUBSUB", ClusterHash::Custom(slot), false);

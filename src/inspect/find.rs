@@ -1,4 +1,4 @@
-//! [`Client::find`] and [`Client::connections`]: the names that match a pattern, on every
+//! [`Client::find`](crate::Client::find) and [`Client::connections`](crate::Client::connections): the names that match a pattern, on every
 //! primary, and every connection with the process behind it.
 
 use std::collections::BTreeSet;
@@ -7,34 +7,25 @@ use fred::interfaces::ClientLike;
 use fred::types::config::Server;
 use fred::types::{ClusterHash, CustomCommand, Value};
 
-use crate::client::Client;
 use crate::connection::{on_node, Connection};
 use crate::error::{Error, Result};
 use crate::names::{prefix, prefixed};
+use crate::shared::Shared;
 
 use super::parse::*;
 use super::*;
 
-impl Client {
-    /// The locks and synchronizers whose names match `pattern` (a `SCAN MATCH` glob), on
-    /// every primary of a cluster, each as [`inspect`](Self::inspect) tells it; at most
-    /// `limit` of them. It never runs `KEYS` and writes nothing. Names whose only key is an
-    /// auxiliary one are found too: a free fenced lock (its token), a fair queue whose holder
-    /// left, a lock-delay in force.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidArgument`] for an empty pattern or a zero limit, [`Error::Redis`] when
-    /// a server cannot be read.
-    pub async fn find(&self, pattern: &str, limit: usize) -> Result<Found> {
+impl Shared {
+    /// [`Client::find`](crate::Client::find)'s work.
+    pub(crate) async fn find(&self, pattern: &str, limit: usize) -> Result<Found> {
         if pattern.is_empty() || limit == 0 {
             return Err(Error::invalid(
                 "find needs a non-empty pattern and a limit above 0",
             ));
         }
         let connections = self.connections().await?;
-        let redis = &self.shared.redis;
-        let clustered = self.shared.clustered();
+        let redis = &self.redis;
+        let clustered = self.clustered();
         // Auxiliary keys lead to their name: `prefix:{name}` (or `prefix:name` with a tag).
         let prefixes = ["", prefix::TOKEN, prefix::QUEUE, prefix::LEASE];
         let mut seen: BTreeSet<String> = BTreeSet::new();
@@ -107,14 +98,9 @@ impl Client {
         })
     }
 
-    /// Every connection to the server (each primary of a cluster), from `CLIENT LIST`: relock's
-    /// carry [`ClientConnection::process`].
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Redis`] when a server cannot be read (or refuses `CLIENT LIST`).
-    pub async fn connections(&self) -> Result<Vec<ClientConnection>> {
-        let redis = &self.shared.redis;
+    /// [`Client::connections`](crate::Client::connections)'s work.
+    pub(crate) async fn connections(&self) -> Result<Vec<ClientConnection>> {
+        let redis = &self.redis;
         let mut all = Vec::new();
         for node in self.nodes() {
             let command = CustomCommand::new_static("CLIENT", ClusterHash::Random, false);
@@ -133,9 +119,8 @@ impl Client {
 
     /// The primaries to ask on a cluster (`Some` each); on one server, `None` once.
     pub(super) fn nodes(&self) -> Vec<Option<Server>> {
-        if self.shared.clustered() {
-            self.shared
-                .redis
+        if self.clustered() {
+            self.redis
                 .active_connections()
                 .into_iter()
                 .map(Some)

@@ -21,8 +21,6 @@
 //! shows in [`ClientStats::scripts`](crate::ClientStats::scripts) and in a debug log line at
 //! connect. Scripts made at run time (a fenced user script) always go by `EVALSHA`.
 
-use std::sync::atomic::{AtomicU8, Ordering};
-
 use fred::bytes_utils::Str;
 use fred::clients::Client as Redis;
 use fred::interfaces::FunctionInterface;
@@ -156,35 +154,4 @@ pub(crate) fn refused(error: &fred::error::Error) -> bool {
     ]
     .iter()
     .any(|word| text.contains(word))
-}
-
-/// How a connection's scripts go out, shared by its clones; readable without a lock.
-#[derive(Default)]
-pub(crate) struct CallPath(AtomicU8);
-
-impl CallPath {
-    /// The path in use.
-    pub(crate) fn get(&self) -> ScriptCalls {
-        match self.0.load(Ordering::Relaxed) {
-            1 => ScriptCalls::Functions,
-            2 => ScriptCalls::Evalsha(Evalsha::NoFunctions),
-            3 => ScriptCalls::Evalsha(Evalsha::Refused),
-            _ => ScriptCalls::Evalsha(Evalsha::Configured),
-        }
-    }
-
-    pub(crate) fn set(&self, calls: ScriptCalls) {
-        let code = match calls {
-            ScriptCalls::Functions => 1,
-            ScriptCalls::Evalsha(Evalsha::NoFunctions) => 2,
-            ScriptCalls::Evalsha(Evalsha::Refused) => 3,
-            ScriptCalls::Evalsha(Evalsha::Configured) => 0,
-        };
-        self.0.store(code, Ordering::Relaxed);
-    }
-
-    /// Whether scripts go by `FCALL`.
-    pub(crate) fn functions(&self) -> bool {
-        self.0.load(Ordering::Relaxed) == 1
-    }
 }
