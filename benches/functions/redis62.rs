@@ -18,25 +18,11 @@ use relock::testing::scripts;
 use relock::testing::RedisServer;
 use relock::{Evalsha, ScriptCalls};
 
-/// The lines the catalogue puts around a script's text (src/scripts/catalogue.rs, the `@script`
-/// arm of `catalogue!`). A copy: [`unpruned`] checks at run time that the catalogue's
-/// `LOCK_ACQUIRE` / `LOCK_RELEASE` start with [`WRAP_HEAD`] and end with [`WRAP_TAIL`], which
-/// keeps it honest when the catalogue's wrapper changes.
-const WRAP_HEAD: &str = "local CALL = {}\nlocal function relock_script()\n";
-const WRAP_TAIL: &str = concat!(
-    "end\n",
-    "if redis.REDIS_VERSION then\n",
-    "    return relock_script()\n",
-    "end\n",
-    "local ok, reply = pcall(relock_script)\n",
-    "if ok or (type(reply) == 'table' and reply.err) then\n",
-    "    return reply\n",
-    "end\n",
-    "if type(reply) == 'string' and string.match(reply, '^%u[%u_]* ') then\n",
-    "    return {err = reply}\n",
-    "end\n",
-    "error(reply, 0)\n",
-);
+/// The first line of the catalogue's wrapper around a script's parts (src/scripts/catalogue.rs,
+/// the `@script` arm of `catalogue!`): everything of a script's text up to it, with it, is the
+/// wrapper's head, and everything after the script's own file its tail, so this bench takes
+/// both from the catalogue's text rather than keeping a copy.
+const WRAP_OPENS: &str = "local function relock_script()\n";
 
 const ACQUIRE_FILE: &str =
     include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/lock/acquire.lua"));
@@ -58,8 +44,7 @@ fn fragment(need: &str) -> &'static str {
 
 /// The script of `file` (a non-fragment file of `lua/`) as it was before pruning: every fragment
 /// its `-- Needs:` line names, whole and in order, then the file, wrapped as the catalogue wraps
-/// a script. Checks that `pruned` (the catalogue's text of the same script) is wrapped the same
-/// way and ends with the same file.
+/// a script, its wrapper taken from `pruned` (the catalogue's text of the same script).
 fn unpruned(file: &str, pruned: &str) -> String {
     let needs: Vec<&str> = file
         .lines()
@@ -70,17 +55,20 @@ fn unpruned(file: &str, pruned: &str) -> String {
         .filter(|need| !need.is_empty())
         .collect();
     assert!(!needs.is_empty(), "the script names no fragments");
-    let mut text = String::from(WRAP_HEAD);
+    let head = pruned
+        .find(WRAP_OPENS)
+        .map(|at| &pruned[..at + WRAP_OPENS.len()])
+        .expect("the catalogue wraps a script in relock_script (src/scripts/catalogue.rs)");
+    let tail = pruned
+        .rfind(file)
+        .map(|at| &pruned[at + file.len()..])
+        .expect("the catalogue's script ends with its own file");
+    let mut text = String::from(head);
     for need in needs {
         text.push_str(fragment(need));
     }
     text.push_str(file);
-    text.push_str(WRAP_TAIL);
-    // What keeps WRAP_HEAD / WRAP_TAIL, a copy of the catalogue's wrapper, honest.
-    assert!(
-        pruned.starts_with(WRAP_HEAD) && pruned.ends_with(&format!("{file}{WRAP_TAIL}")),
-        "the catalogue no longer wraps a script as this bench does (src/scripts/catalogue.rs)"
-    );
+    text.push_str(tail);
     assert!(
         text.len() > pruned.len(),
         "the unpruned text is no longer than the pruned one"

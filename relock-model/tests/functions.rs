@@ -4,13 +4,14 @@
 //! then the same commands through the conformance mirror in front of a real `redis-server`,
 //! which must find no difference.
 
-use std::io::BufRead;
-use std::process::{Child, Command, Stdio};
-
 use relock::testing::scripts::{LOCK_ACQUIRE, LOCK_RELEASE};
-use relock::testing::{command, RedisServer};
+use relock::testing::RedisServer;
 use relock_model::server::lua::sha1_hex;
 use relock_model::server::{Reply, Server, Version};
+
+#[path = "support/mirror.rs"]
+mod support;
+use support::Mirror;
 
 const ME: &str = "11111111-2222-3333-4444-555555555555:task-1";
 const OTHER: &str = "99999999-8888-7777-6666-555555555555:task-2";
@@ -416,54 +417,6 @@ fn redis_6_has_no_functions() {
     );
 }
 
-/// A mirror process in front of `server`, reporting to a file of its own.
-struct Mirror {
-    port: u16,
-    child: Child,
-    report: std::path::PathBuf,
-}
-
-impl Mirror {
-    fn start(server: &RedisServer) -> Mirror {
-        let report =
-            std::env::temp_dir().join(format!("relock-mirror-functions-{}.txt", server.port()));
-        let _ = std::fs::remove_file(&report);
-        let mut child = Command::new(env!("CARGO_BIN_EXE_relock-model"))
-            .args(["mirror", "--real", &server.port().to_string(), "--report"])
-            .arg(&report)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start the mirror");
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        Mirror {
-            port: line.trim().parse().expect("the mirror's port"),
-            child,
-            report,
-        }
-    }
-
-    /// One command, on a connection of its own.
-    fn cmd(&self, args: &[&str]) -> String {
-        command(self.port, args).expect("a reply through the mirror")
-    }
-
-    fn report(&self) -> String {
-        std::fs::read_to_string(&self.report).unwrap_or_default()
-    }
-}
-
-impl Drop for Mirror {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_file(&self.report);
-    }
-}
-
 /// `FCALL`'s arguments: the command, the function, the key count, the keys, the arguments.
 fn fcall_args<'a>(
     command: &'a str,
@@ -479,7 +432,7 @@ fn fcall_args<'a>(
 #[test]
 fn the_mirror_finds_the_simulated_functions_as_redis_7s() {
     let server = RedisServer::start().expect("redis-server");
-    let mirror = Mirror::start(&server);
+    let mirror = Mirror::start(&server, "functions");
     let library = relock_library();
     let name = relock::library_name();
     assert_eq!(

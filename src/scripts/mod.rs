@@ -209,14 +209,8 @@ impl Script {
     ) -> Option<(std::result::Result<Value, fred::error::Error>, bool)> {
         let started = Instant::now();
         let within = |timeout: Duration| left_of(timeout, started);
-        let first = match timeout {
-            // The common case: no options built per call.
-            None => fcall(&**redis, name, read_only, keys, args).await,
-            Some(timeout) => {
-                let redis = redis.with_options(&within(timeout));
-                fcall(&redis, name, read_only, keys, args).await
-            }
-        };
+        let command = fcall(read_only);
+        let first = send_first(redis, timeout, started, command, name, keys, args).await;
         let Err(e) = &first else {
             return Some((first, false));
         };
@@ -239,7 +233,7 @@ impl Script {
             Err(e) => return Some((Err(e), false)),
         }
         let redis = redis.with_options(&within(timeout));
-        Some((fcall(&redis, name, read_only, keys, args).await, true))
+        Some((send(&redis, command, name, keys, args).await, true))
     }
 
     /// [`send_once`](Self::send_once) by `EVALSHA`.
@@ -252,13 +246,7 @@ impl Script {
     ) -> (std::result::Result<Value, fred::error::Error>, bool) {
         let started = Instant::now();
         let within = |timeout: Duration| left_of(timeout, started);
-        let first = match timeout {
-            None => send(&**redis, "EVALSHA", &self.sha, keys, args).await,
-            Some(timeout) => {
-                let redis = redis.with_options(&within(timeout));
-                send(&redis, "EVALSHA", &self.sha, keys, args).await
-            }
-        };
+        let first = send_first(redis, timeout, started, "EVALSHA", &self.sha, keys, args).await;
         match first {
             Err(e) if classify(&e) == What::NoScript => {
                 // Within what is left of the first send's timeout.
@@ -298,16 +286,34 @@ fn left_of(timeout: Duration, started: Instant) -> Options {
     }
 }
 
-/// `FCALL` of `name` (`FCALL_RO` when `read_only`) on `redis`.
-async fn fcall<C: ClientLike>(
-    redis: &C,
-    name: &Str,
-    read_only: bool,
+/// The command that calls a function: `FCALL_RO` when it is `read_only`, else `FCALL`.
+fn fcall(read_only: bool) -> &'static str {
+    if read_only {
+        "FCALL_RO"
+    } else {
+        "FCALL"
+    }
+}
+
+/// A call's first [`send`] on `redis`: with no options when it has the client's whole command
+/// timeout (`timeout` `None`, the common case: none are built per call), else within what is
+/// left of `timeout` since `started`.
+async fn send_first(
+    redis: &Connection,
+    timeout: Option<Duration>,
+    started: Instant,
+    command: &'static str,
+    what: &Str,
     keys: &[Key],
     args: &[Value],
 ) -> std::result::Result<Value, fred::error::Error> {
-    let command = if read_only { "FCALL_RO" } else { "FCALL" };
-    send(redis, command, name, keys, args).await
+    match timeout {
+        None => send(&**redis, command, what, keys, args).await,
+        Some(timeout) => {
+            let redis = redis.with_options(&left_of(timeout, started));
+            send(&redis, command, what, keys, args).await
+        }
+    }
 }
 
 /// `command` (`EVALSHA`, `EVAL`, `FCALL`, `FCALL_RO`) of `what` (a SHA1, a text, a function's
