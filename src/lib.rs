@@ -2,7 +2,6 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod background;
-mod backoff;
 #[cfg(feature = "blocking")]
 #[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]
 pub mod blocking;
@@ -17,7 +16,6 @@ pub mod inspect;
 mod lock;
 mod meter;
 mod names;
-mod naming;
 mod owner;
 mod primitive;
 mod pubsub;
@@ -27,8 +25,6 @@ mod registry;
 mod scripts;
 mod server;
 mod shared;
-mod stats;
-mod sweeper;
 mod sync;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
@@ -36,7 +32,6 @@ pub mod testing;
 mod wait;
 mod watchdog;
 
-pub use backoff::Backoff;
 pub use client::Client;
 pub use config::Config;
 pub use election::{
@@ -46,13 +41,13 @@ pub use election::{
 pub use error::{Error, Result};
 pub use fence::Fence;
 pub use lock::{
-    FairLock, FencedGuard, FencedLock, Lock, LockGuard, MultiGuard, MultiLock, Part, ReadLock,
-    RemainingLease, RwLock, SpinLock, WriteLock,
+    Backoff, FairLock, FencedGuard, FencedLock, Lock, LockGuard, MultiGuard, MultiLock, Part,
+    ReadLock, RemainingLease, RwLock, SpinLock, WriteLock,
 };
+pub use meter::stats::{ClientStats, Evalsha, ScriptCalls};
 pub use owner::Owner;
 pub use redlock::{RedLock, RedLockGuard};
 pub use scripts::library_name;
-pub use stats::{ClientStats, Evalsha, ScriptCalls};
 pub use sync::{CountDownLatch, Permit, PermitSemaphore, Semaphore};
 pub use wait::Lost;
 

@@ -12,13 +12,13 @@ use fred::interfaces::ClientLike;
 use tokio::sync::watch;
 
 use crate::background::Background;
+use crate::background::Sweeper;
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::handoff::Handoffs;
 use crate::owner::Owner;
 use crate::pubsub::Hub;
 use crate::registry::Registry;
-use crate::sweeper::Sweeper;
 
 /// What every lock of one client shares: its identity, connections, settings and background tasks.
 /// Locks hold it directly, so no lock module depends on the [`Client`](crate::Client) facade.

@@ -104,7 +104,7 @@ impl Scripts {
 
 /// `tasks` tasks each take and release a lock of their own `pairs` times through a bare fred
 /// client, by `EVALSHA` of `shas` (acquire, release), with the keys and arguments relock's
-/// `lock()` and `unlock()` send (`src/scripts/plain.rs`): a 30 s lease, no claim priority, the
+/// `lock()` and `unlock()` send (`src/lock/hash.rs`): a 30 s lease, no claim priority, the
 /// default 10 ms claim window; a release that keeps nothing (`ARGV[2]` 0: the owner's last
 /// hold), publishes, a 48 s replay key on a first send, no replay key on a last release. Each
 /// reply is checked: nil for the acquire (taken), 1 for the release (freed, nobody subscribed).

@@ -11,18 +11,18 @@ use tokio::sync::watch;
 
 use super::Client;
 use crate::background::Background;
+use crate::background::Sweeper;
 use crate::config::{millis, server_name, Config};
+use crate::connection::naming::{self, Role};
 use crate::connection::{CallPath, Connection};
 use crate::error::{Error, Result};
 use crate::handoff::Handoffs;
 use crate::meter::Meter;
-use crate::naming::{self, Role};
 use crate::pubsub::Hub;
 use crate::registry::Registry;
 use crate::scripts::library;
 use crate::scripts::{PUBLISH, SPUBLISH};
 use crate::shared::{ReplicaSync, Shared};
-use crate::sweeper::Sweeper;
 use crate::watchdog::Watchdog;
 
 impl Client {
@@ -92,7 +92,7 @@ impl Client {
             let _ = redis.quit().await;
             return Err(not_connected(e));
         }
-        // Who is who (see `crate::naming`): before the subscriber subscribes to anything.
+        // Who is who (see `crate::connection::naming`): before the subscriber subscribes to anything.
         let command_name = naming::connection_name(&id, Role::Commands);
         naming::set_name_everywhere(&redis, clustered, &command_name).await;
         let pubsub_name = naming::connection_name(&id, Role::Pubsub);

@@ -15,10 +15,11 @@ use fred::interfaces::ClientLike;
 
 use crate::election::Election;
 use crate::error::{Error, Result};
+use crate::fence::Fence;
 use crate::lock::{FairLock, FencedLock, Lock, MultiLock, RwLock, SpinLock};
+use crate::meter::stats::ClientStats;
 use crate::registry::{Closing, Place};
 use crate::shared::Shared;
-use crate::stats::ClientStats;
 use crate::sync::{CountDownLatch, PermitSemaphore, Semaphore};
 
 mod connect;
@@ -70,6 +71,13 @@ impl Client {
     /// grows with every new owner (Redisson's `RFencedLock`). No I/O happens until it is used.
     pub fn fenced_lock(&self, name: impl Into<String>) -> FencedLock {
         FencedLock::new(self.shared.clone(), name.into())
+    }
+
+    /// A fence on `resource`, for writes to Redis data that a lock holder makes with the lock's
+    /// fencing token (see [`Fence`]). No I/O happens until it is used; a bad name is reported by
+    /// the first operation.
+    pub fn fence(&self, resource: impl Into<String>) -> Fence {
+        Fence::new(self.shared.clone(), resource.into())
     }
 
     /// A handle on the leader election `name`: at most one [`Term`](crate::Term) of it lives at

@@ -14,8 +14,8 @@ use tokio::task::JoinHandle;
 use super::history::{Candidate, Change};
 use super::term::{Ended, TermContext};
 use super::Election;
-use crate::backoff::{Backoff, Delays};
 use crate::error::{Error, Result};
+use crate::lock::{Backoff, Delays};
 use crate::owner::Owner;
 
 /// The first wait after a failed campaign; each next one doubles, up to [`RETRY_MAX`].

@@ -18,9 +18,9 @@ use fred::bytes_utils::Str;
 
 use crate::error::{Error, Result};
 use crate::inspect::Party;
+use crate::lock::replies::Delay;
 use crate::lock::{lock_delay_ms, Handle, Kind};
 use crate::owner::Owner;
-use crate::scripts::Delay;
 use crate::shared::Shared;
 
 pub use history::{Candidate, Change, Cursor, Vacancy};

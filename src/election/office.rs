@@ -12,15 +12,13 @@ use once_cell::sync::Lazy;
 
 use crate::connection::Connection;
 use crate::error::{Error, Result};
+use crate::lock::hash::{busy_or_delayed, released};
+use crate::lock::replies::{Answer, Delay, ReleaseHow, Released};
 use crate::lock::{read_token, Ask, Hold, Holder, LockType, PlainTurns, Turns};
 use crate::names::{prefixed, LockKeys};
 use crate::primitive::Primitive;
 use crate::registry::Closing;
-use crate::scripts::catalogue;
-use crate::scripts::{
-    busy_or_delayed, integer, ms_arg, released, text, Answer, Delay, ReleaseHow, Released, Script,
-    UNLOCK_MESSAGE,
-};
+use crate::scripts::{catalogue, integer, ms_arg, text, Script, UNLOCK_MESSAGE};
 use crate::shared::Shared;
 
 static ACQUIRE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::ELECTION_ACQUIRE));
@@ -31,8 +29,8 @@ static FORCE_RELEASE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::ELECTIO
 pub(super) static PROCESS: Lazy<[Value; 3]> = Lazy::new(|| {
     [
         Value::Integer(i64::from(std::process::id())),
-        Value::from(crate::naming::host()),
-        Value::from(crate::naming::program()),
+        Value::from(crate::connection::naming::host()),
+        Value::from(crate::connection::naming::program()),
     ]
 });
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use fred::types::Value;
 
-use crate::naming;
+use crate::connection::naming;
 
 use super::*;
 

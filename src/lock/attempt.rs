@@ -10,14 +10,15 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::hash;
 use super::kind::Ask;
 use super::kind::{Hold, Lease};
+use super::replies::Answer;
 use crate::background::Ended;
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::registry::Acquiring;
 use crate::registry::Registration;
-use crate::scripts::{self, Answer};
 use crate::shared::ReplicaSync;
 
 /// What one attempt found.
@@ -194,7 +195,7 @@ impl<'a> Sending<'a> {
     pub(super) async fn read_back(&self, redis: &Connection) -> Result<bool> {
         let hold = self.hold;
         let view = hold.kind.view();
-        let state = scripts::inspect(redis, &hold.keys, &hold.field, view).await?;
+        let state = hash::inspect(redis, &hold.keys, &hold.field, view).await?;
         let took = state.holds > u64::from(self.held_before);
         if took {
             tracing::debug!(lock = %hold.keys.name, "acquire reply lost; the read-back shows the hold");
@@ -258,7 +259,7 @@ impl Drop for OrphanCheck<'_> {
                         .as_deref()
                         .unwrap_or_else(|| shared.acquire_connection());
                     let view = hold.kind.view();
-                    let inspected = scripts::inspect(redis, &hold.keys, &hold.field, view).await;
+                    let inspected = hash::inspect(redis, &hold.keys, &hold.field, view).await;
                     let Ok(state) = &inspected else {
                         // The hold, if any, expires with its lease; the owner's next acquire
                         // drops it first.

@@ -15,12 +15,12 @@ use super::kind::Hold;
 use super::kind::Turns;
 use super::kind::{Ask, Holder, Kind, LockType};
 use super::reentrant::{plain_acquire, Reentrant};
+use super::replies::{Answer, ReleaseHow, Released};
 use super::turns::PlainTurns;
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::names::{prefixed, LockKeys};
 use crate::owner::Owner;
-use crate::scripts::{Answer, ReleaseHow, Released};
 use crate::shared::Shared;
 use crate::wait::Lost;
 

@@ -10,12 +10,13 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use super::hash;
 use super::kind::{Hold, Lease};
 use super::release::{ReleaseAs, ResumeRelease};
+use super::replies::Released;
 use crate::error::{Error, Result};
 use crate::owner::Owner;
 use crate::registry::{Leaving, Registration};
-use crate::scripts::{self, Released};
 use crate::wait::Lost;
 
 /// One hold of a lock of any type ([`Lock`](crate::Lock), [`FairLock`](crate::FairLock),
@@ -149,7 +150,7 @@ impl LockGuard {
         self.hold.shared.check_open()?;
         let shared = &self.hold.shared;
         let hold = &self.hold;
-        let state = scripts::inspect(&shared.redis, &hold.keys, &hold.field, hold.kind.view());
+        let state = hash::inspect(&shared.redis, &hold.keys, &hold.field, hold.kind.view());
         let state = state.await?;
         Ok(state.holds)
     }

@@ -10,6 +10,7 @@ use fred::bytes_utils::Str;
 
 use super::acquire;
 use super::guard::LockGuard;
+use super::hash;
 use super::kind::Kind;
 use super::kind::{Hold, Lease};
 use crate::config::millis;
@@ -17,7 +18,6 @@ use crate::error::{Error, Result};
 use crate::names::LockKeys;
 use crate::owner::Owner;
 use crate::pubsub::Waiter;
-use crate::scripts;
 use crate::shared::Shared;
 use crate::wait::Lost;
 
@@ -249,15 +249,15 @@ impl Handle {
     pub(crate) async fn lock_delay_left(&self) -> Result<Option<Duration>> {
         self.shared.check_open()?;
         let keys = self.keys.clone()?;
-        let left = scripts::delay_left(&self.shared.redis, &keys).await?;
+        let left = hash::delay_left(&self.shared.redis, &keys).await?;
         Ok((left > 0).then(|| Duration::from_millis(left)))
     }
 
-    async fn inspect(&self) -> Result<scripts::Inspection> {
+    async fn inspect(&self) -> Result<hash::Inspection> {
         self.shared.check_open()?;
         let keys = self.keys.clone()?;
         let field = self.kind.field(self.shared.holder_field(&self.owner()));
-        scripts::inspect(&self.shared.redis, &keys, &field, self.kind.view()).await
+        hash::inspect(&self.shared.redis, &keys, &field, self.kind.view()).await
     }
 }
 

@@ -16,14 +16,17 @@ use fred::bytes_utils::Str;
 use futures::future::{self, BoxFuture};
 use tokio::time::Instant;
 
+use super::hash;
+use super::replies::{Answer, Delay, ReleaseHow, Released};
 use crate::connection::Connection;
 use crate::error::Result;
+use crate::handoff::unclaim;
 use crate::names::LockKeys;
 use crate::owner::Owner;
 use crate::primitive::Primitive;
 use crate::pubsub::{WakeRule, Wakes};
 use crate::registry::{Closing, Held, HoldKey};
-use crate::scripts::{self, Answer, Delay, ReleaseHow, Released, UNLOCK_MESSAGE};
+use crate::scripts::UNLOCK_MESSAGE;
 use crate::shared::Shared;
 
 /// Who asks: the lock's keys and the holder field.
@@ -153,7 +156,7 @@ pub(crate) trait LockType: Send + Sync + 'static {
         field: &'a Str,
         _publish: &'static str,
     ) -> BoxFuture<'a, Result<bool>> {
-        Box::pin(scripts::unclaim(redis, keys, field, None))
+        Box::pin(unclaim(redis, keys, field, None))
     }
 
     /// Gives up `field`'s place in the lock's queue, waking whom that lets go first; `true`
@@ -192,9 +195,9 @@ pub(crate) trait LockType: Send + Sync + 'static {
         lease_ms: u64,
     ) -> BoxFuture<'a, Result<Vec<bool>>> {
         if self.lock_delay().is_some() {
-            Box::pin(scripts::renew_delayed(redis, locks, lease_ms))
+            Box::pin(hash::renew_delayed(redis, locks, lease_ms))
         } else {
-            Box::pin(scripts::renew(redis, locks, lease_ms, false))
+            Box::pin(hash::renew(redis, locks, lease_ms, false))
         }
     }
 
@@ -212,7 +215,7 @@ pub(crate) trait LockType: Send + Sync + 'static {
         Box::pin(async move {
             let keys = self.keys(name)?;
             let (publish, window) = (closing.publish, closing.claim_window_ms);
-            scripts::abandon(closing.redis, &keys, field, publish, window).await
+            hash::abandon(closing.redis, &keys, field, publish, window).await
         })
     }
 }

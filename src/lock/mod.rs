@@ -1,35 +1,40 @@
 //! The lock family on one core.
 //!
-//! Each lock type is one file that says everything special about it, as its implementation of
+//! Each lock type has one home that says everything special about it, as its implementation of
 //! `kind::LockType` (its keys, holder field, turns, scripts, renewal, wake-up rule and what a
-//! shutdown does with it): [`Lock`] (`reentrant`), [`FairLock`] (`fair`), [`SpinLock`]
-//! (`spin`), [`FencedLock`] (`fenced`), [`RwLock`] (`rw`). The rest is shared, asks the type
+//! shutdown does with it), and calls its own scripts from there: [`Lock`] (`reentrant`, on the
+//! lock hash's scripts in `hash`), [`FairLock`] (`fair/`), [`SpinLock`] (`spin/`, with its
+//! [`Backoff`]), [`FencedLock`] (`fenced`), [`RwLock`] (`rw/`). The rest is shared, asks the type
 //! and never which type it is, and an acquire goes down through it once:
 //!
 //! - `handle`: the handle every type wraps (name, client, owner, type), which makes a hold;
-//! - `wait`: the wait loop, which asks the type's turns when to try;
-//! - `turns`: the plain lock's turns (a `Lock`'s and a `FencedLock`'s) and its claims;
+//! - `api`: the methods every type has, written once;
+//! - `acquire`: the wait loop (`crate::wait`) run over a hold's attempts and its type's turns;
+//! - `turns`: the plain lock's turns (a `Lock`'s and a `FencedLock`'s) and a waiter's hand-off
+//!   claim (the claim itself is `crate::handoff`'s);
 //! - `attempt`: one attempt to take a hold (`kind::Hold`): the in-flight gate, the type's
 //!   acquire script, the read-back of a lost reply, the registration;
 //! - `guard`: the guard and its `Lost` signal; `release`: releases that count once;
-//! - `batch`: several plain locks of one owner taken and released by one script each.
+//! - `hash`: the lock hash's scripts (Redisson's `RLock` layout), which every type built on it
+//!   shares; `replies`: what the family's scripts answer.
 //!
-//! Above them, [`MultiLock`] (`multi`) takes several holds of any types as one, in one global
-//! order (its plain locks of one client and slot through `batch`). `RedLock`, outside this
-//! module (`redlock`), combines one plain lock per master.
+//! Above them, [`MultiLock`] (`multi/`) takes several holds of any types as one, in one global
+//! order (its plain locks of one client and slot by one script each, `multi/batch`). `RedLock`,
+//! outside this module (`redlock`), combines one plain lock per master.
 
 mod acquire;
 mod api;
 mod attempt;
-mod batch;
 mod fair;
 mod fenced;
 mod guard;
 mod handle;
+pub(crate) mod hash;
 mod kind;
 mod multi;
 mod reentrant;
 mod release;
+pub(crate) mod replies;
 mod rw;
 mod spin;
 mod turns;
@@ -46,5 +51,6 @@ pub(crate) use kind::{Ask, Hold, Holder, Kind, LockType, Turns};
 pub use multi::{MultiGuard, MultiLock, Part};
 pub use reentrant::Lock;
 pub use rw::{ReadLock, RwLock, WriteLock};
-pub use spin::SpinLock;
+pub(crate) use spin::Delays;
+pub use spin::{Backoff, SpinLock};
 pub(crate) use turns::PlainTurns;

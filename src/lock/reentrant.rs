@@ -14,14 +14,16 @@ use futures::future::BoxFuture;
 
 use super::api::{delay_api, lock_api};
 use super::handle::Handle;
+use super::hash;
 use super::kind::Hold;
 use super::kind::Turns;
 use super::kind::{Ask, Holder, Kind, LockType};
+use super::replies::{Answer, Delay, ReleaseHow, Released};
 use super::turns::PlainTurns;
 use crate::connection::Connection;
 use crate::error::Result;
+use crate::handoff::Claim;
 use crate::names::LockKeys;
-use crate::scripts::{self, Answer, Claim, Delay, ReleaseHow, Released};
 use crate::shared::Shared;
 
 /// A reentrant distributed lock: a cheap handle (a name, a client and an optional explicit
@@ -180,7 +182,7 @@ impl LockType for Reentrant {
         how: ReleaseHow<'a>,
     ) -> BoxFuture<'a, Result<Released>> {
         let delay = self.delay.as_ref();
-        Box::pin(scripts::release(
+        Box::pin(hash::release(
             redis, hold.keys, hold.field, keep_ms, how, delay,
         ))
     }
@@ -191,7 +193,7 @@ impl LockType for Reentrant {
         keys: &'a LockKeys,
     ) -> BoxFuture<'a, Result<bool>> {
         let (publish, window) = (self.publish(shared), shared.claim_window_ms);
-        Box::pin(scripts::force_release(&shared.redis, keys, publish, window))
+        Box::pin(hash::force_release(&shared.redis, keys, publish, window))
     }
 
     fn hands_off_with_grace(&self) -> bool {
@@ -228,7 +230,7 @@ fn plain_acquire_with<'a>(
     };
     let window = shared.claim_window_ms;
     let (keys, field) = (hold.keys, hold.field);
-    Box::pin(scripts::acquire(
+    Box::pin(hash::acquire(
         redis, keys, lease_ms, field, claim, window, token, delay,
     ))
 }

@@ -17,13 +17,13 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::kind::{Hold, Lease};
+use super::replies::{ReleaseHow, Released};
 use crate::background::Ended;
 use crate::config::ceil_millis;
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::handoff::ReleaseMark;
 use crate::registry::Releasing;
-use crate::scripts::{ReleaseHow, Released};
 use crate::wait::{until_answered, TRIES};
 
 /// How one release is sent.

@@ -18,6 +18,7 @@ use tokio::time::Instant;
 
 #[cfg(feature = "metrics")]
 mod export;
+pub(crate) mod stats;
 
 /// A primitive, as metrics label it (`kind`).
 use crate::primitive::Primitive as Kind;

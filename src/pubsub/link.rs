@@ -18,7 +18,7 @@ use super::{Channels, Subscription};
 pub(super) struct Link {
     pub(super) subscriber: SubscriberClient,
     pub(super) sharded: bool,
-    /// The connection's name (see `crate::naming`), set again after a reconnect.
+    /// The connection's name (see `crate::connection::naming`), set again after a reconnect.
     pub(super) name: String,
     /// Where wake-ups and resubscriptions are counted.
     pub(super) meter: Arc<crate::meter::Meter>,
@@ -143,7 +143,7 @@ pub(super) async fn run(
                     // Named before it subscribes: a subscribed connection takes no other command.
                     let clustered = link.subscriber.is_clustered();
                     let server = clustered.then_some(&server);
-                    crate::naming::set_name(&link.subscriber, server, &link.name).await;
+                    crate::connection::naming::set_name(&link.subscriber, server, &link.name).await;
                     // A lingering channel's subscription may not have survived: unsubscribed.
                     let mut all: Vec<Arc<str>> = channels.end_lingering(None);
                     all.extend({

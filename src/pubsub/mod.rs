@@ -84,7 +84,7 @@ pub(crate) struct Position {
 impl Hub {
     /// Starts the hub task on `subscriber`; it stops when `shutdown` changes or is dropped.
     /// `sharded` subscribes with `SSUBSCRIBE` (Redis 7 cluster) instead of `SUBSCRIBE`. After a
-    /// reconnect the connection is named `name` again (see `crate::naming`) before it subscribes.
+    /// reconnect the connection is named `name` again (see `crate::connection::naming`) before it subscribes.
     pub(crate) fn start(
         subscriber: SubscriberClient,
         sharded: bool,

@@ -27,7 +27,7 @@ use fred::interfaces::FunctionInterface;
 use once_cell::sync::Lazy;
 
 use super::catalogue;
-use crate::stats::{Evalsha, ScriptCalls};
+use crate::meter::stats::{Evalsha, ScriptCalls};
 
 /// relock's function library: its name and the text `FUNCTION LOAD` takes.
 pub(crate) struct Library {

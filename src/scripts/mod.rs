@@ -24,23 +24,14 @@ use tokio::time::Instant;
 
 use crate::connection::Connection;
 use crate::error::{Error, Result, Shown};
+use crate::meter::stats::{Evalsha, ScriptCalls};
 use crate::meter::ScriptId;
 use crate::redis_error::{self, classify, What};
-use crate::stats::{Evalsha, ScriptCalls};
 
 pub mod catalogue;
-pub(crate) mod fair;
-pub(crate) mod fence;
 pub(crate) mod library;
-pub(crate) mod multi;
-mod plain;
-pub(crate) mod rw;
 
 pub use library::library_name;
-pub(crate) use plain::{
-    abandon, acquire, busy_or_delayed, delay_left, force_release, inspect, release, released,
-    renew, renew_delayed, unclaim, Answer, Claim, Delay, Inspection, ReleaseHow, Released,
-};
 
 /// The message published on a lock's channel when it is freed: wake one waiter per process.
 pub(crate) const UNLOCK_MESSAGE: &str = "0";
@@ -78,7 +69,7 @@ impl Script {
 
     /// A script made at run time (a fenced user script): the server caches it by its SHA1 as
     /// it caches relock's own.
-    fn from_text(lua: Str) -> Script {
+    pub(crate) fn from_text(lua: Str) -> Script {
         Script {
             sha: fred::util::sha1_hash(&lua).into(),
             lua,

@@ -17,7 +17,6 @@ use futures::future::{join_all, select_all};
 use tokio::time::Instant;
 
 use super::api::combined_api;
-use super::batch;
 use super::guard::LockGuard;
 use super::handle::Handle;
 use super::{FairLock, FencedLock, Lock, ReadLock, SpinLock, WriteLock};
@@ -25,6 +24,8 @@ use crate::error::Result;
 use crate::owner::Owner;
 use crate::wait::{time_left, Lost};
 
+mod batch;
+mod scripts;
 mod steps;
 
 use steps::{give_back, plan, take, take_at_once, Held};

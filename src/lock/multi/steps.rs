@@ -8,10 +8,10 @@ use std::time::Duration;
 use futures::future::join_all;
 use tokio::time::Instant;
 
-use super::super::batch::{self, BatchAttempt};
 use super::super::guard::LockGuard;
 use super::super::handle::Handle;
 use super::super::kind::Hold;
+use super::batch::{self, BatchAttempt};
 use crate::error::{Error, Result};
 use crate::wait::time_left;
 

@@ -25,15 +25,17 @@ use super::handle::Handle;
 use super::kind::Hold;
 use super::kind::Turns;
 use super::kind::{Ask, Holder, Kind, LockType};
+use super::replies::{Answer, Delay, ReleaseHow, Released};
 use crate::background::Ended;
 use crate::connection::Connection;
 use crate::error::Result;
 use crate::names::{FairKeys, LockKeys};
 use crate::pubsub::Waiter;
 use crate::registry::Place;
-use crate::scripts::{self, Answer, Delay, ReleaseHow, Released};
 use crate::shared::Shared;
 use crate::wait::{subscribe, time_left};
+
+mod scripts;
 
 /// A fair (first come, first served) reentrant distributed lock, wire-compatible with Redisson's
 /// `RFairLock`: the waiters of every process get the lock in the order they started waiting.
@@ -159,7 +161,7 @@ impl LockType for Fair {
         let (keys, field, fair) = (hold.keys, hold.field, &*self.keys);
         let (queue, waiter) = (ask == Ask::Queue, shared.fair_waiter_ms);
         let delay = self.delay.as_ref();
-        Box::pin(scripts::fair::acquire(
+        Box::pin(scripts::acquire(
             redis, keys, fair, lease_ms, field, waiter, queue, delay,
         ))
     }
@@ -173,7 +175,7 @@ impl LockType for Fair {
     ) -> BoxFuture<'a, Result<Released>> {
         let (keys, field, fair) = (hold.keys, hold.field, &*self.keys);
         let delay = self.delay.as_ref();
-        Box::pin(scripts::fair::release(
+        Box::pin(scripts::release(
             redis, keys, fair, field, keep_ms, how, delay,
         ))
     }
@@ -184,7 +186,7 @@ impl LockType for Fair {
         keys: &'a LockKeys,
     ) -> BoxFuture<'a, Result<bool>> {
         let publish = self.publish(shared);
-        Box::pin(scripts::fair::force_release(
+        Box::pin(scripts::force_release(
             &shared.redis,
             keys,
             &self.keys,
@@ -203,9 +205,7 @@ impl LockType for Fair {
         field: &'a Str,
         publish: &'static str,
     ) -> BoxFuture<'a, Result<bool>> {
-        Box::pin(scripts::fair::leave(
-            redis, keys, &self.keys, field, publish,
-        ))
+        Box::pin(scripts::leave(redis, keys, &self.keys, field, publish))
     }
 }
 

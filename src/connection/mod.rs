@@ -12,7 +12,9 @@ use fred::interfaces::ClientLike;
 use tokio::time::Instant;
 
 use crate::meter::Meter;
-use crate::stats::{Evalsha, ScriptCalls};
+
+pub(crate) mod naming;
+use crate::meter::stats::{Evalsha, ScriptCalls};
 
 /// A fred client as relock's scripts use it: with the server its errors name, and the clock of
 /// its connection being down.

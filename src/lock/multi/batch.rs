@@ -27,13 +27,13 @@ use fred::types::Key;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::attempt::Sending;
-use super::guard::LockGuard;
-use super::kind::Hold;
-use super::release::{Outgoing, ReleaseAs, ResumeRelease};
+use super::scripts;
 use crate::error::Result;
+use crate::lock::attempt::Sending;
+use crate::lock::guard::LockGuard;
+use crate::lock::kind::Hold;
+use crate::lock::release::{Outgoing, ReleaseAs, ResumeRelease};
 use crate::names::LockKeys;
-use crate::scripts;
 use crate::wait::until_answered;
 
 /// What one attempt at a batch found.
@@ -56,7 +56,7 @@ pub(crate) enum BatchAttempt {
 /// One attempt at all of `holds` (a batch, see the module docs) by one script: every part taken,
 /// or none. An empty batch is taken at once.
 ///
-/// Each part as [`Hold::try_once`] with [`Ask::Now`](super::kind::Ask::Now) and the guard that
+/// Each part as [`Hold::try_once`] with [`Ask::Now`](crate::lock::kind::Ask::Now) and the guard that
 /// `wait` makes of it: it waits for the owner's releases of each part still in flight, registers
 /// each part with the client's registry of holds (the watchdog renews a watchdog lease), and,
 /// with replica sync on, waits for one replica to have the holds (one `WAIT` for all), else
@@ -94,7 +94,7 @@ pub(crate) async fn try_all(holds: &[Hold]) -> Result<BatchAttempt> {
     let parts: Vec<&LockKeys> = holds.iter().map(|hold| &*hold.keys).collect();
     let window = shared.claim_window_ms;
     let sent_at = Instant::now();
-    let outcome = scripts::multi::acquire(redis, &parts, first.lease_ms, &first.field, window);
+    let outcome = scripts::acquire(redis, &parts, first.lease_ms, &first.field, window);
     // Boxed, like every script call a waiting acquire makes: fred's command future is large.
     match Box::pin(outcome).await {
         Ok(None) => {}
@@ -228,14 +228,8 @@ pub(crate) async fn release_all(mut guards: Vec<LockGuard>) -> Vec<Result<()>> {
             how.replay_ttl_ms = replay_ttl_ms.unwrap_or(how.replay_ttl_ms);
             let (parts, replays, keep_ms) = (&parts, &latch_refs, &keep_ms);
             async move {
-                let release = scripts::multi::release(
-                    &shared.redis,
-                    parts,
-                    replays,
-                    &hold.field,
-                    keep_ms,
-                    &how,
-                );
+                let release =
+                    scripts::release(&shared.redis, parts, replays, &hold.field, keep_ms, &how);
                 // Boxed: fred's command future is large.
                 Box::pin(release).await
             }

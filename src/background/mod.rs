@@ -26,6 +26,9 @@ use tokio::runtime::{Handle, RuntimeFlavor};
 use crate::connection::Connection;
 use crate::error::Result;
 
+mod sweeper;
+pub(crate) use sweeper::Sweeper;
+
 /// A job: given `None` it uses the client's own connections, given `Some` the fresh connection
 /// of a rescue run.
 pub(crate) type Job =

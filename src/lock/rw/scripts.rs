@@ -6,11 +6,13 @@ use fred::bytes_utils::Str;
 use fred::types::{Key, Value};
 use once_cell::sync::Lazy;
 
-use super::{catalogue, integer, ms_arg, text, ReleaseHow, Released, Script};
 use crate::connection::Connection;
 use crate::error::{Error, Result};
+use crate::lock::hash::released;
+use crate::lock::replies::{ReleaseHow, Released};
 use crate::names::LockKeys;
 use crate::redis_error::{classify, What};
+use crate::scripts::{catalogue, integer, ms_arg, text, Script};
 
 static READ_ACQUIRE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::RW_READ_ACQUIRE));
 static WRITE_ACQUIRE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::RW_WRITE_ACQUIRE));
@@ -18,7 +20,7 @@ static READ_RELEASE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::RW_READ_
 static WRITE_RELEASE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::RW_WRITE_RELEASE));
 static FORCE_RELEASE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::RW_FORCE_RELEASE));
 static ABANDON: Lazy<Script> = Lazy::new(|| Script::new(catalogue::RW_ABANDON));
-pub(super) static RENEW_READ: Lazy<Script> = Lazy::new(|| Script::new(catalogue::RW_RENEW_READ));
+pub(crate) static RENEW_READ: Lazy<Script> = Lazy::new(|| Script::new(catalogue::RW_RENEW_READ));
 
 /// Redisson's read unlock message: wakes one waiter per process (relock's own waiters on a
 /// read-write lock all wake on any message).
@@ -146,7 +148,7 @@ pub(crate) async fn release(
         )
         .await
         .map_err(|e| Error::from_redis(e, &keys.name, &redis.server))?;
-    super::released(reply, &keys.name, &redis.server)
+    released(reply, &keys.name, &redis.server)
 }
 
 /// Deletes the lock whoever holds it, if it is in `mode` ("read" or "write"); `true` when it was.

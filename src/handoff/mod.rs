@@ -22,6 +22,9 @@ use tokio::time::Instant;
 
 use crate::pubsub::{Hub, Position};
 
+mod claim;
+pub(crate) use claim::{unclaim, Claim, Wake};
+
 /// The hand-offs this client is part of.
 pub(crate) struct Handoffs {
     /// How long a release that woke other processes' waiters leaves them to take the lock.

@@ -6,13 +6,12 @@ use fred::bytes_utils::Str;
 use fred::types::{Key, Value};
 use once_cell::sync::Lazy;
 
-use super::{
-    busy_or_delayed, catalogue, integer, ms_arg, text, Answer, Delay, ReleaseHow, Released, Script,
-    UNLOCK_MESSAGE,
-};
 use crate::connection::Connection;
 use crate::error::{Error, Result};
+use crate::lock::hash::{busy_or_delayed, released};
+use crate::lock::replies::{Answer, Delay, ReleaseHow, Released};
 use crate::names::{FairKeys, LockKeys};
+use crate::scripts::{catalogue, integer, ms_arg, text, Script, UNLOCK_MESSAGE};
 
 static ACQUIRE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::FAIR_ACQUIRE));
 static RELEASE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::FAIR_RELEASE));
@@ -129,7 +128,7 @@ pub(crate) async fn release(
             named.push(delay.map_or("", |d| &d.shadow));
             Error::from_script(e, &named, &redis.server)
         })?;
-    super::released(reply, &keys.name, &redis.server)
+    released(reply, &keys.name, &redis.server)
 }
 
 /// Deletes the lock whoever holds it and wakes the first waiter; `true` when there was one.

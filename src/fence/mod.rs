@@ -12,24 +12,15 @@ use std::sync::Arc;
 use fred::bytes_utils::Str;
 use fred::types::{FromValue, Value};
 
-use crate::client::Client;
 use crate::error::{Error, Result, Shown};
 use crate::names::prefixed;
-use crate::scripts::fence as scripts;
 use crate::shared::Shared;
 
-impl Client {
-    /// A fence on `resource`, for writes to Redis data that a lock holder makes with the lock's
-    /// fencing token (see [`Fence`]). No I/O happens until it is used; a bad name is reported by
-    /// the first operation.
-    pub fn fence(&self, resource: impl Into<String>) -> Fence {
-        Fence::new(self.shared.clone(), resource.into())
-    }
-}
+mod scripts;
 
 /// A fence on one resource: reads and writes of Redis data that pass only with a fencing token at
 /// least as new as any the resource has seen, so a lock holder whose lease is over cannot write
-/// after a newer holder. Made by [`Client::fence`]; cheap to clone.
+/// after a newer holder. Made by [`Client::fence`](crate::Client::fence); cheap to clone.
 ///
 /// A lock's lease can end while its holder still runs: a long GC pause, a stalled VM or a network
 /// partition outlasts the lease, another owner takes the lock, and the first holder wakes up and
@@ -131,7 +122,7 @@ impl std::fmt::Debug for Fence {
 }
 
 impl Fence {
-    fn new(shared: Arc<Shared>, resource: String) -> Fence {
+    pub(crate) fn new(shared: Arc<Shared>, resource: String) -> Fence {
         Fence {
             key: fence_key(&resource),
             shared,

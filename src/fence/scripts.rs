@@ -8,10 +8,10 @@ use fred::interfaces::KeysInterface;
 use fred::types::{Key, Value};
 use once_cell::sync::Lazy;
 
-use super::{catalogue, Script};
 use crate::connection::Connection;
 use crate::error::{Error, Result, Shown};
 use crate::redis_error::{self, classify, Blamed, What};
+use crate::scripts::{catalogue, Script};
 
 static SET: Lazy<Script> = Lazy::new(|| Script::new(catalogue::FENCE_SET));
 static HSET: Lazy<Script> = Lazy::new(|| Script::new(catalogue::FENCE_HSET));

@@ -7,12 +7,13 @@ use fred::bytes_utils::Str;
 use fred::types::{Key, Value};
 use once_cell::sync::Lazy;
 
-use super::UNLOCK_MESSAGE;
-use super::{catalogue, integer, ms_arg, released, text, unexpected, ReleaseHow, Released, Script};
 use crate::connection::Connection;
 use crate::error::{Error, Result};
+use crate::lock::hash::released;
+use crate::lock::replies::{ReleaseHow, Released};
 use crate::names::LockKeys;
 use crate::redis_error::{classify, Blamed, What};
+use crate::scripts::{catalogue, integer, ms_arg, text, unexpected, Script, UNLOCK_MESSAGE};
 
 static ACQUIRE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::MULTI_ACQUIRE));
 static RELEASE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::MULTI_RELEASE));
@@ -38,7 +39,7 @@ fn error(error: fred::error::Error, parts: &[&LockKeys], server: &str) -> Error 
 }
 
 /// Takes one hold of `field` on every lock of `parts` (distinct, in one slot), or none, as
-/// [`super::acquire`] takes one without claiming. `Ok(None)` when all were taken; else the index
+/// [`acquire`](crate::lock::hash::acquire) takes one without claiming. `Ok(None)` when all were taken; else the index
 /// (0-based) of the first part that is busy and how long to wait at most before trying again in
 /// ms, as `acquire` answers it (-1: no bound known).
 pub(crate) async fn acquire(
@@ -79,7 +80,7 @@ pub(crate) async fn acquire(
 }
 
 /// Releases one hold of `field` on every lock of `parts` (distinct, in one slot), each as
-/// [`super::release`] releases one: part `i` under the replay key `replays[i]`, keeping its TTL
+/// [`release`](crate::lock::hash::release) releases one: part `i` under the replay key `replays[i]`, keeping its TTL
 /// at `keep_ms[i]` when holds remain. `how.replay` is unused (each part has its own). One result
 /// per part, in order.
 pub(crate) async fn release(

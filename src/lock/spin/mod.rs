@@ -13,13 +13,17 @@ use super::kind::Hold;
 use super::kind::Turns;
 use super::kind::{Ask, Holder, Kind, LockType};
 use super::reentrant::{plain_acquire, Reentrant};
-use crate::backoff::{Backoff, Delays};
+use super::replies::{Answer, ReleaseHow, Released};
 use crate::connection::Connection;
 use crate::error::Result;
 use crate::names::LockKeys;
-use crate::scripts::{Answer, ReleaseHow, Released, NO_PUBLISH};
+use crate::scripts::NO_PUBLISH;
 use crate::shared::Shared;
 use crate::wait::time_left;
+
+mod backoff;
+pub use backoff::Backoff;
+pub(crate) use backoff::Delays;
 
 /// A reentrant distributed lock whose waiters poll with exponential backoff instead of pub/sub,
 /// as Redisson's `RSpinLock`: for deployments where pub/sub is unavailable or too costly (very
@@ -117,7 +121,7 @@ impl LockType for Spin {
         keys: &'a LockKeys,
     ) -> BoxFuture<'a, Result<bool>> {
         let (publish, window) = (self.publish(shared), shared.claim_window_ms);
-        Box::pin(crate::scripts::force_release(
+        Box::pin(super::hash::force_release(
             &shared.redis,
             keys,
             publish,

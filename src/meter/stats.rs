@@ -2,7 +2,7 @@
 
 /// What a client tracks locally, from [`Client::stats`](crate::Client::stats).
 ///
-#[doc = include_str!("../docs/metrics.md")]
+#[doc = include_str!("../../docs/metrics.md")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ClientStats {

@@ -24,13 +24,17 @@ use crate::wait::{subscribe, time_left};
 /// How long after a fixed read lease ends its client drops the lapsed reader (see
 /// [`Read::taken`]).
 const LAPSE_MARGIN: Duration = Duration::from_millis(100);
+use super::hash;
+use super::replies::{Answer, ReleaseHow, Released};
 use crate::connection::Connection;
 use crate::error::Result;
+use crate::handoff::{unclaim, Wake};
 use crate::names::LockKeys;
 use crate::pubsub::{Waiter, WakeRule, Wakes};
 use crate::registry::{Closing, HoldKey};
-use crate::scripts::{self, Answer, ReleaseHow, Released};
 use crate::shared::Shared;
+
+pub(crate) mod scripts;
 
 /// A distributed read-write lock, wire-compatible with Redisson's `RReadWriteLock`: many readers
 /// or one writer at a time.
@@ -173,7 +177,7 @@ impl LockType for Read {
             if shared.check_open().is_err() || shared.registry.guards(&key) == 0 {
                 return; // released, or the client closed (which released it)
             }
-            let pruned = scripts::inspect(&shared.redis, &keys, &field, "read").await;
+            let pruned = hash::inspect(&shared.redis, &keys, &field, "read").await;
             if let Err(error) = pruned {
                 tracing::debug!(lock = %keys.name, %error, "could not drop a lapsed reader; the next script that meets it will");
             }
@@ -202,7 +206,7 @@ impl LockType for Read {
     ) -> BoxFuture<'a, Result<Answer>> {
         let (keys, field, window) = (hold.keys, hold.field, shared.claim_window_ms);
         Box::pin(async move {
-            let busy = scripts::rw::read_acquire(redis, keys, lease_ms, field, window).await?;
+            let busy = scripts::read_acquire(redis, keys, lease_ms, field, window).await?;
             Ok(busy.into())
         })
     }
@@ -215,9 +219,7 @@ impl LockType for Read {
         how: ReleaseHow<'a>,
     ) -> BoxFuture<'a, Result<Released>> {
         let (keys, field) = (hold.keys, hold.field);
-        Box::pin(scripts::rw::release(
-            redis, keys, field, false, keep_ms, how,
-        ))
+        Box::pin(scripts::release(redis, keys, field, false, keep_ms, how))
     }
 
     fn force_release<'a>(
@@ -246,7 +248,7 @@ impl LockType for Read {
         locks: &'a [HoldKey],
         lease_ms: u64,
     ) -> BoxFuture<'a, Result<Vec<bool>>> {
-        Box::pin(scripts::renew(redis, locks, lease_ms, true))
+        Box::pin(hash::renew(redis, locks, lease_ms, true))
     }
 
     fn abandon<'a>(
@@ -273,9 +275,9 @@ impl LockType for Write {
     }
 
     fn field(&self, owner_field: String) -> Str {
-        let field = scripts::rw::writer_field(&owner_field);
+        let field = scripts::writer_field(&owner_field);
         // The scripts tell a writer from a reader by its field alone (`lua/rw/abandon.lua`).
-        debug_assert!(scripts::rw::is_writer_field(&field));
+        debug_assert!(scripts::is_writer_field(&field));
         field
     }
 
@@ -298,8 +300,7 @@ impl LockType for Write {
         let (keys, field, window) = (hold.keys, hold.field, shared.claim_window_ms);
         let claim = matches!(ask, Ask::Claim(_));
         Box::pin(async move {
-            let busy =
-                scripts::rw::write_acquire(redis, keys, lease_ms, field, claim, window).await?;
+            let busy = scripts::write_acquire(redis, keys, lease_ms, field, claim, window).await?;
             Ok(busy.into())
         })
     }
@@ -312,7 +313,7 @@ impl LockType for Write {
         how: ReleaseHow<'a>,
     ) -> BoxFuture<'a, Result<Released>> {
         let (keys, field) = (hold.keys, hold.field);
-        Box::pin(scripts::rw::release(redis, keys, field, true, keep_ms, how))
+        Box::pin(scripts::release(redis, keys, field, true, keep_ms, how))
     }
 
     fn force_release<'a>(
@@ -340,7 +341,15 @@ impl LockType for Write {
         field: &'a Str,
         publish: &'static str,
     ) -> BoxFuture<'a, Result<bool>> {
-        Box::pin(scripts::unclaim(redis, keys, field, Some(publish)))
+        Box::pin(unclaim(
+            redis,
+            keys,
+            field,
+            Some(Wake {
+                publish,
+                message: scripts::READ_UNLOCK,
+            }),
+        ))
     }
 
     fn abandon<'a>(
@@ -436,12 +445,12 @@ impl Turns for RwTurns<'_> {
 /// there was one.
 async fn force_release(side: &dyn LockType, shared: &Shared, keys: &LockKeys) -> Result<bool> {
     let (publish, window) = (side.publish(shared), shared.claim_window_ms);
-    scripts::rw::force_release(&shared.redis, keys, side.view(), publish, window).await
+    scripts::force_release(&shared.redis, keys, side.view(), publish, window).await
 }
 
 /// A read-write lock's shutdown release of every hold of `field` (a reader's or a writer's).
 async fn abandon(closing: &Closing<'_>, name: &Str, field: &Str) -> Result<bool> {
     let keys = LockKeys::rw(name)?;
     let (publish, window) = (closing.publish, closing.claim_window_ms);
-    scripts::rw::abandon(closing.redis, &keys, field, publish, window).await
+    scripts::abandon(closing.redis, &keys, field, publish, window).await
 }

@@ -1,5 +1,6 @@
-//! The plain lock's calls (and the ones every lock type shares: release, renewal, force
-//! release, abandon, unclaim, inspect): their scripts, arguments and replies.
+//! The lock hash's calls: a [`Lock`](crate::Lock)'s scripts, which every type built on Redisson's
+//! `RLock` hash shares (a spin lock's, a fenced lock's, an election's), and the ones every lock
+//! type shares (release, renewal, force release, abandon, inspect): their arguments and replies.
 
 use fred::bytes_utils::Str;
 use fred::types::{Key, Value};
@@ -9,7 +10,10 @@ use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::names::LockKeys;
 
-use super::{catalogue, integer, ms_arg, rw, text, unexpected, Script, UNLOCK_MESSAGE};
+use super::replies::{Answer, Delay, ReleaseHow, Released};
+use super::rw::scripts as rw;
+use crate::handoff::Claim;
+use crate::scripts::{catalogue, integer, ms_arg, text, unexpected, Script, UNLOCK_MESSAGE};
 
 static ACQUIRE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::LOCK_ACQUIRE));
 static RELEASE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::LOCK_RELEASE));
@@ -17,37 +21,8 @@ static RENEW: Lazy<Script> = Lazy::new(|| Script::new(catalogue::LOCK_RENEW));
 static FORCE_RELEASE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::LOCK_FORCE_RELEASE));
 static INSPECT: Lazy<Script> = Lazy::new(|| Script::new(catalogue::INSPECT));
 static ABANDON: Lazy<Script> = Lazy::new(|| Script::new(catalogue::LOCK_ABANDON));
-static UNCLAIM: Lazy<Script> = Lazy::new(|| Script::new(catalogue::UNCLAIM));
 static RENEW_DELAYED: Lazy<Script> = Lazy::new(|| Script::new(catalogue::LOCK_RENEW_DELAYED));
 static DELAY_LEFT: Lazy<Script> = Lazy::new(|| Script::new(catalogue::LOCK_DELAY_LEFT));
-
-/// How an acquire that finds the lock busy treats the lock's next hand-off.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Claim {
-    /// Leave it to whoever comes first (or has claimed it).
-    No,
-    /// Claim it for this field, unless a waiter with a `priority` as high has, for the lease
-    /// plus the claim window.
-    For { priority: u32 },
-}
-
-/// What an acquire script answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Answer {
-    /// The hold was taken; a fenced lock's acquire also gives the owner's fencing token.
-    Taken { token: Option<u64> },
-    /// Not taken: how long to wait at most before trying again, in ms (-1: no bound known).
-    Busy(i64),
-    /// Not taken: the lock is free but in its lock-delay (its last holder's lease ran out
-    /// without an unlock), which ends in this many ms.
-    Delayed(i64),
-}
-
-impl From<Option<i64>> for Answer {
-    fn from(reply: Option<i64>) -> Answer {
-        reply.map_or(Answer::Taken { token: None }, Answer::Busy)
-    }
-}
 
 /// Takes a hold. [`Answer::Busy`] when it was not taken: how long to wait at most before trying
 /// again (the holder's PTTL, -1 for a lock without expiry; or what is left of another waiter's
@@ -112,25 +87,6 @@ pub(crate) async fn acquire(
     }
 }
 
-/// A lock's lock-delay: how long a lock whose holder's lease ran out without an unlock stays
-/// unavailable, and the shadow lease key that keeps it (`relock_lease:{<name>}`, see
-/// `lua/common/delay.lua`).
-#[derive(Debug, Clone)]
-pub(crate) struct Delay {
-    pub(crate) ms: u64,
-    pub(crate) shadow: Str,
-}
-
-impl Delay {
-    /// The delay of `ms` (above 0) on lock `name`.
-    pub(crate) fn new(name: &str, ms: u64) -> Delay {
-        Delay {
-            ms,
-            shadow: crate::names::lease_shadow(name).into(),
-        }
-    }
-}
-
 /// [`acquire`] of a plain lock with a lock-delay.
 async fn acquire_delayed(
     redis: &Connection,
@@ -187,35 +143,6 @@ pub(crate) async fn delay_left(redis: &Connection, keys: &LockKeys) -> Result<u6
         .await
         .map_err(|e| Error::from_script(e, &[&keys.name, &shadow], &redis.server))?;
     Ok(integer(reply, &keys.name, &redis.server)?.max(0) as u64)
-}
-
-/// What a release did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Released {
-    /// The field held nothing.
-    NotHeld,
-    /// One hold released; others remain.
-    StillHeld,
-    /// The last hold released: the lock is gone, and its wake-up message reached `woken`
-    /// subscribed connections (0 when not known: a retry found the lock already freed).
-    Freed { woken: u64 },
-}
-
-/// How a release is sent: its replay key and the client's settings.
-pub(crate) struct ReleaseHow<'a> {
-    pub(crate) replay: &'a Key,
-    /// How long the replay key lives, in ms.
-    pub(crate) replay_ttl_ms: u64,
-    /// [`PUBLISH`], [`SPUBLISH`] or [`NO_PUBLISH`].
-    pub(crate) publish: &'static str,
-    /// How long a claim may outlive the release, in ms.
-    pub(crate) claim_window_ms: u64,
-    /// Whether this request may have reached the server before (a retry): only then can its
-    /// replay key exist, so only then does the script read it.
-    pub(crate) sent_before: bool,
-    /// Whether a last release writes a replay key too (by default only a release that leaves
-    /// holds behind writes one).
-    pub(crate) replay_last: bool,
 }
 
 /// Releases one hold of `field`; a retry with the same replay key (and `sent_before`) replays the
@@ -397,36 +324,6 @@ pub(crate) async fn abandon(
             Error::from_script(e, &keys, &redis.server)
         })?;
     Ok(integer(reply, &keys.name, &redis.server)? > 0)
-}
-
-/// Withdraws `field`'s claim on the lock's next hand-off; `true` when it had one. With `wake`
-/// (the publish command), a withdrawn claim wakes the waiters on the lock's channel: a
-/// read-write lock's writer's claim keeps new readers out, and they may come in now.
-pub(crate) async fn unclaim(
-    redis: &Connection,
-    keys: &LockKeys,
-    field: &Str,
-    wake: Option<&'static str>,
-) -> Result<bool> {
-    let (keys_sent, args) = match wake {
-        None => (
-            vec![Key::from(&keys.claim)],
-            vec![Value::String(field.clone())],
-        ),
-        Some(publish) => (
-            vec![Key::from(&keys.claim), Key::from(&keys.channel)],
-            vec![
-                Value::String(field.clone()),
-                text(publish),
-                text(rw::READ_UNLOCK),
-            ],
-        ),
-    };
-    let reply = UNCLAIM
-        .run(redis, &keys_sent, &args)
-        .await
-        .map_err(|e| Error::from_script(e, &[&keys.claim, &keys.channel], &redis.server))?;
-    Ok(integer(reply, &keys.name, &redis.server)? == 1)
 }
 
 /// A lock's state as one script saw it.
