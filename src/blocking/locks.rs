@@ -3,10 +3,7 @@
 use std::time::Duration;
 
 use super::{block, call, Blocking, Guard};
-use super::{
-    Client, FencedGuard, FencedLock, LockGuard, MultiGuard, MultiLock, ReadLock, RedLock,
-    RedLockGuard, RwLock, WriteLock,
-};
+use super::{Client, FencedGuard, LockGuard, MultiGuard, MultiLock, RedLock, RedLockGuard, RwLock};
 use crate::error::{Error, Result};
 use crate::{Owner, RemainingLease};
 
@@ -151,13 +148,6 @@ macro_rules! lock_methods {
     };
 }
 
-lock_methods!(crate::Lock, crate::LockGuard);
-lock_methods!(crate::FairLock, crate::LockGuard);
-lock_methods!(crate::SpinLock, crate::LockGuard);
-lock_methods!(crate::ReadLock, crate::LockGuard);
-lock_methods!(crate::WriteLock, crate::LockGuard);
-lock_methods!(crate::FencedLock, crate::FencedGuard);
-
 /// Lock-delay, on the lock types that have it.
 macro_rules! delay_methods {
     ($Async:ty) => {
@@ -187,8 +177,47 @@ macro_rules! delay_methods {
     };
 }
 
-delay_methods!(crate::Lock);
-delay_methods!(crate::FairLock);
+/// Every lock type of the primitives' table (a `handle` or a `side`): its blocking type, the
+/// blocking [`Client`]'s constructor of a `handle`, their methods and, for a lock type with a
+/// lock-delay, its methods.
+macro_rules! lock_types {
+    ($($(#[$doc:meta])* $Variant:ident = $tag:literal, $shape:ident $(($($how:tt)*))?,)*) => {
+        $(lock_type!($Variant $shape $(($($how)*))?);)*
+    };
+}
+
+/// [`lock_types`], for one row.
+macro_rules! lock_type {
+    ($Variant:ident handle($make:ident, $words:literal, $Guard:ident, $delay:ident)) => {
+        #[doc = concat!("A blocking [`crate::", stringify!($Variant), "`].")]
+        pub type $Variant = Blocking<crate::$Variant>;
+
+        impl Client {
+            #[doc = concat!(
+                "The ", $words, " `name` (see [`crate::Client::", stringify!($make), "`])."
+            )]
+            pub fn $make(&self, name: impl Into<String>) -> $Variant {
+                self.wrap(self.inner.$make(name))
+            }
+        }
+
+        lock_methods!(crate::$Variant, crate::$Guard);
+        lock_type!($Variant $delay);
+    };
+    ($Variant:ident side($Guard:ident)) => {
+        #[doc = concat!("A blocking [`crate::", stringify!($Variant), "`].")]
+        pub type $Variant = Blocking<crate::$Variant>;
+
+        lock_methods!(crate::$Variant, crate::$Guard);
+    };
+    ($Variant:ident other) => {};
+    ($Variant:ident delay) => {
+        delay_methods!(crate::$Variant);
+    };
+    ($Variant:ident plain) => {};
+}
+
+crate::primitive::with_primitives!(lock_types);
 
 impl FencedLock {
     /// The last fencing token handed out (0 before the first).

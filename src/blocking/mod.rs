@@ -37,6 +37,8 @@ mod leading;
 pub use election::Watch;
 pub use leading::{Leadership, TermContext};
 mod locks;
+// The lock types the primitives' table lists, each a blocking type (`locks::lock_types`).
+pub use locks::*;
 mod sync;
 
 /// The runtime a blocking client's async client lives on, shared by its handles and guards.
@@ -137,29 +139,9 @@ impl Client {
         }
     }
 
-    /// The reentrant lock `name` (see [`crate::Client::lock`]).
-    pub fn lock(&self, name: impl Into<String>) -> Lock {
-        self.wrap(self.inner.lock(name))
-    }
-
-    /// The fair lock `name` (see [`crate::Client::fair_lock`]).
-    pub fn fair_lock(&self, name: impl Into<String>) -> FairLock {
-        self.wrap(self.inner.fair_lock(name))
-    }
-
-    /// The spin lock `name` (see [`crate::Client::spin_lock`]).
-    pub fn spin_lock(&self, name: impl Into<String>) -> SpinLock {
-        self.wrap(self.inner.spin_lock(name))
-    }
-
     /// The read-write lock `name` (see [`crate::Client::rw_lock`]).
     pub fn rw_lock(&self, name: impl Into<String>) -> RwLock {
         self.wrap(self.inner.rw_lock(name))
-    }
-
-    /// The fenced lock `name` (see [`crate::Client::fenced_lock`]).
-    pub fn fenced_lock(&self, name: impl Into<String>) -> FencedLock {
-        self.wrap(self.inner.fenced_lock(name))
     }
 
     /// The leader election `name` (see [`crate::Client::election`]).
@@ -250,18 +232,6 @@ impl<T> Blocking<T> {
     }
 }
 
-/// A blocking [`crate::Lock`].
-pub type Lock = Blocking<crate::Lock>;
-/// A blocking [`crate::FairLock`].
-pub type FairLock = Blocking<crate::FairLock>;
-/// A blocking [`crate::SpinLock`].
-pub type SpinLock = Blocking<crate::SpinLock>;
-/// A blocking [`crate::ReadLock`].
-pub type ReadLock = Blocking<crate::ReadLock>;
-/// A blocking [`crate::WriteLock`].
-pub type WriteLock = Blocking<crate::WriteLock>;
-/// A blocking [`crate::FencedLock`].
-pub type FencedLock = Blocking<crate::FencedLock>;
 /// A blocking [`crate::RwLock`].
 pub type RwLock = Blocking<crate::RwLock>;
 /// A blocking [`crate::MultiLock`].

@@ -19,7 +19,6 @@ use tokio::time::Instant;
 use super::api::combined_api;
 use super::guard::LockGuard;
 use super::handle::Handle;
-use super::{FairLock, FencedLock, Lock, ReadLock, SpinLock, WriteLock};
 use crate::error::Result;
 use crate::owner::Owner;
 use crate::wait::{time_left, Lost};
@@ -70,11 +69,29 @@ macro_rules! part_from {
     )*};
 }
 
-part_from!(Lock, FairLock, SpinLock, FencedLock, ReadLock, WriteLock);
+/// A part of every lock type the primitives' table lists as a `handle` or a `side`.
+macro_rules! parts {
+    ($($(#[$doc:meta])* $Variant:ident = $tag:literal, $shape:ident $(($($how:tt)*))?,)*) => {
+        $(part!($Variant $shape);)*
+    };
+}
 
-/// Several locks taken as one, all or nothing (Redisson's `RMultiLock`): any mix of [`Lock`],
-/// [`FairLock`], [`SpinLock`], [`FencedLock`] and either side of an
-/// [`RwLock`](crate::RwLock), from one client or from several (several servers).
+/// [`parts`], for one row.
+macro_rules! part {
+    ($Variant:ident handle) => {
+        part_from!(crate::$Variant);
+    };
+    ($Variant:ident side) => {
+        part_from!(crate::$Variant);
+    };
+    ($Variant:ident other) => {};
+}
+
+crate::primitive::with_primitives!(parts);
+
+/// Several locks taken as one, all or nothing (Redisson's `RMultiLock`): any mix of lock types
+/// (each a [`Part`]: a [`Lock`](crate::Lock), a [`FairLock`](crate::FairLock), either side of an
+/// [`RwLock`](crate::RwLock), …), from one client or from several (several servers).
 ///
 /// - **All or nothing.** An acquire returns a [`MultiGuard`] holding every part, or holds
 ///   nothing: when a part stays busy past the wait, when a part fails, and when the call is
@@ -87,7 +104,7 @@ part_from!(Lock, FairLock, SpinLock, FencedLock, ReadLock, WriteLock);
 ///   a name that two processes both lock on the same two servers, reached under different
 ///   addresses, could be ordered differently by them.)
 /// - **One round trip** when nothing is busy: every part is tried at once, in parallel across
-///   clients, and the plain [`Lock`]s that share a client and a cluster slot (every plain part,
+///   clients, and the plain [`Lock`](crate::Lock)s that share a client and a cluster slot (every plain part,
 ///   on one server) by one script, released by one script too. From the first part found busy
 ///   on, the parts are taken one by one in order, each waiting as its type waits (a `Lock` by
 ///   pub/sub and claims, a fair part in its queue, a read part for the writer, a spin part
@@ -141,7 +158,7 @@ combined_api!(
         " # Errors",
         "",
         " [`Error::InvalidArgument`](crate::Error::InvalidArgument) for no parts, a bad name or conflicting duplicates, and any",
-        " error of a part's acquire ([`Lock::lock`]); the parts taken before it are released.",
+        " error of a part's acquire ([`Lock::lock`](crate::Lock::lock)); the parts taken before it are released.",
         "",
         " # Cancel safety",
         "",
