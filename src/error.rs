@@ -70,6 +70,15 @@ pub enum Error {
         /// The lock's name.
         lock: String,
     },
+    /// The owner holds this lock already and asked for it again, and the lock's type refuses
+    /// re-entry ([`NonReentrantLock`](crate::NonReentrantLock),
+    /// [`NonReentrantFairLock`](crate::NonReentrantFairLock), Redisson's non-reentrant locks):
+    /// the call fails at once, without waiting, and the hold the owner has is unchanged. It
+    /// finds code that takes a lock it holds, which a reentrant lock would let through.
+    Reentry {
+        /// The lock's name.
+        lock: String,
+    },
     /// A fenced operation presented a token older than the newest one the resource has seen: a
     /// newer holder of the lock has used it since, so this holder's lease is over and its write
     /// was refused, applied nowhere.
@@ -160,6 +169,11 @@ impl Error {
         matches!(self, Error::UpgradeWouldDeadlock { .. })
     }
 
+    /// True when an owner asked again for a non-reentrant lock it holds.
+    pub fn is_reentry(&self) -> bool {
+        matches!(self, Error::Reentry { .. })
+    }
+
     /// True when a fenced operation was refused for a token older than one already seen.
     pub fn is_stale_token(&self) -> bool {
         matches!(self, Error::StaleToken { .. })
@@ -218,11 +232,15 @@ impl Error {
     }
 
     /// Maps a Redis error met on the connection to `server` while running a script on `keys`:
-    /// a `WRONGTYPE` names the key the script blamed (`[key <i>]`), or else the first.
+    /// a `WRONGTYPE` names the key the script blamed (`[key <i>]`), or else the first; a refused
+    /// re-entry names the first key, the lock.
     pub(crate) fn from_script(error: fred::error::Error, keys: &[&str], server: &str) -> Error {
         match redis_error::classify(&error) {
             What::WrongType(Blamed::Key(i)) => Error::WrongType {
                 key: keys.get(i.wrapping_sub(1)).unwrap_or(&keys[0]).to_string(),
+            },
+            What::Reentry => Error::Reentry {
+                lock: keys[0].to_string(),
             },
             _ => Error::from_redis(error, keys[0], server),
         }
@@ -270,6 +288,11 @@ impl fmt::Display for Error {
                 f,
                 "the owner holds the read lock of `{}` and asked for its write lock, which would \
                  wait for itself forever; release the read holds first",
+                Shown(lock)
+            ),
+            Error::Reentry { lock } => write!(
+                f,
+                "lock `{}` is non-reentrant and its owner holds it already",
                 Shown(lock)
             ),
             Error::StaleToken {

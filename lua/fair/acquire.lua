@@ -21,7 +21,11 @@
 -- KEYS[5]  (a lock with a lock-delay only) the shadow lease relock_lease:{<name>}
 --          (lua/common/delay.lua): a free lock whose shadow lives is in its lock-delay, taken by
 --          nobody, its queue kept; a hold taken or re-entered sets it to outlive the lock by ARGV[6]
--- ARGV[6]  (with KEYS[5]) the lock-delay in ms
+-- ARGV[6]  (with KEYS[5]) the lock-delay in ms; "" for none when ARGV[7] follows
+-- ARGV[7]  (optional) "refuse": the owner's re-entry is refused (Redisson's non-reentrant fair
+--          lock): a holder field that holds the lock already gets the error
+--          NON_REENTRANT_REACQUIRE (returned, so what the purge of dead heads did stays, as in
+--          Redisson's), never queues, and changes nothing else; else it re-enters
 --
 -- Reply:   nil when the hold was taken (new hold or re-entry); else the longest the waiter may
 --          sleep before running this again (heartbeats aside), in ms, >= 1 or -1: when this field
@@ -50,7 +54,7 @@ end
 local waiting = ARGV[4] == 'wait'
 -- Each key is read before the first write (Redis keeps a script's writes made before an error),
 -- so one of another type fails the script, named, with nothing changed.
-local delay = KEYS[5] and ARGV[6]
+local delay = KEYS[5] and ARGV[6] ~= '' and ARGV[6] or nil
 if delay then
     delay_check(5)
 end
@@ -111,6 +115,9 @@ if free and delayed == 0 and (not head or head == me) then
 end
 -- Re-entry: one more hold, and a TTL raised to the lease, never lowered.
 if holds then
+    if ARGV[7] == 'refuse' then
+        return redis.error_reply('NON_REENTRANT_REACQUIRE')
+    end
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     lease_raise(KEYS[1], ARGV[1])
     if delay then

@@ -19,7 +19,10 @@
 -- ARGV[5]  (a lock with a lock-delay only) the delay in ms, above 0; KEYS[3] is then the shadow
 --          lease relock_lease:{<name>} (lua/common/delay.lua), not a token counter: a free lock
 --          whose shadow lives is delayed, and a hold taken or re-entered sets the shadow to
---          outlive the lock by the delay
+--          outlive the lock by the delay; "" for none when ARGV[6] follows
+-- ARGV[6]  (optional) "refuse": the owner's re-entry is refused (Redisson's non-reentrant lock):
+--          a holder field that holds the lock already gets the error NON_REENTRANT_REACQUIRE,
+--          and nothing is written; else it re-enters
 --
 -- Reply:   nil when the hold was taken (new hold or re-entry), or, with KEYS[3], {token}: the
 --          counter after its increment for a new owner, as it stands for a re-entry (the
@@ -28,7 +31,8 @@
 --          when the lock is free but claimed by another waiter, the claim's; or, with ARGV[5],
 --          {ms, 'delayed'} when the lock is free but in its lock-delay: ms is what is left of it.
 -- Errors:  WRONGTYPE ... [key <i>] when KEYS[i] holds another type (the token counter: or a
---          string that is not a whole number), raised before anything is written.
+--          string that is not a whole number), raised before anything is written;
+--          NON_REENTRANT_REACQUIRE (returned, Redisson's text) for a refused re-entry.
 --
 -- Same data and replies as Redisson's RLock acquire, so both exclude each other (Redisson's
 -- re-entry sets the TTL outright, which can cut short a longer hold of the same owner).
@@ -36,7 +40,7 @@
 
 -- Every key that a command below could fail on is read first, so a bad one fails the script
 -- before it writes (Redis keeps a script's writes made before an error).
-local delay = ARGV[5]
+local delay = ARGV[5] ~= '' and ARGV[5] or nil
 local token = not delay and KEYS[3] and counter_read(3)
 if delay then
     delay_check(3)
@@ -61,6 +65,9 @@ if on_key(1, 'hlen') == 0 then
 end
 local holds = redis.call('hget', KEYS[1], ARGV[2])
 if holds then
+    if ARGV[6] == 'refuse' then
+        return redis.error_reply('NON_REENTRANT_REACQUIRE')
+    end
     hold_count_check(1, holds)
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     lease_raise(KEYS[1], ARGV[1])

@@ -10,7 +10,7 @@ use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::names::LockKeys;
 
-use super::replies::{Answer, Delay, ReleaseHow, Released};
+use super::replies::{Answer, Delay, Reentry, ReleaseHow, Released, REFUSE};
 use super::rw::scripts as rw;
 use crate::handoff::Claim;
 use crate::scripts::{catalogue, integer, ms_arg, text, unexpected, Script, UNLOCK_MESSAGE};
@@ -30,6 +30,8 @@ static DELAY_LEFT: Lazy<Script> = Lazy::new(|| Script::new(catalogue::LOCK_DELAY
 /// outlives the lease, and the most a claim on a free lock may have left. With a `token` counter
 /// (a fenced lock), a new owner's hold increments it and the answer carries the token. With a
 /// `delay` (never with a `token`), a free lock in its lock-delay answers [`Answer::Delayed`].
+/// With [`Reentry::Refused`], the owner's re-entry fails with
+/// [`Error::Reentry`](crate::Error::Reentry).
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn acquire(
     redis: &Connection,
@@ -40,9 +42,10 @@ pub(crate) async fn acquire(
     window: u64,
     token: Option<&Str>,
     delay: Option<&Delay>,
+    reentry: Reentry,
 ) -> Result<Answer> {
     if let Some(delay) = delay {
-        return acquire_delayed(redis, keys, lease_ms, field, claim, window, delay).await;
+        return acquire_delayed(redis, keys, lease_ms, field, claim, window, delay, reentry).await;
     }
     let priority = match claim {
         Claim::No => 0,
@@ -59,22 +62,23 @@ pub(crate) async fn acquire(
     } else {
         &all_keys[..2]
     };
-    let reply = ACQUIRE
-        .run(
-            redis,
-            lock_keys,
-            &[
-                ms_arg(lease_ms),
-                Value::String(field.clone()),
-                Value::Integer(i64::from(priority)),
-                ms_arg(window),
-            ],
-        )
-        .await
-        .map_err(|e| {
-            let token = token.map_or("", |t| &**t);
-            Error::from_script(e, &[&keys.name, &keys.claim, token], &redis.server)
-        })?;
+    let args = [
+        ms_arg(lease_ms),
+        Value::String(field.clone()),
+        Value::Integer(i64::from(priority)),
+        ms_arg(window),
+        text(""),
+        text(REFUSE),
+    ];
+    let args = if reentry == Reentry::Refused {
+        &args[..]
+    } else {
+        &args[..4]
+    };
+    let reply = ACQUIRE.run(redis, lock_keys, args).await.map_err(|e| {
+        let token = token.map_or("", |t| &**t);
+        Error::from_script(e, &[&keys.name, &keys.claim, token], &redis.server)
+    })?;
     match reply {
         Value::Null => Ok(Answer::Taken { token: None }),
         Value::Array(mut items) if items.len() == 1 => {
@@ -88,6 +92,7 @@ pub(crate) async fn acquire(
 }
 
 /// [`acquire`] of a plain lock with a lock-delay.
+#[allow(clippy::too_many_arguments)]
 async fn acquire_delayed(
     redis: &Connection,
     keys: &LockKeys,
@@ -96,6 +101,7 @@ async fn acquire_delayed(
     claim: Claim,
     window: u64,
     delay: &Delay,
+    reentry: Reentry,
 ) -> Result<Answer> {
     let priority = match claim {
         Claim::No => 0,
@@ -115,6 +121,11 @@ async fn acquire_delayed(
                 Value::Integer(i64::from(priority)),
                 ms_arg(window),
                 ms_arg(delay.ms),
+                text(if reentry == Reentry::Refused {
+                    REFUSE
+                } else {
+                    ""
+                }),
             ],
         )
         .await

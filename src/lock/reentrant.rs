@@ -18,12 +18,13 @@ use super::hash;
 use super::kind::Hold;
 use super::kind::Turns;
 use super::kind::{Ask, Holder, Kind, LockType};
-use super::replies::{Answer, Delay, ReleaseHow, Released};
+use super::replies::{Answer, Delay, Reentry, ReleaseHow, Released};
 use super::turns::PlainTurns;
 use crate::connection::Connection;
 use crate::error::Result;
 use crate::handoff::Claim;
 use crate::names::LockKeys;
+use crate::primitive::Primitive;
 use crate::shared::Shared;
 
 /// A reentrant distributed lock: a cheap handle (a name, a client and an optional explicit
@@ -105,7 +106,10 @@ impl Lock {
     /// The same lock with a lock-delay of `ms` (0: none).
     fn set_lock_delay(mut self, ms: u64) -> Lock {
         let delay = (ms > 0).then(|| Delay::new(self.handle.name(), ms));
-        self.handle.set_kind(Kind::of(Reentrant { delay }));
+        self.handle.set_kind(Kind::of(Reentrant {
+            delay,
+            ..Reentrant::PLAIN
+        }));
         self
     }
 
@@ -128,23 +132,31 @@ impl Lock {
 /// claims and hand-off graces (see `turns`). Its last release skips the replay key when no retry
 /// can need it (see `inflight`), and holds of one owner and client may go together (`batch`),
 /// unless it has a lock-delay: its scripts then keep the shadow lease too (see
-/// `lua/common/delay.lua`), and it renews with the holds that have one.
+/// `lua/common/delay.lua`), and it renews with the holds that have one. A type that refuses
+/// its owner's re-entry (a non-reentrant lock) is this one with [`Reentry::Refused`] and a
+/// primitive of its own, and takes its holds one by one.
 pub(super) struct Reentrant {
     pub(super) delay: Option<Delay>,
+    pub(super) reentry: Reentry,
+    pub(super) primitive: Primitive,
 }
 
 impl Reentrant {
     /// The plain lock without a lock-delay (a spin lock's and a fenced lock's releases too).
-    pub(super) const PLAIN: Reentrant = Reentrant { delay: None };
+    pub(super) const PLAIN: Reentrant = Reentrant {
+        delay: None,
+        reentry: Reentry::Counted,
+        primitive: Primitive::Lock,
+    };
 }
 
 impl LockType for Reentrant {
-    fn primitive(&self) -> crate::primitive::Primitive {
-        crate::primitive::Primitive::Lock
+    fn primitive(&self) -> Primitive {
+        self.primitive
     }
 
     fn batches(&self) -> bool {
-        self.delay.is_none()
+        self.delay.is_none() && self.reentry == Reentry::Counted
     }
 
     fn lock_delay(&self) -> Option<&Delay> {
@@ -163,6 +175,7 @@ impl LockType for Reentrant {
         lease_ms: u64,
         ask: Ask,
     ) -> BoxFuture<'a, Result<Answer>> {
+        let delay = self.delay.as_ref();
         plain_acquire_with(
             shared,
             redis,
@@ -170,7 +183,8 @@ impl LockType for Reentrant {
             lease_ms,
             ask,
             None,
-            self.delay.as_ref(),
+            delay,
+            self.reentry,
         )
     }
 
@@ -211,10 +225,20 @@ pub(super) fn plain_acquire<'a>(
     ask: Ask,
     token: Option<&'a fred::bytes_utils::Str>,
 ) -> BoxFuture<'a, Result<Answer>> {
-    plain_acquire_with(shared, redis, hold, lease_ms, ask, token, None)
+    plain_acquire_with(
+        shared,
+        redis,
+        hold,
+        lease_ms,
+        ask,
+        token,
+        None,
+        Reentry::Counted,
+    )
 }
 
-/// [`plain_acquire`], with a lock-delay.
+/// [`plain_acquire`], with a lock-delay and a rule for re-entries.
+#[allow(clippy::too_many_arguments)]
 fn plain_acquire_with<'a>(
     shared: &'a Shared,
     redis: &'a Connection,
@@ -223,6 +247,7 @@ fn plain_acquire_with<'a>(
     ask: Ask,
     token: Option<&'a fred::bytes_utils::Str>,
     delay: Option<&'a Delay>,
+    reentry: Reentry,
 ) -> BoxFuture<'a, Result<Answer>> {
     let claim = match ask {
         Ask::Claim(priority) => Claim::For { priority },
@@ -231,6 +256,6 @@ fn plain_acquire_with<'a>(
     let window = shared.claim_window_ms;
     let (keys, field) = (hold.keys, hold.field);
     Box::pin(hash::acquire(
-        redis, keys, lease_ms, field, claim, window, token, delay,
+        redis, keys, lease_ms, field, claim, window, token, delay, reentry,
     ))
 }

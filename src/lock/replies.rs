@@ -41,6 +41,20 @@ impl Delay {
     }
 }
 
+/// What an owner's acquire of a lock it holds does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reentry {
+    /// It counts one more hold (Redisson's `RLock`, `RFairLock`).
+    Counted,
+    /// It fails at once with [`Error::Reentry`](crate::Error::Reentry), changing nothing (Redisson's
+    /// non-reentrant locks): the acquire scripts' "refuse" argument.
+    Refused,
+}
+
+/// The acquire scripts' argument that refuses a re-entry (`lua/lock/acquire.lua`,
+/// `lua/fair/acquire.lua`).
+pub(crate) const REFUSE: &str = "refuse";
+
 /// What a release did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Released {

@@ -35,6 +35,9 @@ pub(crate) enum What<'a> {
     /// A key holds another type than the command works on (`WRONGTYPE`, from Redis or from a
     /// relock script that answers as Redis would).
     WrongType(Blamed),
+    /// An acquire script refused an owner's re-entry of a lock it holds
+    /// (`NON_REENTRANT_REACQUIRE`, Redisson's words for it): nothing was written.
+    Reentry,
     /// An error reply of relock's own scripts: `RELOCK_<code> <payload>`, such as
     /// `RELOCK_STALE 7` (`code` is `RELOCK_STALE`, `payload` is `7`).
     Relock {
@@ -109,6 +112,10 @@ const WRONG_TYPE: &str = "WRONGTYPE";
 const FENCE_WRONG_TYPE: &str = "WRONGTYPE relock fence";
 /// The first word of relock's own scripts' error replies.
 const RELOCK: &str = "RELOCK_";
+/// Redisson's error reply to an owner's re-entry of a non-reentrant lock (relock's scripts
+/// answer it too): found anywhere in the text, as Redisson looks for it (a server may put `ERR `
+/// before it).
+const NON_REENTRANT: &str = "NON_REENTRANT_REACQUIRE";
 /// Valkey's reply to a script command when no Lua engine is loaded.
 const NO_ENGINE: &str = "Could not find scripting engine";
 /// The start of Redis's reply to a command it does not know (`ERR unknown command 'evalsha'…`).
@@ -136,6 +143,8 @@ pub(crate) fn classify(error: &RedisError) -> What<'_> {
         What::NoScript
     } else if text.starts_with(NO_FUNCTION) {
         What::NoFunction
+    } else if text.contains(NON_REENTRANT) {
+        What::Reentry
     } else if let Some(reply) = text.find(RELOCK).map(|at| &text[at..]) {
         let (code, payload) = reply.split_once(' ').unwrap_or((reply, ""));
         What::Relock { code, payload }

@@ -25,11 +25,12 @@ use super::handle::Handle;
 use super::kind::Hold;
 use super::kind::Turns;
 use super::kind::{Ask, Holder, Kind, LockType};
-use super::replies::{Answer, Delay, ReleaseHow, Released};
+use super::replies::{Answer, Delay, Reentry, ReleaseHow, Released};
 use crate::background::Ended;
 use crate::connection::Connection;
 use crate::error::Result;
 use crate::names::{FairKeys, LockKeys};
+use crate::primitive::Primitive;
 use crate::pubsub::Waiter;
 use crate::registry::Place;
 use crate::shared::Shared;
@@ -98,10 +99,7 @@ impl FairLock {
             handle: Handle::new(
                 shared,
                 name.clone(),
-                Kind::of(Fair {
-                    keys: Arc::new(FairKeys::new(&name)),
-                    delay: None,
-                }),
+                Kind::of(Fair::new(&name, Reentry::Counted, Primitive::FairLock)),
             ),
         }
     }
@@ -114,8 +112,8 @@ impl FairLock {
     /// The same lock with a lock-delay of `ms` (0: none).
     fn set_lock_delay(mut self, ms: u64) -> FairLock {
         let delay = (ms > 0).then(|| Delay::new(self.handle.name(), ms));
-        let keys = Arc::new(FairKeys::new(self.handle.name()));
-        self.handle.set_kind(Kind::of(Fair { keys, delay }));
+        let fair = Fair::new(self.handle.name(), Reentry::Counted, Primitive::FairLock);
+        self.handle.set_kind(Kind::of(Fair { delay, ..fair }));
         self
     }
 }
@@ -123,15 +121,31 @@ impl FairLock {
 /// The fair lock's type: the lock hash, a queue of waiters and their deadlines on Redis, and a
 /// wake-up channel per waiter. A release writes a replay key by the plain lock's rule (when it
 /// leaves holds behind, or a retry could need it). With a lock-delay its scripts keep the shadow
-/// lease too (see `lua/common/delay.lua`), and it renews with the holds that have one.
+/// lease too (see `lua/common/delay.lua`), and it renews with the holds that have one. A type
+/// that refuses its owner's re-entry (a non-reentrant fair lock) is this one with
+/// [`Reentry::Refused`] and a primitive of its own.
 pub(super) struct Fair {
     keys: Arc<FairKeys>,
     delay: Option<Delay>,
+    reentry: Reentry,
+    primitive: Primitive,
+}
+
+impl Fair {
+    /// The type of fair lock `name`, without a lock-delay.
+    pub(super) fn new(name: &str, reentry: Reentry, primitive: Primitive) -> Fair {
+        Fair {
+            keys: Arc::new(FairKeys::new(name)),
+            delay: None,
+            reentry,
+            primitive,
+        }
+    }
 }
 
 impl LockType for Fair {
-    fn primitive(&self) -> crate::primitive::Primitive {
-        crate::primitive::Primitive::FairLock
+    fn primitive(&self) -> Primitive {
+        self.primitive
     }
 
     fn turns<'h>(&self, hold: &'h Hold, wait: Option<Duration>) -> Box<dyn Turns + 'h> {
@@ -162,7 +176,15 @@ impl LockType for Fair {
         let (queue, waiter) = (ask == Ask::Queue, shared.fair_waiter_ms);
         let delay = self.delay.as_ref();
         Box::pin(scripts::acquire(
-            redis, keys, fair, lease_ms, field, waiter, queue, delay,
+            redis,
+            keys,
+            fair,
+            lease_ms,
+            field,
+            waiter,
+            queue,
+            delay,
+            self.reentry,
         ))
     }
 

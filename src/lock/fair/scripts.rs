@@ -9,7 +9,7 @@ use once_cell::sync::Lazy;
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::lock::hash::{busy_or_delayed, released};
-use crate::lock::replies::{Answer, Delay, ReleaseHow, Released};
+use crate::lock::replies::{Answer, Delay, Reentry, ReleaseHow, Released, REFUSE};
 use crate::names::{FairKeys, LockKeys};
 use crate::scripts::{catalogue, integer, ms_arg, text, Script, UNLOCK_MESSAGE};
 
@@ -47,7 +47,8 @@ fn named<'a>(keys: &'a LockKeys, fair: &'a FairKeys, alive: usize) -> Vec<&'a st
 /// [`Answer::Busy`] when not taken: how long to wait at most before trying again (-1: no bound
 /// known); [`Answer::Delayed`] when the lock is free but in its lock-delay (`delay`). With
 /// `queue`, a busy lock puts `field` at the tail of the queue, or renews its place there, for
-/// `waiter_ms`; without, the queue is left as it is.
+/// `waiter_ms`; without, the queue is left as it is. With [`Reentry::Refused`], the owner's
+/// re-entry fails with [`Error::Reentry`].
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn acquire(
     redis: &Connection,
@@ -58,6 +59,7 @@ pub(crate) async fn acquire(
     waiter_ms: u64,
     queue: bool,
     delay: Option<&Delay>,
+    reentry: Reentry,
 ) -> Result<Answer> {
     let all_keys = [
         Key::from(&keys.name),
@@ -72,10 +74,17 @@ pub(crate) async fn acquire(
         ms_arg(waiter_ms),
         text(if queue { "wait" } else { "try" }),
         ms_arg(REDISSON_FAIR_WAIT_MS),
-        ms_arg(delay.map_or(0, |d| d.ms)),
+        delay.map_or_else(|| text(""), |d| ms_arg(d.ms)),
+        text(REFUSE),
     ];
-    // The shadow and its delay only for a lock with a lock-delay (lua/fair/acquire.lua).
-    let (n, m) = if delay.is_some() { (5, 6) } else { (4, 5) };
+    // The shadow and its delay only for a lock with a lock-delay, the refusal only for a type
+    // that refuses re-entry (lua/fair/acquire.lua).
+    let n = if delay.is_some() { 5 } else { 4 };
+    let m = match (reentry, delay.is_some()) {
+        (Reentry::Refused, _) => 7,
+        (Reentry::Counted, true) => 6,
+        (Reentry::Counted, false) => 5,
+    };
     let reply = ACQUIRE
         .run(redis, &all_keys[..n], &args[..m])
         .await
