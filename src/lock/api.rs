@@ -8,7 +8,7 @@
 /// made from a [`LockGuard`](crate::LockGuard) (by default, the `LockGuard` itself).
 macro_rules! lock_api {
     ($Type:ident, $make:literal) => {
-        $crate::lock::api::lock_api!($Type, $make, "", $crate::lock::LockGuard);
+        $crate::lock::lock_api!($Type, $make, "", $crate::lock::LockGuard);
     };
     ($Type:ident, $make:literal, $then:literal, $Guard:ty) => {
         impl std::fmt::Debug for $Type {

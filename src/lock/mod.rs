@@ -40,7 +40,10 @@ mod spin;
 mod turns;
 
 pub(crate) use api::combined_api;
-// The core that a primitive built on a lock hash (an election) implements a lock type with.
+// The core that a primitive built on the lock family (an election, a non-reentrant lock) makes
+// its type with, from its own module.
+pub(crate) use api::lock_api;
+pub(crate) use fair::Fair;
 pub use fair::FairLock;
 pub(crate) use fenced::read_token;
 pub use fenced::{FencedGuard, FencedLock};
@@ -50,6 +53,8 @@ pub(crate) use handle::{lock_delay_ms, Handle};
 pub(crate) use kind::{Ask, Hold, Holder, Kind, LockType, Turns};
 pub use multi::{MultiGuard, MultiLock, Part};
 pub use reentrant::Lock;
+pub(crate) use reentrant::Reentrant;
+pub(crate) use replies::Reentry;
 pub use rw::{ReadLock, RwLock, WriteLock};
 pub(crate) use spin::Delays;
 pub use spin::{Backoff, SpinLock};

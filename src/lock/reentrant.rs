@@ -135,15 +135,15 @@ impl Lock {
 /// `lua/common/delay.lua`), and it renews with the holds that have one. A type that refuses
 /// its owner's re-entry (a non-reentrant lock) is this one with [`Reentry::Refused`] and a
 /// primitive of its own, and takes its holds one by one.
-pub(super) struct Reentrant {
-    pub(super) delay: Option<Delay>,
-    pub(super) reentry: Reentry,
-    pub(super) primitive: Primitive,
+pub(crate) struct Reentrant {
+    pub(crate) delay: Option<Delay>,
+    pub(crate) reentry: Reentry,
+    pub(crate) primitive: Primitive,
 }
 
 impl Reentrant {
     /// The plain lock without a lock-delay (a spin lock's and a fenced lock's releases too).
-    pub(super) const PLAIN: Reentrant = Reentrant {
+    pub(crate) const PLAIN: Reentrant = Reentrant {
         delay: None,
         reentry: Reentry::Counted,
         primitive: Primitive::Lock,

@@ -124,7 +124,7 @@ impl FairLock {
 /// lease too (see `lua/common/delay.lua`), and it renews with the holds that have one. A type
 /// that refuses its owner's re-entry (a non-reentrant fair lock) is this one with
 /// [`Reentry::Refused`] and a primitive of its own.
-pub(super) struct Fair {
+pub(crate) struct Fair {
     keys: Arc<FairKeys>,
     delay: Option<Delay>,
     reentry: Reentry,
@@ -133,7 +133,7 @@ pub(super) struct Fair {
 
 impl Fair {
     /// The type of fair lock `name`, without a lock-delay.
-    pub(super) fn new(name: &str, reentry: Reentry, primitive: Primitive) -> Fair {
+    pub(crate) fn new(name: &str, reentry: Reentry, primitive: Primitive) -> Fair {
         Fair {
             keys: Arc::new(FairKeys::new(name)),
             delay: None,
