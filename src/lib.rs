@@ -16,6 +16,7 @@ pub mod inspect;
 mod lock;
 mod meter;
 mod names;
+mod non_reentrant;
 mod owner;
 mod primitive;
 mod pubsub;
@@ -45,6 +46,7 @@ pub use lock::{
     ReadLock, RemainingLease, RwLock, SpinLock, WriteLock,
 };
 pub use meter::stats::{ClientStats, Evalsha, ScriptCalls};
+pub use non_reentrant::{NonReentrantFairLock, NonReentrantLock};
 pub use owner::Owner;
 pub use redlock::{RedLock, RedLockGuard};
 pub use scripts::library_name;

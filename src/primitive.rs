@@ -28,6 +28,12 @@ macro_rules! with_primitives {
             ReadLock = "read_lock", side(LockGuard),
             /// [`WriteLock`](crate::WriteLock), a read-write lock's write side.
             WriteLock = "write_lock", side(LockGuard),
+            /// [`NonReentrantLock`](crate::NonReentrantLock).
+            NonReentrantLock = "non_reentrant_lock",
+                handle(non_reentrant_lock, "non-reentrant lock", LockGuard, plain),
+            /// [`NonReentrantFairLock`](crate::NonReentrantFairLock).
+            NonReentrantFairLock = "non_reentrant_fair_lock",
+                handle(non_reentrant_fair_lock, "non-reentrant fair lock", LockGuard, plain),
             /// [`FencedLock`](crate::FencedLock).
             FencedLock = "fenced_lock", handle(fenced_lock, "fenced lock", FencedGuard, plain),
             /// [`MultiLock`](crate::MultiLock).

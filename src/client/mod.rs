@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 use crate::fence::Fence;
 use crate::lock::{FairLock, FencedLock, Lock, MultiLock, RwLock, SpinLock};
 use crate::meter::stats::ClientStats;
+use crate::non_reentrant::{NonReentrantFairLock, NonReentrantLock};
 use crate::registry::{Closing, Place};
 use crate::shared::Shared;
 use crate::sync::{CountDownLatch, PermitSemaphore, Semaphore};
@@ -71,6 +72,19 @@ impl Client {
     /// grows with every new owner (Redisson's `RFencedLock`). No I/O happens until it is used.
     pub fn fenced_lock(&self, name: impl Into<String>) -> FencedLock {
         FencedLock::new(self.shared.clone(), name.into())
+    }
+
+    /// A handle on the non-reentrant lock `name`: a [`Lock`] whose owner is refused a second hold
+    /// ([`Error::Reentry`]; Redisson's non-reentrant lock). No I/O happens until it is used.
+    pub fn non_reentrant_lock(&self, name: impl Into<String>) -> NonReentrantLock {
+        NonReentrantLock::new(self.shared.clone(), name.into())
+    }
+
+    /// A handle on the non-reentrant fair lock `name`: a [`FairLock`] whose owner is refused a
+    /// second hold ([`Error::Reentry`]; Redisson's non-reentrant fair lock). No I/O happens
+    /// until it is used.
+    pub fn non_reentrant_fair_lock(&self, name: impl Into<String>) -> NonReentrantFairLock {
+        NonReentrantFairLock::new(self.shared.clone(), name.into())
     }
 
     /// A fence on `resource`, for writes to Redis data that a lock holder makes with the lock's
