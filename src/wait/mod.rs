@@ -38,6 +38,15 @@ pub(crate) enum Try<T> {
     Late { lease_ms: u64 },
 }
 
+/// What the wait makes of an attempt's [`Try`]: a late answer is busy for no time (or, too many
+/// in a row, the wait's error), so a judged attempt cannot be late.
+enum Judged<T> {
+    /// It took what it asked for.
+    Taken(T),
+    /// Busy, or late: how long to wait at most before the next attempt.
+    Busy(Option<Duration>),
+}
+
 /// How many attempts in a row may be answered after their lease ran out before the wait fails.
 const LATE_TRIES: u32 = 3;
 
@@ -48,10 +57,17 @@ struct LateAnswers(u32);
 
 impl LateAnswers {
     /// What the wait makes of `outcome`: a late one is busy for no time, until too many.
-    fn judge<T>(&mut self, outcome: Try<T>) -> Result<Try<T>> {
-        let Try::Late { lease_ms } = outcome else {
-            self.0 = 0;
-            return Ok(outcome);
+    fn judge<T>(&mut self, outcome: Try<T>) -> Result<Judged<T>> {
+        let lease_ms = match outcome {
+            Try::Taken(taken) => {
+                self.0 = 0;
+                return Ok(Judged::Taken(taken));
+            }
+            Try::Busy(retry) => {
+                self.0 = 0;
+                return Ok(Judged::Busy(retry));
+            }
+            Try::Late { lease_ms } => lease_ms,
         };
         self.0 += 1;
         if self.0 >= LATE_TRIES {
@@ -60,7 +76,7 @@ impl LateAnswers {
                  times in a row: a lease must outlast a round trip to Redis"
             )));
         }
-        Ok(Try::Busy(Some(Duration::ZERO)))
+        Ok(Judged::Busy(Some(Duration::ZERO)))
     }
 }
 
@@ -111,13 +127,12 @@ pub(crate) async fn until_taken<W: Waiting>(
     let mut first = None;
     if !waiting.queue_first() {
         match late.judge(waiting.attempt().await?)? {
-            Try::Taken(taken) => {
+            Judged::Taken(taken) => {
                 waiting.taken(&taken);
                 return Ok(Some(taken));
             }
-            Try::Busy(_) if wait == Some(Duration::ZERO) => return Ok(None),
-            Try::Busy(retry) => first = Some(retry),
-            Try::Late { .. } => unreachable!("judged"),
+            Judged::Busy(_) if wait == Some(Duration::ZERO) => return Ok(None),
+            Judged::Busy(retry) => first = Some(retry),
         }
     }
     waiting.start(deadline, first).await;
@@ -127,12 +142,11 @@ pub(crate) async fn until_taken<W: Waiting>(
             return Ok(None);
         }
         match late.judge(waiting.attempt().await?)? {
-            Try::Taken(taken) => {
+            Judged::Taken(taken) => {
                 waiting.taken(&taken);
                 return Ok(Some(taken));
             }
-            Try::Busy(retry) => busy = Some(retry),
-            Try::Late { .. } => unreachable!("judged"),
+            Judged::Busy(retry) => busy = Some(retry),
         }
     }
 }

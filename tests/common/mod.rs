@@ -9,6 +9,7 @@ pub mod faults;
 pub mod proxy;
 pub mod raw;
 pub mod redisson_fair;
+pub mod redisson_nonreentrant;
 pub mod redisson_sync;
 pub mod rw;
 pub mod server;

@@ -23,6 +23,8 @@ mod latch;
 mod leases;
 mod lock_delay;
 mod multi;
+mod non_reentrant;
+mod non_reentrant_redisson;
 mod permit;
 mod redlock;
 mod reentrancy;
