@@ -14,7 +14,7 @@ use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::lock::hash::{busy_or_delayed, released};
 use crate::lock::replies::{Answer, Delay, ReleaseHow, Released};
-use crate::lock::{read_token, Ask, Hold, Holder, LockType, PlainTurns, Turns};
+use crate::lock::{read_token, AcquireCall, Call, Hold, LockType, PlainTurns, ReleaseCall, Turns};
 use crate::names::{prefixed, LockKeys};
 use crate::primitive::Primitive;
 use crate::registry::Closing;
@@ -91,40 +91,19 @@ impl LockType for Office {
         Box::new(PlainTurns::new(hold, wait))
     }
 
-    fn acquire<'a>(
-        &'a self,
-        shared: &'a Shared,
-        redis: &'a Connection,
-        hold: Holder<'a>,
-        lease_ms: u64,
-        ask: Ask,
-    ) -> BoxFuture<'a, Result<Answer>> {
-        Box::pin(self.take(shared, redis, hold, lease_ms, ask))
+    fn acquire<'a>(&'a self, call: AcquireCall<'a>) -> Call<'a, Answer> {
+        Box::pin(self.take(call))
     }
 
-    fn token<'a>(
-        &'a self,
-        redis: &'a Connection,
-        _keys: &'a LockKeys,
-    ) -> BoxFuture<'a, Result<Option<u64>>> {
+    fn token<'a>(&'a self, redis: &'a Connection, _keys: &'a LockKeys) -> Call<'a, Option<u64>> {
         Box::pin(read_token(redis, &self.keys.epoch))
     }
 
-    fn release<'a>(
-        &'a self,
-        hold: Holder<'a>,
-        redis: &'a Connection,
-        _keep_ms: u64,
-        how: ReleaseHow<'a>,
-    ) -> BoxFuture<'a, Result<Released>> {
-        Box::pin(self.give_back(redis, hold.keys, hold.field, how))
+    fn release<'a>(&'a self, call: ReleaseCall<'a>) -> Call<'a, Released> {
+        Box::pin(self.give_back(call.redis, call.hold.keys, call.hold.field, call.how))
     }
 
-    fn force_release<'a>(
-        &'a self,
-        shared: &'a Shared,
-        keys: &'a LockKeys,
-    ) -> BoxFuture<'a, Result<bool>> {
+    fn force_release<'a>(&'a self, shared: &'a Shared, keys: &'a LockKeys) -> Call<'a, bool> {
         Box::pin(self.force(shared, keys))
     }
 
@@ -162,19 +141,8 @@ impl LockType for Office {
 impl Office {
     /// Runs `lua/election/acquire.lua`; a term taken after a vacancy that history records is
     /// counted in the meter's vacancies.
-    async fn take(
-        &self,
-        shared: &Shared,
-        redis: &Connection,
-        hold: Holder<'_>,
-        lease_ms: u64,
-        ask: Ask,
-    ) -> Result<Answer> {
-        let priority = match ask {
-            Ask::Claim(priority) => priority.max(1),
-            Ask::Now | Ask::Queue => 0,
-        };
-        let lock = hold.keys;
+    async fn take(&self, call: AcquireCall<'_>) -> Result<Answer> {
+        let lock = call.hold.keys;
         let mut keys = vec![
             Key::from(&lock.name),
             Key::from(&lock.claim),
@@ -184,11 +152,11 @@ impl Office {
         ];
         let [pid, host, program] = &*PROCESS;
         let mut args = vec![
-            ms_arg(lease_ms),
-            Value::String(hold.field.clone()),
-            Value::Integer(i64::from(priority)),
-            ms_arg(shared.claim_window_ms),
-            text(shared.publish),
+            ms_arg(call.lease_ms),
+            Value::String(call.hold.field.clone()),
+            Value::Integer(i64::from(call.ask.claim_priority())),
+            ms_arg(call.shared.claim_window_ms),
+            text(call.shared.publish),
             pid.clone(),
             host.clone(),
             program.clone(),
@@ -199,10 +167,10 @@ impl Office {
         args.push(ms_arg(self.delay.as_ref().map_or(0, |delay| delay.ms)));
         args.push(Value::String(self.metadata.clone()));
         let reply = ACQUIRE
-            .run(redis, &keys, &args)
+            .run(call.redis, &keys, &args)
             .await
-            .map_err(|e| Error::from_script(e, &self.named(lock), &redis.server))?;
-        let server = &redis.server;
+            .map_err(|e| Error::from_script(e, &self.named(lock), &call.redis.server))?;
+        let server = &call.redis.server;
         match reply {
             Value::Array(items) if items.len() == 2 && items[1].as_i64().is_some() => {
                 let [epoch, vacant]: [Value; 2] = items.try_into().expect("two items");
@@ -210,7 +178,7 @@ impl Office {
                 let vacant = integer(vacant, &lock.name, server)?;
                 if let Ok(ms) = u64::try_from(vacant) {
                     let name = self.election_name(&lock.name);
-                    shared.meter().vacancy(name, Duration::from_millis(ms));
+                    call.shared.meter().vacancy(name, Duration::from_millis(ms));
                 }
                 Ok(Answer::Taken { token: Some(epoch) })
             }

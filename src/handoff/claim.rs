@@ -21,16 +21,6 @@ pub(crate) struct Wake {
     pub(crate) message: &'static str,
 }
 
-/// How an acquire that finds the lock busy treats the lock's next hand-off.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Claim {
-    /// Leave it to whoever comes first (or has claimed it).
-    No,
-    /// Claim it for this field, unless a waiter with a `priority` as high has, for the lease
-    /// plus the claim window.
-    For { priority: u32 },
-}
-
 /// Withdraws `field`'s claim on the lock's next hand-off; `true` when it had one. With `wake`
 /// (the publish command and message), a withdrawn claim wakes the waiters on the lock's channel: a
 /// read-write lock's writer's claim keeps new readers out, and they may come in now.

@@ -23,7 +23,7 @@ use tokio::time::Instant;
 use crate::pubsub::{Hub, Position};
 
 mod claim;
-pub(crate) use claim::{unclaim, Claim, Wake};
+pub(crate) use claim::{unclaim, Wake};
 
 /// The hand-offs this client is part of.
 pub(crate) struct Handoffs {

@@ -11,6 +11,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::hash;
+use super::kind::AcquireCall;
 use super::kind::Ask;
 use super::kind::{Hold, Lease};
 use super::replies::Answer;
@@ -44,7 +45,13 @@ impl Hold {
         let sent_at = Instant::now();
         let outcome = self
             .kind
-            .acquire(shared, redis, self.holder(), self.lease_ms, ask)
+            .acquire(AcquireCall {
+                shared,
+                redis,
+                hold: self.holder(),
+                lease_ms: self.lease_ms,
+                ask,
+            })
             .await;
         let token = match outcome {
             Ok(Answer::Taken { token }) => token,

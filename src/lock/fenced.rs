@@ -6,16 +6,15 @@ use std::time::Duration;
 
 use fred::bytes_utils::Str;
 use fred::interfaces::KeysInterface;
-use futures::future::BoxFuture;
 
 use super::api::lock_api;
 use super::guard::LockGuard;
 use super::handle::Handle;
 use super::kind::Hold;
 use super::kind::Turns;
-use super::kind::{Ask, Holder, Kind, LockType};
+use super::kind::{AcquireCall, Call, Kind, LockType, ReleaseCall};
 use super::reentrant::{plain_acquire, Reentrant};
-use super::replies::{Answer, ReleaseHow, Released};
+use super::replies::{Answer, Released};
 use super::turns::PlainTurns;
 use crate::connection::Connection;
 use crate::error::{Error, Result};
@@ -119,40 +118,19 @@ impl LockType for Fenced {
         Box::new(PlainTurns::new(hold, wait))
     }
 
-    fn acquire<'a>(
-        &'a self,
-        shared: &'a Shared,
-        redis: &'a Connection,
-        hold: Holder<'a>,
-        lease_ms: u64,
-        ask: Ask,
-    ) -> BoxFuture<'a, Result<Answer>> {
-        plain_acquire(shared, redis, hold, lease_ms, ask, Some(&self.token))
+    fn acquire<'a>(&'a self, call: AcquireCall<'a>) -> Call<'a, Answer> {
+        plain_acquire(call, Some(&self.token))
     }
 
-    fn token<'a>(
-        &'a self,
-        redis: &'a Connection,
-        _keys: &'a LockKeys,
-    ) -> BoxFuture<'a, Result<Option<u64>>> {
+    fn token<'a>(&'a self, redis: &'a Connection, _keys: &'a LockKeys) -> Call<'a, Option<u64>> {
         Box::pin(read_token(redis, &self.token))
     }
 
-    fn release<'a>(
-        &'a self,
-        hold: Holder<'a>,
-        redis: &'a Connection,
-        keep_ms: u64,
-        how: ReleaseHow<'a>,
-    ) -> BoxFuture<'a, Result<Released>> {
-        Reentrant::PLAIN.release(hold, redis, keep_ms, how)
+    fn release<'a>(&'a self, call: ReleaseCall<'a>) -> Call<'a, Released> {
+        Reentrant::PLAIN.release(call)
     }
 
-    fn force_release<'a>(
-        &'a self,
-        shared: &'a Shared,
-        keys: &'a LockKeys,
-    ) -> BoxFuture<'a, Result<bool>> {
+    fn force_release<'a>(&'a self, shared: &'a Shared, keys: &'a LockKeys) -> Call<'a, bool> {
         Reentrant::PLAIN.force_release(shared, keys)
     }
 

@@ -10,9 +10,9 @@ use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::names::LockKeys;
 
-use super::replies::{Answer, Delay, Reentry, ReleaseHow, Released, REFUSE};
+use super::kind::{AcquireCall, ReleaseCall};
+use super::replies::{Answer, Delay, Reentry, Released, REFUSE};
 use super::rw::scripts as rw;
-use crate::handoff::Claim;
 use crate::scripts::{catalogue, integer, ms_arg, text, unexpected, Script, UNLOCK_MESSAGE};
 
 static ACQUIRE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::LOCK_ACQUIRE));
@@ -26,113 +26,56 @@ static DELAY_LEFT: Lazy<Script> = Lazy::new(|| Script::new(catalogue::LOCK_DELAY
 
 /// Takes a hold. [`Answer::Busy`] when it was not taken: how long to wait at most before trying
 /// again (the holder's PTTL, -1 for a lock without expiry; or what is left of another waiter's
-/// claim on a free lock). `window` is the claim window in ms: how long a claim made here
-/// outlives the lease, and the most a claim on a free lock may have left. With a `token` counter
-/// (a fenced lock), a new owner's hold increments it and the answer carries the token. With a
-/// `delay` (never with a `token`), a free lock in its lock-delay answers [`Answer::Delayed`].
-/// With [`Reentry::Refused`], the owner's re-entry fails with
-/// [`Error::Reentry`](crate::Error::Reentry).
-#[allow(clippy::too_many_arguments)]
+/// claim on a free lock). An [`Ask::Claim`] claims the lock's next hand-off, for the claim window
+/// beyond the lease. With a `token` counter (a fenced lock), a new owner's hold increments it and
+/// the answer carries the token. With a `delay` (never with a `token`), a free lock in its
+/// lock-delay answers [`Answer::Delayed`]. With [`Reentry::Refused`], the owner's re-entry fails
+/// with [`Error::Reentry`](crate::Error::Reentry).
 pub(crate) async fn acquire(
-    redis: &Connection,
-    keys: &LockKeys,
-    lease_ms: u64,
-    field: &Str,
-    claim: Claim,
-    window: u64,
+    call: AcquireCall<'_>,
     token: Option<&Str>,
     delay: Option<&Delay>,
     reentry: Reentry,
 ) -> Result<Answer> {
-    if let Some(delay) = delay {
-        return acquire_delayed(redis, keys, lease_ms, field, claim, window, delay, reentry).await;
-    }
-    let priority = match claim {
-        Claim::No => 0,
-        Claim::For { priority } => priority.max(1),
-    };
-    // The token counter is a third key for a fenced lock only; no allocation either way.
+    let (redis, keys) = (call.redis, call.hold.keys);
+    // The third key is the token counter of a fenced lock or the shadow lease of a lock with a
+    // lock-delay, and the fifth argument the delay (lua/lock/acquire.lua).
+    let third = token.or(delay.map(|d| &d.shadow));
     let all_keys = [
         Key::from(&keys.name),
         Key::from(&keys.claim),
-        token.map_or_else(|| Key::from(""), Key::from),
+        third.map_or_else(|| Key::from(""), Key::from),
     ];
-    let lock_keys = if token.is_some() {
-        &all_keys[..]
-    } else {
-        &all_keys[..2]
-    };
     let args = [
-        ms_arg(lease_ms),
-        Value::String(field.clone()),
-        Value::Integer(i64::from(priority)),
-        ms_arg(window),
-        text(""),
+        ms_arg(call.lease_ms),
+        Value::String(call.hold.field.clone()),
+        Value::Integer(i64::from(call.ask.claim_priority())),
+        ms_arg(call.shared.claim_window_ms),
+        delay.map_or_else(|| text(""), |d| ms_arg(d.ms)),
         text(REFUSE),
     ];
-    let args = if reentry == Reentry::Refused {
-        &args[..]
-    } else {
-        &args[..4]
+    let n = if third.is_some() { 3 } else { 2 };
+    let m = match (reentry, delay) {
+        (Reentry::Refused, _) => 6,
+        (Reentry::Counted, Some(_)) => 5,
+        (Reentry::Counted, None) => 4,
     };
-    let reply = ACQUIRE.run(redis, lock_keys, args).await.map_err(|e| {
-        let token = token.map_or("", |t| &**t);
-        Error::from_script(e, &[&keys.name, &keys.claim, token], &redis.server)
-    })?;
+    let reply = ACQUIRE
+        .run(redis, &all_keys[..n], &args[..m])
+        .await
+        .map_err(|e| {
+            let third = third.map_or("", |t| &**t);
+            Error::from_script(e, &[&keys.name, &keys.claim, third], &redis.server)
+        })?;
     match reply {
-        Value::Null => Ok(Answer::Taken { token: None }),
         Value::Array(mut items) if items.len() == 1 => {
             let token = integer(items.remove(0), &keys.name, &redis.server)?;
             Ok(Answer::Taken {
                 token: Some(token.max(0) as u64),
             })
         }
-        other => Ok(Answer::Busy(integer(other, &keys.name, &redis.server)?)),
+        other => busy_or_delayed(other, &keys.name, &redis.server),
     }
-}
-
-/// [`acquire`] of a plain lock with a lock-delay.
-#[allow(clippy::too_many_arguments)]
-async fn acquire_delayed(
-    redis: &Connection,
-    keys: &LockKeys,
-    lease_ms: u64,
-    field: &Str,
-    claim: Claim,
-    window: u64,
-    delay: &Delay,
-    reentry: Reentry,
-) -> Result<Answer> {
-    let priority = match claim {
-        Claim::No => 0,
-        Claim::For { priority } => priority.max(1),
-    };
-    let reply = ACQUIRE
-        .run(
-            redis,
-            &[
-                Key::from(&keys.name),
-                Key::from(&keys.claim),
-                Key::from(&delay.shadow),
-            ],
-            &[
-                ms_arg(lease_ms),
-                Value::String(field.clone()),
-                Value::Integer(i64::from(priority)),
-                ms_arg(window),
-                ms_arg(delay.ms),
-                text(if reentry == Reentry::Refused {
-                    REFUSE
-                } else {
-                    ""
-                }),
-            ],
-        )
-        .await
-        .map_err(|e| {
-            Error::from_script(e, &[&keys.name, &keys.claim, &delay.shadow], &redis.server)
-        })?;
-    busy_or_delayed(reply, &keys.name, &redis.server)
 }
 
 /// An acquire's reply without a token: nil (taken), the ms to wait, or `{ms, 'delayed'}`.
@@ -158,14 +101,8 @@ pub(crate) async fn delay_left(redis: &Connection, keys: &LockKeys) -> Result<u6
 
 /// Releases one hold of `field`; a retry with the same replay key (and `sent_before`) replays the
 /// first reply.
-pub(crate) async fn release(
-    redis: &Connection,
-    keys: &LockKeys,
-    field: &Str,
-    lease_ms: u64,
-    how: ReleaseHow<'_>,
-    delay: Option<&Delay>,
-) -> Result<Released> {
+pub(crate) async fn release(call: ReleaseCall<'_>, delay: Option<&Delay>) -> Result<Released> {
+    let (redis, keys, field, how) = (call.redis, call.hold.keys, call.hold.field, call.how);
     // The shadow lease and the delay go for a lock with a lock-delay only; no allocation
     // either way.
     let all_keys = [
@@ -177,7 +114,7 @@ pub(crate) async fn release(
     ];
     let args = [
         text(UNLOCK_MESSAGE),
-        ms_arg(lease_ms),
+        ms_arg(call.keep_ms),
         Value::String(field.clone()),
         text(how.publish),
         ms_arg(how.replay_ttl_ms),

@@ -35,6 +35,28 @@ pub(crate) struct Holder<'a> {
     pub(crate) field: &'a Str,
 }
 
+/// What a lock type's script call gives back.
+pub(crate) type Call<'a, T> = BoxFuture<'a, Result<T>>;
+
+/// One acquire attempt, as [`LockType::acquire`] sends it.
+pub(crate) struct AcquireCall<'a> {
+    pub(crate) shared: &'a Shared,
+    /// The connection it goes on (with replica sync, the one its `WAIT` goes on).
+    pub(crate) redis: &'a Connection,
+    pub(crate) hold: Holder<'a>,
+    pub(crate) lease_ms: u64,
+    pub(crate) ask: Ask,
+}
+
+/// One release of one hold, as [`LockType::release`] sends it.
+pub(crate) struct ReleaseCall<'a> {
+    pub(crate) hold: Holder<'a>,
+    pub(crate) redis: &'a Connection,
+    /// The TTL the owner's remaining holds need.
+    pub(crate) keep_ms: u64,
+    pub(crate) how: ReleaseHow<'a>,
+}
+
 /// What one acquire attempt asks the script for, beyond the hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Ask {
@@ -46,6 +68,17 @@ pub(crate) enum Ask {
     /// The fair lock: the hold if it is this waiter's turn, or else a place in the queue (a
     /// new one at its tail, or the one it has, renewed).
     Queue,
+}
+
+impl Ask {
+    /// The claim priority an acquire script takes: 0 (no claim) unless it claims, and then at
+    /// least 1.
+    pub(crate) fn claim_priority(self) -> u32 {
+        match self {
+            Ask::Claim(priority) => priority.max(1),
+            Ask::Now | Ask::Queue => 0,
+        }
+    }
 }
 
 /// The renewal of the lock hashes with a lock-delay (a [`Lock`](crate::Lock)'s and a
@@ -86,42 +119,20 @@ pub(crate) trait LockType: Send + Sync + 'static {
     fn turns<'h>(&self, hold: &'h Hold, wait: Option<Duration>) -> Box<dyn Turns + 'h>;
 
     /// Runs the type's acquire script.
-    fn acquire<'a>(
-        &'a self,
-        shared: &'a Shared,
-        redis: &'a Connection,
-        hold: Holder<'a>,
-        lease_ms: u64,
-        ask: Ask,
-    ) -> BoxFuture<'a, Result<Answer>>;
+    fn acquire<'a>(&'a self, call: AcquireCall<'a>) -> Call<'a, Answer>;
 
     /// The owner's fencing token, read back after an acquire whose reply was lost but which the
     /// read-back showed took the hold (`None` for the types without tokens).
-    fn token<'a>(
-        &'a self,
-        _redis: &'a Connection,
-        _keys: &'a LockKeys,
-    ) -> BoxFuture<'a, Result<Option<u64>>> {
+    fn token<'a>(&'a self, _redis: &'a Connection, _keys: &'a LockKeys) -> Call<'a, Option<u64>> {
         Box::pin(future::ready(Ok(None)))
     }
 
-    /// Runs the type's release script for one hold; `keep_ms` is the TTL the owner's remaining
-    /// holds need.
-    fn release<'a>(
-        &'a self,
-        hold: Holder<'a>,
-        redis: &'a Connection,
-        keep_ms: u64,
-        how: ReleaseHow<'a>,
-    ) -> BoxFuture<'a, Result<Released>>;
+    /// Runs the type's release script for one hold.
+    fn release<'a>(&'a self, call: ReleaseCall<'a>) -> Call<'a, Released>;
 
     /// Deletes the lock whoever holds it and wakes whom the type wakes; `true` when there was
     /// one.
-    fn force_release<'a>(
-        &'a self,
-        shared: &'a Shared,
-        keys: &'a LockKeys,
-    ) -> BoxFuture<'a, Result<bool>>;
+    fn force_release<'a>(&'a self, shared: &'a Shared, keys: &'a LockKeys) -> Call<'a, bool>;
 
     /// The publish command of the type's releases.
     fn publish(&self, shared: &Shared) -> &'static str {

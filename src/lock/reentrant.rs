@@ -10,19 +10,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
+use fred::bytes_utils::Str;
 
 use super::api::{delay_api, lock_api};
 use super::handle::Handle;
 use super::hash;
 use super::kind::Hold;
 use super::kind::Turns;
-use super::kind::{Ask, Holder, Kind, LockType};
-use super::replies::{Answer, Delay, Reentry, ReleaseHow, Released};
+use super::kind::{AcquireCall, Call, Kind, LockType, ReleaseCall};
+use super::replies::{Answer, Delay, Reentry, Released};
 use super::turns::PlainTurns;
-use crate::connection::Connection;
 use crate::error::Result;
-use crate::handoff::Claim;
 use crate::names::LockKeys;
 use crate::primitive::Primitive;
 use crate::shared::Shared;
@@ -167,45 +165,15 @@ impl LockType for Reentrant {
         Box::new(PlainTurns::new(hold, wait))
     }
 
-    fn acquire<'a>(
-        &'a self,
-        shared: &'a Shared,
-        redis: &'a Connection,
-        hold: Holder<'a>,
-        lease_ms: u64,
-        ask: Ask,
-    ) -> BoxFuture<'a, Result<Answer>> {
-        let delay = self.delay.as_ref();
-        plain_acquire_with(
-            shared,
-            redis,
-            hold,
-            lease_ms,
-            ask,
-            None,
-            delay,
-            self.reentry,
-        )
+    fn acquire<'a>(&'a self, call: AcquireCall<'a>) -> Call<'a, Answer> {
+        Box::pin(hash::acquire(call, None, self.delay.as_ref(), self.reentry))
     }
 
-    fn release<'a>(
-        &'a self,
-        hold: Holder<'a>,
-        redis: &'a Connection,
-        keep_ms: u64,
-        how: ReleaseHow<'a>,
-    ) -> BoxFuture<'a, Result<Released>> {
-        let delay = self.delay.as_ref();
-        Box::pin(hash::release(
-            redis, hold.keys, hold.field, keep_ms, how, delay,
-        ))
+    fn release<'a>(&'a self, call: ReleaseCall<'a>) -> Call<'a, Released> {
+        Box::pin(hash::release(call, self.delay.as_ref()))
     }
 
-    fn force_release<'a>(
-        &'a self,
-        shared: &'a Shared,
-        keys: &'a LockKeys,
-    ) -> BoxFuture<'a, Result<bool>> {
+    fn force_release<'a>(&'a self, shared: &'a Shared, keys: &'a LockKeys) -> Call<'a, bool> {
         let (publish, window) = (self.publish(shared), shared.claim_window_ms);
         Box::pin(hash::force_release(&shared.redis, keys, publish, window))
     }
@@ -217,45 +185,6 @@ impl LockType for Reentrant {
 
 /// The plain lock's acquire (a fenced lock's with its `token` counter): the hold, or else a
 /// claim on its next hand-off when `ask` says so.
-pub(super) fn plain_acquire<'a>(
-    shared: &'a Shared,
-    redis: &'a Connection,
-    hold: Holder<'a>,
-    lease_ms: u64,
-    ask: Ask,
-    token: Option<&'a fred::bytes_utils::Str>,
-) -> BoxFuture<'a, Result<Answer>> {
-    plain_acquire_with(
-        shared,
-        redis,
-        hold,
-        lease_ms,
-        ask,
-        token,
-        None,
-        Reentry::Counted,
-    )
-}
-
-/// [`plain_acquire`], with a lock-delay and a rule for re-entries.
-#[allow(clippy::too_many_arguments)]
-fn plain_acquire_with<'a>(
-    shared: &'a Shared,
-    redis: &'a Connection,
-    hold: Holder<'a>,
-    lease_ms: u64,
-    ask: Ask,
-    token: Option<&'a fred::bytes_utils::Str>,
-    delay: Option<&'a Delay>,
-    reentry: Reentry,
-) -> BoxFuture<'a, Result<Answer>> {
-    let claim = match ask {
-        Ask::Claim(priority) => Claim::For { priority },
-        Ask::Now | Ask::Queue => Claim::No,
-    };
-    let window = shared.claim_window_ms;
-    let (keys, field) = (hold.keys, hold.field);
-    Box::pin(hash::acquire(
-        redis, keys, lease_ms, field, claim, window, token, delay, reentry,
-    ))
+pub(super) fn plain_acquire<'a>(call: AcquireCall<'a>, token: Option<&'a Str>) -> Call<'a, Answer> {
+    Box::pin(hash::acquire(call, token, None, Reentry::Counted))
 }

@@ -16,6 +16,7 @@ use futures::future::BoxFuture;
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use super::kind::ReleaseCall;
 use super::kind::{Hold, Lease};
 use super::replies::{ReleaseHow, Released};
 use crate::background::Ended;
@@ -150,8 +151,12 @@ impl Hold {
         let outgoing = self.outgoing(&how, releasing, false);
         let send = |sent_before| {
             let script = outgoing.script(sent_before);
-            self.kind
-                .release(self.holder(), redis, outgoing.keep_ms, script)
+            self.kind.release(ReleaseCall {
+                hold: self.holder(),
+                redis,
+                keep_ms: outgoing.keep_ms,
+                how: script,
+            })
         };
         let (outcome, sent_before) = until_answered(how.sent_before, send).await;
         let settled = outcome.and_then(|released| outgoing.settle(released, sent_before));

@@ -16,12 +16,6 @@ pub(crate) enum Answer {
     Delayed(i64),
 }
 
-impl From<Option<i64>> for Answer {
-    fn from(reply: Option<i64>) -> Answer {
-        reply.map_or(Answer::Taken { token: None }, Answer::Busy)
-    }
-}
-
 /// A lock's lock-delay: how long a lock whose holder's lease ran out without an unlock stays
 /// unavailable, and the shadow lease key that keeps it (`relock_lease:{<name>}`, see
 /// `lua/common/delay.lua`).

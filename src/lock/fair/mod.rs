@@ -24,8 +24,8 @@ use super::api::{delay_api, lock_api};
 use super::handle::Handle;
 use super::kind::Hold;
 use super::kind::Turns;
-use super::kind::{Ask, Holder, Kind, LockType};
-use super::replies::{Answer, Delay, Reentry, ReleaseHow, Released};
+use super::kind::{AcquireCall, Ask, Call, Kind, LockType, ReleaseCall};
+use super::replies::{Answer, Delay, Reentry, Released};
 use crate::background::Ended;
 use crate::connection::Connection;
 use crate::error::Result;
@@ -164,49 +164,16 @@ impl LockType for Fair {
         })
     }
 
-    fn acquire<'a>(
-        &'a self,
-        shared: &'a Shared,
-        redis: &'a Connection,
-        hold: Holder<'a>,
-        lease_ms: u64,
-        ask: Ask,
-    ) -> BoxFuture<'a, Result<Answer>> {
-        let (keys, field, fair) = (hold.keys, hold.field, &*self.keys);
-        let (queue, waiter) = (ask == Ask::Queue, shared.fair_waiter_ms);
+    fn acquire<'a>(&'a self, call: AcquireCall<'a>) -> Call<'a, Answer> {
         let delay = self.delay.as_ref();
-        Box::pin(scripts::acquire(
-            redis,
-            keys,
-            fair,
-            lease_ms,
-            field,
-            waiter,
-            queue,
-            delay,
-            self.reentry,
-        ))
+        Box::pin(scripts::acquire(call, &self.keys, delay, self.reentry))
     }
 
-    fn release<'a>(
-        &'a self,
-        hold: Holder<'a>,
-        redis: &'a Connection,
-        keep_ms: u64,
-        how: ReleaseHow<'a>,
-    ) -> BoxFuture<'a, Result<Released>> {
-        let (keys, field, fair) = (hold.keys, hold.field, &*self.keys);
-        let delay = self.delay.as_ref();
-        Box::pin(scripts::release(
-            redis, keys, fair, field, keep_ms, how, delay,
-        ))
+    fn release<'a>(&'a self, call: ReleaseCall<'a>) -> Call<'a, Released> {
+        Box::pin(scripts::release(call, &self.keys, self.delay.as_ref()))
     }
 
-    fn force_release<'a>(
-        &'a self,
-        shared: &'a Shared,
-        keys: &'a LockKeys,
-    ) -> BoxFuture<'a, Result<bool>> {
+    fn force_release<'a>(&'a self, shared: &'a Shared, keys: &'a LockKeys) -> Call<'a, bool> {
         let publish = self.publish(shared);
         Box::pin(scripts::force_release(
             &shared.redis,

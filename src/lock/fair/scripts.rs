@@ -9,7 +9,8 @@ use once_cell::sync::Lazy;
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::lock::hash::{busy_or_delayed, released};
-use crate::lock::replies::{Answer, Delay, Reentry, ReleaseHow, Released, REFUSE};
+use crate::lock::replies::{Answer, Delay, Reentry, Released, REFUSE};
+use crate::lock::{AcquireCall, Ask, ReleaseCall};
 use crate::names::{FairKeys, LockKeys};
 use crate::scripts::{catalogue, integer, ms_arg, text, Script, UNLOCK_MESSAGE};
 
@@ -51,16 +52,13 @@ fn named<'a>(keys: &'a LockKeys, fair: &'a FairKeys, alive: usize) -> Vec<&'a st
 /// re-entry fails with [`Error::Reentry`].
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn acquire(
-    redis: &Connection,
-    keys: &LockKeys,
+    call: AcquireCall<'_>,
     fair: &FairKeys,
-    lease_ms: u64,
-    field: &Str,
-    waiter_ms: u64,
-    queue: bool,
     delay: Option<&Delay>,
     reentry: Reentry,
 ) -> Result<Answer> {
+    let (redis, keys, field) = (call.redis, call.hold.keys, call.hold.field);
+    let (queue, waiter_ms) = (call.ask == Ask::Queue, call.shared.fair_waiter_ms);
     let all_keys = [
         Key::from(&keys.name),
         Key::from(&fair.queue),
@@ -69,7 +67,7 @@ pub(crate) async fn acquire(
         delay.map_or_else(|| Key::from(""), |d| Key::from(&d.shadow)),
     ];
     let args = [
-        ms_arg(lease_ms),
+        ms_arg(call.lease_ms),
         Value::String(field.clone()),
         ms_arg(waiter_ms),
         text(if queue { "wait" } else { "try" }),
@@ -99,14 +97,11 @@ pub(crate) async fn acquire(
 /// Releases one hold of `field`; the last one wakes the first waiter in the queue. A release
 /// that leaves holds behind writes its replay key; the last one when `how.replay_last` asks.
 pub(crate) async fn release(
-    redis: &Connection,
-    keys: &LockKeys,
+    call: ReleaseCall<'_>,
     fair: &FairKeys,
-    field: &Str,
-    keep_ms: u64,
-    how: ReleaseHow<'_>,
     delay: Option<&Delay>,
 ) -> Result<Released> {
+    let (redis, keys, field, how) = (call.redis, call.hold.keys, call.hold.field, call.how);
     let [name, queue, timeouts, channel] = queue_keys(keys, fair);
     let all_keys = [
         name,
@@ -119,7 +114,7 @@ pub(crate) async fn release(
     ];
     let args = [
         text(UNLOCK_MESSAGE),
-        ms_arg(keep_ms),
+        ms_arg(call.keep_ms),
         Value::String(field.clone()),
         text(how.publish),
         ms_arg(how.replay_ttl_ms),

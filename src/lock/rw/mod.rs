@@ -17,7 +17,7 @@ use super::api::lock_api;
 use super::handle::Handle;
 use super::kind::Hold;
 use super::kind::Turns;
-use super::kind::{Ask, Holder, Kind, Lease, LockType};
+use super::kind::{AcquireCall, Ask, Call, Kind, Lease, LockType, ReleaseCall};
 use super::turns::ClaimGuard;
 use crate::wait::{subscribe, time_left};
 
@@ -25,7 +25,7 @@ use crate::wait::{subscribe, time_left};
 /// [`Read::taken`]).
 const LAPSE_MARGIN: Duration = Duration::from_millis(100);
 use super::hash;
-use super::replies::{Answer, ReleaseHow, Released};
+use super::replies::{Answer, Released};
 use crate::connection::Connection;
 use crate::error::Result;
 use crate::handoff::{unclaim, Wake};
@@ -196,37 +196,15 @@ impl LockType for Read {
         Box::new(RwTurns::new(hold, wait, false))
     }
 
-    fn acquire<'a>(
-        &'a self,
-        shared: &'a Shared,
-        redis: &'a Connection,
-        hold: Holder<'a>,
-        lease_ms: u64,
-        _ask: Ask,
-    ) -> BoxFuture<'a, Result<Answer>> {
-        let (keys, field, window) = (hold.keys, hold.field, shared.claim_window_ms);
-        Box::pin(async move {
-            let busy = scripts::read_acquire(redis, keys, lease_ms, field, window).await?;
-            Ok(busy.into())
-        })
+    fn acquire<'a>(&'a self, call: AcquireCall<'a>) -> Call<'a, Answer> {
+        Box::pin(scripts::read_acquire(call))
     }
 
-    fn release<'a>(
-        &'a self,
-        hold: Holder<'a>,
-        redis: &'a Connection,
-        keep_ms: u64,
-        how: ReleaseHow<'a>,
-    ) -> BoxFuture<'a, Result<Released>> {
-        let (keys, field) = (hold.keys, hold.field);
-        Box::pin(scripts::release(redis, keys, field, false, keep_ms, how))
+    fn release<'a>(&'a self, call: ReleaseCall<'a>) -> Call<'a, Released> {
+        Box::pin(scripts::release(call, false))
     }
 
-    fn force_release<'a>(
-        &'a self,
-        shared: &'a Shared,
-        keys: &'a LockKeys,
-    ) -> BoxFuture<'a, Result<bool>> {
+    fn force_release<'a>(&'a self, shared: &'a Shared, keys: &'a LockKeys) -> Call<'a, bool> {
         Box::pin(force_release(self, shared, keys))
     }
 
@@ -289,38 +267,15 @@ impl LockType for Write {
         Box::new(RwTurns::new(hold, wait, true))
     }
 
-    fn acquire<'a>(
-        &'a self,
-        shared: &'a Shared,
-        redis: &'a Connection,
-        hold: Holder<'a>,
-        lease_ms: u64,
-        ask: Ask,
-    ) -> BoxFuture<'a, Result<Answer>> {
-        let (keys, field, window) = (hold.keys, hold.field, shared.claim_window_ms);
-        let claim = matches!(ask, Ask::Claim(_));
-        Box::pin(async move {
-            let busy = scripts::write_acquire(redis, keys, lease_ms, field, claim, window).await?;
-            Ok(busy.into())
-        })
+    fn acquire<'a>(&'a self, call: AcquireCall<'a>) -> Call<'a, Answer> {
+        Box::pin(scripts::write_acquire(call))
     }
 
-    fn release<'a>(
-        &'a self,
-        hold: Holder<'a>,
-        redis: &'a Connection,
-        keep_ms: u64,
-        how: ReleaseHow<'a>,
-    ) -> BoxFuture<'a, Result<Released>> {
-        let (keys, field) = (hold.keys, hold.field);
-        Box::pin(scripts::release(redis, keys, field, true, keep_ms, how))
+    fn release<'a>(&'a self, call: ReleaseCall<'a>) -> Call<'a, Released> {
+        Box::pin(scripts::release(call, true))
     }
 
-    fn force_release<'a>(
-        &'a self,
-        shared: &'a Shared,
-        keys: &'a LockKeys,
-    ) -> BoxFuture<'a, Result<bool>> {
+    fn force_release<'a>(&'a self, shared: &'a Shared, keys: &'a LockKeys) -> Call<'a, bool> {
         Box::pin(force_release(self, shared, keys))
     }
 

@@ -9,7 +9,8 @@ use once_cell::sync::Lazy;
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::lock::hash::released;
-use crate::lock::replies::{ReleaseHow, Released};
+use crate::lock::replies::{Answer, Released};
+use crate::lock::{AcquireCall, Ask, ReleaseCall};
 use crate::names::LockKeys;
 use crate::redis_error::{classify, What};
 use crate::scripts::{catalogue, integer, ms_arg, text, Script};
@@ -50,7 +51,7 @@ fn acquired(
     reply: std::result::Result<Value, fred::error::Error>,
     keys: &LockKeys,
     server: &str,
-) -> Result<Option<i64>> {
+) -> Result<Answer> {
     let reply = reply.map_err(|e| match classify(&e) {
         What::Relock { code: UPGRADE, .. } => Error::UpgradeWouldDeadlock {
             lock: keys.name.to_string(),
@@ -58,28 +59,23 @@ fn acquired(
         _ => Error::from_script(e, &[&keys.name, &keys.claim], server),
     })?;
     match reply {
-        Value::Null => Ok(None),
-        other => Ok(Some(integer(other, &keys.name, server)?)),
+        Value::Null => Ok(Answer::Taken { token: None }),
+        other => Ok(Answer::Busy(integer(other, &keys.name, server)?)),
     }
 }
 
-/// Takes a read hold for reader `field`. `Ok(None)` when taken, else how long to wait at most.
-pub(crate) async fn read_acquire(
-    redis: &Connection,
-    keys: &LockKeys,
-    lease_ms: u64,
-    field: &Str,
-    window_ms: u64,
-) -> Result<Option<i64>> {
+/// Takes a read hold for the call's reader field: taken, or how long to wait at most.
+pub(crate) async fn read_acquire(call: AcquireCall<'_>) -> Result<Answer> {
+    let (redis, keys, field) = (call.redis, call.hold.keys, call.hold.field);
     let reply = READ_ACQUIRE
         .run(
             redis,
             &[Key::from(&keys.name), Key::from(&keys.claim)],
             &[
-                ms_arg(lease_ms),
+                ms_arg(call.lease_ms),
                 Value::String(field.clone()),
                 Value::String(writer_field(field)),
-                ms_arg(window_ms),
+                ms_arg(call.shared.claim_window_ms),
             ],
         )
         .await;
@@ -88,24 +84,19 @@ pub(crate) async fn read_acquire(
 
 /// Takes a write hold for writer `field`; with `claim`, a read-locked lock is claimed for it so
 /// that new readers stay out. [`Error::UpgradeWouldDeadlock`] when the owner holds the read lock.
-pub(crate) async fn write_acquire(
-    redis: &Connection,
-    keys: &LockKeys,
-    lease_ms: u64,
-    field: &Str,
-    claim: bool,
-    window_ms: u64,
-) -> Result<Option<i64>> {
+pub(crate) async fn write_acquire(call: AcquireCall<'_>) -> Result<Answer> {
+    let (redis, keys, field) = (call.redis, call.hold.keys, call.hold.field);
+    let claim = matches!(call.ask, Ask::Claim(_));
     let reply = WRITE_ACQUIRE
         .run(
             redis,
             &[Key::from(&keys.name), Key::from(&keys.claim)],
             &[
-                ms_arg(lease_ms),
+                ms_arg(call.lease_ms),
                 Value::String(field.clone()),
                 Value::String(reader_field(field)),
                 Value::Integer(i64::from(claim)),
-                ms_arg(window_ms),
+                ms_arg(call.shared.claim_window_ms),
             ],
         )
         .await;
@@ -114,14 +105,8 @@ pub(crate) async fn write_acquire(
 
 /// Releases one hold of reader (`write: false`) or writer `field`. Every release writes its
 /// replay key.
-pub(crate) async fn release(
-    redis: &Connection,
-    keys: &LockKeys,
-    field: &Str,
-    write: bool,
-    keep_ms: u64,
-    how: ReleaseHow<'_>,
-) -> Result<Released> {
+pub(crate) async fn release(call: ReleaseCall<'_>, write: bool) -> Result<Released> {
+    let (redis, keys, field, how) = (call.redis, call.hold.keys, call.hold.field, call.how);
     let (script, message) = if write {
         (&WRITE_RELEASE, WRITE_UNLOCK)
     } else {
@@ -138,7 +123,7 @@ pub(crate) async fn release(
             ],
             &[
                 text(message),
-                ms_arg(keep_ms),
+                ms_arg(call.keep_ms),
                 Value::String(field.clone()),
                 text(how.publish),
                 ms_arg(how.replay_ttl_ms),

@@ -11,11 +11,9 @@ use super::api::lock_api;
 use super::handle::Handle;
 use super::kind::Hold;
 use super::kind::Turns;
-use super::kind::{Ask, Holder, Kind, LockType};
+use super::kind::{AcquireCall, Ask, Call, Kind, LockType, ReleaseCall};
 use super::reentrant::{plain_acquire, Reentrant};
-use super::replies::{Answer, ReleaseHow, Released};
-use crate::connection::Connection;
-use crate::error::Result;
+use super::replies::{Answer, Released};
 use crate::names::LockKeys;
 use crate::scripts::NO_PUBLISH;
 use crate::shared::Shared;
@@ -94,32 +92,15 @@ impl LockType for Spin {
         })
     }
 
-    fn acquire<'a>(
-        &'a self,
-        shared: &'a Shared,
-        redis: &'a Connection,
-        hold: Holder<'a>,
-        lease_ms: u64,
-        ask: Ask,
-    ) -> BoxFuture<'a, Result<Answer>> {
-        plain_acquire(shared, redis, hold, lease_ms, ask, None)
+    fn acquire<'a>(&'a self, call: AcquireCall<'a>) -> Call<'a, Answer> {
+        plain_acquire(call, None)
     }
 
-    fn release<'a>(
-        &'a self,
-        hold: Holder<'a>,
-        redis: &'a Connection,
-        keep_ms: u64,
-        how: ReleaseHow<'a>,
-    ) -> BoxFuture<'a, Result<Released>> {
-        Reentrant::PLAIN.release(hold, redis, keep_ms, how)
+    fn release<'a>(&'a self, call: ReleaseCall<'a>) -> Call<'a, Released> {
+        Reentrant::PLAIN.release(call)
     }
 
-    fn force_release<'a>(
-        &'a self,
-        shared: &'a Shared,
-        keys: &'a LockKeys,
-    ) -> BoxFuture<'a, Result<bool>> {
+    fn force_release<'a>(&'a self, shared: &'a Shared, keys: &'a LockKeys) -> Call<'a, bool> {
         let (publish, window) = (self.publish(shared), shared.claim_window_ms);
         Box::pin(super::hash::force_release(
             &shared.redis,
