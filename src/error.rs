@@ -389,6 +389,10 @@ impl From<fred::error::Error> for Error {
 /// The result type of relock.
 pub type Result<T> = std::result::Result<T, Error>;
 
+/// A call to Redis made by a trait's method (a lock type's script call, a renewal, a shutdown's
+/// release): a boxed future of its [`Result`].
+pub(crate) type Call<'a, T> = futures::future::BoxFuture<'a, Result<T>>;
+
 #[cfg(test)]
 mod tests {
     use super::*;

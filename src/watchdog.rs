@@ -28,7 +28,7 @@ use fred::types::ClusterHash;
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::meter::Renewed;
-use crate::registry::{Held, HoldKey, Registry};
+use crate::registry::{Held, HoldKey, Registry, Renewal};
 use crate::shared::ReplicaSync;
 
 /// Holds renewed together: a type that renews them, and each hold with its generation.
@@ -131,7 +131,12 @@ impl Watchdog {
         let redis = self.replica_sync.as_ref().map_or(&self.redis, |s| &s.redis);
         let sent_at = Instant::now();
         let meter = &self.registry.meter;
-        let renewed = match held.renew(redis, &locks, lease_ms).await {
+        let renewal = Renewal {
+            redis,
+            locks: &locks,
+            lease_ms,
+        };
+        let renewed = match held.renew(renewal).await {
             Ok(renewed) => renewed,
             Err(error) => {
                 for _ in batch {

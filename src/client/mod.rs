@@ -259,7 +259,7 @@ impl Client {
         let places = self.shared.registry.places(Place::Queue);
         let leaves = places
             .iter()
-            .map(|((name, field), held)| held.close_place(closing, name, field));
+            .map(|(key, held)| held.close_place(closing, key));
         let all = futures::future::join_all(leaves);
         if let Ok(outcomes) = tokio::time::timeout(self.shared.command_timeout, all).await {
             for error in outcomes.into_iter().filter_map(Result::err) {
@@ -278,7 +278,7 @@ impl Client {
         let claims = self.shared.registry.places(Place::Claim);
         let unclaims = claims
             .iter()
-            .map(|((name, field), held)| held.close_claim(closing, name, field));
+            .map(|(key, held)| held.close_claim(closing, key));
         let all = futures::future::join_all(unclaims);
         if let Ok(outcomes) = tokio::time::timeout(self.shared.command_timeout, all).await {
             for error in outcomes.into_iter().filter_map(Result::err) {
@@ -294,7 +294,7 @@ impl Client {
         let holds = self.shared.registry.holds();
         let releases = holds
             .iter()
-            .map(|((name, field), held)| held.close_holds(closing, name, field));
+            .map(|(key, held)| held.close_holds(closing, key));
         let outcomes = futures::future::join_all(releases).await;
         outcomes
             .into_iter()

@@ -7,17 +7,16 @@ use std::time::Duration;
 
 use fred::bytes_utils::Str;
 use fred::types::{Key, Value};
-use futures::future::BoxFuture;
 use once_cell::sync::Lazy;
 
 use crate::connection::Connection;
-use crate::error::{Error, Result};
+use crate::error::{Call, Error, Result};
 use crate::lock::hash::{busy_or_delayed, released};
 use crate::lock::replies::{Answer, Delay, ReleaseHow, Released};
-use crate::lock::{read_token, AcquireCall, Call, Hold, LockType, PlainTurns, ReleaseCall, Turns};
+use crate::lock::{read_token, AcquireCall, Hold, LockType, PlainTurns, ReleaseCall, Turns};
 use crate::names::{prefixed, LockKeys};
 use crate::primitive::Primitive;
-use crate::registry::Closing;
+use crate::registry::{Closing, HoldKey};
 use crate::scripts::{catalogue, integer, ms_arg, text, Script, UNLOCK_MESSAGE};
 use crate::shared::Shared;
 
@@ -115,14 +114,9 @@ impl LockType for Office {
         self.delay.as_ref()
     }
 
-    fn abandon<'a>(
-        &'a self,
-        closing: &'a Closing<'a>,
-        name: &'a Str,
-        field: &'a Str,
-    ) -> BoxFuture<'a, Result<bool>> {
+    fn abandon<'a>(&'a self, closing: &'a Closing<'a>, held: &'a HoldKey) -> Call<'a, bool> {
         Box::pin(async move {
-            let keys = self.keys(name)?;
+            let (keys, field) = (self.keys(&held.0)?, &held.1);
             let replay = keys.replay_key(field);
             let how = ReleaseHow {
                 replay: &replay,

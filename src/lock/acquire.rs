@@ -13,7 +13,7 @@ use super::kind::{Hold, Turns};
 use crate::error::Result;
 use crate::meter::Acquired;
 use crate::registry::Registration;
-use crate::wait::{until_taken_counted, Try, Waiting};
+use crate::wait::{until_taken_counted, Retry, Try, Waiting};
 
 /// A hold waited for: its attempts ([`Hold::try_once`]) and its type's turns.
 struct Turning<'h> {
@@ -41,14 +41,14 @@ impl Waiting for Turning<'_> {
     fn start(
         &mut self,
         deadline: Option<Instant>,
-        first: Option<Option<Duration>>,
+        first: Option<Retry>,
     ) -> impl Future<Output = ()> + Send {
         self.turns.start(deadline, first)
     }
 
     fn wait_turn(
         &mut self,
-        busy: Option<Option<Duration>>,
+        busy: Option<Retry>,
         deadline: Option<Instant>,
     ) -> impl Future<Output = bool> + Send {
         self.turns.wait_turn(busy, deadline)

@@ -341,7 +341,8 @@ pub(crate) use delay_api;
 /// `async fn acquire(&self, lease: Option<Duration>, wait: Option<Duration>) -> Result<Option<$Guard>>`
 /// (`wait`: `None` as long as it takes, zero for one attempt): `lock`, `lock_with_lease`,
 /// `try_lock`, `try_lock_for` and `with`. `$Guard` has `lost()` and `unlock()`. Each method's
-/// doc is the type's own, given as `doc = "..."` lines per method.
+/// doc is the type's own, given as `doc = "..."` lines per method; `lock_with_lease`, `try_lock`
+/// and `try_lock_for` add their errors and cancel safety, which follow `lock`'s.
 macro_rules! combined_api {
     (
         $Type:ident,
@@ -360,6 +361,16 @@ macro_rules! combined_api {
             }
 
             $(#[doc = $lease])*
+            ///
+            /// # Errors
+            ///
+            /// As [`lock`](Self::lock), and
+            /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a lease under 1 ms
+            /// or over 2^53 ms.
+            ///
+            /// # Cancel safety
+            ///
+            /// As [`lock`](Self::lock).
             pub async fn lock_with_lease(
                 &self,
                 lease: std::time::Duration,
@@ -369,11 +380,27 @@ macro_rules! combined_api {
             }
 
             $(#[doc = $try])*
+            ///
+            /// # Errors
+            ///
+            /// As [`lock`](Self::lock).
+            ///
+            /// # Cancel safety
+            ///
+            /// As [`lock`](Self::lock).
             pub async fn try_lock(&self) -> $crate::error::Result<Option<$Guard>> {
                 self.acquire(None, Some(std::time::Duration::ZERO)).await
             }
 
             $(#[doc = $try_for])*
+            ///
+            /// # Errors
+            ///
+            /// As [`lock_with_lease`](Self::lock_with_lease).
+            ///
+            /// # Cancel safety
+            ///
+            /// As [`lock`](Self::lock).
             pub async fn try_lock_for(
                 &self,
                 wait: std::time::Duration,

@@ -9,6 +9,7 @@ use once_cell::sync::Lazy;
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::names::LockKeys;
+use crate::registry::{Closing, Renewal};
 
 use super::kind::{AcquireCall, ReleaseCall};
 use super::replies::{Answer, Delay, Reentry, Released, REFUSE};
@@ -150,12 +151,12 @@ pub(crate) fn released(reply: Value, name: &str, server: &str) -> Result<Release
 
 /// Extends each lock whose field is still there (`readers`: each read-write lock whose reader
 /// still lives, with its own timeout keys); `true` per renewed lock, in order.
-pub(crate) async fn renew(
-    redis: &Connection,
-    locks: &[(Str, Str)],
-    lease_ms: u64,
-    readers: bool,
-) -> Result<Vec<bool>> {
+pub(crate) async fn renew(renewal: Renewal<'_>, readers: bool) -> Result<Vec<bool>> {
+    let Renewal {
+        redis,
+        locks,
+        lease_ms,
+    } = renewal;
     let keys: Vec<Key> = locks.iter().map(|(name, _)| Key::from(name)).collect();
     let mut args = Vec::with_capacity(locks.len() + 1);
     args.push(ms_arg(lease_ms));
@@ -166,11 +167,12 @@ pub(crate) async fn renew(
 
 /// Extends each lock with a lock-delay whose field is still there, and its shadow lease with
 /// it; `true` per renewed lock, in order.
-pub(crate) async fn renew_delayed(
-    redis: &Connection,
-    locks: &[(Str, Str)],
-    lease_ms: u64,
-) -> Result<Vec<bool>> {
+pub(crate) async fn renew_delayed(renewal: Renewal<'_>) -> Result<Vec<bool>> {
+    let Renewal {
+        redis,
+        locks,
+        lease_ms,
+    } = renewal;
     let mut keys = Vec::with_capacity(locks.len() * 2);
     for (name, _) in locks {
         keys.push(Key::from(name));
@@ -206,7 +208,7 @@ async fn run_renew(
 }
 
 /// The keys of a script that may free a lock: the lock, its wake-up channel and its claim.
-fn freeing_keys(keys: &LockKeys) -> [Key; 3] {
+pub(crate) fn freeing_keys(keys: &LockKeys) -> [Key; 3] {
     [
         Key::from(&keys.name),
         Key::from(&keys.channel),
@@ -240,13 +242,8 @@ pub(crate) async fn force_release(
 
 /// Drops every hold of `field` on a lock hash at once (its client shuts down); `true` when it
 /// had any. A read-write lock's holds go by `rw::abandon` instead.
-pub(crate) async fn abandon(
-    redis: &Connection,
-    keys: &LockKeys,
-    field: &Str,
-    publish: &'static str,
-    claim_window_ms: u64,
-) -> Result<bool> {
+pub(crate) async fn abandon(closing: &Closing<'_>, keys: &LockKeys, field: &Str) -> Result<bool> {
+    let (redis, publish) = (closing.redis, closing.publish);
     let fair = crate::names::FairKeys::new(&keys.name);
     let [name, channel, claim] = freeing_keys(keys);
     let reply = ABANDON
@@ -263,7 +260,7 @@ pub(crate) async fn abandon(
                 text(UNLOCK_MESSAGE),
                 Value::String(field.clone()),
                 text(publish),
-                ms_arg(claim_window_ms),
+                ms_arg(closing.claim_window_ms),
             ],
         )
         .await

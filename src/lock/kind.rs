@@ -19,24 +19,22 @@ use tokio::time::Instant;
 use super::hash;
 use super::replies::{Answer, Delay, ReleaseHow, Released};
 use crate::connection::Connection;
-use crate::error::Result;
+use crate::error::{Call, Result};
 use crate::handoff::unclaim;
 use crate::names::LockKeys;
 use crate::owner::Owner;
 use crate::primitive::Primitive;
 use crate::pubsub::{WakeRule, Wakes};
-use crate::registry::{Closing, Held, HoldKey};
+use crate::registry::{Closing, Held, HoldKey, Renewal};
 use crate::scripts::UNLOCK_MESSAGE;
 use crate::shared::Shared;
+use crate::wait::Retry;
 
 /// Who asks: the lock's keys and the holder field.
 pub(crate) struct Holder<'a> {
     pub(crate) keys: &'a LockKeys,
     pub(crate) field: &'a Str,
 }
-
-/// What a lock type's script call gives back.
-pub(crate) type Call<'a, T> = BoxFuture<'a, Result<T>>;
 
 /// One acquire attempt, as [`LockType::acquire`] sends it.
 pub(crate) struct AcquireCall<'a> {
@@ -198,35 +196,25 @@ pub(crate) trait LockType: Send + Sync + 'static {
         }
     }
 
-    /// Extends each of `locks` whose holder field is still there (see [`Held::renew`]).
-    fn renew_all<'a>(
-        &'a self,
-        redis: &'a Connection,
-        locks: &'a [HoldKey],
-        lease_ms: u64,
-    ) -> BoxFuture<'a, Result<Vec<bool>>> {
+    /// Extends each of the renewal's locks whose holder field is still there (see
+    /// [`Held::renew`]).
+    fn renew_all<'a>(&'a self, renewal: Renewal<'a>) -> Call<'a, Vec<bool>> {
         if self.lock_delay().is_some() {
-            Box::pin(hash::renew_delayed(redis, locks, lease_ms))
+            Box::pin(hash::renew_delayed(renewal))
         } else {
-            Box::pin(hash::renew(redis, locks, lease_ms, false))
+            Box::pin(hash::renew(renewal, false))
         }
     }
 
     /// A hold of this type was just taken and its guard made (nothing to do by default).
     fn taken(&self, _hold: &Hold) {}
 
-    /// Drops every hold of `field` at once as its client shuts down, waking whom that lets in
-    /// (by default the lock hash's: `lua/lock/abandon.lua`).
-    fn abandon<'a>(
-        &'a self,
-        closing: &'a Closing<'a>,
-        name: &'a Str,
-        field: &'a Str,
-    ) -> BoxFuture<'a, Result<bool>> {
+    /// Drops every hold of `held`'s field at once as its client shuts down, waking whom that
+    /// lets in (by default the lock hash's: `lua/lock/abandon.lua`).
+    fn abandon<'a>(&'a self, closing: &'a Closing<'a>, held: &'a HoldKey) -> Call<'a, bool> {
         Box::pin(async move {
-            let keys = self.keys(name)?;
-            let (publish, window) = (closing.publish, closing.claim_window_ms);
-            hash::abandon(closing.redis, &keys, field, publish, window).await
+            let keys = self.keys(&held.0)?;
+            hash::abandon(closing, &keys, &held.1).await
         })
     }
 }
@@ -251,47 +239,27 @@ impl<T: LockType> Held for T {
         LockType::primitive(self)
     }
 
-    fn renew<'a>(
-        &'a self,
-        redis: &'a Connection,
-        locks: &'a [HoldKey],
-        lease_ms: u64,
-    ) -> BoxFuture<'a, Result<Vec<bool>>> {
-        self.renew_all(redis, locks, lease_ms)
+    fn renew<'a>(&'a self, renewal: Renewal<'a>) -> Call<'a, Vec<bool>> {
+        self.renew_all(renewal)
     }
 
-    fn close_holds<'a>(
-        &'a self,
-        closing: &'a Closing<'a>,
-        name: &'a Str,
-        field: &'a Str,
-    ) -> BoxFuture<'a, Result<bool>> {
-        self.abandon(closing, name, field)
+    fn close_holds<'a>(&'a self, closing: &'a Closing<'a>, held: &'a HoldKey) -> Call<'a, bool> {
+        self.abandon(closing, held)
     }
 
-    fn close_place<'a>(
-        &'a self,
-        closing: &'a Closing<'a>,
-        name: &'a Str,
-        field: &'a Str,
-    ) -> BoxFuture<'a, Result<bool>> {
+    fn close_place<'a>(&'a self, closing: &'a Closing<'a>, held: &'a HoldKey) -> Call<'a, bool> {
         Box::pin(async move {
-            let keys = self.keys(name)?;
-            self.leave_queue(closing.redis, &keys, field, closing.publish)
-                .await
+            let keys = self.keys(&held.0)?;
+            let (redis, publish) = (closing.redis, closing.publish);
+            self.leave_queue(redis, &keys, &held.1, publish).await
         })
     }
 
-    fn close_claim<'a>(
-        &'a self,
-        closing: &'a Closing<'a>,
-        name: &'a Str,
-        field: &'a Str,
-    ) -> BoxFuture<'a, Result<bool>> {
+    fn close_claim<'a>(&'a self, closing: &'a Closing<'a>, held: &'a HoldKey) -> Call<'a, bool> {
         Box::pin(async move {
-            let keys = self.keys(name)?;
-            self.unclaim(closing.redis, &keys, field, closing.publish)
-                .await
+            let keys = self.keys(&held.0)?;
+            let (redis, publish) = (closing.redis, closing.publish);
+            self.unclaim(redis, &keys, &held.1, publish).await
         })
     }
 }
@@ -356,20 +324,12 @@ pub(crate) trait Turns: Send {
 
     /// Gets ready to wait (subscribes to the wake-up, for instance), after a first attempt that
     /// found the lock busy (`first`: what it found) or instead of one (`first` is `None`).
-    fn start(
-        &mut self,
-        deadline: Option<Instant>,
-        first: Option<Option<Duration>>,
-    ) -> BoxFuture<'_, ()>;
+    fn start(&mut self, deadline: Option<Instant>, first: Option<Retry>) -> BoxFuture<'_, ()>;
 
     /// Waits until the next attempt is due. `busy` is what the last attempt found (the most to
     /// wait before trying again; `None` inside when no bound is known), or `None` for the first
     /// attempt after [`start`](Turns::start). `false` once the deadline has passed.
-    fn wait_turn(
-        &mut self,
-        busy: Option<Option<Duration>>,
-        deadline: Option<Instant>,
-    ) -> BoxFuture<'_, bool>;
+    fn wait_turn(&mut self, busy: Option<Retry>, deadline: Option<Instant>) -> BoxFuture<'_, bool>;
 
     /// The attempt took the lock.
     fn acquired(self: Box<Self>);

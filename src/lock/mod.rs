@@ -50,7 +50,7 @@ pub use fenced::{FencedGuard, FencedLock};
 pub use guard::LockGuard;
 pub use handle::RemainingLease;
 pub(crate) use handle::{lock_delay_ms, Handle};
-pub(crate) use kind::{AcquireCall, Ask, Call, Hold, Kind, LockType, ReleaseCall, Turns};
+pub(crate) use kind::{AcquireCall, Ask, Hold, Kind, LockType, ReleaseCall, Turns};
 pub use multi::{MultiGuard, MultiLock, Part};
 pub use reentrant::Lock;
 pub(crate) use reentrant::Reentrant;

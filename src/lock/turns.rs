@@ -27,7 +27,7 @@ use super::kind::Turns;
 use crate::pubsub::{Waiter, Wake};
 use crate::registry::Place;
 use crate::shared::Shared;
-use crate::wait::{subscribe, time_left};
+use crate::wait::{subscribe, time_left, Retry};
 
 /// The turns of one plain acquire (of a [`Lock`](crate::Lock) or a
 /// [`FencedLock`](crate::FencedLock)).
@@ -85,11 +85,7 @@ impl Turns for PlainTurns<'_> {
         }
     }
 
-    fn start(
-        &mut self,
-        deadline: Option<Instant>,
-        first: Option<Option<Duration>>,
-    ) -> BoxFuture<'_, ()> {
+    fn start(&mut self, deadline: Option<Instant>, first: Option<Retry>) -> BoxFuture<'_, ()> {
         Box::pin(async move {
             let (shared, channel) = (&self.hold.shared, &self.hold.keys.channel);
             let rule = self.hold.kind.wakes();
@@ -100,11 +96,7 @@ impl Turns for PlainTurns<'_> {
         })
     }
 
-    fn wait_turn(
-        &mut self,
-        busy: Option<Option<Duration>>,
-        deadline: Option<Instant>,
-    ) -> BoxFuture<'_, bool> {
+    fn wait_turn(&mut self, busy: Option<Retry>, deadline: Option<Instant>) -> BoxFuture<'_, bool> {
         Box::pin(self.next_turn(busy, deadline))
     }
 
@@ -126,11 +118,7 @@ impl Turns for PlainTurns<'_> {
 
 impl PlainTurns<'_> {
     /// See [`Turns::wait_turn`].
-    async fn next_turn(
-        &mut self,
-        busy: Option<Option<Duration>>,
-        deadline: Option<Instant>,
-    ) -> bool {
+    async fn next_turn(&mut self, busy: Option<Retry>, deadline: Option<Instant>) -> bool {
         let shared = &self.hold.shared;
         let channel = &self.hold.keys.channel;
         let waiter = self.waiter.as_ref().expect("started before waiting");

@@ -293,15 +293,21 @@ mod live {
         assert_eq!(headline(&error), Headline::TimedOut);
     }
 
-    #[tokio::test]
-    async fn a_command_out_when_the_server_dies_meets_a_closed_connection() {
-        let server = RedisServer::start().unwrap();
-        let redis = connected(&server).await;
+    /// A `BLPOP` of 5 s sent on `redis`, given 100 ms to reach the server and block there.
+    async fn blocked(redis: &Client) -> tokio::task::JoinHandle<Result<Value, RedisError>> {
         let waiting = tokio::spawn({
             let redis = redis.clone();
             async move { redis.blpop::<Value, _>("nothing", 5.0).await }
         });
         tokio::time::sleep(Duration::from_millis(100)).await;
+        waiting
+    }
+
+    #[tokio::test]
+    async fn a_command_out_when_the_server_dies_meets_a_closed_connection() {
+        let server = RedisServer::start().unwrap();
+        let redis = connected(&server).await;
+        let waiting = blocked(&redis).await;
         drop(server);
         let error = waiting.await.unwrap().unwrap_err();
         assert_eq!(*error.kind(), ErrorKind::IO);
@@ -319,11 +325,7 @@ mod live {
     async fn a_command_out_when_the_connection_is_remade_is_not_sent_again() {
         let server = RedisServer::start().unwrap();
         let redis = connected(&server).await;
-        let waiting = tokio::spawn({
-            let redis = redis.clone();
-            async move { redis.blpop::<Value, _>("nothing", 5.0).await }
-        });
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        let waiting = blocked(&redis).await;
         redis.force_reconnection().await.unwrap();
         let error = waiting.await.unwrap().unwrap_err();
         assert_eq!(*error.kind(), ErrorKind::Unknown);

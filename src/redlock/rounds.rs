@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::lock::LockGuard;
 use crate::owner::Owner;
 use crate::pubsub::{Waiter, Wake};
-use crate::wait::{time_left, Try, Waiting};
+use crate::wait::{time_left, Retry, Try, Waiting};
 
 /// How one master voted in a round.
 enum Vote {
@@ -69,13 +69,9 @@ impl Waiting for Rounds<'_> {
         Ok(Try::Busy(None))
     }
 
-    async fn start(&mut self, _deadline: Option<Instant>, _first: Option<Option<Duration>>) {}
+    async fn start(&mut self, _deadline: Option<Instant>, _first: Option<Retry>) {}
 
-    async fn wait_turn(
-        &mut self,
-        _busy: Option<Option<Duration>>,
-        deadline: Option<Instant>,
-    ) -> bool {
+    async fn wait_turn(&mut self, _busy: Option<Retry>, deadline: Option<Instant>) -> bool {
         if time_left(deadline).is_none() {
             return false;
         }

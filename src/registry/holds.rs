@@ -330,14 +330,12 @@ impl Registry {
 
 #[cfg(test)]
 mod tests {
-    use futures::future::BoxFuture;
 
     use super::*;
-    use crate::connection::Connection;
-    use crate::error::Result;
+
+    use crate::error::Call;
     use crate::meter::Meter;
-    use crate::registry::Closing;
-    use fred::bytes_utils::Str;
+    use crate::registry::{Closing, Renewal};
 
     /// A type the registry only counts: nothing here reaches Redis.
     struct Counted;
@@ -351,21 +349,11 @@ mod tests {
             crate::primitive::Primitive::Lock
         }
 
-        fn renew<'a>(
-            &'a self,
-            _: &'a Connection,
-            _: &'a [HoldKey],
-            _: u64,
-        ) -> BoxFuture<'a, Result<Vec<bool>>> {
+        fn renew<'a>(&'a self, _: Renewal<'a>) -> Call<'a, Vec<bool>> {
             unreachable!("no watchdog runs here")
         }
 
-        fn close_holds<'a>(
-            &'a self,
-            _: &'a Closing<'a>,
-            _: &'a Str,
-            _: &'a Str,
-        ) -> BoxFuture<'a, Result<bool>> {
+        fn close_holds<'a>(&'a self, _: &'a Closing<'a>, _: &'a HoldKey) -> Call<'a, bool> {
             unreachable!("no shutdown runs here")
         }
     }

@@ -25,11 +25,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fred::bytes_utils::Str;
-use futures::future::BoxFuture;
 use tokio::sync::Notify;
 
 use crate::connection::Connection;
-use crate::error::Result;
+use crate::error::Call;
 use crate::meter::Meter;
 
 pub(crate) use holds::{Leaving, Registration};
@@ -51,45 +50,34 @@ pub(crate) trait Held: Send + Sync + 'static {
     /// The primitive it is, as metrics label it.
     fn primitive(&self) -> crate::primitive::Primitive;
 
-    /// Extends each of `locks` (lock name, holder field) whose hold is still there by
-    /// `lease_ms`; `true` per renewed lock, in order.
-    fn renew<'a>(
-        &'a self,
-        redis: &'a Connection,
-        locks: &'a [HoldKey],
-        lease_ms: u64,
-    ) -> BoxFuture<'a, Result<Vec<bool>>>;
+    /// Extends each of the renewal's locks whose hold is still there; `true` per renewed lock,
+    /// in order.
+    fn renew<'a>(&'a self, renewal: Renewal<'a>) -> Call<'a, Vec<bool>>;
 
-    /// Shutdown: drops every hold of `field` on lock `name` at once, waking whom a release
+    /// Shutdown: drops every hold of `held`'s field on its lock at once, waking whom a release
     /// that frees it wakes; `true` when it had any.
-    fn close_holds<'a>(
-        &'a self,
-        closing: &'a Closing<'a>,
-        name: &'a Str,
-        field: &'a Str,
-    ) -> BoxFuture<'a, Result<bool>>;
+    fn close_holds<'a>(&'a self, closing: &'a Closing<'a>, held: &'a HoldKey) -> Call<'a, bool>;
 
-    /// Shutdown: gives up the place `field`'s waiters hold in lock `name`'s queue; `true` when
+    /// Shutdown: gives up the place `held`'s waiters hold in its lock's queue; `true` when
     /// there was one. Nothing for a type without queues (the default).
-    fn close_place<'a>(
-        &'a self,
-        _closing: &'a Closing<'a>,
-        _name: &'a Str,
-        _field: &'a Str,
-    ) -> BoxFuture<'a, Result<bool>> {
+    fn close_place<'a>(&'a self, _closing: &'a Closing<'a>, _held: &'a HoldKey) -> Call<'a, bool> {
         Box::pin(futures::future::ready(Ok(false)))
     }
 
-    /// Shutdown: withdraws `field`'s claim on lock `name`'s next hand-off; `true` when there
+    /// Shutdown: withdraws `held`'s claim on its lock's next hand-off; `true` when there
     /// was one. Nothing for a type without claims (the default).
-    fn close_claim<'a>(
-        &'a self,
-        _closing: &'a Closing<'a>,
-        _name: &'a Str,
-        _field: &'a Str,
-    ) -> BoxFuture<'a, Result<bool>> {
+    fn close_claim<'a>(&'a self, _closing: &'a Closing<'a>, _held: &'a HoldKey) -> Call<'a, bool> {
         Box::pin(futures::future::ready(Ok(false)))
     }
+}
+
+/// One renewal call: the holds it extends (lock name, holder field), by how much, and the
+/// connection it goes on.
+#[derive(Clone, Copy)]
+pub(crate) struct Renewal<'a> {
+    pub(crate) redis: &'a Connection,
+    pub(crate) locks: &'a [HoldKey],
+    pub(crate) lease_ms: u64,
 }
 
 /// What a closing client hands each held thing so it can let go.

@@ -105,7 +105,7 @@ impl Script {
             let sent = Instant::now();
             // The common case: connected, with the whole timeout left, which fred applies to a
             // command sent without options, so none are built per command.
-            let reply = Box::pin(self.run_once(redis, None, keys, args)).await;
+            let reply = Box::pin(self.run_once(Request::new(redis, None, keys, args))).await;
             match reply {
                 Err(e) if matches!(classify(&e), What::NotRouted | What::Redirected) => {}
                 Err(e) => return Err(met(redis, e, sent)),
@@ -127,7 +127,7 @@ impl Script {
             }
             let sent = Instant::now();
             let left = deadline.saturating_duration_since(sent);
-            match Box::pin(self.run_once(redis, Some(left), keys, args)).await {
+            match Box::pin(self.run_once(Request::new(redis, Some(left), keys, args))).await {
                 Err(e)
                     if matches!(classify(&e), What::NotRouted | What::Redirected)
                         && Instant::now() < deadline =>
@@ -146,16 +146,11 @@ impl Script {
     ///
     /// Boxed by the caller: fred's command future is large, and every lock() future that waits
     /// would otherwise carry room for it (about 7 KB per waiter instead of 1.5 KB).
-    async fn run_once(
-        &self,
-        redis: &Connection,
-        timeout: Option<Duration>,
-        keys: &[Key],
-        args: &[Value],
-    ) -> std::result::Result<Value, fred::error::Error> {
+    async fn run_once(&self, request: Request<'_>) -> Reply {
         let started = Instant::now();
-        let (result, reloaded) = self.send_once(redis, timeout, keys, args).await;
-        redis
+        let (result, reloaded) = self.send_once(request).await;
+        request
+            .redis
             .meter
             .script(self.metered, started.elapsed(), reloaded);
         result
@@ -163,25 +158,16 @@ impl Script {
 
     /// [`run_once`](Self::run_once) unmetered: its reply, and whether it (or the library) was
     /// loaded again.
-    async fn send_once(
-        &self,
-        redis: &Connection,
-        timeout: Option<Duration>,
-        keys: &[Key],
-        args: &[Value],
-    ) -> (std::result::Result<Value, fred::error::Error>, bool) {
+    async fn send_once(&self, request: Request<'_>) -> (Reply, bool) {
         match &self.function {
-            Some((name, read_only)) if redis.calls.functions() => {
-                let called = self
-                    .call_function(redis, timeout, name, *read_only, keys, args)
-                    .await;
-                match called {
+            Some((name, read_only)) if request.redis.calls.functions() => {
+                match self.call_function(request, name, *read_only).await {
                     Some(done) => done,
                     // The library could not be loaded again: by `EVALSHA` from now on.
-                    None => self.send_script(redis, timeout, keys, args).await,
+                    None => self.send_script(request).await,
                 }
             }
-            _ => self.send_script(redis, timeout, keys, args).await,
+            _ => self.send_script(request).await,
         }
     }
 
@@ -191,17 +177,15 @@ impl Script {
     /// the library (the client then goes by `EVALSHA`, as at a connect that met the refusal).
     async fn call_function(
         &self,
-        redis: &Connection,
-        timeout: Option<Duration>,
+        request: Request<'_>,
         name: &Str,
         read_only: bool,
-        keys: &[Key],
-        args: &[Value],
-    ) -> Option<(std::result::Result<Value, fred::error::Error>, bool)> {
+    ) -> Option<(Reply, bool)> {
+        let (redis, timeout, keys, args) =
+            (request.redis, request.timeout, request.keys, request.args);
         let started = Instant::now();
-        let within = |timeout: Duration| left_of(timeout, started);
         let command = fcall(read_only);
-        let first = send_first(redis, timeout, started, command, name, keys, args).await;
+        let first = send_first(request, started, command, name).await;
         let Err(e) = &first else {
             return Some((first, false));
         };
@@ -210,7 +194,7 @@ impl Script {
         }
         let timeout = timeout.unwrap_or(redis.timeout);
         let clustered = redis.inner().config.server.is_clustered();
-        match library::load(&redis.with_options(&within(timeout)), clustered).await {
+        match library::load(&redis.with_options(&left_of(timeout, started)), clustered).await {
             Ok(()) => {}
             Err(e) if library::refused(&e) => {
                 tracing::debug!(
@@ -223,37 +207,32 @@ impl Script {
             }
             Err(e) => return Some((Err(e), false)),
         }
-        let redis = redis.with_options(&within(timeout));
+        let redis = redis.with_options(&left_of(timeout, started));
         Some((send(&redis, command, name, keys, args).await, true))
     }
 
     /// [`send_once`](Self::send_once) by `EVALSHA`.
-    async fn send_script(
-        &self,
-        redis: &Connection,
-        timeout: Option<Duration>,
-        keys: &[Key],
-        args: &[Value],
-    ) -> (std::result::Result<Value, fred::error::Error>, bool) {
+    async fn send_script(&self, request: Request<'_>) -> (Reply, bool) {
+        let (redis, timeout, keys, args) =
+            (request.redis, request.timeout, request.keys, request.args);
         let started = Instant::now();
-        let within = |timeout: Duration| left_of(timeout, started);
-        let first = send_first(redis, timeout, started, "EVALSHA", &self.sha, keys, args).await;
+        let first = send_first(request, started, "EVALSHA", &self.sha).await;
         match first {
             Err(e) if classify(&e) == What::NoScript => {
                 // Within what is left of the first send's timeout.
                 let timeout = timeout.unwrap_or(redis.timeout);
-                let redis = redis.with_options(&within(timeout));
+                let redis = redis.with_options(&left_of(timeout, started));
                 let loaded = redis.script_load_cluster::<(), _>(self.lua.clone()).await;
                 if let Err(e) = loaded {
                     return (Err(e), false);
                 }
-                let redis = redis.with_options(&within(timeout));
+                let redis = redis.with_options(&left_of(timeout, started));
                 let result = send(&redis, "EVALSHA", &self.sha, keys, args).await;
                 // Flushed again between the load and the run (`SCRIPT FLUSH` twice in a row):
                 // sent with its text this time, which no flush can come between.
                 let result = match result {
                     Err(e) if classify(&e) == What::NoScript => {
-                        let redis = redis.with_options(&within(timeout));
+                        let redis = redis.with_options(&left_of(timeout, started));
                         send(&redis, "EVAL", &self.lua, keys, args).await
                     }
                     result => result,
@@ -261,6 +240,35 @@ impl Script {
                 (result, true)
             }
             result => (result, false),
+        }
+    }
+}
+
+/// A script call's reply, or the error it met.
+type Reply = std::result::Result<Value, fred::error::Error>;
+
+/// One send of a script call: the connection, the time it has (`None`: the client's command
+/// timeout, which fred applies to a command without options), its keys and its arguments.
+#[derive(Clone, Copy)]
+struct Request<'a> {
+    redis: &'a Connection,
+    timeout: Option<Duration>,
+    keys: &'a [Key],
+    args: &'a [Value],
+}
+
+impl<'a> Request<'a> {
+    fn new(
+        redis: &'a Connection,
+        timeout: Option<Duration>,
+        keys: &'a [Key],
+        args: &'a [Value],
+    ) -> Request<'a> {
+        Request {
+            redis,
+            timeout,
+            keys,
+            args,
         }
     }
 }
@@ -290,14 +298,17 @@ fn fcall(read_only: bool) -> &'static str {
 /// timeout (`timeout` `None`, the common case: none are built per call), else within what is
 /// left of `timeout` since `started`.
 async fn send_first(
-    redis: &Connection,
-    timeout: Option<Duration>,
+    request: Request<'_>,
     started: Instant,
     command: &'static str,
     what: &Str,
-    keys: &[Key],
-    args: &[Value],
-) -> std::result::Result<Value, fred::error::Error> {
+) -> Reply {
+    let Request {
+        redis,
+        timeout,
+        keys,
+        args,
+    } = request;
     match timeout {
         None => send(&**redis, command, what, keys, args).await,
         Some(timeout) => {

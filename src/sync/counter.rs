@@ -20,6 +20,36 @@ use crate::scripts::{catalogue, integer, text, Script};
 use crate::shared::Shared;
 use crate::wait::until_answered;
 
+/// A synchronizer's handle type: `$Type`, holding its [`Counter`], with its `Debug` and its
+/// constructor on the keys `$keys` makes of a name.
+macro_rules! counter_handle {
+    ($(#[$doc:meta])* $Type:ident, $keys:path) => {
+        $(#[$doc])*
+        #[derive(Clone)]
+        pub struct $Type {
+            counter: $crate::sync::counter::Counter,
+        }
+
+        impl std::fmt::Debug for $Type {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                self.counter.fmt_as(stringify!($Type), f)
+            }
+        }
+
+        impl $Type {
+            pub(crate) fn new(
+                shared: std::sync::Arc<$crate::shared::Shared>,
+                name: String,
+            ) -> $Type {
+                $Type {
+                    counter: $crate::sync::counter::Counter::new(shared, name, $keys),
+                }
+            }
+        }
+    };
+}
+pub(crate) use counter_handle;
+
 static TRY_SET: Lazy<Script> = Lazy::new(|| Script::new(catalogue::SEMAPHORE_TRY_SET));
 static ADD: Lazy<Script> = Lazy::new(|| Script::new(catalogue::SEMAPHORE_ADD));
 static DELETE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::SEMAPHORE_DELETE));

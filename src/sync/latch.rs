@@ -16,7 +16,9 @@ use fred::bytes_utils::Str;
 use fred::types::{Key, Value};
 use once_cell::sync::Lazy;
 
-use super::counter::{counter, request_ttl_ms, script_error, under_request, Counter, SendRequest};
+use super::counter::{
+    counter, counter_handle, request_ttl_ms, script_error, under_request, SendRequest,
+};
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::names::CounterKeys;
@@ -33,44 +35,31 @@ static DELETE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::LATCH_DELETE))
 /// The message that says the count reached zero.
 const ZERO_MESSAGE: &str = "0";
 
-/// A distributed count-down latch: tasks in any process wait until a count set once reaches
-/// zero by count-downs from anywhere (Redisson's `RCountDownLatch`, on the same key and
-/// channel). A cheap handle that does no I/O until used.
-///
-/// Set the count with [`try_set_count`](Self::try_set_count) before anyone waits: a latch
-/// without a count is open, and [`wait`](Self::wait) returns at once. Once it reaches zero the
-/// count is deleted, so the latch can be set again.
-///
-/// Waiting is on pub/sub: the count-down that reaches zero wakes every waiter of every process
-/// with one message per process. A lost message costs at most the poll interval
-/// ([`Config::with_poll_interval`](crate::Config::with_poll_interval)).
-///
-/// ```no_run
-/// # async fn run(client: relock::Client) -> relock::Result<()> {
-/// let ready = client.count_down_latch("workers-ready");
-/// ready.try_set_count(3).await?;
-/// // ... each of three workers, in any process, calls `ready.count_down().await?` ...
-/// ready.wait().await?; // returns once all three have
-/// # Ok(()) }
-/// ```
-#[derive(Clone)]
-pub struct CountDownLatch {
-    counter: Counter,
-}
-
-impl std::fmt::Debug for CountDownLatch {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.counter.fmt_as("CountDownLatch", f)
-    }
+counter_handle! {
+    /// A distributed count-down latch: tasks in any process wait until a count set once reaches
+    /// zero by count-downs from anywhere (Redisson's `RCountDownLatch`, on the same key and
+    /// channel). A cheap handle that does no I/O until used.
+    ///
+    /// Set the count with [`try_set_count`](Self::try_set_count) before anyone waits: a latch
+    /// without a count is open, and [`wait`](Self::wait) returns at once. Once it reaches zero the
+    /// count is deleted, so the latch can be set again.
+    ///
+    /// Waiting is on pub/sub: the count-down that reaches zero wakes every waiter of every process
+    /// with one message per process. A lost message costs at most the poll interval
+    /// ([`Config::with_poll_interval`](crate::Config::with_poll_interval)).
+    ///
+    /// ```no_run
+    /// # async fn run(client: relock::Client) -> relock::Result<()> {
+    /// let ready = client.count_down_latch("workers-ready");
+    /// ready.try_set_count(3).await?;
+    /// // ... each of three workers, in any process, calls `ready.count_down().await?` ...
+    /// ready.wait().await?; // returns once all three have
+    /// # Ok(()) }
+    /// ```
+    CountDownLatch, CounterKeys::latch
 }
 
 impl CountDownLatch {
-    pub(crate) fn new(shared: Arc<Shared>, name: String) -> CountDownLatch {
-        CountDownLatch {
-            counter: Counter::new(shared, name, CounterKeys::latch),
-        }
-    }
-
     /// The latch's name, which is also its Redis key.
     pub fn name(&self) -> &str {
         self.counter.name()

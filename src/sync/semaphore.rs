@@ -19,8 +19,8 @@ use futures::future::BoxFuture;
 use once_cell::sync::Lazy;
 
 use super::counter::{
-    add, check_permits, counter, delete, request_ttl_ms, script_error, try_set, under_request,
-    wakes, Counter, SendRequest,
+    add, check_permits, counter, counter_handle, delete, request_ttl_ms, script_error, try_set,
+    under_request, wakes, SendRequest,
 };
 use crate::background::Ended;
 use crate::connection::Connection;
@@ -36,54 +36,41 @@ static UNDO: Lazy<Script> = Lazy::new(|| Script::new(catalogue::SEMAPHORE_UNDO))
 static RELEASE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::SEMAPHORE_RELEASE));
 static DRAIN: Lazy<Script> = Lazy::new(|| Script::new(catalogue::SEMAPHORE_DRAIN));
 
-/// A distributed semaphore: a count of permits in Redis, shared by every process that uses the
-/// same name (Redisson's `RSemaphore`, on the same key and channel). A cheap handle that does
-/// no I/O until used.
-///
-/// Set the permits once with [`try_set_permits`](Self::try_set_permits); then
-/// [`acquire`](Self::acquire) takes some (waiting until enough are available) and
-/// [`release`](Self::release) gives them back.
-///
-/// **A permit is not tied to whoever took it**: any caller may release permits, and the
-/// permits of a process that dies before it releases them are gone until someone adds them
-/// back ([`add_permits`](Self::add_permits)). That is a semaphore's contract (Redisson's and
-/// the JDK's). When permits must come back by themselves when their holder dies, use a
-/// [`PermitSemaphore`](crate::PermitSemaphore): each permit has an id and a lease that the
-/// watchdog renews while its holder lives.
-///
-/// Waiting is on pub/sub: a release wakes as many waiters in each process as the permits it
-/// frees serve. This client's waiters take turns in arrival order, so a waiter for many permits
-/// is not passed by later waiters for fewer; across processes the order is not fair (as
-/// Redisson's). A lost message costs at most the poll interval
-/// ([`Config::with_poll_interval`](crate::Config::with_poll_interval)).
-///
-/// ```no_run
-/// # async fn run(client: relock::Client) -> relock::Result<()> {
-/// let downloads = client.semaphore("downloads");
-/// downloads.try_set_permits(4).await?; // false if another process set them first
-/// downloads.acquire(1).await?;
-/// // ... at most 4 of these run at once, across every process ...
-/// downloads.release(1).await?;
-/// # Ok(()) }
-/// ```
-#[derive(Clone)]
-pub struct Semaphore {
-    counter: Counter,
-}
-
-impl std::fmt::Debug for Semaphore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.counter.fmt_as("Semaphore", f)
-    }
+counter_handle! {
+    /// A distributed semaphore: a count of permits in Redis, shared by every process that uses the
+    /// same name (Redisson's `RSemaphore`, on the same key and channel). A cheap handle that does
+    /// no I/O until used.
+    ///
+    /// Set the permits once with [`try_set_permits`](Self::try_set_permits); then
+    /// [`acquire`](Self::acquire) takes some (waiting until enough are available) and
+    /// [`release`](Self::release) gives them back.
+    ///
+    /// **A permit is not tied to whoever took it**: any caller may release permits, and the
+    /// permits of a process that dies before it releases them are gone until someone adds them
+    /// back ([`add_permits`](Self::add_permits)). That is a semaphore's contract (Redisson's and
+    /// the JDK's). When permits must come back by themselves when their holder dies, use a
+    /// [`PermitSemaphore`](crate::PermitSemaphore): each permit has an id and a lease that the
+    /// watchdog renews while its holder lives.
+    ///
+    /// Waiting is on pub/sub: a release wakes as many waiters in each process as the permits it
+    /// frees serve. This client's waiters take turns in arrival order, so a waiter for many permits
+    /// is not passed by later waiters for fewer; across processes the order is not fair (as
+    /// Redisson's). A lost message costs at most the poll interval
+    /// ([`Config::with_poll_interval`](crate::Config::with_poll_interval)).
+    ///
+    /// ```no_run
+    /// # async fn run(client: relock::Client) -> relock::Result<()> {
+    /// let downloads = client.semaphore("downloads");
+    /// downloads.try_set_permits(4).await?; // false if another process set them first
+    /// downloads.acquire(1).await?;
+    /// // ... at most 4 of these run at once, across every process ...
+    /// downloads.release(1).await?;
+    /// # Ok(()) }
+    /// ```
+    Semaphore, CounterKeys::semaphore
 }
 
 impl Semaphore {
-    pub(crate) fn new(shared: Arc<Shared>, name: String) -> Semaphore {
-        Semaphore {
-            counter: Counter::new(shared, name, CounterKeys::semaphore),
-        }
-    }
-
     /// The semaphore's name, which is also its Redis key.
     pub fn name(&self) -> &str {
         self.counter.name()

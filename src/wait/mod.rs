@@ -26,6 +26,10 @@ mod on_channel;
 pub use lost::Lost;
 pub(crate) use on_channel::{Counted, OnChannel};
 
+/// What an attempt that found it busy found: the most to wait before the next (`None`: no
+/// bound known).
+pub(crate) type Retry = Option<Duration>;
+
 /// What one attempt found.
 pub(crate) enum Try<T> {
     /// It took what it asked for.
@@ -99,7 +103,7 @@ pub(crate) trait Waiting: Send {
     fn start(
         &mut self,
         deadline: Option<Instant>,
-        first: Option<Option<Duration>>,
+        first: Option<Retry>,
     ) -> impl Future<Output = ()> + Send;
 
     /// Waits until the next attempt is due. `busy` is what the last attempt found, or `None`
@@ -107,7 +111,7 @@ pub(crate) trait Waiting: Send {
     /// passed.
     fn wait_turn(
         &mut self,
-        busy: Option<Option<Duration>>,
+        busy: Option<Retry>,
         deadline: Option<Instant>,
     ) -> impl Future<Output = bool> + Send;
 
@@ -172,7 +176,7 @@ impl<W: Waiting> Waiting for Tallied<'_, '_, W> {
     fn start(
         &mut self,
         deadline: Option<Instant>,
-        first: Option<Option<Duration>>,
+        first: Option<Retry>,
     ) -> impl Future<Output = ()> + Send {
         self.acquiring.waits();
         self.inner.start(deadline, first)
@@ -180,7 +184,7 @@ impl<W: Waiting> Waiting for Tallied<'_, '_, W> {
 
     fn wait_turn(
         &mut self,
-        busy: Option<Option<Duration>>,
+        busy: Option<Retry>,
         deadline: Option<Instant>,
     ) -> impl Future<Output = bool> + Send {
         self.inner.wait_turn(busy, deadline)

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::Retry;
 use super::{subscribe_for, time_left, Try, Waiting};
 use crate::error::Result;
 use crate::pubsub::{Waiter, Wake, WakeRule};
@@ -79,17 +80,13 @@ where
         (self.attempt)(std::mem::take(&mut self.done))
     }
 
-    async fn start(&mut self, deadline: Option<Instant>, first: Option<Option<Duration>>) {
+    async fn start(&mut self, deadline: Option<Instant>, first: Option<Retry>) {
         let (shared, channel, rule) = (self.shared, self.channel, self.rule);
         self.waiter = Some(subscribe_for(shared, channel, rule, self.permits, deadline).await);
         self.parked_first = first.is_none();
     }
 
-    async fn wait_turn(
-        &mut self,
-        busy: Option<Option<Duration>>,
-        deadline: Option<Instant>,
-    ) -> bool {
+    async fn wait_turn(&mut self, busy: Option<Retry>, deadline: Option<Instant>) -> bool {
         let Some(remaining) = time_left(deadline) else {
             return false;
         };

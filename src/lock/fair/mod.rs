@@ -24,17 +24,17 @@ use super::api::{delay_api, lock_api};
 use super::handle::Handle;
 use super::kind::Hold;
 use super::kind::Turns;
-use super::kind::{AcquireCall, Ask, Call, Kind, LockType, ReleaseCall};
+use super::kind::{AcquireCall, Ask, Kind, LockType, ReleaseCall};
 use super::replies::{Answer, Delay, Reentry, Released};
 use crate::background::Ended;
 use crate::connection::Connection;
-use crate::error::Result;
+use crate::error::{Call, Result};
 use crate::names::{FairKeys, LockKeys};
 use crate::primitive::Primitive;
 use crate::pubsub::Waiter;
 use crate::registry::Place;
 use crate::shared::Shared;
-use crate::wait::{subscribe, time_left};
+use crate::wait::{subscribe, time_left, Retry};
 
 mod scripts;
 
@@ -243,11 +243,7 @@ impl Turns for FairTurns<'_> {
         Ask::Queue
     }
 
-    fn start(
-        &mut self,
-        deadline: Option<Instant>,
-        _first: Option<Option<Duration>>,
-    ) -> BoxFuture<'_, ()> {
+    fn start(&mut self, deadline: Option<Instant>, _first: Option<Retry>) -> BoxFuture<'_, ()> {
         Box::pin(async move {
             let (shared, channel) = (&self.hold.shared, channel(self.hold));
             let rule = self.hold.kind.wakes();
@@ -255,11 +251,7 @@ impl Turns for FairTurns<'_> {
         })
     }
 
-    fn wait_turn(
-        &mut self,
-        busy: Option<Option<Duration>>,
-        deadline: Option<Instant>,
-    ) -> BoxFuture<'_, bool> {
+    fn wait_turn(&mut self, busy: Option<Retry>, deadline: Option<Instant>) -> BoxFuture<'_, bool> {
         Box::pin(async move {
             let Some(remaining) = time_left(deadline) else {
                 return false;

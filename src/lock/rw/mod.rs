@@ -17,21 +17,22 @@ use super::api::lock_api;
 use super::handle::Handle;
 use super::kind::Hold;
 use super::kind::Turns;
-use super::kind::{AcquireCall, Ask, Call, Kind, Lease, LockType, ReleaseCall};
+use super::kind::{AcquireCall, Ask, Kind, Lease, LockType, ReleaseCall};
 use super::turns::ClaimGuard;
-use crate::wait::{subscribe, time_left};
+use crate::wait::{subscribe, time_left, Retry};
 
 /// How long after a fixed read lease ends its client drops the lapsed reader (see
-/// [`Read::taken`]).
+/// [`Side::taken`]).
 const LAPSE_MARGIN: Duration = Duration::from_millis(100);
 use super::hash;
 use super::replies::{Answer, Released};
 use crate::connection::Connection;
-use crate::error::Result;
+use crate::error::{Call, Result};
 use crate::handoff::{unclaim, Wake};
 use crate::names::LockKeys;
+use crate::primitive::Primitive;
 use crate::pubsub::{Waiter, WakeRule, Wakes};
-use crate::registry::{Closing, HoldKey};
+use crate::registry::{Closing, HoldKey, Renewal};
 use crate::shared::Shared;
 
 pub(crate) mod scripts;
@@ -102,14 +103,18 @@ impl RwLock {
     /// The read side: shared by many readers.
     pub fn read(&self) -> ReadLock {
         ReadLock {
-            handle: Handle::new(self.shared.clone(), self.name.clone(), Kind::of(Read)),
+            handle: Handle::new(self.shared.clone(), self.name.clone(), Kind::of(Side::Read)),
         }
     }
 
     /// The write side: one writer, no readers but its own.
     pub fn write(&self) -> WriteLock {
         WriteLock {
-            handle: Handle::new(self.shared.clone(), self.name.clone(), Kind::of(Write)),
+            handle: Handle::new(
+                self.shared.clone(),
+                self.name.clone(),
+                Kind::of(Side::Write),
+            ),
         }
     }
 }
@@ -149,13 +154,22 @@ fn wakes_all(_message: Option<&str>) -> Wakes {
     Wakes::All
 }
 
-/// The read side's type: many readers, each with its own lease (timeout keys) that the
-/// watchdog renews apart from the lock's other holds.
-pub(super) struct Read;
+/// A side's type: the read side (many readers, each with its own lease, timeout keys that the
+/// watchdog renews apart from the lock's other holds), or the write side (one writer, whose
+/// field is `<client-uuid>:<owner>:write` as Redisson's, and whose waiting claims keep new
+/// readers out).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Side {
+    Read,
+    Write,
+}
 
-impl LockType for Read {
-    fn primitive(&self) -> crate::primitive::Primitive {
-        crate::primitive::Primitive::ReadLock
+impl LockType for Side {
+    fn primitive(&self) -> Primitive {
+        match self {
+            Side::Read => Primitive::ReadLock,
+            Side::Write => Primitive::WriteLock,
+        }
     }
 
     /// A read hold with a fixed lease: once the lease has ended (on the server's clock too), if
@@ -163,7 +177,7 @@ impl LockType for Read {
     /// it does not outlive its lease while other readers keep the lock (Redis 7.0 has no expiry
     /// per hash field). A client that is gone by then leaves it to the next script that meets it.
     fn taken(&self, hold: &Hold) {
-        let Lease::Fixed(lease) = hold.lease else {
+        let (Side::Read, Lease::Fixed(lease)) = (self, hold.lease) else {
             return;
         };
         let shared = Arc::downgrade(&hold.shared);
@@ -188,71 +202,10 @@ impl LockType for Read {
         LockKeys::rw(name)
     }
 
-    fn view(&self) -> &'static str {
-        "read"
-    }
-
-    fn turns<'h>(&self, hold: &'h Hold, wait: Option<Duration>) -> Box<dyn Turns + 'h> {
-        Box::new(RwTurns::new(hold, wait, false))
-    }
-
-    fn acquire<'a>(&'a self, call: AcquireCall<'a>) -> Call<'a, Answer> {
-        Box::pin(scripts::read_acquire(call))
-    }
-
-    fn release<'a>(&'a self, call: ReleaseCall<'a>) -> Call<'a, Released> {
-        Box::pin(scripts::release(call, false))
-    }
-
-    fn force_release<'a>(&'a self, shared: &'a Shared, keys: &'a LockKeys) -> Call<'a, bool> {
-        Box::pin(force_release(self, shared, keys))
-    }
-
-    fn wakes(&self) -> WakeRule {
-        wakes_all
-    }
-
-    fn always_replays(&self) -> bool {
-        true
-    }
-
-    fn renews_with(&self) -> &'static str {
-        "readers"
-    }
-
-    fn renew_all<'a>(
-        &'a self,
-        redis: &'a Connection,
-        locks: &'a [HoldKey],
-        lease_ms: u64,
-    ) -> BoxFuture<'a, Result<Vec<bool>>> {
-        Box::pin(hash::renew(redis, locks, lease_ms, true))
-    }
-
-    fn abandon<'a>(
-        &'a self,
-        closing: &'a Closing<'a>,
-        name: &'a Str,
-        field: &'a Str,
-    ) -> BoxFuture<'a, Result<bool>> {
-        Box::pin(abandon(closing, name, field))
-    }
-}
-
-/// The write side's type: one writer, whose field is `<client-uuid>:<owner>:write` (as
-/// Redisson's), and whose waiting claims keep new readers out.
-pub(super) struct Write;
-
-impl LockType for Write {
-    fn primitive(&self) -> crate::primitive::Primitive {
-        crate::primitive::Primitive::WriteLock
-    }
-
-    fn keys(&self, name: &str) -> Result<LockKeys> {
-        LockKeys::rw(name)
-    }
-
     fn field(&self, owner_field: String) -> Str {
+        if *self == Side::Read {
+            return owner_field.into();
+        }
         let field = scripts::writer_field(&owner_field);
         // The scripts tell a writer from a reader by its field alone (`lua/rw/abandon.lua`).
         debug_assert!(scripts::is_writer_field(&field));
@@ -260,19 +213,25 @@ impl LockType for Write {
     }
 
     fn view(&self) -> &'static str {
-        "write"
+        match self {
+            Side::Read => "read",
+            Side::Write => "write",
+        }
     }
 
     fn turns<'h>(&self, hold: &'h Hold, wait: Option<Duration>) -> Box<dyn Turns + 'h> {
-        Box::new(RwTurns::new(hold, wait, true))
+        Box::new(RwTurns::new(hold, wait, *self == Side::Write))
     }
 
     fn acquire<'a>(&'a self, call: AcquireCall<'a>) -> Call<'a, Answer> {
-        Box::pin(scripts::write_acquire(call))
+        match self {
+            Side::Read => Box::pin(scripts::read_acquire(call)),
+            Side::Write => Box::pin(scripts::write_acquire(call)),
+        }
     }
 
     fn release<'a>(&'a self, call: ReleaseCall<'a>) -> Call<'a, Released> {
-        Box::pin(scripts::release(call, true))
+        Box::pin(scripts::release(call, *self == Side::Write))
     }
 
     fn force_release<'a>(&'a self, shared: &'a Shared, keys: &'a LockKeys) -> Call<'a, bool> {
@@ -285,6 +244,18 @@ impl LockType for Write {
 
     fn always_replays(&self) -> bool {
         true
+    }
+
+    /// A reader's holds renew with their timeout keys; a writer's as the lock hash's.
+    fn renews_with(&self) -> &'static str {
+        match self {
+            Side::Read => "readers",
+            Side::Write => "hash",
+        }
+    }
+
+    fn renew_all<'a>(&'a self, renewal: Renewal<'a>) -> Call<'a, Vec<bool>> {
+        Box::pin(hash::renew(renewal, *self == Side::Read))
     }
 
     /// A writer's claim keeps new readers out of a read-locked lock: withdrawn, it wakes the
@@ -295,25 +266,13 @@ impl LockType for Write {
         keys: &'a LockKeys,
         field: &'a Str,
         publish: &'static str,
-    ) -> BoxFuture<'a, Result<bool>> {
-        Box::pin(unclaim(
-            redis,
-            keys,
-            field,
-            Some(Wake {
-                publish,
-                message: scripts::READ_UNLOCK,
-            }),
-        ))
+    ) -> Call<'a, bool> {
+        let message = scripts::READ_UNLOCK;
+        Box::pin(unclaim(redis, keys, field, Some(Wake { publish, message })))
     }
 
-    fn abandon<'a>(
-        &'a self,
-        closing: &'a Closing<'a>,
-        name: &'a Str,
-        field: &'a Str,
-    ) -> BoxFuture<'a, Result<bool>> {
-        Box::pin(abandon(closing, name, field))
+    fn abandon<'a>(&'a self, closing: &'a Closing<'a>, held: &'a HoldKey) -> Call<'a, bool> {
+        Box::pin(abandon(closing, &held.0, &held.1))
     }
 }
 
@@ -350,11 +309,7 @@ impl Turns for RwTurns<'_> {
         Ask::Claim(1)
     }
 
-    fn start(
-        &mut self,
-        deadline: Option<Instant>,
-        _first: Option<Option<Duration>>,
-    ) -> BoxFuture<'_, ()> {
+    fn start(&mut self, deadline: Option<Instant>, _first: Option<Retry>) -> BoxFuture<'_, ()> {
         Box::pin(async move {
             let (shared, channel) = (&self.hold.shared, &self.hold.keys.channel);
             let rule = self.hold.kind.wakes();
@@ -362,11 +317,7 @@ impl Turns for RwTurns<'_> {
         })
     }
 
-    fn wait_turn(
-        &mut self,
-        busy: Option<Option<Duration>>,
-        deadline: Option<Instant>,
-    ) -> BoxFuture<'_, bool> {
+    fn wait_turn(&mut self, busy: Option<Retry>, deadline: Option<Instant>) -> BoxFuture<'_, bool> {
         Box::pin(async move {
             let Some(remaining) = time_left(deadline) else {
                 return false;
@@ -406,6 +357,5 @@ async fn force_release(side: &dyn LockType, shared: &Shared, keys: &LockKeys) ->
 /// A read-write lock's shutdown release of every hold of `field` (a reader's or a writer's).
 async fn abandon(closing: &Closing<'_>, name: &Str, field: &Str) -> Result<bool> {
     let keys = LockKeys::rw(name)?;
-    let (publish, window) = (closing.publish, closing.claim_window_ms);
-    scripts::abandon(closing.redis, &keys, field, publish, window).await
+    scripts::abandon(closing, &keys, field).await
 }

@@ -8,11 +8,12 @@ use once_cell::sync::Lazy;
 
 use crate::connection::Connection;
 use crate::error::{Error, Result};
-use crate::lock::hash::released;
+use crate::lock::hash::{freeing_keys, released};
 use crate::lock::replies::{Answer, Released};
 use crate::lock::{AcquireCall, Ask, ReleaseCall};
 use crate::names::LockKeys;
 use crate::redis_error::{classify, What};
+use crate::registry::Closing;
 use crate::scripts::{catalogue, integer, ms_arg, text, Script};
 
 static READ_ACQUIRE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::RW_READ_ACQUIRE));
@@ -144,16 +145,9 @@ pub(crate) async fn force_release(
     publish: &'static str,
     window_ms: u64,
 ) -> Result<bool> {
+    let args = [text(mode), text(publish), ms_arg(window_ms)];
     let reply = FORCE_RELEASE
-        .run(
-            redis,
-            &[
-                Key::from(&keys.name),
-                Key::from(&keys.channel),
-                Key::from(&keys.claim),
-            ],
-            &[text(mode), text(publish), ms_arg(window_ms)],
-        )
+        .run(redis, &freeing_keys(keys), &args)
         .await
         .map_err(|e| Error::from_redis(e, &keys.name, &redis.server))?;
     Ok(integer(reply, &keys.name, &redis.server)? == 1)
@@ -162,27 +156,15 @@ pub(crate) async fn force_release(
 /// Drops every hold of `field` (a reader's, or a writer's) on a read-write lock at once (its
 /// client shuts down), waking the lock's waiters when that frees it or turns it into a read
 /// lock; `true` when it had any. `keys` are the read-write lock's.
-pub(crate) async fn abandon(
-    redis: &Connection,
-    keys: &LockKeys,
-    field: &Str,
-    publish: &'static str,
-    window_ms: u64,
-) -> Result<bool> {
+pub(crate) async fn abandon(closing: &Closing<'_>, keys: &LockKeys, field: &Str) -> Result<bool> {
+    let redis = closing.redis;
+    let args = [
+        Value::String(field.clone()),
+        text(closing.publish),
+        ms_arg(closing.claim_window_ms),
+    ];
     let reply = ABANDON
-        .run(
-            redis,
-            &[
-                Key::from(&keys.name),
-                Key::from(&keys.channel),
-                Key::from(&keys.claim),
-            ],
-            &[
-                Value::String(field.clone()),
-                text(publish),
-                ms_arg(window_ms),
-            ],
-        )
+        .run(redis, &freeing_keys(keys), &args)
         .await
         .map_err(|e| Error::from_redis(e, &keys.name, &redis.server))?;
     Ok(integer(reply, &keys.name, &redis.server)? > 0)

@@ -11,13 +11,14 @@ use super::api::lock_api;
 use super::handle::Handle;
 use super::kind::Hold;
 use super::kind::Turns;
-use super::kind::{AcquireCall, Ask, Call, Kind, LockType, ReleaseCall};
+use super::kind::{AcquireCall, Ask, Kind, LockType, ReleaseCall};
 use super::reentrant::{plain_acquire, Reentrant};
 use super::replies::{Answer, Released};
+use crate::error::Call;
 use crate::names::LockKeys;
 use crate::scripts::NO_PUBLISH;
 use crate::shared::Shared;
-use crate::wait::time_left;
+use crate::wait::{time_left, Retry};
 
 mod backoff;
 pub use backoff::Backoff;
@@ -121,7 +122,7 @@ impl LockType for Spin {
 pub(super) struct SpinTurns {
     delays: Delays,
     /// What the first attempt found, for the first pause.
-    first: Option<Option<Duration>>,
+    first: Option<Retry>,
 }
 
 impl Turns for SpinTurns {
@@ -129,20 +130,12 @@ impl Turns for SpinTurns {
         Ask::Now
     }
 
-    fn start(
-        &mut self,
-        _deadline: Option<Instant>,
-        first: Option<Option<Duration>>,
-    ) -> BoxFuture<'_, ()> {
+    fn start(&mut self, _deadline: Option<Instant>, first: Option<Retry>) -> BoxFuture<'_, ()> {
         self.first = first;
         Box::pin(std::future::ready(()))
     }
 
-    fn wait_turn(
-        &mut self,
-        busy: Option<Option<Duration>>,
-        deadline: Option<Instant>,
-    ) -> BoxFuture<'_, bool> {
+    fn wait_turn(&mut self, busy: Option<Retry>, deadline: Option<Instant>) -> BoxFuture<'_, bool> {
         Box::pin(async move {
             let Some(remaining) = time_left(deadline) else {
                 return false;

@@ -12,11 +12,11 @@ use tokio::time::Instant;
 
 use crate::background::Ended;
 use crate::connection::Connection;
-use crate::error::{Error, Result};
+use crate::error::{Call, Error, Result};
 use crate::meter::Unlocked;
 use crate::names::CounterKeys;
 use crate::primitive::Primitive;
-use crate::registry::{Closing, Held, HoldKey, Leaving, Registration, Releasing};
+use crate::registry::{Closing, Held, HoldKey, Leaving, Registration, Releasing, Renewal};
 use crate::scripts::{self, catalogue, integer, ms_arg, text, Script};
 use crate::shared::Shared;
 use crate::wait::{until_answered, Lost};
@@ -277,12 +277,12 @@ impl Held for Permits {
         crate::primitive::Primitive::PermitSemaphore
     }
 
-    fn renew<'a>(
-        &'a self,
-        redis: &'a Connection,
-        locks: &'a [HoldKey],
-        lease_ms: u64,
-    ) -> BoxFuture<'a, Result<Vec<bool>>> {
+    fn renew<'a>(&'a self, renewal: Renewal<'a>) -> Call<'a, Vec<bool>> {
+        let Renewal {
+            redis,
+            locks,
+            lease_ms,
+        } = renewal;
         Box::pin(async move {
             let mut sent = Vec::with_capacity(locks.len());
             let mut args = Vec::with_capacity(locks.len() + 1);
@@ -305,15 +305,10 @@ impl Held for Permits {
         })
     }
 
-    fn close_holds<'a>(
-        &'a self,
-        closing: &'a Closing<'a>,
-        name: &'a Str,
-        field: &'a Str,
-    ) -> BoxFuture<'a, Result<bool>> {
+    fn close_holds<'a>(&'a self, closing: &'a Closing<'a>, held: &'a HoldKey) -> Call<'a, bool> {
         Box::pin(async move {
-            let keys = CounterKeys::semaphore(name)?;
-            let bytes = from_hex(field).expect("registered with a hex id");
+            let keys = CounterKeys::semaphore(&held.0)?;
+            let bytes = from_hex(&held.1).expect("registered with a hex id");
             let released = give_back_on(closing.redis, closing.publish, &keys, &bytes).await?;
             Ok(released != Released::NotOut)
         })

@@ -20,7 +20,7 @@ use fred::types::{Key, Value};
 use once_cell::sync::Lazy;
 use tokio::time::Instant;
 
-use super::counter::{self, wakes, Counter};
+use super::counter::{self, counter_handle, wakes};
 use crate::config::millis;
 use crate::connection::Connection;
 use crate::error::{Error, Result};
@@ -42,56 +42,43 @@ static STATE: Lazy<Script> = Lazy::new(|| Script::new(catalogue::PERMIT_STATE));
 /// Redisson's score of a permit taken without a lease: a moment that never comes.
 const NO_LEASE: &str = "922337203685477";
 
-/// A distributed semaphore whose permits have ids and leases (Redisson's
-/// `RPermitExpirableSemaphore`, on the same keys and channel): a permit taken by a process that
-/// dies comes back by itself when its lease ends. A cheap handle that does no I/O until used.
-///
-/// Set the permits once with [`try_set_permits`](Self::try_set_permits); then
-/// [`acquire`](Self::acquire) takes one and returns it as a [`Permit`], which gives it back when
-/// released or dropped. By default the client's watchdog renews a permit's lease for as long as
-/// its `Permit` lives, as it renews locks (many permits per script call), so **a permit never
-/// expires while its holder lives, and comes back one watchdog timeout after its holder dies**.
-/// [`acquire_with_lease`](Self::acquire_with_lease) takes one with a fixed lease that nobody
-/// renews instead.
-///
-/// Redisson processes can share the semaphore: their permits (with a lease or without) and
-/// relock's count against one total, and each side's releases wake the other's waiters. Leases
-/// are scored on the server's clock by relock and on the client's by Redisson, so a mixed fleet
-/// should keep its clocks in step.
-///
-/// Waiting is as a [`Semaphore`](crate::Semaphore)'s, and a waiter also looks again when the
-/// earliest lease of a permit that is out ends (it may have been left by a holder that died).
-///
-/// ```no_run
-/// # async fn run(client: relock::Client) -> relock::Result<()> {
-/// let workers = client.permit_semaphore("gpu-slots");
-/// workers.try_set_permits(2).await?;
-/// let permit = workers.acquire().await?;
-/// tokio::select! {
-///     _ = permit.lost() => eprintln!("permit lost: stop using the slot"),
-///     _ = async { /* ... use one of the 2 slots ... */ } => {}
-/// }
-/// permit.release().await?;
-/// # Ok(()) }
-/// ```
-#[derive(Clone)]
-pub struct PermitSemaphore {
-    counter: Counter,
-}
-
-impl std::fmt::Debug for PermitSemaphore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.counter.fmt_as("PermitSemaphore", f)
-    }
+counter_handle! {
+    /// A distributed semaphore whose permits have ids and leases (Redisson's
+    /// `RPermitExpirableSemaphore`, on the same keys and channel): a permit taken by a process that
+    /// dies comes back by itself when its lease ends. A cheap handle that does no I/O until used.
+    ///
+    /// Set the permits once with [`try_set_permits`](Self::try_set_permits); then
+    /// [`acquire`](Self::acquire) takes one and returns it as a [`Permit`], which gives it back when
+    /// released or dropped. By default the client's watchdog renews a permit's lease for as long as
+    /// its `Permit` lives, as it renews locks (many permits per script call), so **a permit never
+    /// expires while its holder lives, and comes back one watchdog timeout after its holder dies**.
+    /// [`acquire_with_lease`](Self::acquire_with_lease) takes one with a fixed lease that nobody
+    /// renews instead.
+    ///
+    /// Redisson processes can share the semaphore: their permits (with a lease or without) and
+    /// relock's count against one total, and each side's releases wake the other's waiters. Leases
+    /// are scored on the server's clock by relock and on the client's by Redisson, so a mixed fleet
+    /// should keep its clocks in step.
+    ///
+    /// Waiting is as a [`Semaphore`](crate::Semaphore)'s, and a waiter also looks again when the
+    /// earliest lease of a permit that is out ends (it may have been left by a holder that died).
+    ///
+    /// ```no_run
+    /// # async fn run(client: relock::Client) -> relock::Result<()> {
+    /// let workers = client.permit_semaphore("gpu-slots");
+    /// workers.try_set_permits(2).await?;
+    /// let permit = workers.acquire().await?;
+    /// tokio::select! {
+    ///     _ = permit.lost() => eprintln!("permit lost: stop using the slot"),
+    ///     _ = async { /* ... use one of the 2 slots ... */ } => {}
+    /// }
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
+    PermitSemaphore, CounterKeys::semaphore
 }
 
 impl PermitSemaphore {
-    pub(crate) fn new(shared: Arc<Shared>, name: String) -> PermitSemaphore {
-        PermitSemaphore {
-            counter: Counter::new(shared, name, CounterKeys::semaphore),
-        }
-    }
-
     /// The semaphore's name, which is also the Redis key of its available count.
     pub fn name(&self) -> &str {
         self.counter.name()
