@@ -141,6 +141,20 @@ async fn every_type(
         tokio::time::sleep(Duration::from_secs(120)).await;
         drop(guard);
     })));
+    // The non-reentrant locks keep Redisson's lock data: a lock, and a fair lock with a waiter.
+    let single = format!("{base}:single");
+    keep.push(Box::new(
+        a.non_reentrant_lock(&single).lock().await.unwrap(),
+    ));
+    let single_fair = format!("{base}:single-fair");
+    let holder = a.non_reentrant_fair_lock(&single_fair);
+    keep.push(Box::new(holder.lock().await.unwrap()));
+    let waiter = b.non_reentrant_fair_lock(&single_fair);
+    keep.push(Box::new(tokio::spawn(async move {
+        let guard = waiter.lock().await;
+        tokio::time::sleep(Duration::from_secs(120)).await;
+        drop(guard);
+    })));
     let rw = format!("{base}:rw");
     keep.push(Box::new(a.rw_lock(&rw).read().lock().await.unwrap()));
     let fenced = format!("{base}:fenced");
@@ -167,6 +181,8 @@ async fn every_type(
     let names = vec![
         (lock, "lock"),
         (fair, "fair"),
+        (single, "lock"),
+        (single_fair, "fair"),
         (rw, "rw"),
         (fenced, "fenced"),
         (sem, "semaphore"),
@@ -213,9 +229,11 @@ async fn every_command(url: &str) {
 
     let listed = json(url, &["ls", &pattern]).await;
     assert_eq!(listed["items"].as_array().unwrap().len(), names.len());
+    // The fair lock and the non-reentrant fair lock, each with its one waiter queued.
     let fair = json(url, &["ls", &pattern, "--type", "fair"]).await;
-    assert_eq!(fair["items"].as_array().unwrap().len(), 1);
-    assert_eq!(fair["items"][0]["queue_len"], 1);
+    let fair = fair["items"].as_array().unwrap();
+    assert_eq!(fair.len(), 2, "{fair:?}");
+    assert!(fair.iter().all(|f| f["queue_len"] == 1), "{fair:?}");
     let table = stdout(&relock(url, &["ls", &pattern]).await);
     for (name, kind) in &names {
         assert!(
@@ -255,7 +273,7 @@ async fn every_command(url: &str) {
             "{line}"
         );
     }
-    let fenced = &names[3].0;
+    let fenced = &names.iter().find(|(_, kind)| *kind == "fenced").unwrap().0;
     assert_eq!(json(url, &["show", fenced]).await["token"], 1);
 
     for (name, kind) in &names {
