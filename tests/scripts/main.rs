@@ -12,6 +12,7 @@ mod functions;
 mod multi_scripts;
 mod redisson_compat;
 mod redisson_sync;
+mod reentry_scripts;
 mod reload;
 mod rw_scripts;
 mod scripts;

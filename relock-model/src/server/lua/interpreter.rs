@@ -55,9 +55,12 @@ impl Interpreter {
         let redis = lua.create_table()?;
         redis.set(
             "error_reply",
-            lua.create_function(|lua, message: mlua::LuaString| {
+            lua.create_function(move |lua, message: mlua::LuaString| {
                 let t = lua.create_table()?;
-                t.set("err", message)?;
+                t.set(
+                    "err",
+                    lua.create_string(error_reply(version, &message.as_bytes()))?,
+                )?;
                 Ok(t)
             })?,
         )?;
@@ -264,5 +267,27 @@ fn command(
     let outcome = server.borrow_mut().dispatch(&argv, true);
     match outcome {
         Ok(reply) | Err(reply) => to_lua(lua, &reply),
+    }
+}
+
+/// The error a script's `redis.error_reply(message)` makes. Redis 7 makes it `<code> <text>`:
+/// a message `-CODE text` or `CODE text` keeps its first word as the code, and a message of one
+/// word gets the code `ERR` (`NON_REENTRANT_REACQUIRE` is answered `ERR
+/// NON_REENTRANT_REACQUIRE`). Redis 6 keeps the message as it is.
+fn error_reply(version: Version, message: &[u8]) -> Vec<u8> {
+    if version == Version::Redis6 {
+        return message.to_vec();
+    }
+    let message = message.strip_prefix(b"-").unwrap_or(message);
+    let end = message.len()
+        - message
+            .iter()
+            .rev()
+            .take_while(|&&b| b == b'\r' || b == b'\n')
+            .count();
+    let message = &message[..end];
+    match message.iter().position(|&b| b == b' ') {
+        Some(_) => message.to_vec(),
+        None => [b"ERR ".as_slice(), message].concat(),
     }
 }
