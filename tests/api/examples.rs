@@ -50,13 +50,7 @@ fn the_election_example_answers_help() {
 #[test]
 fn in_the_election_example_a_follower_takes_over_from_the_killed_leader() {
     let server = common::RedisServer::start();
-    let out = Command::new(common::example("election", "testing"))
-        .env("REDIS_URL", server.url())
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{out:?}");
+    let stdout = common::run_example("election", "testing", &server);
     // "member 2 took over with epoch 2 (the killed leader's was 1), 1863 ms after the kill"
     let took = stdout
         .lines()

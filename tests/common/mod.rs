@@ -394,6 +394,19 @@ pub async fn woken_promptly(
     guard
 }
 
+/// Runs example `name` (built with `feature`) to its end against `server` (its `REDIS_URL`),
+/// and gives what it printed; fails the test when it did not exit 0.
+pub fn run_example(name: &str, feature: &str, server: &RedisServer) -> String {
+    let out = std::process::Command::new(example(name, feature))
+        .env("REDIS_URL", server.url())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{name}: {stdout}\n{out:?}");
+    stdout
+}
+
 /// The path of example `name` (built with feature `feature`), which `cargo test --all-features`
 /// builds beside the test binaries; a test that runs it fails with what to do when it is
 /// missing or older than a source it is built from.

@@ -234,13 +234,7 @@ fn the_blocking_api_refuses_a_second_hold_on_the_same_thread() {
 #[test]
 fn the_example_shows_the_refusal() {
     let server = common::RedisServer::start();
-    let out = std::process::Command::new(common::example("non_reentrant", "testing"))
-        .env("REDIS_URL", server.url())
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{out:?}");
+    let stdout = common::run_example("non_reentrant", "testing", &server);
     assert!(
         stdout.contains("refused (lock `example:non_reentrant:"),
         "{stdout}"
