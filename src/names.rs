@@ -12,48 +12,58 @@ use fred::types::Key;
 
 use crate::error::{Error, Result, Shown};
 
-/// Every prefix relock and Redisson put before a name (`<prefix>:{<name>}`, see [`prefixed`]),
-/// spelled once: the scripts' callers, `inspect` and the command line all take them from here.
-pub(crate) mod prefix {
-    /// The channel a plain, fair or fenced lock's release publishes on (a fair waiter's own
-    /// channel adds `:<holder field>`).
-    pub(crate) const LOCK_CHANNEL: &str = "redisson_lock__channel";
-    /// A read-write lock's channel, which readers and writers share.
-    pub(crate) const RW_CHANNEL: &str = "redisson_rwlock";
-    /// Both semaphores' channel.
-    pub(crate) const SEMAPHORE_CHANNEL: &str = "redisson_sc";
-    /// A count-down latch's channel: `<prefix>{<name>}`, braces and all, with no `:`.
-    pub(crate) const LATCH_CHANNEL: &str = "redisson_countdownlatch__channel__";
-    /// A fenced lock's token counter.
-    pub(crate) const TOKEN: &str = "redisson_lock_token";
-    /// A fair lock's queue of waiters.
-    pub(crate) const QUEUE: &str = "redisson_lock_queue";
-    /// A fair lock's waiters' deadlines.
-    pub(crate) const TIMEOUT: &str = "redisson_lock_timeout";
-    /// An unlock's replay key (Redisson's word: "latch").
-    pub(crate) const REPLAY: &str = "redisson_unlock_latch";
-    /// A lock's hand-off claim.
-    pub(crate) const CLAIM: &str = "relock_claim";
-    /// A fair lock's live waiters.
-    pub(crate) const FAIR_ALIVE: &str = "relock_fair_alive";
-    /// A lock-delay's shadow lease.
-    pub(crate) const LEASE: &str = "relock_lease";
-    /// A synchronizer's request key.
-    pub(crate) const REQUEST: &str = "relock_request";
-    /// A fence's high-water mark.
-    pub(crate) const FENCE: &str = "relock_fence";
-    /// What an election's lock name starts with: `relock_election:<election>` (a name, not
-    /// `<prefix>:{<name>}`: its own keys put the whole of it in braces, as any lock's do).
-    pub(crate) const ELECTION: &str = "relock_election:";
-    /// An election's history, a stream beside its lock (`lua/election/history.lua`).
-    pub(crate) const HISTORY: &str = "relock_election_log";
-    /// The channel an election's changes are published on, for its watchers.
-    pub(crate) const CHANGES: &str = "relock_election_changes";
+/// Makes [`prefix`] of the kinds' `keys` in the primitives' table.
+macro_rules! prefixes {
+    (
+        primitives { $($primitives:tt)* }
+        kinds {
+            $(
+                $(#[$doc:meta])* $Kind:ident = $label:literal, $words:literal,
+                $class:ident $(($($unlock:tt)*))?,
+                keys { $($(#[$key_doc:meta])* $Prefix:ident = $value:literal, $role:ident;)* }
+            )*
+        }
+    ) => {
+        /// Every prefix relock and Redisson put before a name (`<prefix>:{<name>}`, see
+        /// [`prefixed`]), spelled once, in the primitives' table (each with the kind that brings
+        /// it): the scripts' callers, `inspect` and the command line all take them from here.
+        pub(crate) mod prefix {
+            $($($(#[$key_doc])* pub(crate) const $Prefix: &str = $value;)*)*
 
-    /// The prefixes of the keys kept beside a name, none of which is a name itself.
-    pub(crate) const AUXILIARY: [&str; 10] = [
-        QUEUE, TIMEOUT, TOKEN, REPLAY, CLAIM, FAIR_ALIVE, LEASE, REQUEST, FENCE, HISTORY,
-    ];
+            /// Every prefix, with its role.
+            pub(crate) const ALL: &[(&str, super::Role)] =
+                &[$($(($Prefix, super::Role::of(stringify!($role))),)*)*];
+
+            /// The prefixes of the keys kept beside a name, none of which is a name itself.
+            pub(crate) fn auxiliary() -> impl Iterator<Item = &'static str> {
+                ALL.iter()
+                    .filter(|(_, role)| *role == super::Role::Key)
+                    .map(|(prefix, _)| *prefix)
+            }
+        }
+    };
+}
+
+crate::primitive::with_primitives!(prefixes);
+
+/// What a prefix starts: a key kept beside a name, a channel, or a name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    Key,
+    Channel,
+    Name,
+}
+
+impl Role {
+    /// The role a table row spells `key`, `channel` or `name` (any other word fails the build).
+    const fn of(word: &str) -> Role {
+        match word.as_bytes() {
+            b"key" => Role::Key,
+            b"channel" => Role::Channel,
+            b"name" => Role::Name,
+            _ => panic!("a prefix's role is key, channel or name"),
+        }
+    }
 }
 
 /// The keys of one lock. Each is a shared string: making a command argument of it (`Key::from`)
@@ -286,6 +296,27 @@ pub(crate) fn prefixed(prefix: &str, name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_prefix_is_spelled_once_and_only_keys_are_auxiliary() {
+        let mut spellings: Vec<&str> = prefix::ALL.iter().map(|(p, _)| *p).collect();
+        spellings.sort_unstable();
+        spellings.dedup();
+        assert_eq!(spellings.len(), prefix::ALL.len(), "two prefixes alike");
+        let auxiliary: Vec<&str> = prefix::auxiliary().collect();
+        for key in [
+            prefix::QUEUE,
+            prefix::TOKEN,
+            prefix::REPLAY,
+            prefix::HISTORY,
+        ] {
+            assert!(auxiliary.contains(&key), "{key}");
+        }
+        for not_key in [prefix::LOCK_CHANNEL, prefix::ELECTION, prefix::CHANGES] {
+            assert!(!auxiliary.contains(&not_key), "{not_key}");
+        }
+        assert_eq!(auxiliary.len(), 10);
+    }
 
     #[test]
     fn plain_names_get_braced_auxiliary_keys() {

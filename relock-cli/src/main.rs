@@ -318,9 +318,9 @@ async fn show(client: &Client, name: &str, json: bool) -> Outcome {
         }
         return Err(not_known(&seen));
     }
-    let leader = match (&seen.kind, election::of(name)) {
-        (Kind::Election, Some(e)) => election::leader(client, e).await?,
-        _ => None,
+    let leader = match seen.election() {
+        Some(e) => election::leader(client, e).await?,
+        None => None,
     };
     if json {
         let mut doc = json::inspection(&seen);
@@ -383,20 +383,7 @@ async fn unlock(client: &Client, name: &str, force: bool, yes: bool, json: bool)
             return Err(Failure::Error("not confirmed: nothing was changed".into()));
         }
     }
-    let freed = match seen.kind {
-        Kind::FairLock => client.fair_lock(name).force_unlock().await,
-        Kind::Election => match election::of(name) {
-            Some(e) => client.election(e).force_vacate().await,
-            None => client.fenced_lock(name).force_unlock().await,
-        },
-        Kind::FencedLock => client.fenced_lock(name).force_unlock().await,
-        Kind::RwLock if seen.mode.as_deref() == Some("read") => {
-            client.rw_lock(name).read().force_unlock().await
-        }
-        Kind::RwLock => client.rw_lock(name).write().force_unlock().await,
-        _ => client.lock(name).force_unlock().await,
-    }
-    .map_err(failed)?;
+    let freed = client.force_unlock(&seen).await.map_err(failed)?;
     let holders: Vec<&str> = seen
         .holders
         .iter()

@@ -181,7 +181,12 @@ macro_rules! delay_methods {
 /// blocking [`Client`]'s constructor of a `handle`, their methods and, for a lock type with a
 /// lock-delay, its methods.
 macro_rules! lock_types {
-    ($($(#[$doc:meta])* $Variant:ident = $tag:literal, $shape:ident $(($($how:tt)*))?,)*) => {
+    (
+        primitives {
+            $($(#[$doc:meta])* $Variant:ident = $tag:literal, $shape:ident $(($($how:tt)*))?,)*
+        }
+        kinds { $($kinds:tt)* }
+    ) => {
         $(lock_type!($Variant $shape $(($($how)*))?);)*
     };
 }

@@ -2,8 +2,8 @@
 //! [`Client::connections`](crate::Client::connections), whose work is the `inspect` module's.
 
 use super::Client;
-use crate::error::Result;
-use crate::inspect::{ClientConnection, Found, Inspection};
+use crate::error::{Error, Result};
+use crate::inspect::{ClientConnection, Found, Inspection, Kind};
 
 impl Client {
     /// Everything relock and Redisson keep under `name`: what it is, who holds it (with the
@@ -55,3 +55,61 @@ impl Client {
         self.shared.connections().await
     }
 }
+
+/// Makes [`Client::force_unlock`] of the kinds in the primitives' table: each lock kind is freed
+/// as its row says.
+macro_rules! force_unlock {
+    (
+        primitives { $($primitives:tt)* }
+        kinds {
+            $(
+                $(#[$doc:meta])* $Kind:ident = $label:literal, $words:literal,
+                $class:ident $((|$client:ident, $seen:ident| $unlock:expr))?,
+                keys { $($keys:tt)* }
+            )*
+        }
+    ) => {
+        impl Client {
+            /// Frees what [`inspect`](Self::inspect) found, whoever holds it, as its kind is
+            /// freed: a lock's or fenced lock's `force_unlock`, a fair lock's (its queue kept),
+            /// a read-write lock's side in [`Inspection::mode`], an election's
+            /// [`force_vacate`](crate::Election::force_vacate). A lock-delay in force ends too.
+            /// What the `relock unlock --force` command runs. The holder is not told: it goes on
+            /// as if it still held the lock.
+            ///
+            /// True when something was freed; false when it was free already (it may have been
+            /// released since it was inspected).
+            ///
+            /// ```no_run
+            /// # async fn run(client: relock::Client) -> relock::Result<()> {
+            /// let seen = client.inspect("order:42").await?;
+            /// if seen.kind.is_lock() && seen.holders.iter().all(|h| h.party.is_gone()) {
+            ///     client.force_unlock(&seen).await?;
+            /// }
+            /// # Ok(()) }
+            /// ```
+            ///
+            /// # Errors
+            ///
+            /// [`Error::InvalidArgument`] when it found no lock (a synchronizer, nothing, a key
+            /// of another kind), [`Error::Redis`](crate::Error::Redis) when the server cannot
+            /// be reached.
+            pub async fn force_unlock(&self, seen: &Inspection) -> Result<bool> {
+                match &seen.kind {
+                    $($(Kind::$Kind => {
+                        let $client = self;
+                        let $seen = seen;
+                        $unlock
+                    })?)*
+                    kind => Err(Error::invalid(format!(
+                        "`{}` is a {}, not a lock: only a lock can be force-unlocked",
+                        seen.name,
+                        kind.words()
+                    ))),
+                }
+            }
+        }
+    };
+}
+
+crate::primitive::with_primitives!(force_unlock);

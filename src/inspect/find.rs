@@ -158,11 +158,11 @@ pub(super) async fn scan_page(
 
 /// Whether `key` is one of the keys relock or Redisson keep beside a name (not a name itself).
 pub(super) fn is_auxiliary(key: &str) -> bool {
-    let auxiliary = |p: &&str| {
+    let beside = |p: &str| {
         key.strip_prefix(p)
             .is_some_and(|rest| rest.starts_with(':'))
     };
-    prefix::AUXILIARY.iter().any(auxiliary)
+    prefix::auxiliary().any(beside)
         || key.contains(":rwlock_timeout:")
         || (key.starts_with('{') && key.ends_with("}:timeout"))
 }

@@ -17,38 +17,80 @@ mod describe;
 mod find;
 mod parse;
 
-/// What a name holds, as [`Client::inspect`](crate::Client::inspect) tells it from the keys it finds.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Kind {
-    /// A reentrant lock: a [`Lock`](crate::Lock), [`SpinLock`](crate::SpinLock), Redisson's
-    /// `RLock`, or a [`FairLock`](crate::FairLock) that nobody waits for (they look alike).
-    Lock,
-    /// A fair lock with waiters queued.
-    FairLock,
-    /// A read-write lock, held in [`Inspection::mode`].
-    RwLock,
-    /// A fenced lock (its token counter exists), held or not.
-    FencedLock,
-    /// A leader election ([`Election`](crate::Election)), led or not: the fenced lock named
-    /// `relock_election:<election>`, whose holder is the leader and whose token the epoch.
-    Election,
-    /// A semaphore (someone waits on a semaphore's channel).
-    Semaphore,
-    /// A permit semaphore: permits with ids and leases.
-    PermitSemaphore,
-    /// A count-down latch (someone waits on a latch's channel).
-    CountDownLatch,
-    /// A count that is a [`Semaphore`](crate::Semaphore)'s or a
-    /// [`CountDownLatch`](crate::CountDownLatch)'s: Redis keeps both as a number, and only a
-    /// waiter's channel tells them apart.
-    Counter,
-    /// Nothing relock or Redisson keeps is there.
-    Nothing,
-    /// A key of another kind (its Redis type, or "hash" for a hash that is no lock): not a
-    /// lock or synchronizer.
-    Other(String),
+/// Makes [`Kind`] of the kinds in the primitives' table, with [`Nothing`](Kind::Nothing) and
+/// [`Other`](Kind::Other) for what relock does not know.
+macro_rules! kinds {
+    (
+        primitives { $($primitives:tt)* }
+        kinds {
+            $(
+                $(#[$doc:meta])* $Kind:ident = $label:literal, $words:literal,
+                $class:ident $(($($unlock:tt)*))?,
+                keys { $($keys:tt)* }
+            )*
+        }
+    ) => {
+        /// What a name holds, as [`Client::inspect`](crate::Client::inspect) tells it from the
+        /// keys it finds.
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        #[non_exhaustive]
+        pub enum Kind {
+            $($(#[$doc])* $Kind,)*
+            /// Nothing relock or Redisson keeps is there.
+            Nothing,
+            /// A key of another kind (its Redis type, or "hash" for a hash that is no lock): not
+            /// a lock or synchronizer.
+            Other(String),
+        }
+
+        impl Kind {
+            /// The labels of the kinds relock knows, as [`label`](Self::label) gives them:
+            /// `lock`, `fair`, `rw`, `fenced`, `election`, `semaphore`, `permits`, `latch`,
+            /// `counter`.
+            pub const LABELS: [&'static str; [$($label),*].len()] = [$($label),*];
+
+            /// A short lower-case name: one of [`LABELS`](Self::LABELS), `none`, or the other
+            /// key's Redis type.
+            pub fn label(&self) -> &str {
+                match self {
+                    $(Kind::$Kind => $label,)*
+                    Kind::Nothing => "none",
+                    Kind::Other(kind) => kind,
+                }
+            }
+
+            /// How a sentence names it: "fair lock", "count-down latch"; `none` or the other
+            /// key's Redis type for what relock does not know.
+            pub fn words(&self) -> &str {
+                match self {
+                    $(Kind::$Kind => $words,)*
+                    Kind::Nothing | Kind::Other(_) => self.label(),
+                }
+            }
+
+            /// Whether it is a lock of some type (something
+            /// [`Client::force_unlock`](crate::Client::force_unlock) applies to).
+            pub fn is_lock(&self) -> bool {
+                match self {
+                    $(Kind::$Kind => is_lock!($class),)*
+                    Kind::Nothing | Kind::Other(_) => false,
+                }
+            }
+        }
+    };
 }
+
+/// Whether a kind's class in the primitives' table is a lock's (any other word fails the build).
+macro_rules! is_lock {
+    (lock) => {
+        true
+    };
+    (sync) => {
+        false
+    };
+}
+
+crate::primitive::with_primitives!(kinds);
 
 /// `PSUBSCRIBE` patterns for every channel a release of `name` may publish on, relock's and
 /// Redisson's alike: a lock's, each fair waiter's, a read-write lock's, both semaphores' and a
@@ -65,70 +107,7 @@ pub fn release_patterns(name: &str) -> Vec<String> {
     crate::names::release_patterns(name)
 }
 
-/// Every kind relock knows, once: its label (`ls --type`, `--json`) and how a sentence names it.
-const KNOWN: [(Kind, &str, &str); 9] = [
-    (Kind::Lock, "lock", "lock"),
-    (Kind::FairLock, "fair", "fair lock"),
-    (Kind::RwLock, "rw", "read-write lock"),
-    (Kind::FencedLock, "fenced", "fenced lock"),
-    (Kind::Election, "election", "election"),
-    (Kind::Semaphore, "semaphore", "semaphore"),
-    (Kind::PermitSemaphore, "permits", "permit semaphore"),
-    (Kind::CountDownLatch, "latch", "count-down latch"),
-    (
-        Kind::Counter,
-        "counter",
-        "semaphore or latch (a count; nobody waits on it to tell which)",
-    ),
-];
-
 impl Kind {
-    /// The labels of the kinds relock knows, as [`label`](Self::label) gives them: `lock`,
-    /// `fair`, `rw`, `fenced`, `election`, `semaphore`, `permits`, `latch`, `counter`.
-    pub const LABELS: [&'static str; KNOWN.len()] = {
-        let mut labels = [""; KNOWN.len()];
-        let mut i = 0;
-        while i < KNOWN.len() {
-            labels[i] = KNOWN[i].1;
-            i += 1;
-        }
-        labels
-    };
-
-    /// A short lower-case name: one of [`LABELS`](Self::LABELS), `none`, or the other key's
-    /// Redis type.
-    pub fn label(&self) -> &str {
-        match self {
-            Kind::Nothing => "none",
-            Kind::Other(kind) => kind,
-            known => Kind::known(known).1,
-        }
-    }
-
-    /// How a sentence names it: "fair lock", "count-down latch"; `none` or the other key's
-    /// Redis type for what relock does not know.
-    pub fn words(&self) -> &str {
-        match self {
-            Kind::Nothing | Kind::Other(_) => self.label(),
-            known => Kind::known(known).2,
-        }
-    }
-
-    fn known(kind: &Kind) -> &'static (Kind, &'static str, &'static str) {
-        KNOWN
-            .iter()
-            .find(|(k, ..)| k == kind)
-            .expect("every kind but Nothing and Other is known")
-    }
-
-    /// Whether it is a lock of some type (something `force_unlock` applies to).
-    pub fn is_lock(&self) -> bool {
-        matches!(
-            self,
-            Kind::Lock | Kind::FairLock | Kind::RwLock | Kind::FencedLock | Kind::Election
-        )
-    }
-
     /// Whether relock knows it: a lock or a synchronizer.
     pub fn is_known(&self) -> bool {
         !matches!(self, Kind::Nothing | Kind::Other(_))
@@ -305,6 +284,29 @@ pub struct Inspection {
     pub server_time_ms: i64,
 }
 
+impl Inspection {
+    /// The election whose lock this is (its name less `relock_election:`), when it was found as
+    /// one ([`Kind::Election`]).
+    ///
+    /// ```no_run
+    /// # async fn run(client: relock::Client) -> relock::Result<()> {
+    /// let seen = client.inspect("relock_election:billing").await?;
+    /// if let Some(election) = seen.election() {
+    ///     println!("{election} is led by {:?}", client.election(election).leader().await?);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn election(&self) -> Option<&str> {
+        match self.kind {
+            Kind::Election => self
+                .name
+                .strip_prefix(crate::names::prefix::ELECTION)
+                .filter(|election| !election.is_empty()),
+            _ => None,
+        }
+    }
+}
+
 /// What [`Client::find`](crate::Client::find) found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -336,6 +338,16 @@ mod tests {
         ];
         let labels: Vec<&str> = known.iter().map(Kind::label).collect();
         assert_eq!(labels, Kind::LABELS);
+        let mut unique = labels.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), labels.len(), "two kinds share a label");
+        let locks: Vec<&str> = known
+            .iter()
+            .filter(|k| k.is_lock())
+            .map(Kind::label)
+            .collect();
+        assert_eq!(locks, ["lock", "fair", "rw", "fenced", "election"]);
         assert_eq!(Kind::FairLock.words(), "fair lock");
         assert_eq!(Kind::CountDownLatch.words(), "count-down latch");
         assert_eq!(Kind::Nothing.label(), "none");

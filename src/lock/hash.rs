@@ -113,15 +113,16 @@ pub(crate) async fn release(call: ReleaseCall<'_>, delay: Option<&Delay>) -> Res
         Key::from(&keys.claim),
         delay.map_or_else(|| Key::from(""), |d| Key::from(&d.shadow)),
     ];
+    let [publish, replay_ttl, claim_window, sent_before, replay_last] = how.args();
     let args = [
         text(UNLOCK_MESSAGE),
         ms_arg(call.keep_ms),
         Value::String(field.clone()),
-        text(how.publish),
-        ms_arg(how.replay_ttl_ms),
-        ms_arg(how.claim_window_ms),
-        text(if how.sent_before { "1" } else { "0" }),
-        text(if how.replay_last { "1" } else { "0" }),
+        publish,
+        replay_ttl,
+        claim_window,
+        sent_before,
+        replay_last,
         ms_arg(delay.map_or(0, |d| d.ms)),
     ];
     let n = if delay.is_some() { 5 } else { 4 };

@@ -2,7 +2,9 @@
 //! and how it is sent, and a lock-delay.
 
 use fred::bytes_utils::Str;
-use fred::types::Key;
+use fred::types::{Key, Value};
+
+use crate::scripts::{ms_arg, text};
 
 /// What an acquire script answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,4 +79,20 @@ pub(crate) struct ReleaseHow<'a> {
     /// Whether a last release writes a replay key too (by default only a release that leaves
     /// holds behind writes one).
     pub(crate) replay_last: bool,
+}
+
+impl ReleaseHow<'_> {
+    /// What the hash's and the multi-lock's release scripts take of it, in their order: how to
+    /// publish, the replay key's TTL, the claim's window, whether it was sent before, whether a
+    /// last release writes a replay key.
+    pub(crate) fn args(&self) -> [Value; 5] {
+        let flag = |on: bool| text(if on { "1" } else { "0" });
+        [
+            text(self.publish),
+            ms_arg(self.replay_ttl_ms),
+            ms_arg(self.claim_window_ms),
+            flag(self.sent_before),
+            flag(self.replay_last),
+        ]
+    }
 }

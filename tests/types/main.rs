@@ -18,6 +18,7 @@ mod fair_leave;
 mod fairness;
 mod fence;
 mod fenced;
+mod force_unlock;
 mod inspect;
 mod latch;
 mod leases;

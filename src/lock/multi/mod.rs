@@ -71,7 +71,12 @@ macro_rules! part_from {
 
 /// A part of every lock type the primitives' table lists as a `handle` or a `side`.
 macro_rules! parts {
-    ($($(#[$doc:meta])* $Variant:ident = $tag:literal, $shape:ident $(($($how:tt)*))?,)*) => {
+    (
+        primitives {
+            $($(#[$doc:meta])* $Variant:ident = $tag:literal, $shape:ident $(($($how:tt)*))?,)*
+        }
+        kinds { $($kinds:tt)* }
+    ) => {
         $(part!($Variant $shape);)*
     };
 }

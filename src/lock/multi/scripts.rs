@@ -100,15 +100,8 @@ pub(crate) async fn release(
         keys.push(Key::from(&part.claim));
     }
     let mut args = Vec::with_capacity(7 + parts.len());
-    args.extend([
-        text(UNLOCK_MESSAGE),
-        Value::String(field.clone()),
-        text(how.publish),
-        ms_arg(how.replay_ttl_ms),
-        ms_arg(how.claim_window_ms),
-        text(if how.sent_before { "1" } else { "0" }),
-        text(if how.replay_last { "1" } else { "0" }),
-    ]);
+    args.extend([text(UNLOCK_MESSAGE), Value::String(field.clone())]);
+    args.extend(how.args());
     args.extend(keep_ms.iter().map(|&ms| ms_arg(ms)));
     let reply = RELEASE
         .run(redis, &keys, &args)
