@@ -74,8 +74,9 @@ macro_rules! force_unlock {
             /// freed: a lock's or fenced lock's `force_unlock`, a fair lock's (its queue kept),
             /// a read-write lock's side in [`Inspection::mode`], an election's
             /// [`force_vacate`](crate::Election::force_vacate). A lock-delay in force ends too.
-            /// What the `relock unlock --force` command runs. The holder is not told: it goes on
-            /// as if it still held the lock.
+            /// What the `relock unlock --force` command runs. Its holder is not told at once: as
+            /// with the type's own force-unlock, it learns when a renewal or its release finds
+            /// the lock gone.
             ///
             /// True when something was freed; false when it was free already (it may have been
             /// released since it was inspected).

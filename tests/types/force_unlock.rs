@@ -99,6 +99,28 @@ async fn each_lock_kind_is_freed_as_it_was_found() {
 }
 
 #[tokio::test]
+async fn a_lock_delay_in_force_is_ended() {
+    let (server, client, name) = common::setup("force-unlock-delay", WATCHDOG).await;
+    let delayed = client
+        .lock(&name)
+        .with_lock_delay(Duration::from_secs(30))
+        .unwrap();
+    // A holder that never unlocks: its lease runs out, and the lock-delay begins.
+    let lease = Duration::from_millis(300);
+    std::mem::forget(delayed.lock_with_lease(lease).await.unwrap());
+    assert!(common::until_gone(&server, &name, lease + Duration::from_secs(5)).await);
+    let seen = client.inspect(&name).await.unwrap();
+    assert_eq!(seen.kind, Kind::Lock);
+    assert!(seen.holders.is_empty());
+    assert!(seen.delay_ms.is_some(), "{seen:?}");
+
+    assert!(client.force_unlock(&seen).await.unwrap(), "the delay ended");
+    assert_eq!(delayed.lock_delay_left().await.unwrap(), None);
+    assert_eq!(client.inspect(&name).await.unwrap().kind, Kind::Nothing);
+    assert!(client.lock(&name).try_lock().await.unwrap().is_some());
+}
+
+#[tokio::test]
 async fn a_synchronizer_or_nothing_is_not_force_unlocked() {
     let (_server, client, name) = common::setup("force-unlock-sync", WATCHDOG).await;
     let semaphore = client.semaphore(&name);
