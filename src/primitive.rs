@@ -2,8 +2,9 @@
 //! type's handles are told apart by, the `kind` label of its metrics, and what the blocking API
 //! and a [`MultiLock`](crate::MultiLock) make of it; and every kind of thing `inspect` finds in
 //! Redis, with its label, the words a sentence names it by, how an operator frees it, and the
-//! key prefixes it brings. A new primitive is one row there (two when it brings a new shape of
-//! keys), besides its own module, its constructor on [`Client`](crate::Client) and its re-export.
+//! key prefixes it brings. A new primitive is one row there, besides its own module, its
+//! constructor on [`Client`](crate::Client) and its re-export; one that brings a new shape of
+//! keys is a row in each part, and the rule that tells its shape apart in `inspect`.
 
 /// Hands the table of every primitive and every kind to the macro `$then`, which makes of it
 /// what its module needs ([`Primitive`] here, the blocking handles in `blocking`, the parts of a

@@ -24,6 +24,7 @@ pub(super) fn compare(
 ) -> (Server, Option<String>) {
     let real = settled(real, read);
     let mut first = None;
+    let latest = *instants.end();
     for at in instants {
         // The script's clock may move on by a ms at any of its commands (or not at all).
         let mut tick = None;
@@ -50,7 +51,7 @@ pub(super) fn compare(
     }
     let (sim, sim_reply, sim_dump, at) = first.expect("at least one instant");
     let mut text = format!(
-        "(simulated at {at} ms): {}\nreal reply: {reply}\nsim reply:  {sim_reply}\n",
+        "(simulated at {at} ms, shown; every ms to {latest} tried): {}\nreal reply: {reply}\nsim reply:  {sim_reply}\n",
         describe(args)
     );
     let keys: BTreeSet<&Vec<u8>> = real.keys().chain(sim_dump.keys()).collect();
