@@ -80,12 +80,10 @@ async fn each_lock_kind_is_freed_as_it_was_found() {
 
     let election = format!("{name}:election");
     let term = holder.election(&election).campaign().await.unwrap();
-    freed_as(
-        &operator,
-        &format!("relock_election:{election}"),
-        Kind::Election,
-    )
-    .await;
+    let lock = format!("relock_election:{election}");
+    let seen = operator.inspect(&lock).await.unwrap();
+    assert_eq!(seen.election(), Some(election.as_str()));
+    freed_as(&operator, &lock, Kind::Election).await;
     assert!(operator
         .election(&election)
         .leader()
