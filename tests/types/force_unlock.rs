@@ -119,8 +119,8 @@ async fn a_lock_delay_in_force_is_ended() {
 }
 
 #[tokio::test]
-async fn a_synchronizer_or_nothing_is_not_force_unlocked() {
-    let (_server, client, name) = common::setup("force-unlock-sync", WATCHDOG).await;
+async fn a_synchronizer_nothing_or_a_foreign_key_is_not_force_unlocked() {
+    let (server, client, name) = common::setup("force-unlock-sync", WATCHDOG).await;
     let semaphore = client.semaphore(&name);
     assert!(semaphore.try_set_permits(2).await.unwrap());
     let seen = client.inspect(&name).await.unwrap();
@@ -136,6 +136,17 @@ async fn a_synchronizer_or_nothing_is_not_force_unlocked() {
         .await
         .unwrap_err()
         .is_invalid_argument());
+
+    let foreign = format!("{name}:foreign");
+    server.cmd(&["SET", &foreign, "not a lock"]);
+    let seen = client.inspect(&foreign).await.unwrap();
+    assert_eq!(seen.kind, Kind::Other("string".into()));
+    let refused = client.force_unlock(&seen).await.unwrap_err();
+    assert!(refused.is_invalid_argument(), "{refused}");
+    assert_eq!(
+        common::raw_get(&server, &foreign).as_deref(),
+        Some("not a lock")
+    );
 }
 
 #[tokio::test]
